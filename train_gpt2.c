@@ -1,0 +1,1636 @@
+/*
+train_gpt2.c: a GPT-2 / Llama-style language model trained on the CPU, in one file,
+written to teach weight initialization.
+
+    make train_gpt2 && ./train_gpt2                 # GPT-2 init, byte-level Moby-Dick
+    ./train_gpt2 -g 1.0 -e 1e-12                    # gamma-init, rate 1, norm eps 1e-12 (seed 000)
+
+The seeds this file cites live in ../shared/seeds/:
+  000  Small Initialization Matters for LLMs (gamma-init, norm eps, gated attention, probes)
+  001  Initialization from first principles (Xavier, Kaiming, GPT-2 residual scaling, muP)
+  002  The weights you start with (tutorial: variance preservation to LLM recipes)
+  003  Scalable Complexity Control (initialization rate gamma, weight decay lambda, condensation)
+  004  Weight Initialization and Variance Dynamics (std sweeps, Q/K/V variance)
+and ../shared/seed_corrections.md lists where they err; comments say so where it matters.
+
+Layout of the file (each layer's forward and backward side by side, as in llm.c):
+  1. utilities             5. the model: parameters, activations, forward, backward
+  2. random numbers        6. AdamW and the learning-rate schedule
+  3. initializers          7. data, sampling, checkpoints, logging
+  4. layers                8. the training loop and the command line
+Only libc, libm and OpenMP are used. doc/model.md is the model's exact contract.
+*/
+#define _GNU_SOURCE
+#include <errno.h>
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+// ============================================================================================
+// 1. Utilities
+// ============================================================================================
+
+// Every user-facing failure is one line on stderr and a non-zero exit. test_gpt2.c replaces
+// the exit with a longjmp (see FATAL_HOOK) so that it can check that bad input is refused.
+#ifndef FATAL_HOOK
+#define FATAL_HOOK() exit(1)
+#endif
+static void fatal(const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "error: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    FATAL_HOOK();
+}
+
+static void* xmalloc(size_t bytes) {
+    void* p = malloc(bytes ? bytes : 1);
+    if (!p) fatal("out of memory allocating %zu bytes", bytes);
+    return p;
+}
+
+static void* xcalloc(size_t count, size_t size) {
+    void* p = calloc(count ? count : 1, size ? size : 1);
+    if (!p) fatal("out of memory allocating %zu x %zu bytes", count, size);
+    return p;
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+// ============================================================================================
+// 2. Random numbers: PyTorch's CPU generator, so that an initializer here and nn.init there
+//    produce the same tensor from the same seed (RNG_SECTION)
+// ============================================================================================
+
+typedef struct {
+    uint32_t mt[624];
+    int mti;
+    int has_normal;       // torch caches the second Box-Muller value of its double path
+    double next_normal;
+} Rng;
+
+static void rng_seed(Rng* g, uint64_t seed) {
+    g->mt[0] = (uint32_t)(seed & 0xffffffffu);
+    for (int i = 1; i < 624; i++)
+        g->mt[i] = 1812433253u * (g->mt[i - 1] ^ (g->mt[i - 1] >> 30)) + (uint32_t)i;
+    g->mti = 624;
+    g->has_normal = 0;
+    g->next_normal = 0.0;
+}
+
+static uint32_t rng_u32(Rng* g) {
+    if (g->mti >= 624) {
+        for (int i = 0; i < 624; i++) {
+            uint32_t y = (g->mt[i] & 0x80000000u) | (g->mt[(i + 1) % 624] & 0x7fffffffu);
+            g->mt[i] = g->mt[(i + 397) % 624] ^ (y >> 1) ^ ((y & 1u) ? 0x9908b0dfu : 0u);
+        }
+        g->mti = 0;
+    }
+    uint32_t y = g->mt[g->mti++];
+    y ^= y >> 11;
+    y ^= (y << 7) & 0x9d2c5680u;
+    y ^= (y << 15) & 0xefc60000u;
+    y ^= y >> 18;
+    return y;
+}
+
+static float rng_uniform01(Rng* g) { return (rng_u32(g) & ((1u << 24) - 1)) * (1.0f / 16777216.0f); }
+
+static void init_uniform(Rng* g, float* w, size_t n, float a, float b) {
+    for (size_t i = 0; i < n; i++) w[i] = rng_uniform01(g) * (b - a) + a;
+}
+
+static void init_normal(Rng* g, float* w, size_t n, float mean, float std) {
+    for (size_t i = 0; i + 1 < n; i += 2) {
+        float u1 = 1.0f - rng_uniform01(g), u2 = rng_uniform01(g);
+        float r = sqrtf(-2.0f * logf(u1)), th = 6.2831853f * u2;
+        w[i] = r * cosf(th) * std + mean;
+        w[i + 1] = r * sinf(th) * std + mean;
+    }
+    if (n % 2) {
+        float u1 = 1.0f - rng_uniform01(g), u2 = rng_uniform01(g);
+        w[n - 1] = sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2) * std + mean;
+    }
+}
+// RNG_SECTION_END
+
+// ============================================================================================
+// 4. Layers. Each forward is followed by its backward. Shapes: B batch, T time, C width,
+//    OC output channels, BT = B*T rows. Backward functions ACCUMULATE (+=) into gradients,
+//    so a tensor used twice (the tied embedding) collects both contributions.
+// ============================================================================================
+
+// ---- the matrix multiply -------------------------------------------------------------------
+// Everything below is one kernel: Cm[M,N] (+)= A[M,K] * Bm[K,N], with Bm row-major (rows of N
+// contiguous floats) and A read through two strides, so that A can be a matrix or a transposed
+// one without copying. Each output element is summed over k in order 0..K-1 by one thread, so
+// the result does not depend on the number of threads.
+//
+// Register tiling: a tile of MR x NR outputs lives in MR*NR accumulators while k runs, so every
+// A value loaded is used NR times and every Bm value MR times. With NR = 32 the inner j-loop is
+// two 16-wide AVX-512 FMAs (four 8-wide AVX2 ones) that GCC emits at -O3 -march=native.
+#define MR 6
+#define NR 32
+
+static void gemm_tile(int mr, int nr, int K, const float* A, long sam, long sak,
+                      const float* Bm, long ldb, float* Cm, long ldc, int accumulate) {
+    float acc[MR][NR];
+    for (int i = 0; i < MR; i++)
+        for (int j = 0; j < NR; j++) acc[i][j] = (accumulate && i < mr && j < nr) ? Cm[i * ldc + j] : 0.0f;
+    if (mr == MR && nr == NR) {
+        for (int k = 0; k < K; k++) {            // the hot loop: full tile, constant trip counts
+            const float* b = Bm + (long)k * ldb;
+            for (int i = 0; i < MR; i++) {
+                float a = A[i * sam + k * sak];
+                for (int j = 0; j < NR; j++) acc[i][j] += a * b[j];
+            }
+        }
+    } else {
+        for (int k = 0; k < K; k++) {            // edge tiles: same arithmetic, runtime bounds
+            const float* b = Bm + (long)k * ldb;
+            for (int i = 0; i < mr; i++) {
+                float a = A[i * sam + k * sak];
+                for (int j = 0; j < nr; j++) acc[i][j] += a * b[j];
+            }
+        }
+    }
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++) Cm[i * ldc + j] = acc[i][j];
+}
+
+static void gemm(int M, int N, int K, const float* A, long sam, long sak,
+                 const float* Bm, long ldb, float* Cm, long ldc, int accumulate) {
+    int mt = (M + MR - 1) / MR, nt = (N + NR - 1) / NR;
+    // column tiles outermost: the K x NR panel of Bm stays in cache while the row tiles pass
+    #pragma omp parallel for collapse(2) schedule(static)
+    for (int jt = 0; jt < nt; jt++) {
+        for (int it = 0; it < mt; it++) {
+            int i0 = it * MR, j0 = jt * NR;
+            int mr = M - i0 < MR ? M - i0 : MR, nr = N - j0 < NR ? N - j0 : NR;
+            gemm_tile(mr, nr, K, A + (long)i0 * sam, sam, sak, Bm + j0, ldb,
+                      Cm + (long)i0 * ldc + j0, ldc, accumulate);
+        }
+    }
+}
+
+// out[BT,OC] = inp[BT,C] W[OC,C]^T + bias[OC]. W is transposed into scratch[C,OC] first so that
+// the kernel streams contiguous rows of it; the copy costs C*OC against BT*C*OC multiply-adds.
+static void matmul_forward(float* out, const float* inp, const float* W, const float* bias,
+                           int BT, int C, int OC, float* scratch) {
+    #pragma omp parallel for schedule(static)
+    for (int o = 0; o < OC; o++)
+        for (int c = 0; c < C; c++) scratch[(long)c * OC + o] = W[(long)o * C + c];
+    gemm(BT, OC, C, inp, C, 1, scratch, OC, out, OC, 0);
+    if (bias) {
+        #pragma omp parallel for schedule(static)
+        for (int bt = 0; bt < BT; bt++)
+            for (int o = 0; o < OC; o++) out[(long)bt * OC + o] += bias[o];
+    }
+}
+
+// dinp[BT,C] += dout[BT,OC] W[OC,C];  dW[OC,C] += dout^T inp;  dbias[OC] += sum over rows of dout
+static void matmul_backward(float* dinp, float* dW, float* dbias, const float* dout,
+                            const float* inp, const float* W, int BT, int C, int OC) {
+    if (dinp) gemm(BT, C, OC, dout, OC, 1, W, C, dinp, C, 1);
+    gemm(OC, C, BT, dout, 1, OC, inp, C, dW, C, 1);   // A = dout^T through strides (1, OC)
+    if (dbias) {
+        #pragma omp parallel for schedule(static)
+        for (int o0 = 0; o0 < OC; o0 += 64) {
+            int o1 = o0 + 64 < OC ? o0 + 64 : OC;
+            for (int bt = 0; bt < BT; bt++)
+                for (int o = o0; o < o1; o++) dbias[o] += dout[(long)bt * OC + o];
+        }
+    }
+}
+
+// ---- embeddings -----------------------------------------------------------------------------
+// out[b,t,:] = wte[tok[b,t],:] (+ wpe[t,:] for learned positions)
+static void embedding_forward(float* out, const int* tok, const float* wte, const float* wpe,
+                              int B, int T, int C) {
+    #pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T; bt++) {
+        const float* e = wte + (long)tok[bt] * C;
+        const float* p = wpe ? wpe + (long)(bt % T) * C : NULL;
+        for (int c = 0; c < C; c++) out[(long)bt * C + c] = e[c] + (p ? p[c] : 0.0f);
+    }
+}
+
+// Rows of dwte can repeat (the same token twice), so the sum over positions runs in one
+// fixed order per channel block: parallel over channels, sequential over positions.
+static void embedding_backward(float* dwte, float* dwpe, const float* dout, const int* tok,
+                               int B, int T, int C) {
+    #pragma omp parallel for schedule(static)
+    for (int c0 = 0; c0 < C; c0 += 16) {
+        int c1 = c0 + 16 < C ? c0 + 16 : C;
+        for (int bt = 0; bt < B * T; bt++) {
+            const float* d = dout + (long)bt * C;
+            float* ew = dwte + (long)tok[bt] * C;
+            float* pw = dwpe ? dwpe + (long)(bt % T) * C : NULL;
+            for (int c = c0; c < c1; c++) {
+                ew[c] += d[c];
+                if (pw) pw[c] += d[c];
+            }
+        }
+    }
+}
+
+// ---- normalization: seed 000 eq. (1) LayerNorm and eq. (2) RMSNorm ---------------------------
+// LayerNorm(h) = w * (h - mu) / sqrt(sigma^2 + eps) + b      seed 000 eq. (1)
+// RMSNorm(h)   = w * h / sqrt(mean(h^2) + eps)               seed 000 eq. (2)
+// eps sits INSIDE the square root. When sigma^2 (or mean h^2) falls below eps, the factor
+// (sigma^2 + eps)^(-1/2) stops growing as the input shrinks: the normalization no longer
+// normalizes, which is why small init needs a small eps (seed 000 §2.1, Fig. 1c).
+// mean[] (LayerNorm only) and rstd[] = 1/sqrt(var + eps) are kept for the backward pass.
+static void norm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
+                         const float* b, int rms, float eps, int N, int C) {
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float* x = inp + (long)n * C;
+        float m = 0.0f;
+        if (!rms) {
+            for (int c = 0; c < C; c++) m += x[c];
+            m /= C;
+        }
+        float v = 0.0f;
+        for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
+        v /= C;
+        float s = 1.0f / sqrtf(v + eps);
+        float* y = out + (long)n * C;
+        for (int c = 0; c < C; c++) y[c] = (x[c] - m) * s * w[c] + (b ? b[c] : 0.0f);
+        if (mean) mean[n] = m;
+        rstd[n] = s;
+    }
+}
+
+// With xhat = (x - mu) * rstd and g = dout * w:
+//   dx = rstd * (g - mean(g) - xhat * mean(g * xhat))     LayerNorm
+//   dx = rstd * (g - xhat * mean(g * xhat))               RMSNorm (no mean was removed)
+//   dw = sum over rows of dout * xhat ;  db = sum over rows of dout
+// dw/db are summed in a second, channel-parallel pass so the order is fixed.
+static void norm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                          const float* w, const float* mean, const float* rstd, int rms, int N, int C) {
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float* x = inp + (long)n * C;
+        const float* d = dout + (long)n * C;
+        float m = rms ? 0.0f : mean[n], s = rstd[n];
+        float g_mean = 0.0f, gx_mean = 0.0f;
+        for (int c = 0; c < C; c++) {
+            float g = d[c] * w[c];
+            g_mean += g;
+            gx_mean += g * (x[c] - m) * s;
+        }
+        g_mean = rms ? 0.0f : g_mean / C;
+        gx_mean /= C;
+        float* dx = dinp + (long)n * C;
+        for (int c = 0; c < C; c++) dx[c] += s * (d[c] * w[c] - g_mean - (x[c] - m) * s * gx_mean);
+    }
+    #pragma omp parallel for schedule(static)
+    for (int c0 = 0; c0 < C; c0 += 16) {
+        int c1 = c0 + 16 < C ? c0 + 16 : C;
+        for (int n = 0; n < N; n++) {
+            float m = rms ? 0.0f : mean[n], s = rstd[n];
+            for (int c = c0; c < c1; c++) {
+                float dv = dout[(long)n * C + c];
+                dw[c] += dv * (inp[(long)n * C + c] - m) * s;
+                if (db) db[c] += dv;
+            }
+        }
+    }
+}
+
+// ---- rotary position embedding (llama preset) --------------------------------------------------
+// Each head vector is split into pairs (2j, 2j+1); pair j at position t turns by the angle
+// t * theta^(-2j/hd). A rotation is orthogonal, so the backward pass is the rotation by -angle.
+// x is [B*T, nh*hd]; sign = +1 forward, -1 backward (applied to the gradient in place).
+static void rope_apply(float* x, int B, int T, int nh, int hd, float theta, float sign) {
+    #pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T; bt++) {
+        int t = bt % T;
+        for (int h = 0; h < nh; h++) {
+            float* v = x + ((long)bt * nh + h) * hd;
+            for (int j = 0; j < hd / 2; j++) {
+                double ang = t * pow((double)theta, -2.0 * j / hd);
+                float cs = (float)cos(ang), sn = sign * (float)sin(ang);
+                float a = v[2 * j], b = v[2 * j + 1];
+                v[2 * j] = a * cs - b * sn;
+                v[2 * j + 1] = a * sn + b * cs;
+            }
+        }
+    }
+}
+
+// ---- causal self-attention with grouped KV heads -------------------------------------------
+// q [BT, H*hd], k and v [BT, KVH*hd]; head h reads kv head h / (H/KVH) (GQA; KVH = H is plain
+// multi-head attention). att [B,H,T,T] keeps the softmax probabilities for the backward pass
+// (and for the attention-sink probe, seed 000 eq. 5). y [BT, H*hd].
+//   A = softmax(scale * q k^T + causal mask),  y = A v
+static void attention_forward(float* y, float* att, const float* q, const float* k, const float* v,
+                              int B, int T, int H, int KVH, int hd, float scale) {
+    int group = H / KVH;
+    #pragma omp parallel for collapse(3) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++) {
+                const float* qt = q + ((long)(b * T + t) * H + h) * hd;
+                float* a = att + (((long)b * H + h) * T + t) * T;
+                int kh = h / group;
+                float mx = -FLT_MAX;
+                for (int s = 0; s <= t; s++) {
+                    const float* ks = k + ((long)(b * T + s) * KVH + kh) * hd;
+                    float dot = 0.0f;
+                    for (int i = 0; i < hd; i++) dot += qt[i] * ks[i];
+                    a[s] = dot * scale;
+                    if (a[s] > mx) mx = a[s];
+                }
+                float sum = 0.0f;
+                for (int s = 0; s <= t; s++) { a[s] = expf(a[s] - mx); sum += a[s]; }
+                for (int s = 0; s <= t; s++) a[s] /= sum;
+                for (int s = t + 1; s < T; s++) a[s] = 0.0f;
+                float* yt = y + ((long)(b * T + t) * H + h) * hd;
+                for (int i = 0; i < hd; i++) yt[i] = 0.0f;
+                for (int s = 0; s <= t; s++) {
+                    const float* vs = v + ((long)(b * T + s) * KVH + kh) * hd;
+                    for (int i = 0; i < hd; i++) yt[i] += a[s] * vs[i];
+                }
+            }
+}
+
+// With P = scale * q k^T and A = softmax(P):
+//   dv_s += sum_t A[t,s] dy_t ;  dA[t,s] = dy_t . v_s ;  dP[t,s] = A[t,s] (dA[t,s] - sum_s' A dA)
+//   dq_t += scale * sum_s dP[t,s] k_s ;  dk_s += scale * sum_t dP[t,s] q_t
+// Heads that share a kv head write to the same dk/dv, so one thread owns each (b, kv head).
+static void attention_backward(float* dq, float* dk, float* dv, float* datt, const float* dy,
+                               const float* att, const float* q, const float* k, const float* v,
+                               int B, int T, int H, int KVH, int hd, float scale) {
+    int group = H / KVH;
+    #pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int kh = 0; kh < KVH; kh++)
+            for (int h = kh * group; h < (kh + 1) * group; h++)
+                for (int t = 0; t < T; t++) {
+                    const float* a = att + (((long)b * H + h) * T + t) * T;
+                    float* da = datt + (((long)b * H + h) * T + t) * T;
+                    const float* dyt = dy + ((long)(b * T + t) * H + h) * hd;
+                    const float* qt = q + ((long)(b * T + t) * H + h) * hd;
+                    float* dqt = dq + ((long)(b * T + t) * H + h) * hd;
+                    float adot = 0.0f;
+                    for (int s = 0; s <= t; s++) {
+                        const float* vs = v + ((long)(b * T + s) * KVH + kh) * hd;
+                        float* dvs = dv + ((long)(b * T + s) * KVH + kh) * hd;
+                        float d = 0.0f;
+                        for (int i = 0; i < hd; i++) { d += dyt[i] * vs[i]; dvs[i] += a[s] * dyt[i]; }
+                        da[s] = d;
+                        adot += a[s] * d;
+                    }
+                    for (int s = 0; s <= t; s++) {
+                        float dp = a[s] * (da[s] - adot) * scale;
+                        const float* ks = k + ((long)(b * T + s) * KVH + kh) * hd;
+                        float* dks = dk + ((long)(b * T + s) * KVH + kh) * hd;
+                        for (int i = 0; i < hd; i++) { dqt[i] += dp * ks[i]; dks[i] += dp * qt[i]; }
+                    }
+                }
+}
+
+// ---- the attention gate: seed 000 eqs. (3)-(4) -------------------------------------------------
+// GAttn(x) = Concat(g_1(x) * head_1, ..., g_H(x) * head_H) W_O,  g_h(x) = sigmoid(x W_h^g)  (3),(4)
+// gpre [BT,H] holds x W^g (+ b^g) on entry and is overwritten by the gate g = sigmoid(gpre).
+static void gate_forward(float* out, float* gate, const float* y, int BT, int H, int hd) {
+    #pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < BT; bt++)
+        for (int h = 0; h < H; h++) {
+            float g = 1.0f / (1.0f + expf(-gate[(long)bt * H + h]));
+            gate[(long)bt * H + h] = g;
+            for (int i = 0; i < hd; i++) out[((long)bt * H + h) * hd + i] = g * y[((long)bt * H + h) * hd + i];
+        }
+}
+
+// dy = g * dout ;  dgpre = (sum_i dout_i y_i) * g (1 - g)
+static void gate_backward(float* dy, float* dgpre, const float* dout, const float* y, const float* gate,
+                          int BT, int H, int hd) {
+    #pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < BT; bt++)
+        for (int h = 0; h < H; h++) {
+            float g = gate[(long)bt * H + h], s = 0.0f;
+            for (int i = 0; i < hd; i++) {
+                long j = ((long)bt * H + h) * hd + i;
+                s += dout[j] * y[j];
+                dy[j] = g * dout[j];
+            }
+            dgpre[(long)bt * H + h] = s * g * (1.0f - g);
+        }
+}
+
+// ---- MLP activations -----------------------------------------------------------------------------
+// GELU, tanh form (GPT-2): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+#define GELU_K 0.7978845608028654f
+static void gelu_forward(float* out, const float* inp, long N) {
+    #pragma omp parallel for schedule(static)
+    for (long i = 0; i < N; i++) {
+        float x = inp[i];
+        out[i] = 0.5f * x * (1.0f + tanhf(GELU_K * (x + 0.044715f * x * x * x)));
+    }
+}
+
+static void gelu_backward(float* dinp, const float* inp, const float* dout, long N) {
+    #pragma omp parallel for schedule(static)
+    for (long i = 0; i < N; i++) {
+        float x = inp[i];
+        float th = tanhf(GELU_K * (x + 0.044715f * x * x * x));
+        float sech2 = 1.0f - th * th;
+        float grad = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
+        dinp[i] = grad * dout[i];
+    }
+}
+
+// SwiGLU (llama preset): out = silu(a) * u with silu(a) = a * sigmoid(a); a = x W_gate^T, u = x W_up^T
+static void swiglu_forward(float* out, const float* a, const float* u, long N) {
+    #pragma omp parallel for schedule(static)
+    for (long i = 0; i < N; i++) out[i] = a[i] / (1.0f + expf(-a[i])) * u[i];
+}
+
+// d silu(a)/da = s (1 + a (1 - s)) with s = sigmoid(a)
+static void swiglu_backward(float* da, float* du, const float* a, const float* u, const float* dout, long N) {
+    #pragma omp parallel for schedule(static)
+    for (long i = 0; i < N; i++) {
+        float s = 1.0f / (1.0f + expf(-a[i]));
+        du[i] = dout[i] * a[i] * s;
+        da[i] = dout[i] * u[i] * s * (1.0f + a[i] * (1.0f - s));
+    }
+}
+
+// ---- residual ------------------------------------------------------------------------------------
+static void residual_forward(float* out, const float* a, const float* b, long N) {
+    #pragma omp parallel for schedule(static)
+    for (long i = 0; i < N; i++) out[i] = a[i] + b[i];
+}
+
+// ---- softmax + cross-entropy ---------------------------------------------------------------------
+// logits [BT,V] are replaced by probabilities; losses[bt] = -log p[target]. With targets NULL only
+// the probabilities are computed (sampling).
+static void softmax_forward(float* logits, float* losses, const int* targets, int BT, int V) {
+    #pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < BT; bt++) {
+        float* z = logits + (long)bt * V;
+        float mx = -FLT_MAX;
+        for (int i = 0; i < V; i++) if (z[i] > mx) mx = z[i];
+        float zt = targets ? z[targets[bt]] - mx : 0.0f;
+        double sum = 0.0;
+        for (int i = 0; i < V; i++) { z[i] = expf(z[i] - mx); sum += z[i]; }
+        float inv = (float)(1.0 / sum);
+        for (int i = 0; i < V; i++) z[i] *= inv;
+        // -log p = log(sum) - (z_t - max): exact even where p itself underflows
+        if (targets) losses[bt] = (float)(log(sum) - zt);
+    }
+}
+
+// mean loss over BT rows: dlogits = (p - onehot(target)) / BT, written in place over p
+static void crossentropy_softmax_backward(float* probs, const int* targets, int BT, int V) {
+    float inv = 1.0f / BT;
+    #pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < BT; bt++) {
+        float* p = probs + (long)bt * V;
+        for (int i = 0; i < V; i++) p[i] *= inv;
+        p[targets[bt]] -= inv;
+    }
+}
+
+// ============================================================================================
+// 5. The model
+// ============================================================================================
+
+typedef struct {
+    int V;          // vocabulary
+    int maxT;       // longest sequence (rows of wpe)
+    int L, C, H;    // blocks, width, attention heads (head size hd = C / H)
+    int KVH;        // key/value heads, divides H (grouped-query attention)
+    int F;          // MLP hidden width
+    int rmsnorm;    // 0: LayerNorm (w, b), 1: RMSNorm (w)
+    int swiglu;     // 0: GELU MLP, 1: SwiGLU MLP
+    int rope;       // 0: learned positions (wpe), 1: rotary embedding
+    int bias;       // biases on every linear layer
+    int tied;       // lm_head shares wte
+    int gate;       // gated attention, seed 000 eqs. (3)-(4)
+    float eps;      // norm eps, inside the square root (seed 000 eqs. 1-2)
+    float rope_theta;
+    float attn_scale;   // multiplies q.k: 1/sqrt(hd), or 1/hd under muP (seed 001 §5)
+    float logit_scale;  // multiplies the logits: 1, or 1/width_mult under muP
+} Config;
+
+// Parameter kinds, in the order they are stored. Per-layer kinds hold L consecutive slices.
+enum {
+    K_WTE, K_WPE,
+    K_LN1W, K_LN1B, K_WQ, K_BQ, K_WK, K_BK, K_WV, K_BV, K_WG, K_BG, K_WO, K_BO,
+    K_LN2W, K_LN2B, K_WGATE, K_BGATE, K_WUP, K_BUP, K_WDOWN, K_BDOWN,
+    K_LNFW, K_LNFB, K_LMHEAD, NUM_KINDS
+};
+#define FIRST_LAYER_KIND K_LN1W
+#define LAST_LAYER_KIND K_BDOWN
+
+// Parameter groups: the unit at which an initializer (-I group=scheme) or an optimizer rule applies.
+typedef enum {
+    G_TOK_EMB, G_POS_EMB, G_QKV, G_GATE, G_OUT, G_UP, G_DOWN, G_LM_HEAD, G_NORM, G_BIAS, NUM_GROUPS
+} Group;
+static const char* group_names[NUM_GROUPS] = {
+    "emb", "pos", "qkv", "gate", "out", "up", "down", "head", "norm", "bias"
+};
+
+static const struct { const char* name; Group group; } kind_info[NUM_KINDS] = {
+    {"wte", G_TOK_EMB}, {"wpe", G_POS_EMB},
+    {"ln1.w", G_NORM}, {"ln1.b", G_BIAS}, {"attn.wq", G_QKV}, {"attn.bq", G_BIAS},
+    {"attn.wk", G_QKV}, {"attn.bk", G_BIAS}, {"attn.wv", G_QKV}, {"attn.bv", G_BIAS},
+    {"attn.wg", G_GATE}, {"attn.bg", G_BIAS}, {"attn.wo", G_OUT}, {"attn.bo", G_BIAS},
+    {"ln2.w", G_NORM}, {"ln2.b", G_BIAS}, {"mlp.wgate", G_UP}, {"mlp.bgate", G_BIAS},
+    {"mlp.wup", G_UP}, {"mlp.bup", G_BIAS}, {"mlp.wdown", G_DOWN}, {"mlp.bdown", G_BIAS},
+    {"lnf.w", G_NORM}, {"lnf.b", G_BIAS}, {"lm_head", G_LM_HEAD},
+};
+
+// Shape (rows, cols) = (out, in) of one slice of a kind; returns 0 when the config has no such tensor.
+// Vectors are (n, 1).
+static int kind_shape(const Config* c, int kind, int* rows, int* cols) {
+    int hd = c->C / c->H, qd = c->H * hd, kvd = c->KVH * hd, ln = !c->rmsnorm;
+    int r = 0, k = 1, present = 1;
+    switch (kind) {
+    case K_WTE: r = c->V; k = c->C; break;
+    case K_WPE: r = c->maxT; k = c->C; present = !c->rope; break;
+    case K_LN1W: case K_LN2W: case K_LNFW: r = c->C; break;
+    case K_LN1B: case K_LN2B: case K_LNFB: r = c->C; present = ln; break;
+    case K_WQ: r = qd; k = c->C; break;
+    case K_BQ: r = qd; present = c->bias; break;
+    case K_WK: case K_WV: r = kvd; k = c->C; break;
+    case K_BK: case K_BV: r = kvd; present = c->bias; break;
+    case K_WG: r = c->H; k = c->C; present = c->gate; break;
+    case K_BG: r = c->H; present = c->gate && c->bias; break;
+    case K_WO: r = c->C; k = qd; break;
+    case K_BO: r = c->C; present = c->bias; break;
+    case K_WGATE: r = c->F; k = c->C; present = c->swiglu; break;
+    case K_BGATE: r = c->F; present = c->swiglu && c->bias; break;
+    case K_WUP: r = c->F; k = c->C; break;
+    case K_BUP: r = c->F; present = c->bias; break;
+    case K_WDOWN: r = c->C; k = c->F; break;
+    case K_BDOWN: r = c->C; present = c->bias; break;
+    case K_LMHEAD: r = c->V; k = c->C; present = !c->tied; break;
+    }
+    *rows = r;
+    *cols = k;
+    return present;
+}
+
+static int kind_is_layer(int kind) { return kind >= FIRST_LAYER_KIND && kind <= LAST_LAYER_KIND; }
+
+// One named parameter tensor: a slice of the parameter block.
+typedef struct {
+    char name[32];      // as in doc/model.md: "wte", "h.3.attn.wq", ...
+    int kind, layer;    // layer -1 for tensors outside the blocks
+    Group group;
+    int rows, cols;     // (out, in) = (fan_out, fan_in) for matrices; (n, 1) for vectors
+    size_t offset, numel;
+    float lr_mult;      // per-tensor learning-rate multiplier (muP sets it; 1 otherwise)
+    int decay;          // decoupled weight decay applies (matrices; embeddings with --decay-emb)
+} Tensor;
+
+// Activations of one forward pass, kept for the backward pass. Per-layer buffers hold L slices.
+typedef struct {
+    float *res;                           // (L+1) x BT x C: stream entering each block; res[L] the last
+    float *resmid;                        // L x BT x C: stream after the attention sublayer
+    float *ln1, *ln1_mean, *ln1_rstd;     // L x BT x C, L x BT, L x BT
+    float *q, *k, *v;                     // L x BT x H*hd, L x BT x KVH*hd (after RoPE)
+    float *att;                           // L x B x H x T x T softmax probabilities
+    float *yatt;                          // L x BT x C attention output before the gate
+    float *gate;                          // L x BT x H gate values (gated attention)
+    float *ygated;                        // L x BT x C gated output (= yatt without the gate)
+    float *ln2, *ln2_mean, *ln2_rstd;
+    float *up, *gpre, *hact;              // L x BT x F: up projection, SwiGLU gate input, activation
+    float *lnf, *lnf_mean, *lnf_rstd;     // BT x C, BT, BT
+    float *logits;                        // BT x V: logits, then probabilities, then their gradient
+    float *losses;                        // BT
+    // gradients of activations, reused by every layer of the backward pass
+    float *dres, *dln, *dq, *dk, *dv, *datt, *dy, *dy2, *dgate, *dup, *dgpre, *dh, *tmp;
+    float *wt;                            // transposed weight for matmul_forward
+} Acts;
+
+typedef struct {
+    Config cfg;
+    int num_tensors;
+    Tensor* tensors;      // layer-major order: wte, wpe, h.0.*, h.1.*, ..., lnf.*, lm_head
+    size_t num_params;
+    float *params, *grads, *m, *v;        // one contiguous block each (AdamW moments m, v)
+    float *p[NUM_KINDS], *g[NUM_KINDS];   // start of each kind in params / grads (NULL if absent)
+    size_t kind_numel[NUM_KINDS];         // numel of one slice of each kind
+    int B, T;                             // activation buffers are sized for B x T
+    Acts a;
+    int* tokens;                          // B x T inputs of the last forward
+    int* targets;                         // B x T targets, or NULL
+    float loss;
+} Model;
+
+#define PW(m, kind, l) ((m)->p[kind] ? (m)->p[kind] + (size_t)(l) * (m)->kind_numel[kind] : NULL)
+#define GW(m, kind, l) ((m)->g[kind] ? (m)->g[kind] + (size_t)(l) * (m)->kind_numel[kind] : NULL)
+
+static void add_tensor(Model* m, int kind, int layer, size_t kind_offset) {
+    if (!m->kind_numel[kind]) return;
+    Tensor* t = &m->tensors[m->num_tensors++];
+    t->kind = kind;
+    t->layer = layer;
+    t->group = kind_info[kind].group;
+    kind_shape(&m->cfg, kind, &t->rows, &t->cols);
+    t->numel = m->kind_numel[kind];
+    t->offset = kind_offset + (layer >= 0 ? (size_t)layer * t->numel : 0);
+    if (layer >= 0) snprintf(t->name, sizeof(t->name), "h.%d.%s", layer, kind_info[kind].name);
+    else snprintf(t->name, sizeof(t->name), "%s", kind_info[kind].name);
+    t->lr_mult = 1.0f;
+    t->decay = t->cols > 1 && t->group != G_TOK_EMB && t->group != G_POS_EMB;
+}
+
+static void model_build(Model* m, const Config* cfg) {
+    memset(m, 0, sizeof(*m));
+    m->cfg = *cfg;
+    const Config* c = &m->cfg;
+    // storage: kind by kind
+    size_t off[NUM_KINDS], total = 0;
+    for (int kd = 0; kd < NUM_KINDS; kd++) {
+        int r, k;
+        off[kd] = total;
+        m->kind_numel[kd] = kind_shape(c, kd, &r, &k) ? (size_t)r * k : 0;
+        total += m->kind_numel[kd] * (kind_is_layer(kd) ? c->L : 1);
+    }
+    m->num_params = total;
+    m->params = xcalloc(total, sizeof(float));
+    m->grads = xcalloc(total, sizeof(float));
+    m->m = xcalloc(total, sizeof(float));
+    m->v = xcalloc(total, sizeof(float));
+    for (int kd = 0; kd < NUM_KINDS; kd++) {
+        m->p[kd] = m->kind_numel[kd] ? m->params + off[kd] : NULL;
+        m->g[kd] = m->kind_numel[kd] ? m->grads + off[kd] : NULL;
+    }
+    // the named table: layer-major, the order a PyTorch module would list them
+    m->tensors = xcalloc((size_t)NUM_KINDS * (c->L + 1), sizeof(Tensor));
+    for (int kd = K_WTE; kd <= K_WPE; kd++) add_tensor(m, kd, -1, off[kd]);
+    for (int l = 0; l < c->L; l++)
+        for (int kd = FIRST_LAYER_KIND; kd <= LAST_LAYER_KIND; kd++) add_tensor(m, kd, l, off[kd]);
+    for (int kd = K_LNFW; kd <= K_LMHEAD; kd++) add_tensor(m, kd, -1, off[kd]);
+}
+
+static Tensor* model_find(Model* m, const char* name) {
+    for (int i = 0; i < m->num_tensors; i++)
+        if (strcmp(m->tensors[i].name, name) == 0) return &m->tensors[i];
+    return NULL;
+}
+
+static void acts_alloc(Model* m, int B, int T) {
+    const Config* c = &m->cfg;
+    long BT = (long)B * T, L = c->L, C = c->C, hd = C / c->H;
+    long qd = c->H * hd, kvd = c->KVH * hd, F = c->F, H = c->H, V = c->V;
+    Acts* a = &m->a;
+    m->B = B;
+    m->T = T;
+    a->res = xmalloc((L + 1) * BT * C * sizeof(float));
+    a->resmid = xmalloc(L * BT * C * sizeof(float));
+    a->ln1 = xmalloc(L * BT * C * sizeof(float));
+    a->ln1_mean = xmalloc(L * BT * sizeof(float));
+    a->ln1_rstd = xmalloc(L * BT * sizeof(float));
+    a->q = xmalloc(L * BT * qd * sizeof(float));
+    a->k = xmalloc(L * BT * kvd * sizeof(float));
+    a->v = xmalloc(L * BT * kvd * sizeof(float));
+    a->att = xmalloc(L * B * H * T * T * sizeof(float));
+    a->yatt = xmalloc(L * BT * qd * sizeof(float));
+    a->gate = xmalloc(L * BT * H * sizeof(float));
+    a->ygated = c->gate ? xmalloc(L * BT * qd * sizeof(float)) : a->yatt;
+    a->ln2 = xmalloc(L * BT * C * sizeof(float));
+    a->ln2_mean = xmalloc(L * BT * sizeof(float));
+    a->ln2_rstd = xmalloc(L * BT * sizeof(float));
+    a->up = xmalloc(L * BT * F * sizeof(float));
+    a->gpre = c->swiglu ? xmalloc(L * BT * F * sizeof(float)) : NULL;
+    a->hact = xmalloc(L * BT * F * sizeof(float));
+    a->lnf = xmalloc(BT * C * sizeof(float));
+    a->lnf_mean = xmalloc(BT * sizeof(float));
+    a->lnf_rstd = xmalloc(BT * sizeof(float));
+    a->logits = xmalloc(BT * V * sizeof(float));
+    a->losses = xmalloc(BT * sizeof(float));
+    a->dres = xmalloc(BT * C * sizeof(float));
+    a->dln = xmalloc(BT * C * sizeof(float));
+    a->dq = xmalloc(BT * qd * sizeof(float));
+    a->dk = xmalloc(BT * kvd * sizeof(float));
+    a->dv = xmalloc(BT * kvd * sizeof(float));
+    a->datt = xmalloc(B * H * T * T * sizeof(float));
+    a->dy = xmalloc(BT * qd * sizeof(float));
+    a->dy2 = xmalloc(BT * qd * sizeof(float));
+    a->dgate = xmalloc(BT * H * sizeof(float));
+    a->dup = xmalloc(BT * F * sizeof(float));
+    a->dgpre = xmalloc(BT * F * sizeof(float));
+    a->dh = xmalloc(BT * F * sizeof(float));
+    a->tmp = xmalloc(BT * (C > qd ? C : qd) * sizeof(float));
+    long wt = V * C;
+    if (qd * C > wt) wt = qd * C;
+    if (F * C > wt) wt = F * C;
+    a->wt = xmalloc(wt * sizeof(float));
+    m->tokens = xmalloc(BT * sizeof(int));
+    m->targets = xmalloc(BT * sizeof(int));
+}
+
+static void model_free(Model* m) {
+    Acts* a = &m->a;
+    float* bufs[] = {a->res, a->resmid, a->ln1, a->ln1_mean, a->ln1_rstd, a->q, a->k, a->v, a->att,
+                     a->yatt, a->gate, a->ln2, a->ln2_mean, a->ln2_rstd, a->up, a->gpre,
+                     a->hact, a->lnf, a->lnf_mean, a->lnf_rstd, a->logits, a->losses, a->dres, a->dln,
+                     a->dq, a->dk, a->dv, a->datt, a->dy, a->dy2, a->dgate, a->dup, a->dgpre, a->dh,
+                     a->tmp, a->wt};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) free(bufs[i]);
+    if (a->ygated != a->yatt) free(a->ygated);
+    free(m->params); free(m->grads); free(m->m); free(m->v);
+    free(m->tensors); free(m->tokens); free(m->targets);
+    memset(m, 0, sizeof(*m));
+}
+
+// Forward pass over B x T tokens (B, T no larger than the buffers). With targets, returns the mean
+// cross-entropy and keeps the probabilities for the backward pass; without, the logits buffer
+// holds next-token probabilities (for sampling) and the return value is 0.
+static float model_forward(Model* m, const int* tokens, const int* targets, int B, int T) {
+    const Config* c = &m->cfg;
+    Acts* a = &m->a;
+    int BT = B * T, C = c->C, H = c->H, KVH = c->KVH, hd = C / H, F = c->F;
+    int qd = H * hd, kvd = KVH * hd;
+    if (B > m->B || T > m->T) fatal("internal: forward with B=%d T=%d exceeds buffers %dx%d", B, T, m->B, m->T);
+    for (int i = 0; i < BT; i++) {
+        if (tokens[i] < 0 || tokens[i] >= c->V) fatal("token id %d out of range [0, %d)", tokens[i], c->V);
+        m->tokens[i] = tokens[i];
+    }
+    embedding_forward(a->res, tokens, m->p[K_WTE], m->p[K_WPE], B, T, C);
+    for (int l = 0; l < c->L; l++) {
+        // stride of per-layer slices is computed from the full buffer size, not from B x T
+        long s_c = (long)m->B * m->T * C, s_1 = (long)m->B * m->T;
+        float *x = a->res + l * s_c, *xmid = a->resmid + l * s_c, *xout = a->res + (l + 1) * s_c;
+        float *ln1 = a->ln1 + l * s_c, *ln2 = a->ln2 + l * s_c;
+        float *q = a->q + l * s_1 * qd, *k = a->k + l * s_1 * kvd, *v = a->v + l * s_1 * kvd;
+        float *att = a->att + l * s_1 * m->T * H, *yatt = a->yatt + l * s_1 * qd;
+        float *gate = a->gate + l * s_1 * H, *yg = c->gate ? a->ygated + l * s_1 * qd : yatt;
+        float *up = a->up + l * s_1 * F, *hact = a->hact + l * s_1 * F;
+        float *gpre = c->swiglu ? a->gpre + l * s_1 * F : NULL;
+        // attention sublayer: xmid = x + Attn(Norm1(x))
+        norm_forward(ln1, a->ln1_mean + l * s_1, a->ln1_rstd + l * s_1, x, PW(m, K_LN1W, l),
+                     PW(m, K_LN1B, l), c->rmsnorm, c->eps, BT, C);
+        matmul_forward(q, ln1, PW(m, K_WQ, l), PW(m, K_BQ, l), BT, C, qd, a->wt);
+        matmul_forward(k, ln1, PW(m, K_WK, l), PW(m, K_BK, l), BT, C, kvd, a->wt);
+        matmul_forward(v, ln1, PW(m, K_WV, l), PW(m, K_BV, l), BT, C, kvd, a->wt);
+        if (c->rope) {
+            rope_apply(q, B, T, H, hd, c->rope_theta, 1.0f);
+            rope_apply(k, B, T, KVH, hd, c->rope_theta, 1.0f);
+        }
+        attention_forward(yatt, att, q, k, v, B, T, H, KVH, hd, c->attn_scale);
+        if (c->gate) {
+            matmul_forward(gate, ln1, PW(m, K_WG, l), PW(m, K_BG, l), BT, C, H, a->wt);
+            gate_forward(yg, gate, yatt, BT, H, hd);
+        }
+        matmul_forward(a->tmp, yg, PW(m, K_WO, l), PW(m, K_BO, l), BT, qd, C, a->wt);
+        residual_forward(xmid, x, a->tmp, (long)BT * C);
+        // MLP sublayer: xout = xmid + MLP(Norm2(xmid))
+        norm_forward(ln2, a->ln2_mean + l * s_1, a->ln2_rstd + l * s_1, xmid, PW(m, K_LN2W, l),
+                     PW(m, K_LN2B, l), c->rmsnorm, c->eps, BT, C);
+        matmul_forward(up, ln2, PW(m, K_WUP, l), PW(m, K_BUP, l), BT, C, F, a->wt);
+        if (c->swiglu) {
+            matmul_forward(gpre, ln2, PW(m, K_WGATE, l), PW(m, K_BGATE, l), BT, C, F, a->wt);
+            swiglu_forward(hact, gpre, up, (long)BT * F);
+        } else {
+            gelu_forward(hact, up, (long)BT * F);
+        }
+        matmul_forward(a->tmp, hact, PW(m, K_WDOWN, l), PW(m, K_BDOWN, l), BT, F, C, a->wt);
+        residual_forward(xout, xmid, a->tmp, (long)BT * C);
+    }
+    float* xL = a->res + (long)c->L * m->B * m->T * C;
+    norm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, xL, m->p[K_LNFW], m->p[K_LNFB], c->rmsnorm, c->eps, BT, C);
+    const float* head = c->tied ? m->p[K_WTE] : m->p[K_LMHEAD];
+    matmul_forward(a->logits, a->lnf, head, NULL, BT, C, c->V, a->wt);
+    if (c->logit_scale != 1.0f)
+        for (long i = 0; i < (long)BT * c->V; i++) a->logits[i] *= c->logit_scale;
+    softmax_forward(a->logits, a->losses, targets, BT, c->V);
+    if (!targets) return 0.0f;
+    double sum = 0.0;
+    for (int i = 0; i < BT; i++) {
+        m->targets[i] = targets[i];
+        sum += a->losses[i];
+    }
+    m->loss = (float)(sum / BT);
+    return m->loss;
+}
+
+static void model_zero_grad(Model* m) { memset(m->grads, 0, m->num_params * sizeof(float)); }
+
+// Backward pass of the last forward (which must have had targets). Gradients accumulate into
+// m->grads (zero them first with model_zero_grad).
+static void model_backward(Model* m, int B, int T) {
+    const Config* c = &m->cfg;
+    Acts* a = &m->a;
+    int BT = B * T, C = c->C, H = c->H, KVH = c->KVH, hd = C / H, F = c->F;
+    int qd = H * hd, kvd = KVH * hd;
+    long s_c = (long)m->B * m->T * C, s_1 = (long)m->B * m->T;
+    // loss -> logits -> final norm
+    crossentropy_softmax_backward(a->logits, m->targets, BT, c->V);
+    if (c->logit_scale != 1.0f)
+        for (long i = 0; i < (long)BT * c->V; i++) a->logits[i] *= c->logit_scale;
+    memset(a->dln, 0, (size_t)BT * C * sizeof(float));
+    const float* head = c->tied ? m->p[K_WTE] : m->p[K_LMHEAD];
+    float* dhead = c->tied ? m->g[K_WTE] : m->g[K_LMHEAD];
+    matmul_backward(a->dln, dhead, NULL, a->logits, a->lnf, head, BT, C, c->V);
+    memset(a->dres, 0, (size_t)BT * C * sizeof(float));
+    norm_backward(a->dres, m->g[K_LNFW], m->g[K_LNFB], a->dln, a->res + c->L * s_c, m->p[K_LNFW],
+                  a->lnf_mean, a->lnf_rstd, c->rmsnorm, BT, C);
+    // blocks in reverse; a->dres carries d loss / d residual stream
+    for (int l = c->L - 1; l >= 0; l--) {
+        float *x = a->res + l * s_c, *xmid = a->resmid + l * s_c;
+        float *ln1 = a->ln1 + l * s_c, *ln2 = a->ln2 + l * s_c;
+        float *q = a->q + l * s_1 * qd, *k = a->k + l * s_1 * kvd, *v = a->v + l * s_1 * kvd;
+        float *att = a->att + l * s_1 * m->T * H, *yatt = a->yatt + l * s_1 * qd;
+        float *gate = a->gate + l * s_1 * H, *yg = c->gate ? a->ygated + l * s_1 * qd : yatt;
+        float *up = a->up + l * s_1 * F, *hact = a->hact + l * s_1 * F;
+        float *gpre = c->swiglu ? a->gpre + l * s_1 * F : NULL;
+        // MLP sublayer
+        memset(a->dh, 0, (size_t)BT * F * sizeof(float));
+        matmul_backward(a->dh, GW(m, K_WDOWN, l), GW(m, K_BDOWN, l), a->dres, hact, PW(m, K_WDOWN, l), BT, F, C);
+        memset(a->dln, 0, (size_t)BT * C * sizeof(float));
+        if (c->swiglu) {
+            swiglu_backward(a->dgpre, a->dup, gpre, up, a->dh, (long)BT * F);
+            matmul_backward(a->dln, GW(m, K_WGATE, l), GW(m, K_BGATE, l), a->dgpre, ln2, PW(m, K_WGATE, l), BT, C, F);
+        } else {
+            gelu_backward(a->dup, up, a->dh, (long)BT * F);
+        }
+        matmul_backward(a->dln, GW(m, K_WUP, l), GW(m, K_BUP, l), a->dup, ln2, PW(m, K_WUP, l), BT, C, F);
+        norm_backward(a->dres, GW(m, K_LN2W, l), GW(m, K_LN2B, l), a->dln, xmid, PW(m, K_LN2W, l),
+                      a->ln2_mean + l * s_1, a->ln2_rstd + l * s_1, c->rmsnorm, BT, C);
+        // attention sublayer
+        memset(a->dy, 0, (size_t)BT * qd * sizeof(float));
+        matmul_backward(a->dy, GW(m, K_WO, l), GW(m, K_BO, l), a->dres, yg, PW(m, K_WO, l), BT, qd, C);
+        memset(a->dln, 0, (size_t)BT * C * sizeof(float));
+        float* dyatt = a->dy;
+        if (c->gate) {
+            gate_backward(a->dy2, a->dgate, a->dy, yatt, gate, BT, H, hd);
+            matmul_backward(a->dln, GW(m, K_WG, l), GW(m, K_BG, l), a->dgate, ln1, PW(m, K_WG, l), BT, C, H);
+            dyatt = a->dy2;
+        }
+        memset(a->dq, 0, (size_t)BT * qd * sizeof(float));
+        memset(a->dk, 0, (size_t)BT * kvd * sizeof(float));
+        memset(a->dv, 0, (size_t)BT * kvd * sizeof(float));
+        attention_backward(a->dq, a->dk, a->dv, a->datt, dyatt, att, q, k, v, B, T, H, KVH, hd, c->attn_scale);
+        if (c->rope) {
+            rope_apply(a->dq, B, T, H, hd, c->rope_theta, -1.0f);
+            rope_apply(a->dk, B, T, KVH, hd, c->rope_theta, -1.0f);
+        }
+        matmul_backward(a->dln, GW(m, K_WQ, l), GW(m, K_BQ, l), a->dq, ln1, PW(m, K_WQ, l), BT, C, qd);
+        matmul_backward(a->dln, GW(m, K_WK, l), GW(m, K_BK, l), a->dk, ln1, PW(m, K_WK, l), BT, C, kvd);
+        matmul_backward(a->dln, GW(m, K_WV, l), GW(m, K_BV, l), a->dv, ln1, PW(m, K_WV, l), BT, C, kvd);
+        norm_backward(a->dres, GW(m, K_LN1W, l), GW(m, K_LN1B, l), a->dln, x, PW(m, K_LN1W, l),
+                      a->ln1_mean + l * s_1, a->ln1_rstd + l * s_1, c->rmsnorm, BT, C);
+    }
+    embedding_backward(m->g[K_WTE], m->g[K_WPE], a->dres, m->tokens, B, T, C);
+}
+
+// ============================================================================================
+// 6. Initialization: which formula each tensor gets (INIT_SECTION)
+// ============================================================================================
+
+// An initializer rule: a scheme name and its optional argument ("normal:0.01", "gamma:1").
+typedef struct {
+    char scheme[24];
+    double arg;
+    int has_arg;
+} InitRule;
+
+// What -I and -g select: one rule per parameter group, plus the residual-scaling switch.
+typedef struct {
+    InitRule rule[NUM_GROUPS];
+    int resid_scale;      // divide the out/down projections by sqrt(2L) (seed 001 §4, seed 002 ch. 5)
+} InitSpec;
+
+// Standard deviation of gamma-init for a tensor: seed 000 §4.2 and seed 003 §3 draw every weight
+// matrix from N(0, d_in^(-2 gamma)), i.e. std = d_in^(-gamma); gamma = 1/2 is LeCun's 1/d_in variance.
+// Embeddings have no meaningful fan-in (it would be the vocabulary, seed_corrections 000-4), so they
+// follow seed 000 Appendix A: std = d^(-gamma) with d the model width.
+static double gamma_std(const Tensor* t, int C, double gamma) {
+    int fan_in = (t->group == G_TOK_EMB || t->group == G_POS_EMB) ? C : t->cols;
+    return pow((double)fan_in, -gamma);
+}
+
+static void init_tensor(Rng* g, float* w, const Tensor* t, const InitRule* r, const Config* c) {
+    const char* s = r->scheme;
+    if (strcmp(s, "zeros") == 0) {
+        memset(w, 0, t->numel * sizeof(float));
+    } else if (strcmp(s, "ones") == 0 || strcmp(s, "constant") == 0) {
+        float v = strcmp(s, "ones") == 0 ? 1.0f : (float)r->arg;
+        for (size_t i = 0; i < t->numel; i++) w[i] = v;
+    } else if (strcmp(s, "normal") == 0) {        // sigma-init: N(0, sigma^2), sigma = 0.02 by default
+        init_normal(g, w, t->numel, 0.0f, (float)(r->has_arg ? r->arg : 0.02));
+    } else if (strcmp(s, "gamma") == 0) {         // seed 000 §4.2: N(0, d_in^(-2 gamma))
+        init_normal(g, w, t->numel, 0.0f, (float)gamma_std(t, c->C, r->arg));
+    } else {
+        fatal("unknown initializer '%s' (see -h)", s);
+    }
+}
+
+// Norm weights start at 1 and biases at 0 unless the norm/bias group was given a rule.
+static void model_init(Model* m, const InitSpec* spec, uint64_t seed) {
+    Rng g;
+    rng_seed(&g, seed);
+    const Config* c = &m->cfg;
+    for (int i = 0; i < m->num_tensors; i++) {
+        Tensor* t = &m->tensors[i];
+        float* w = m->params + t->offset;
+        InitRule r = spec->rule[t->group];
+        if (!r.scheme[0]) snprintf(r.scheme, sizeof(r.scheme), "%s", t->group == G_NORM ? "ones" : "zeros");
+        init_tensor(&g, w, t, &r, c);
+        // GPT-2: the two projections that write into the residual stream are scaled by 1/sqrt(2L),
+        // because 2L sublayers add their outputs: Var grows as 1 + 2L sigma^2 (seed 001 §4;
+        // seed 001's "81x for L=80" counts L, not 2L: 161x is right, seed_corrections 001-10).
+        if (spec->resid_scale && (t->group == G_OUT || t->group == G_DOWN) && t->cols > 1) {
+            float s = (float)(1.0 / sqrt(2.0 * c->L));
+            for (size_t j = 0; j < t->numel; j++) w[j] *= s;
+        }
+    }
+}
+
+static void parse_rule(InitRule* r, const char* text) {
+    memset(r, 0, sizeof(*r));
+    const char* colon = strchr(text, ':');
+    size_t n = colon ? (size_t)(colon - text) : strlen(text);
+    if (n == 0 || n >= sizeof(r->scheme)) fatal("bad initializer '%s'", text);
+    memcpy(r->scheme, text, n);
+    if (colon) {
+        char* end;
+        r->arg = strtod(colon + 1, &end);
+        if (end == colon + 1 || *end) fatal("bad initializer argument in '%s'", text);
+        r->has_arg = 1;
+    }
+}
+
+// -I SCHEME[,GROUP=SCHEME...]: the first scheme applies to every weight matrix and embedding,
+// each GROUP=SCHEME overrides one group. "gpt2" is N(0, 0.02) with residual scaling (seed 001 §4).
+static void parse_init(InitSpec* spec, const char* text, double gamma) {
+    memset(spec, 0, sizeof(*spec));
+    char buf[512];
+    snprintf(buf, sizeof(buf), "%s", text);
+    char* save = NULL;
+    int first = 1;
+    for (char* tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save), first = 0) {
+        char* eq = strchr(tok, '=');
+        if (first && !eq) {
+            InitRule r;
+            if (strcmp(tok, "gpt2") == 0) {
+                parse_rule(&r, "normal:0.02");
+                spec->resid_scale = 1;
+            } else {
+                parse_rule(&r, tok);
+            }
+            for (int g = 0; g < NUM_GROUPS; g++)
+                if (g != G_NORM && g != G_BIAS) spec->rule[g] = r;
+            continue;
+        }
+        if (!eq) fatal("initializer override '%s' needs the form group=scheme", tok);
+        *eq = 0;
+        int g = 0;
+        while (g < NUM_GROUPS && strcmp(group_names[g], tok) != 0) g++;
+        if (g == NUM_GROUPS) fatal("unknown parameter group '%s' in -I (groups: emb pos qkv gate out up down head norm bias)", tok);
+        parse_rule(&spec->rule[g], eq + 1);
+    }
+    if (first) fatal("empty -I");
+    // -g gamma: gamma-init for every matrix and embedding (seed 000 §4.2), norms 1, biases 0
+    if (gamma >= 0.0) {
+        InitRule r = {"gamma", gamma, 1};
+        for (int g = 0; g < NUM_GROUPS; g++)
+            if (g != G_NORM && g != G_BIAS) spec->rule[g] = r;
+        spec->resid_scale = 0;
+    }
+}
+
+// ============================================================================================
+// 7. AdamW with decoupled weight decay, the learning-rate schedule, gradient clipping
+// ============================================================================================
+
+typedef struct {
+    float lr;           // peak learning rate
+    float lr_floor;     // the cosine decays to lr * lr_floor
+    int warmup, steps;
+    float beta1, beta2, adam_eps;
+    float weight_decay; // lambda, seed 003 eq. (1)
+    float clip;         // global gradient-norm clip, 0 = off
+} OptConfig;
+
+// Linear warmup over `warmup` steps, then cosine decay to lr * lr_floor at the last step.
+static float lr_at(const OptConfig* o, int step) {
+    if (step < o->warmup) return o->lr * (step + 1) / o->warmup;
+    double span = o->steps - o->warmup;
+    double ratio = span > 0 ? (step - o->warmup) / span : 0.0;
+    if (ratio > 1.0) ratio = 1.0;
+    double floor_lr = o->lr * o->lr_floor;
+    return (float)(floor_lr + 0.5 * (1.0 + cos(M_PI * ratio)) * (o->lr - floor_lr));
+}
+
+// sqrt(sum g^2) over every gradient, summed in fixed chunks so the result is reproducible.
+static double grad_norm(const Model* m) {
+    size_t chunk = 1 << 16, nchunks = (m->num_params + chunk - 1) / chunk;
+    double* partial = xcalloc(nchunks, sizeof(double));
+    #pragma omp parallel for schedule(static)
+    for (size_t ci = 0; ci < nchunks; ci++) {
+        size_t i1 = (ci + 1) * chunk < m->num_params ? (ci + 1) * chunk : m->num_params;
+        double s = 0.0;
+        for (size_t i = ci * chunk; i < i1; i++) s += (double)m->grads[i] * m->grads[i];
+        partial[ci] = s;
+    }
+    double total = 0.0;
+    for (size_t ci = 0; ci < nchunks; ci++) total += partial[ci];
+    free(partial);
+    return sqrt(total);
+}
+
+// One AdamW step (t counts from 1), PyTorch's operation order:
+//   theta <- theta (1 - lr lambda)                        decoupled weight decay, seed 003 eq. (1)
+//   m <- b1 m + (1-b1) g ;  v <- b2 v + (1-b2) g^2
+//   theta <- theta - lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
+// seed 003 writes the decay as theta - lambda C theta without defining C; C = lr (the scheduled
+// learning rate) is the only reading under which its lambda = 1 makes sense (seed_corrections 003-2).
+// lr is the scheduled rate times the tensor's multiplier (muP, seed 001 §5), for both terms.
+static void adamw_step(Model* m, const OptConfig* o, float sched_lr, int t, float grad_scale) {
+    double bc1 = 1.0 - pow(o->beta1, t), bc2 = sqrt(1.0 - pow(o->beta2, t));
+    for (int ti = 0; ti < m->num_tensors; ti++) {
+        const Tensor* tn = &m->tensors[ti];
+        float lr = sched_lr * tn->lr_mult;
+        float decay = tn->decay ? 1.0f - lr * o->weight_decay : 1.0f;
+        float step_size = (float)(lr / bc1), b2c = (float)bc2;
+        float *p = m->params + tn->offset, *g = m->grads + tn->offset;
+        float *mm = m->m + tn->offset, *vv = m->v + tn->offset;
+        #pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < tn->numel; i++) {
+            float gi = g[i] * grad_scale;
+            p[i] *= decay;
+            mm[i] = o->beta1 * mm[i] + (1.0f - o->beta1) * gi;
+            vv[i] = o->beta2 * vv[i] + (1.0f - o->beta2) * gi * gi;
+            p[i] -= step_size * mm[i] / (sqrtf(vv[i]) / b2c + o->adam_eps);
+        }
+    }
+}
+
+// ============================================================================================
+// 8. Data, sampling, checkpoints, the log
+// ============================================================================================
+
+// A token stream in memory. Two formats:
+//  - plain text: every byte is a token (vocabulary 256), no tokenizer needed;
+//  - llm.c token shards: 256 int32 header (magic 20240520, version 1, token count), then uint16
+//    tokens (GPT-2 BPE, written by dev/data/tokenize_gpt2.sh).
+#define SHARD_MAGIC 20240520
+typedef struct {
+    uint16_t* tok;
+    size_t n;
+    int is_shard;
+} Dataset;
+
+static void dataset_load(Dataset* d, const char* path, int V) {
+    FILE* f = fopen(path, "rb");
+    if (!f) fatal("cannot open data file %s (%s); run `make data` to fetch the default corpus", path, strerror(errno));
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    int32_t header[256] = {0};
+    size_t got = size >= (long)sizeof(header) ? fread(header, sizeof(int32_t), 256, f) : 0;
+    d->is_shard = got == 256 && header[0] == SHARD_MAGIC;
+    if (d->is_shard) {
+        if (header[1] != 1) fatal("%s: token shard version %d, expected 1", path, header[1]);
+        d->n = (size_t)(uint32_t)header[2];
+        if ((long)(sizeof(header) + d->n * sizeof(uint16_t)) != size)
+            fatal("%s: header says %zu tokens but the file holds %ld bytes (truncated?)", path, d->n, size);
+        d->tok = xmalloc(d->n * sizeof(uint16_t));
+        if (fread(d->tok, sizeof(uint16_t), d->n, f) != d->n) fatal("%s: short read", path);
+        for (size_t i = 0; i < d->n; i++)
+            if (d->tok[i] >= V) fatal("%s: token %u at position %zu is >= vocabulary %d", path, d->tok[i], i, V);
+    } else {
+        fseek(f, 0, SEEK_SET);
+        d->n = (size_t)size;
+        d->tok = xmalloc(d->n * sizeof(uint16_t) + 1);
+        unsigned char* bytes = xmalloc(d->n + 1);
+        if (fread(bytes, 1, d->n, f) != d->n) fatal("%s: short read", path);
+        for (size_t i = 0; i < d->n; i++) d->tok[i] = bytes[i];
+        free(bytes);
+        if (V < 256) fatal("%s is byte text, which needs vocabulary 256 (got %d)", path, V);
+    }
+    fclose(f);
+}
+
+// Random windows for training: each sequence starts at an offset drawn from the data generator,
+// whose state goes into checkpoints, so a resumed run sees the same batches.
+static void dataset_random_batch(const Dataset* d, Rng* g, int* inp, int* tgt, int B, int T) {
+    size_t range = d->n - T - 1;
+    for (int b = 0; b < B; b++) {
+        size_t off = (((uint64_t)rng_u32(g) << 32) | rng_u32(g)) % (range + 1);
+        for (int t = 0; t < T; t++) {
+            inp[b * T + t] = d->tok[off + t];
+            tgt[b * T + t] = d->tok[off + t + 1];
+        }
+    }
+}
+
+// Validation batches are fixed: consecutive windows from the start of the validation data.
+static void dataset_val_batch(const Dataset* d, int batch_index, int* inp, int* tgt, int B, int T) {
+    for (int b = 0; b < B; b++) {
+        size_t off = ((size_t)batch_index * B + b) * T;
+        for (int t = 0; t < T; t++) {
+            inp[b * T + t] = d->tok[off + t];
+            tgt[b * T + t] = d->tok[off + t + 1];
+        }
+    }
+}
+
+static int dataset_num_val_batches(const Dataset* d, int B, int T) { return (int)((d->n - 1) / ((size_t)B * T)); }
+
+// Decoding tokens for printing: bytes print as themselves; GPT-2 tokens through the decode table
+// written by dev/data/tokenize_gpt2.sh (int32 header: 20240328, version 2, vocab, eot; 256 int32
+// in all; then per token a length byte and the token's bytes).
+typedef struct {
+    int V;
+    char** piece;
+} Decoder;
+
+static void decoder_load(Decoder* dec, const char* path) {
+    FILE* f = fopen(path, "rb");
+    if (!f) fatal("cannot open decode table %s (%s)", path, strerror(errno));
+    int32_t h[256];
+    if (fread(h, sizeof(int32_t), 256, f) != 256 || h[0] != 20240328 || h[1] != 2)
+        fatal("%s is not a decode table (bad header)", path);
+    dec->V = h[2];
+    dec->piece = xcalloc(dec->V, sizeof(char*));
+    for (int i = 0; i < dec->V; i++) {
+        unsigned char len;
+        if (fread(&len, 1, 1, f) != 1) fatal("%s: truncated at token %d", path, i);
+        dec->piece[i] = xcalloc(len + 1, 1);
+        if (fread(dec->piece[i], 1, len, f) != len) fatal("%s: truncated at token %d", path, i);
+    }
+    fclose(f);
+}
+
+static void print_token(const Decoder* dec, int tok) {
+    if (dec->piece) {
+        fputs(tok < dec->V ? dec->piece[tok] : "?", stdout);
+    } else {
+        putchar(tok);
+    }
+}
+
+// Sampling: feed the last maxT tokens, draw the next from softmax(logits / 1) with the sample
+// generator. The prompt is the first token of the validation data.
+static void sample_text(Model* m, Rng* g, const Decoder* dec, int first_tok, int length) {
+    int T = m->T < m->cfg.maxT ? m->T : m->cfg.maxT;
+    int* ctx = xmalloc((size_t)(length + 1) * sizeof(int));
+    ctx[0] = first_tok;
+    print_token(dec, first_tok);
+    for (int n = 1; n <= length; n++) {
+        int start = n > T ? n - T : 0, len = n - start;
+        model_forward(m, ctx + start, NULL, 1, len);
+        const float* p = m->a.logits + (size_t)(len - 1) * m->cfg.V;
+        float u = (rng_u32(g) >> 8) * (1.0f / 16777216.0f), cdf = 0.0f;
+        int next = m->cfg.V - 1;
+        for (int i = 0; i < m->cfg.V; i++) {
+            cdf += p[i];
+            if (u < cdf) { next = i; break; }
+        }
+        ctx[n] = next;
+        print_token(dec, next);
+    }
+    printf("\n");
+    fflush(stdout);
+    free(ctx);
+}
+
+// ---- checkpoints (format: doc/checkpoint.md) ----------------------------------------------------
+// header: "IGPTCKPT", int32 version, Config, int32 step, Rng data_rng, Rng sample_rng,
+//         uint64 num_params; then params, AdamW m, AdamW v as float32.
+#define CKPT_MAGIC "IGPTCKPT"
+#define CKPT_VERSION 1
+typedef struct {
+    char magic[8];
+    int32_t version;
+    int32_t step;           // number of optimizer steps completed
+    Config cfg;
+    Rng data_rng, sample_rng;
+    uint64_t num_params;
+} CkptHeader;
+
+// Written to PATH.tmp and renamed, so a crash mid-write never leaves a broken checkpoint at PATH.
+static void checkpoint_save(const Model* m, const char* path, int step, const Rng* data_rng, const Rng* sample_rng) {
+    char tmp[4096];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE* f = fopen(tmp, "wb");
+    if (!f) fatal("cannot write checkpoint %s (%s)", tmp, strerror(errno));
+    CkptHeader h;
+    memset(&h, 0, sizeof(h));
+    memcpy(h.magic, CKPT_MAGIC, 8);
+    h.version = CKPT_VERSION;
+    h.step = step;
+    h.cfg = m->cfg;
+    h.data_rng = *data_rng;
+    h.sample_rng = *sample_rng;
+    h.num_params = m->num_params;
+    int ok = fwrite(&h, sizeof(h), 1, f) == 1;
+    ok = ok && fwrite(m->params, sizeof(float), m->num_params, f) == m->num_params;
+    ok = ok && fwrite(m->m, sizeof(float), m->num_params, f) == m->num_params;
+    ok = ok && fwrite(m->v, sizeof(float), m->num_params, f) == m->num_params;
+    ok = (fflush(f) == 0) && ok;
+    ok = (fsync(fileno(f)) == 0) && ok;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok) { unlink(tmp); fatal("writing checkpoint %s failed (%s)", tmp, strerror(errno)); }
+    if (rename(tmp, path) != 0) fatal("cannot rename %s to %s (%s)", tmp, path, strerror(errno));
+}
+
+// Names the first config field that differs, so the user knows which flag to fix.
+static void config_check_match(const Config* a, const Config* b, const char* path) {
+#define CHECK_FIELD(f, flag) if (a->f != b->f) fatal("checkpoint %s has %s=%g but the flags give %g (%s)", path, #f, (double)a->f, (double)b->f, flag)
+    CHECK_FIELD(V, "vocabulary comes from the data"); CHECK_FIELD(maxT, "-T"); CHECK_FIELD(L, "-L");
+    CHECK_FIELD(C, "-C"); CHECK_FIELD(H, "-H"); CHECK_FIELD(KVH, "-K"); CHECK_FIELD(F, "-F");
+    CHECK_FIELD(rmsnorm, "-a/--norm"); CHECK_FIELD(swiglu, "-a/--mlp"); CHECK_FIELD(rope, "-a/--pos");
+    CHECK_FIELD(bias, "-a/--bias"); CHECK_FIELD(tied, "-a/--tie"); CHECK_FIELD(gate, "-G");
+    CHECK_FIELD(eps, "-e"); CHECK_FIELD(rope_theta, "--rope-theta"); CHECK_FIELD(attn_scale, "muP");
+    CHECK_FIELD(logit_scale, "muP");
+#undef CHECK_FIELD
+}
+
+static int checkpoint_load(Model* m, const char* path, Rng* data_rng, Rng* sample_rng) {
+    FILE* f = fopen(path, "rb");
+    if (!f) fatal("cannot open checkpoint %s (%s)", path, strerror(errno));
+    CkptHeader h;
+    if (fread(&h, sizeof(h), 1, f) != 1) fatal("checkpoint %s is truncated (no header)", path);
+    if (memcmp(h.magic, CKPT_MAGIC, 8) != 0) fatal("%s is not a checkpoint (bad magic)", path);
+    if (h.version != CKPT_VERSION) fatal("checkpoint %s has version %d, expected %d", path, h.version, CKPT_VERSION);
+    config_check_match(&h.cfg, &m->cfg, path);
+    if (h.num_params != m->num_params) fatal("checkpoint %s holds %llu parameters, the model %zu", path, (unsigned long long)h.num_params, m->num_params);
+    int ok = fread(m->params, sizeof(float), m->num_params, f) == m->num_params;
+    ok = ok && fread(m->m, sizeof(float), m->num_params, f) == m->num_params;
+    ok = ok && fread(m->v, sizeof(float), m->num_params, f) == m->num_params;
+    char extra;
+    if (!ok) fatal("checkpoint %s is truncated", path);
+    if (fread(&extra, 1, 1, f) == 1) fatal("checkpoint %s has trailing bytes", path);
+    fclose(f);
+    *data_rng = h.data_rng;
+    *sample_rng = h.sample_rng;
+    return h.step;
+}
+
+// ---- the JSON-lines log ------------------------------------------------------------------------
+typedef struct {
+    FILE* f;
+} Log;
+
+static void log_open(Log* lg, const char* dir, int append) {
+    lg->f = NULL;
+    if (!dir) return;
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/log.jsonl", dir);
+    lg->f = fopen(path, append ? "a" : "w");
+    if (!lg->f) fatal("cannot open log %s (%s)", path, strerror(errno));
+}
+
+// one object per line; fields as printf fragments, e.g. log_event(&lg, "\"step\":%d,\"val_loss\":%.6f", ...)
+static void log_event(Log* lg, const char* fmt, ...) {
+    if (!lg->f) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputc('{', lg->f);
+    vfprintf(lg->f, fmt, ap);
+    fputs("}\n", lg->f);
+    fflush(lg->f);
+    va_end(ap);
+}
+
+// ============================================================================================
+// 9. The command line and the training loop
+// ============================================================================================
+
+typedef struct {
+    const char *train_path, *val_path, *out_dir, *resume, *preset, *init, *decode_path;
+    const char *norm, *mlp, *pos;
+    int bias, tie, gate;           // -1: the preset decides
+    int L, C, H, KVH, F, maxT, V;  // 0: derived
+    int B, T, steps, seed;
+    int val_every, val_batches, sample_every, sample_len, ckpt_every;
+    int decay_emb;
+    double gamma;                  // < 0: not given
+    float eps, rope_theta;
+    OptConfig opt;
+} Options;
+
+static void options_default(Options* o) {
+    memset(o, 0, sizeof(*o));
+    o->train_path = "data/moby_train.txt";
+    o->val_path = "data/moby_val.txt";
+    o->preset = "gpt2";
+    o->init = "gpt2";
+    o->bias = o->tie = o->gate = -1;
+    o->L = 4; o->C = 128; o->H = 4;
+    o->B = 16; o->T = 64; o->steps = 2000; o->seed = 1337;
+    o->val_every = 250; o->val_batches = 20; o->sample_every = 0; o->sample_len = 200; o->ckpt_every = 500;
+    o->gamma = -1.0;
+    o->eps = 1e-5f;
+    o->rope_theta = 10000.0f;
+    o->opt = (OptConfig){.lr = 2e-3f, .lr_floor = 0.1f, .warmup = 100, .steps = 0, .beta1 = 0.9f,
+                         .beta2 = 0.95f, .adam_eps = 1e-8f, .weight_decay = 0.1f, .clip = 1.0f};
+}
+
+static void usage(void) {
+    Options d;
+    options_default(&d);
+    printf("usage: ./train_gpt2 [flags]   (every flag takes a value)\n"
+           "data and output\n"
+           "  -i FILE   training data: byte text, or an llm.c uint16 token shard (default %s)\n"
+           "  -j FILE   validation data (default %s)\n"
+           "  -o DIR    output dir: DIR/log.jsonl and checkpoints DIR/ckpt_STEP.bin (default none)\n"
+           "  -y FILE   resume from this checkpoint (the model flags must match it)\n"
+           "  --decode FILE  decode table for token shards (default: beside -i, PREFIX_decode.bin)\n"
+           "model\n"
+           "  -a NAME   preset: gpt2 (LayerNorm, GELU, learned positions, biases, tied head)\n"
+           "            or llama (RMSNorm, SwiGLU, RoPE, no biases, untied head) (default %s)\n"
+           "  -L N      blocks (default %d)    -C N  width d (default %d)    -H N  heads (default %d)\n"
+           "  -K N      key/value heads, divides -H (default: = heads)\n"
+           "  -F N      MLP hidden width (default 4 x width)\n"
+           "  -T N      longest sequence the model takes (default: = -t)\n"
+           "  -V N      vocabulary of token shards (default 50257; byte text is always 256)\n"
+           "  -G 0|1    gated attention, seed 000 eqs. (3)-(4) (default 0)\n"
+           "  -e EPS    norm eps inside the square root, seed 000 eqs. (1)-(2) (default %g)\n"
+           "  --norm layernorm|rmsnorm  --mlp gelu|swiglu  --pos learned|rope  --bias 0|1  --tie 0|1\n"
+           "            override one switch of the preset\n"
+           "  --rope-theta X  RoPE base (default %g)\n"
+           "initialization\n"
+           "  -I SPEC   SCHEME[,GROUP=SCHEME...] (default %s). Schemes: gpt2 (N(0,0.02), out/down\n"
+           "            / sqrt(2L)), normal[:std], gamma:G, zeros, ones, constant:C.\n"
+           "            Groups: emb pos qkv gate out up down head norm bias\n"
+           "  -g G      gamma-init (seed 000 §4.2): every matrix N(0, d_in^-2G), embeddings\n"
+           "            N(0, d^-2G), norms 1, biases 0; overrides -I\n"
+           "  -r SEED   seed of initialization, data order and sampling (default %d)\n"
+           "training\n"
+           "  -b N      batch size (default %d)    -t N  sequence length (default %d)\n"
+           "  -x N      steps (default %d)\n"
+           "  -l LR     peak learning rate (default %g)   -u N  warmup steps (default %d)\n"
+           "  -q F      cosine floor as a fraction of the peak (default %g)\n"
+           "  -c L      decoupled weight decay lambda, seed 003 eq. (1) (default %g); applies to\n"
+           "            weight matrices only: not to norms, biases, or wte/wpe unless --decay-emb 1\n"
+           "  --decay-emb 0|1  decay the embeddings too (default 0)\n"
+           "  -z X      clip the global gradient norm at X, 0 = off (default %g)\n"
+           "  --beta1 X --beta2 X --adam-eps X  AdamW constants (default %g %g %g)\n"
+           "evaluation\n"
+           "  -v N      validation loss every N steps (default %d)   -m N  batches of it (default %d)\n"
+           "  -s N      sample every N steps, 0 = only at the end (default %d)\n"
+           "  -S N      sample length in tokens (default %d)\n"
+           "  -n N      checkpoint every N steps when -o is given (default %d; always at the end)\n"
+           "  -h        this help\n"
+           "threads: OMP_NUM_THREADS. Same seed, flags and thread count give the same losses.\n",
+           d.train_path, d.val_path, d.preset, d.L, d.C, d.H, (double)d.eps, (double)d.rope_theta, d.init,
+           d.seed, d.B, d.T, d.steps, (double)d.opt.lr, d.opt.warmup, (double)d.opt.lr_floor,
+           (double)d.opt.weight_decay, (double)d.opt.clip, (double)d.opt.beta1, (double)d.opt.beta2,
+           (double)d.opt.adam_eps, d.val_every, d.val_batches, d.sample_every, d.sample_len, d.ckpt_every);
+}
+
+static long parse_int(const char* flag, const char* v, long lo, long hi) {
+    char* end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || errno) fatal("%s expects an integer, got '%s'", flag, v);
+    if (x < lo || x > hi) fatal("%s must be in [%ld, %ld], got %ld", flag, lo, hi, x);
+    return x;
+}
+
+static double parse_float(const char* flag, const char* v, double lo, double hi) {
+    char* end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (end == v || *end || errno || isnan(x)) fatal("%s expects a number, got '%s'", flag, v);
+    if (x < lo || x > hi) fatal("%s must be in [%g, %g], got %g", flag, lo, hi, x);
+    return x;
+}
+
+static const char* parse_choice(const char* flag, const char* v, const char* a, const char* b) {
+    if (strcmp(v, a) != 0 && strcmp(v, b) != 0) fatal("%s must be %s or %s, got '%s'", flag, a, b, v);
+    return v;
+}
+
+static void parse_args(Options* o, int argc, char** argv) {
+    options_default(o);
+    for (int i = 1; i < argc; i++) {
+        const char* f = argv[i];
+        if (strcmp(f, "-h") == 0 || strcmp(f, "--help") == 0) { usage(); exit(0); }
+        if (f[0] != '-' || !f[1]) fatal("unexpected argument '%s' (see -h)", f);
+        if (i + 1 >= argc) fatal("flag %s needs a value", f);
+        const char* v = argv[++i];
+        const long BIG = 1L << 30;
+        if (strcmp(f, "-i") == 0) o->train_path = v;
+        else if (strcmp(f, "-j") == 0) o->val_path = v;
+        else if (strcmp(f, "-o") == 0) o->out_dir = v;
+        else if (strcmp(f, "-y") == 0) o->resume = v;
+        else if (strcmp(f, "--decode") == 0) o->decode_path = v;
+        else if (strcmp(f, "-a") == 0) o->preset = parse_choice(f, v, "gpt2", "llama");
+        else if (strcmp(f, "-L") == 0) o->L = parse_int(f, v, 1, 1024);
+        else if (strcmp(f, "-C") == 0) o->C = parse_int(f, v, 1, 65536);
+        else if (strcmp(f, "-H") == 0) o->H = parse_int(f, v, 1, 4096);
+        else if (strcmp(f, "-K") == 0) o->KVH = parse_int(f, v, 1, 4096);
+        else if (strcmp(f, "-F") == 0) o->F = parse_int(f, v, 1, 1 << 20);
+        else if (strcmp(f, "-T") == 0) o->maxT = parse_int(f, v, 1, 1 << 16);
+        else if (strcmp(f, "-V") == 0) o->V = parse_int(f, v, 1, 65536);
+        else if (strcmp(f, "-G") == 0) o->gate = parse_int(f, v, 0, 1);
+        else if (strcmp(f, "-e") == 0) o->eps = parse_float(f, v, 0.0, 1.0);
+        else if (strcmp(f, "--norm") == 0) o->norm = parse_choice(f, v, "layernorm", "rmsnorm");
+        else if (strcmp(f, "--mlp") == 0) o->mlp = parse_choice(f, v, "gelu", "swiglu");
+        else if (strcmp(f, "--pos") == 0) o->pos = parse_choice(f, v, "learned", "rope");
+        else if (strcmp(f, "--bias") == 0) o->bias = parse_int(f, v, 0, 1);
+        else if (strcmp(f, "--tie") == 0) o->tie = parse_int(f, v, 0, 1);
+        else if (strcmp(f, "--rope-theta") == 0) o->rope_theta = parse_float(f, v, 1.0, 1e12);
+        else if (strcmp(f, "-I") == 0) o->init = v;
+        else if (strcmp(f, "-g") == 0) o->gamma = parse_float(f, v, 0.0, 10.0);
+        else if (strcmp(f, "-r") == 0) o->seed = parse_int(f, v, 0, INT_MAX);
+        else if (strcmp(f, "-b") == 0) o->B = parse_int(f, v, 1, 1 << 20);
+        else if (strcmp(f, "-t") == 0) o->T = parse_int(f, v, 1, 1 << 16);
+        else if (strcmp(f, "-x") == 0) o->steps = parse_int(f, v, 0, BIG);
+        else if (strcmp(f, "-l") == 0) o->opt.lr = parse_float(f, v, 0.0, 10.0);
+        else if (strcmp(f, "-u") == 0) o->opt.warmup = parse_int(f, v, 0, BIG);
+        else if (strcmp(f, "-q") == 0) o->opt.lr_floor = parse_float(f, v, 0.0, 1.0);
+        else if (strcmp(f, "-c") == 0) o->opt.weight_decay = parse_float(f, v, 0.0, 1e6);
+        else if (strcmp(f, "--decay-emb") == 0) o->decay_emb = parse_int(f, v, 0, 1);
+        else if (strcmp(f, "-z") == 0) o->opt.clip = parse_float(f, v, 0.0, 1e12);
+        else if (strcmp(f, "--beta1") == 0) o->opt.beta1 = parse_float(f, v, 0.0, 0.999999);
+        else if (strcmp(f, "--beta2") == 0) o->opt.beta2 = parse_float(f, v, 0.0, 0.999999);
+        else if (strcmp(f, "--adam-eps") == 0) o->opt.adam_eps = parse_float(f, v, 0.0, 1.0);
+        else if (strcmp(f, "-v") == 0) o->val_every = parse_int(f, v, 0, BIG);
+        else if (strcmp(f, "-m") == 0) o->val_batches = parse_int(f, v, 0, BIG);
+        else if (strcmp(f, "-s") == 0) o->sample_every = parse_int(f, v, 0, BIG);
+        else if (strcmp(f, "-S") == 0) o->sample_len = parse_int(f, v, 0, 1 << 20);
+        else if (strcmp(f, "-n") == 0) o->ckpt_every = parse_int(f, v, 0, BIG);
+        else fatal("unknown flag %s (see -h)", f);
+    }
+    o->opt.steps = o->steps;
+}
+
+// The model configuration the options describe, checked for consistency.
+static Config config_from_options(const Options* o, int V) {
+    int llama = strcmp(o->preset, "llama") == 0;
+    Config c = {0};
+    c.V = V;
+    c.L = o->L; c.C = o->C; c.H = o->H;
+    c.KVH = o->KVH ? o->KVH : o->H;
+    c.F = o->F ? o->F : 4 * o->C;
+    c.maxT = o->maxT ? o->maxT : o->T;
+    c.rmsnorm = o->norm ? strcmp(o->norm, "rmsnorm") == 0 : llama;
+    c.swiglu = o->mlp ? strcmp(o->mlp, "swiglu") == 0 : llama;
+    c.rope = o->pos ? strcmp(o->pos, "rope") == 0 : llama;
+    c.bias = o->bias >= 0 ? o->bias : !llama;
+    c.tied = o->tie >= 0 ? o->tie : !llama;
+    c.gate = o->gate >= 0 ? o->gate : 0;
+    c.eps = o->eps;
+    c.rope_theta = o->rope_theta;
+    if (c.C % c.H) fatal("heads (-H %d) must divide the width (-C %d)", c.H, c.C);
+    if (c.H % c.KVH) fatal("key/value heads (-K %d) must divide the heads (-H %d)", c.KVH, c.H);
+    if (c.rope && (c.C / c.H) % 2) fatal("RoPE needs an even head size, got %d", c.C / c.H);
+    if (o->T > c.maxT) fatal("sequence length -t %d exceeds the model's maximum -T %d", o->T, c.maxT);
+    c.attn_scale = 1.0f / sqrtf((float)(c.C / c.H));
+    c.logit_scale = 1.0f;
+    return c;
+}
+
+static double evaluate(Model* m, const Dataset* val, int batches, int B, int T, int* inp, int* tgt) {
+    int avail = dataset_num_val_batches(val, B, T);
+    if (batches > avail) batches = avail;
+    double sum = 0.0;
+    for (int i = 0; i < batches; i++) {
+        dataset_val_batch(val, i, inp, tgt, B, T);
+        sum += model_forward(m, inp, tgt, B, T);
+    }
+    return batches ? sum / batches : NAN;
+}
+
+#ifndef TRAIN_GPT2_NO_MAIN
+int main(int argc, char** argv) {
+    Options o;
+    parse_args(&o, argc, argv);
+    if (o.opt.warmup > o.steps && o.steps > 0) o.opt.warmup = o.steps;
+
+    Dataset train = {0}, val = {0};
+    int shard_V = o.V ? o.V : 50257;
+    dataset_load(&train, o.train_path, shard_V);
+    dataset_load(&val, o.val_path, shard_V);
+    if (train.is_shard != val.is_shard) fatal("-i and -j must both be text or both token shards");
+    int V = train.is_shard ? shard_V : 256;
+    Decoder dec = {0};
+    if (train.is_shard) {
+        char path[4096];
+        const char* p = o.decode_path;
+        if (!p) {   // data/x_train.bin -> data/x_decode.bin
+            snprintf(path, sizeof(path), "%s", o.train_path);
+            char* us = strrchr(path, '_');
+            if (us) { *us = 0; strncat(path, "_decode.bin", sizeof(path) - strlen(path) - 1); p = path; }
+        }
+        if (p && access(p, R_OK) == 0) decoder_load(&dec, p);
+    }
+    Config cfg = config_from_options(&o, V);
+    if (train.n < (size_t)o.T + 2) fatal("training data %s has %zu tokens, fewer than -t %d + 2", o.train_path, train.n, o.T);
+    if (val.n < (size_t)o.T + 2) fatal("validation data %s has %zu tokens, fewer than -t %d + 2", o.val_path, val.n, o.T);
+
+    Model model;
+    model_build(&model, &cfg);
+    for (int i = 0; i < model.num_tensors; i++)
+        if (o.decay_emb && (model.tensors[i].group == G_TOK_EMB || model.tensors[i].group == G_POS_EMB))
+            model.tensors[i].decay = 1;
+    acts_alloc(&model, o.B, o.T);
+    InitSpec spec;
+    parse_init(&spec, o.init, o.gamma);
+    model_init(&model, &spec, (uint64_t)o.seed);
+
+    Rng data_rng, sample_rng;
+    rng_seed(&data_rng, (uint64_t)o.seed + 1);
+    rng_seed(&sample_rng, (uint64_t)o.seed + 2);
+    int start_step = 0;
+    if (o.resume) start_step = checkpoint_load(&model, o.resume, &data_rng, &sample_rng);
+    if (o.out_dir && mkdir(o.out_dir, 0755) != 0 && errno != EEXIST)
+        fatal("cannot create output dir %s (%s)", o.out_dir, strerror(errno));
+    Log lg;
+    log_open(&lg, o.out_dir, o.resume != NULL);
+
+    int threads = 1;
+#ifdef _OPENMP
+    threads = omp_get_max_threads();
+#endif
+    printf("model: %s preset, L=%d C=%d H=%d KVH=%d F=%d V=%d maxT=%d, %s, %s, %s%s%s, eps=%g\n",
+           o.preset, cfg.L, cfg.C, cfg.H, cfg.KVH, cfg.F, cfg.V, cfg.maxT, cfg.rmsnorm ? "RMSNorm" : "LayerNorm",
+           cfg.swiglu ? "SwiGLU" : "GELU", cfg.rope ? "RoPE" : "learned positions", cfg.tied ? ", tied head" : "",
+           cfg.gate ? ", gated attention" : "", (double)cfg.eps);
+    printf("parameters: %zu | data: %s %zu tokens, val %zu tokens | B=%d T=%d steps=%d threads=%d\n",
+           model.num_params, train.is_shard ? "token shard" : "bytes", train.n, val.n, o.B, o.T, o.steps, threads);
+    if (o.gamma >= 0) printf("init: gamma-init, gamma=%g (std = d_in^-gamma)\n", o.gamma);
+    else printf("init: %s, seed %d\n", o.init, o.seed);
+    if (o.resume) printf("resumed from %s at step %d\n", o.resume, start_step);
+    log_event(&lg, "\"event\":\"config\",\"preset\":\"%s\",\"L\":%d,\"C\":%d,\"H\":%d,\"KVH\":%d,\"F\":%d,\"V\":%d,"
+              "\"T\":%d,\"B\":%d,\"steps\":%d,\"lr\":%g,\"weight_decay\":%g,\"eps\":%g,\"gamma\":%g,\"init\":\"%s\","
+              "\"gate\":%d,\"seed\":%d,\"params\":%zu,\"threads\":%d,\"start_step\":%d",
+              o.preset, cfg.L, cfg.C, cfg.H, cfg.KVH, cfg.F, cfg.V, o.T, o.B, o.steps, (double)o.opt.lr,
+              (double)o.opt.weight_decay, (double)cfg.eps, o.gamma, o.init, cfg.gate, o.seed, model.num_params,
+              threads, start_step);
+
+    int* inp = xmalloc((size_t)o.B * o.T * sizeof(int));
+    int* tgt = xmalloc((size_t)o.B * o.T * sizeof(int));
+    char last_ckpt[4096] = "none written";
+    double last_val = NAN;
+    for (int step = start_step; step <= o.steps; step++) {
+        int last = step == o.steps;
+        if (o.val_every && (step % o.val_every == 0 || last) && o.val_batches > 0) {
+            last_val = evaluate(&model, &val, o.val_batches, o.B, o.T, inp, tgt);
+            printf("step %d | val loss %.6f\n", step, last_val);
+            log_event(&lg, "\"event\":\"val\",\"step\":%d,\"val_loss\":%.6f", step, last_val);
+        }
+        if ((o.sample_every && step % o.sample_every == 0 && step > start_step) || (last && o.sample_len > 0)) {
+            printf("---- sample at step %d ----\n", step);
+            sample_text(&model, &sample_rng, &dec, val.tok[0], o.sample_len);
+            printf("----\n");
+        }
+        if (o.out_dir && step > start_step && (last || (o.ckpt_every && step % o.ckpt_every == 0))) {
+            snprintf(last_ckpt, sizeof(last_ckpt), "%s/ckpt_%06d.bin", o.out_dir, step);
+            checkpoint_save(&model, last_ckpt, step, &data_rng, &sample_rng);
+            log_event(&lg, "\"event\":\"checkpoint\",\"step\":%d,\"path\":\"%s\"", step, last_ckpt);
+        }
+        if (last) break;
+
+        double t0 = now_ms();
+        dataset_random_batch(&train, &data_rng, inp, tgt, o.B, o.T);
+        float loss = model_forward(&model, inp, tgt, o.B, o.T);
+        model_zero_grad(&model);
+        model_backward(&model, o.B, o.T);
+        double norm = grad_norm(&model);
+        if (!isfinite(loss) || !isfinite(norm)) {
+            log_event(&lg, "\"event\":\"blowup\",\"step\":%d,\"train_loss\":%g,\"grad_norm\":%g", step + 1, (double)loss, norm);
+            fatal("loss is %g (grad norm %g) at step %d: training stopped; last good checkpoint: %s",
+                  (double)loss, norm, step + 1, last_ckpt);
+        }
+        float scale = (o.opt.clip > 0 && norm > o.opt.clip) ? (float)(o.opt.clip / (norm + 1e-6)) : 1.0f;
+        float lr = lr_at(&o.opt, step);
+        adamw_step(&model, &o.opt, lr, step + 1, scale);
+        double ms = now_ms() - t0;
+        double tok_s = o.B * o.T / (ms / 1e3);
+        printf("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | %.1f ms | %.0f tok/s\n",
+               step + 1, o.steps, loss, lr, norm, ms, tok_s);
+        log_event(&lg, "\"event\":\"train\",\"step\":%d,\"train_loss\":%.6f,\"lr\":%.6e,\"grad_norm\":%.6f,\"ms\":%.3f,\"tok_s\":%.1f",
+                  step + 1, loss, lr, norm, ms, tok_s);
+    }
+    if (isfinite(last_val)) printf("final val loss %.6f\n", last_val);
+    if (lg.f) fclose(lg.f);
+    free(inp); free(tgt);
+    model_free(&model);
+    free(train.tok); free(val.tok);
+    return 0;
+}
+#endif

@@ -234,8 +234,453 @@ static void test_fixtures(void) {
     }
 }
 
+// ---- 2. finite differences of every layer's backward pass ------------------------------------------
+// Each case wraps one forward/backward pair. The scalar probed is f = sum_i r_i out_i for a fixed
+// random r, so df/dout = r is what the backward pass receives. Centred differences
+// (f(x+h) - f(x-h)) / 2h are summed in double from the float32 forward; with h = 1e-2 their error
+// is ~1e-4 relative, so agreement within 2e-3 relative (1e-4 absolute) means the formula is right.
+#define FD_H 1e-2
+#define FD_RTOL 2e-3
+#define FD_ATOL 1e-4
+#define FD_PROBES 24
+
+typedef struct OpCase OpCase;
+struct OpCase {
+    const char* name;
+    int n_in;
+    float* in[3];                 // inputs whose gradient is checked
+    float* din[3];
+    size_t in_n[3];
+    float* aux[4];                // parameters of the op that are not probed, and saved state
+    float* out;
+    size_t out_n;
+    int d[6];                     // dimensions, op-specific
+    float f;                      // a scalar parameter (eps, scale, theta)
+    void (*forward)(OpCase*);
+    void (*backward)(OpCase*, const float* dout);
+};
+
+static float* rand_buf(Rng* g, size_t n, float std) {
+    float* p = xmalloc(n * sizeof(float));
+    init_normal(g, p, n, 0.0f, std);
+    return p;
+}
+
+static double probe_value(OpCase* oc, const float* r) {
+    oc->forward(oc);
+    double s = 0.0;
+    for (size_t i = 0; i < oc->out_n; i++) s += (double)r[i] * oc->out[i];
+    return s;
+}
+
+static void run_fd(OpCase* oc, Rng* g) {
+    float* r = rand_buf(g, oc->out_n, 1.0f);
+    oc->forward(oc);
+    for (int k = 0; k < oc->n_in; k++) memset(oc->din[k], 0, oc->in_n[k] * sizeof(float));
+    oc->backward(oc, r);
+    for (int k = 0; k < oc->n_in; k++) {
+        double worst = 0.0;
+        int bad = 0;
+        for (int p = 0; p < FD_PROBES; p++) {
+            size_t i = rng_u32(g) % oc->in_n[k];
+            float x0 = oc->in[k][i];
+            oc->in[k][i] = x0 + (float)FD_H;
+            double fp = probe_value(oc, r);
+            oc->in[k][i] = x0 - (float)FD_H;
+            double fm = probe_value(oc, r);
+            oc->in[k][i] = x0;
+            double fd = (fp - fm) / (2.0 * FD_H), an = oc->din[k][i], err = fabs(fd - an);
+            if (err > FD_ATOL + FD_RTOL * fabs(fd)) bad++;
+            worst = fmax(worst, err);
+        }
+        check(bad == 0, "finite differences: %-22s d/d input %d at %d points (worst diff %.1e)", oc->name, k, FD_PROBES, worst);
+    }
+    free(r);
+}
+
+// norm: in[0] = x [N,C], in[1] = w, in[2] = b; d[0] = N, d[1] = C, d[2] = rms; aux[0..1] = mean, rstd
+static void fd_norm_fwd(OpCase* o) {
+    norm_forward(o->out, o->aux[0], o->aux[1], o->in[0], o->in[1], o->d[2] ? NULL : o->in[2], o->d[2], o->f, o->d[0], o->d[1]);
+}
+static void fd_norm_bwd(OpCase* o, const float* dout) {
+    norm_backward(o->din[0], o->din[1], o->d[2] ? NULL : o->din[2], dout, o->in[0], o->in[1], o->aux[0], o->aux[1], o->d[2], o->d[0], o->d[1]);
+}
+// matmul: in[0] = x [N,C], in[1] = W [OC,C], in[2] = bias; d = N, C, OC; aux[0] = transpose scratch
+static void fd_matmul_fwd(OpCase* o) { matmul_forward(o->out, o->in[0], o->in[1], o->in[2], o->d[0], o->d[1], o->d[2], o->aux[0]); }
+static void fd_matmul_bwd(OpCase* o, const float* dout) {
+    matmul_backward(o->din[0], o->din[1], o->din[2], dout, o->in[0], o->in[1], o->d[0], o->d[1], o->d[2]);
+}
+// attention: in = q, k, v; d = B, T, H, KVH, hd; aux[0] = att, aux[1] = datt
+static void fd_attn_fwd(OpCase* o) {
+    attention_forward(o->out, o->aux[0], o->in[0], o->in[1], o->in[2], o->d[0], o->d[1], o->d[2], o->d[3], o->d[4], o->f);
+}
+static void fd_attn_bwd(OpCase* o, const float* dout) {
+    attention_backward(o->din[0], o->din[1], o->din[2], o->aux[1], dout, o->aux[0], o->in[0], o->in[1], o->in[2],
+                       o->d[0], o->d[1], o->d[2], o->d[3], o->d[4], o->f);
+}
+// RoPE: in[0] = x; d = B, T, nh, hd. Forward rotates a copy; backward rotates dout back.
+static void fd_rope_fwd(OpCase* o) {
+    memcpy(o->out, o->in[0], o->out_n * sizeof(float));
+    rope_apply(o->out, o->d[0], o->d[1], o->d[2], o->d[3], o->f, 1.0f);
+}
+static void fd_rope_bwd(OpCase* o, const float* dout) {
+    memcpy(o->aux[0], dout, o->out_n * sizeof(float));
+    rope_apply(o->aux[0], o->d[0], o->d[1], o->d[2], o->d[3], o->f, -1.0f);
+    for (size_t i = 0; i < o->out_n; i++) o->din[0][i] += o->aux[0][i];
+}
+// gate: in[0] = y [BT, H*hd], in[1] = gate pre-activation [BT,H]; d = BT, H, hd; aux[0] = gate
+static void fd_gate_fwd(OpCase* o) {
+    memcpy(o->aux[0], o->in[1], o->in_n[1] * sizeof(float));
+    gate_forward(o->out, o->aux[0], o->in[0], o->d[0], o->d[1], o->d[2]);
+}
+static void fd_gate_bwd(OpCase* o, const float* dout) {
+    float* dy = xmalloc(o->in_n[0] * sizeof(float));
+    float* dg = xmalloc(o->in_n[1] * sizeof(float));
+    gate_backward(dy, dg, dout, o->in[0], o->aux[0], o->d[0], o->d[1], o->d[2]);
+    for (size_t i = 0; i < o->in_n[0]; i++) o->din[0][i] += dy[i];
+    for (size_t i = 0; i < o->in_n[1]; i++) o->din[1][i] += dg[i];
+    free(dy);
+    free(dg);
+}
+// GELU: in[0] = x
+static void fd_gelu_fwd(OpCase* o) { gelu_forward(o->out, o->in[0], (long)o->out_n); }
+static void fd_gelu_bwd(OpCase* o, const float* dout) {
+    float* dx = xmalloc(o->out_n * sizeof(float));
+    gelu_backward(dx, o->in[0], dout, (long)o->out_n);
+    for (size_t i = 0; i < o->out_n; i++) o->din[0][i] += dx[i];
+    free(dx);
+}
+// SwiGLU: in[0] = a (gate input), in[1] = u (up)
+static void fd_swiglu_fwd(OpCase* o) { swiglu_forward(o->out, o->in[0], o->in[1], (long)o->out_n); }
+static void fd_swiglu_bwd(OpCase* o, const float* dout) {
+    float* da = xmalloc(o->out_n * sizeof(float));
+    float* du = xmalloc(o->out_n * sizeof(float));
+    swiglu_backward(da, du, o->in[0], o->in[1], dout, (long)o->out_n);
+    for (size_t i = 0; i < o->out_n; i++) { o->din[0][i] += da[i]; o->din[1][i] += du[i]; }
+    free(da);
+    free(du);
+}
+// softmax + mean cross-entropy: in[0] = logits [BT,V]; out = the mean loss (a single value);
+// aux[0] = probabilities, aux[1] = losses, aux[2] = targets (as int)
+static void fd_ce_fwd(OpCase* o) {
+    memcpy(o->aux[0], o->in[0], o->in_n[0] * sizeof(float));
+    softmax_forward(o->aux[0], o->aux[1], (const int*)o->aux[2], o->d[0], o->d[1]);
+    double s = 0.0;
+    for (int i = 0; i < o->d[0]; i++) s += o->aux[1][i];
+    o->out[0] = (float)(s / o->d[0]);
+}
+static void fd_ce_bwd(OpCase* o, const float* dout) {
+    crossentropy_softmax_backward(o->aux[0], (const int*)o->aux[2], o->d[0], o->d[1]);
+    for (size_t i = 0; i < o->in_n[0]; i++) o->din[0][i] += dout[0] * o->aux[0][i];
+}
+// embedding: in[0] = wte [V,C], in[1] = wpe [T,C]; d = B, T, C; aux[0] = tokens (as int)
+static void fd_emb_fwd(OpCase* o) { embedding_forward(o->out, (const int*)o->aux[0], o->in[0], o->in[1], o->d[0], o->d[1], o->d[2]); }
+static void fd_emb_bwd(OpCase* o, const float* dout) {
+    embedding_backward(o->din[0], o->din[1], dout, (const int*)o->aux[0], o->d[0], o->d[1], o->d[2]);
+}
+
+// Builds a case with inputs of the given sizes and stds, runs the check, frees everything.
+static void fd_case(Rng* g, const char* name, void (*fwd)(OpCase*), void (*bwd)(OpCase*, const float*),
+                    int n_in, const size_t* in_n, const float* in_std, size_t out_n, const size_t* aux_n,
+                    const int* d, float f) {
+    OpCase o = {.name = name, .n_in = n_in, .out_n = out_n, .f = f, .forward = fwd, .backward = bwd};
+    for (int k = 0; k < n_in; k++) {
+        o.in[k] = rand_buf(g, in_n[k], in_std[k]);
+        o.din[k] = xmalloc(in_n[k] * sizeof(float));
+        o.in_n[k] = in_n[k];
+    }
+    for (int k = 0; k < 4; k++) o.aux[k] = aux_n[k] ? xcalloc(aux_n[k], sizeof(float)) : NULL;
+    for (int k = 0; k < 6; k++) o.d[k] = d[k];
+    o.out = xmalloc(out_n * sizeof(float));
+    if (fwd == fd_ce_fwd || fwd == fd_emb_fwd) {     // integer side inputs: targets / tokens
+        int* ids = (int*)(fwd == fd_ce_fwd ? o.aux[2] : o.aux[0]);
+        size_t n = fwd == fd_ce_fwd ? (size_t)d[0] : (size_t)d[0] * d[1];
+        int range = fwd == fd_ce_fwd ? d[1] : (int)(in_n[0] / d[2]);
+        for (size_t i = 0; i < n; i++) ids[i] = (int)(rng_u32(g) % (range / 2));   // repeats on purpose
+    }
+    run_fd(&o, g);
+    for (int k = 0; k < n_in; k++) { free(o.in[k]); free(o.din[k]); }
+    for (int k = 0; k < 4; k++) free(o.aux[k]);
+    free(o.out);
+}
+
+static void test_finite_differences(void) {
+    printf("finite differences\n");
+    Rng g;
+    rng_seed(&g, 7);
+    const int N = 6, C = 10, OC = 7, B = 2, T = 5, H = 4, KVH = 2, hd = 4, V = 11;
+    for (int rms = 0; rms <= 1; rms++) {
+        size_t in_n[3] = {N * C, C, C}, aux_n[4] = {N, N, 0, 0};
+        float std[3] = {1.0f, 1.0f, 1.0f};
+        int d[6] = {N, C, rms};
+        fd_case(&g, rms ? "rmsnorm" : "layernorm", fd_norm_fwd, fd_norm_bwd, rms ? 2 : 3, in_n, std, N * C, aux_n, d, 1e-5f);
+    }
+    {
+        size_t in_n[3] = {N * C, OC * C, OC}, aux_n[4] = {C * OC, 0, 0, 0};
+        float std[3] = {1.0f, 0.5f, 0.5f};
+        int d[6] = {N, C, OC};
+        fd_case(&g, "matmul", fd_matmul_fwd, fd_matmul_bwd, 3, in_n, std, N * OC, aux_n, d, 0.0f);
+    }
+    {
+        size_t in_n[3] = {B * T * H * hd, B * T * KVH * hd, B * T * KVH * hd}, aux_n[4] = {B * H * T * T, B * H * T * T, 0, 0};
+        float std[3] = {1.0f, 1.0f, 1.0f};
+        int d[6] = {B, T, H, KVH, hd};
+        fd_case(&g, "attention (GQA 4/2)", fd_attn_fwd, fd_attn_bwd, 3, in_n, std, B * T * H * hd, aux_n, d, 0.5f);
+    }
+    {
+        size_t in_n[3] = {B * T * H * hd}, aux_n[4] = {B * T * H * hd, 0, 0, 0};
+        float std[3] = {1.0f};
+        int d[6] = {B, T, H, hd};
+        fd_case(&g, "rope", fd_rope_fwd, fd_rope_bwd, 1, in_n, std, B * T * H * hd, aux_n, d, 10000.0f);
+    }
+    {
+        size_t in_n[3] = {B * T * H * hd, B * T * H}, aux_n[4] = {B * T * H, 0, 0, 0};
+        float std[3] = {1.0f, 1.0f};
+        int d[6] = {B * T, H, hd};
+        fd_case(&g, "attention gate", fd_gate_fwd, fd_gate_bwd, 2, in_n, std, B * T * H * hd, aux_n, d, 0.0f);
+    }
+    {
+        size_t in_n[3] = {N * C}, aux_n[4] = {0};
+        float std[3] = {2.0f};
+        int d[6] = {0};
+        fd_case(&g, "gelu", fd_gelu_fwd, fd_gelu_bwd, 1, in_n, std, N * C, aux_n, d, 0.0f);
+    }
+    {
+        size_t in_n[3] = {N * C, N * C}, aux_n[4] = {0};
+        float std[3] = {2.0f, 1.0f};
+        int d[6] = {0};
+        fd_case(&g, "swiglu", fd_swiglu_fwd, fd_swiglu_bwd, 2, in_n, std, N * C, aux_n, d, 0.0f);
+    }
+    {
+        size_t in_n[3] = {N * V}, aux_n[4] = {N * V, N, N, 0};
+        float std[3] = {2.0f};
+        int d[6] = {N, V};
+        fd_case(&g, "softmax cross-entropy", fd_ce_fwd, fd_ce_bwd, 1, in_n, std, 1, aux_n, d, 0.0f);
+    }
+    {
+        size_t in_n[3] = {V * C, T * C}, aux_n[4] = {B * T, 0, 0, 0};
+        float std[3] = {1.0f, 1.0f};
+        int d[6] = {B, T, C};
+        fd_case(&g, "embedding", fd_emb_fwd, fd_emb_bwd, 2, in_n, std, B * T * C, aux_n, d, 0.0f);
+    }
+}
+
+// ---- 3. the trainer binary end to end ----------------------------------------------------------------
+// These run ./train_gpt2 on a small synthetic corpus written here, so no downloaded data is needed.
+static char tmpdir[256];
+
+static void write_file(const char* path, const void* data, size_t n) {
+    FILE* f = fopen(path, "wb");
+    if (!f) fatal("test: cannot write %s", path);
+    fwrite(data, 1, n, f);
+    fclose(f);
+}
+
+// Pseudo-English: words from a small list in a fixed pseudo-random order, so there is something to learn.
+static void write_corpus(const char* path, size_t bytes, uint64_t seed) {
+    static const char* words[] = {"the", "whale", "sea", "ship", "captain", "white", "and", "of", "a", "to",
+                                  "harpoon", "deck", "wind", "sailed", "into", "deep", "night", "we", "saw", "him"};
+    Rng g;
+    rng_seed(&g, seed);
+    char* buf = xmalloc(bytes + 16);
+    size_t n = 0;
+    while (n < bytes) {
+        const char* w = words[rng_u32(&g) % 20];
+        size_t len = strlen(w);
+        memcpy(buf + n, w, len);
+        n += len;
+        buf[n++] = rng_u32(&g) % 9 == 0 ? '\n' : ' ';
+    }
+    write_file(path, buf, bytes);
+    free(buf);
+}
+
+// Runs the trainer with the given flags; stderr goes to tmpdir/stderr.txt. Returns the exit status.
+static int run_trainer(const char* flags) {
+    char cmd[4096];
+    snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=2 ./train_gpt2 -i %s/train.txt -j %s/val.txt %s > %s/stdout.txt 2> %s/stderr.txt",
+             tmpdir, tmpdir, flags, tmpdir, tmpdir);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static char* read_text(const char* path, size_t* len) {
+    FILE* f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char* buf = xmalloc(n + 1);
+    size_t got = fread(buf, 1, n, f);
+    buf[got] = 0;
+    fclose(f);
+    if (len) *len = got;
+    return buf;
+}
+
+// The "train_loss" and "val_loss" values of a log, one per line, as text (so equality is exact).
+static char* losses_of_log(const char* path) {
+    char* text = read_text(path, NULL);
+    if (!text) return NULL;
+    size_t cap = strlen(text) + 1, n = 0;
+    char* out = xcalloc(cap, 1);
+    for (char* line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        char* p = strstr(line, "\"train_loss\":");
+        if (!p) p = strstr(line, "\"val_loss\":");
+        if (!p) continue;
+        char* step = strstr(line, "\"step\":");
+        n += snprintf(out + n, cap - n, "%.*s %.*s\n", (int)strcspn(step, ","), step, (int)strcspn(p, ",}"), p);
+    }
+    free(text);
+    return out;
+}
+
+static int files_equal(const char* a, const char* b) {
+    size_t na = 0, nb = 0;
+    char *x = read_text(a, &na), *y = read_text(b, &nb);
+    int eq = x && y && na == nb && memcmp(x, y, na) == 0;
+    free(x);
+    free(y);
+    return eq;
+}
+
+#define SMALL "-L 2 -C 32 -H 4 -K 2 -t 16 -b 4 -v 4 -m 2 -S 16 -u 3"
+
+static void test_resume_and_determinism(void) {
+    printf("trainer: resume, determinism\n");
+    char flags[1024], a[512], b[512];
+    const char* presets[] = {"-a gpt2", "-a llama -G 1"};
+    for (int pi = 0; pi < 2; pi++) {
+        snprintf(flags, sizeof(flags), SMALL " %s -x 12 -n 6 -o %s/full%d", presets[pi], tmpdir, pi);
+        int st = run_trainer(flags);
+        check(st == 0, "%s: 12 steps with checkpoints at 6 and 12 (exit %d)", presets[pi], st);
+        snprintf(flags, sizeof(flags), SMALL " %s -x 12 -n 6 -o %s/resumed%d -y %s/full%d/ckpt_000006.bin",
+                 presets[pi], tmpdir, pi, tmpdir, pi);
+        st = run_trainer(flags);
+        check(st == 0, "%s: resumed from the step-6 checkpoint (exit %d)", presets[pi], st);
+        snprintf(a, sizeof(a), "%s/full%d/log.jsonl", tmpdir, pi);
+        snprintf(b, sizeof(b), "%s/resumed%d/log.jsonl", tmpdir, pi);
+        char *la = losses_of_log(a), *lb = losses_of_log(b);
+        // the resumed log holds steps 7..12; they must be the tail of the uninterrupted log
+        int ok = la && lb && strlen(lb) > 0 && strlen(la) >= strlen(lb) && strcmp(la + strlen(la) - strlen(lb), lb) == 0;
+        check(ok, "%s: losses of steps 7-12 after resuming equal the uninterrupted run's, to the last digit", presets[pi]);
+        free(la);
+        free(lb);
+        snprintf(a, sizeof(a), "%s/full%d/ckpt_000012.bin", tmpdir, pi);
+        snprintf(b, sizeof(b), "%s/resumed%d/ckpt_000012.bin", tmpdir, pi);
+        check(files_equal(a, b), "%s: final checkpoints (weights, AdamW state, generators) are byte-identical", presets[pi]);
+    }
+    snprintf(flags, sizeof(flags), SMALL " -x 12 -n 6 -o %s/again0", tmpdir);
+    run_trainer(flags);
+    snprintf(a, sizeof(a), "%s/full0/log.jsonl", tmpdir);
+    snprintf(b, sizeof(b), "%s/again0/log.jsonl", tmpdir);
+    char *la = losses_of_log(a), *lb = losses_of_log(b);
+    check(la && lb && strcmp(la, lb) == 0 && strlen(la) > 0, "same seed and flags twice: identical loss sequence");
+    free(la);
+    free(lb);
+    snprintf(a, sizeof(a), "%s/full0/ckpt_000012.bin", tmpdir);
+    struct stat stt;
+    snprintf(b, sizeof(b), "%s/full0/ckpt_000012.bin.tmp", tmpdir);
+    check(stat(a, &stt) == 0 && stat(b, &stt) != 0, "checkpoint written through a temporary file that is renamed away");
+}
+
+// Each bad input: exit status non-zero, and stderr is exactly one line naming the problem.
+static void test_bad_input(void) {
+    printf("trainer: bad input gets one line and a non-zero exit\n");
+    char path[512], flags[2048];
+    // a token shard whose header promises more tokens than it holds, and one with an id >= vocabulary
+    int32_t header[256] = {SHARD_MAGIC, 1, 1000};
+    uint16_t toks[100];
+    for (int i = 0; i < 100; i++) toks[i] = (uint16_t)(i % 50);
+    char* buf = xmalloc(sizeof(header) + sizeof(toks));
+    memcpy(buf, header, sizeof(header));
+    memcpy(buf + sizeof(header), toks, sizeof(toks));
+    snprintf(path, sizeof(path), "%s/short.bin", tmpdir);
+    write_file(path, buf, sizeof(header) + sizeof(toks));
+    ((int32_t*)buf)[2] = 100;
+    ((uint16_t*)(buf + sizeof(header)))[42] = 60000;
+    snprintf(path, sizeof(path), "%s/badtok.bin", tmpdir);
+    write_file(path, buf, sizeof(header) + sizeof(toks));
+    free(buf);
+    snprintf(path, sizeof(path), "%s/junk.bin", tmpdir);
+    write_file(path, "this is not a checkpoint, not at all, definitely not one", 56);
+    // a truncated copy of a real checkpoint
+    char src[512];
+    snprintf(src, sizeof(src), "%s/full0/ckpt_000006.bin", tmpdir);
+    size_t n;
+    char* ck = read_text(src, &n);
+    snprintf(path, sizeof(path), "%s/cut.bin", tmpdir);
+    if (ck) write_file(path, ck, n / 2);
+    free(ck);
+    struct { const char* flags; const char* expect; } cases[] = {
+        {"-Q 1", "unknown flag -Q"},
+        {"-x", "needs a value"},
+        {"-x abc", "-x expects an integer"},
+        {"-L -1", "-L must be in"},
+        {"-b 0", "-b must be in"},
+        {"-C 30 -H 4", "must divide the width"},
+        {"-H 4 -K 3", "must divide the heads"},
+        {"-t 32 -T 16", "exceeds the model's maximum"},
+        {"-c -0.1", "-c must be in"},
+        {"-e -1e-5", "-e must be in"},
+        {"-l nan", "-l expects a number"},
+        {"-a gpt3", "-a must be gpt2 or llama"},
+        {"-I nosuch", "unknown initializer 'nosuch'"},
+        {"-I normal,foo=zeros", "unknown parameter group 'foo'"},
+        {"-i /nonexistent/train.txt", "cannot open data file /nonexistent/train.txt"},
+        {"-i @/short.bin -j @/short.bin", "truncated"},
+        {"-i @/badtok.bin -j @/badtok.bin", "token 60000 at position 42 is >= vocabulary 50257"},
+        {"-y @/junk.bin", "is not a checkpoint"},
+        {"-y @/cut.bin", "is truncated"},
+        {"-y /nonexistent/ckpt.bin", "cannot open checkpoint"},
+        {"-L 3 -y @/full0/ckpt_000006.bin", "has L=2 but the flags give 3"},
+        {"-e 1e-6 -y @/full0/ckpt_000006.bin", "has eps="},
+        {"-I zeros -e 0 -x 5", "loss is nan (grad norm nan) at step 1"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        // "@" stands for the temporary directory
+        char expanded[1024];
+        size_t k = 0;
+        for (const char* p = cases[i].flags; *p && k < sizeof(expanded) - 300; p++) {
+            if (*p == '@') k += snprintf(expanded + k, sizeof(expanded) - k, "%s", tmpdir);
+            else expanded[k++] = *p;
+        }
+        expanded[k] = 0;
+        const char* base = strstr(expanded, "-y") || strstr(expanded, "-I zeros") ? SMALL " -x 12" : SMALL " -x 1";
+        // flags after SMALL win, except that "-x" alone must be last to lack its value
+        snprintf(flags, sizeof(flags), "%s %s", base, expanded);
+        int st = run_trainer(flags);
+        snprintf(path, sizeof(path), "%s/stderr.txt", tmpdir);
+        char* err = read_text(path, NULL);
+        int lines = 0;
+        for (char* p = err; p && *p; p++) lines += *p == '\n';
+        int named = err && strstr(err, cases[i].expect) != NULL;
+        check(st != 0 && lines == 1 && named, "%-36s -> exit %d, %d line: %.*s", cases[i].flags, st, lines,
+              err ? (int)strcspn(err, "\n") : 0, err ? err : "");
+        free(err);
+    }
+}
+
+static void test_trainer(void) {
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_gpt2.XXXXXX");
+    if (!mkdtemp(tmpdir)) { check(0, "cannot create a temporary directory"); return; }
+    char path[512];
+    snprintf(path, sizeof(path), "%s/train.txt", tmpdir);
+    write_corpus(path, 40000, 11);
+    snprintf(path, sizeof(path), "%s/val.txt", tmpdir);
+    write_corpus(path, 4000, 12);
+    if (access("./train_gpt2", X_OK) != 0) { check(0, "./train_gpt2 is missing: run `make test`"); return; }
+    test_resume_and_determinism();
+    test_bad_input();
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+    if (system(cmd) != 0) printf("  (could not remove %s)\n", tmpdir);
+}
+
 int main(void) {
     test_fixtures();
+    test_finite_differences();
+    test_trainer();
     printf("%d passed, %d failed\n", n_passed, n_failed);
     return n_failed ? 1 : 0;
 }

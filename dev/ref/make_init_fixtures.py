@@ -1,0 +1,165 @@
+"""Writes test/fixtures/init_torch.bin: PyTorch CPU RNG / nn.init outputs for the C reimplementation.
+
+    /usr/bin/python3 dev/ref/make_init_fixtures.py          # the repo fixture (small)
+    /usr/bin/python3 dev/ref/make_init_fixtures.py --full OUT.bin   # the big sweep
+
+Must run with PyTorch 1.13 on an x86-64 CPU with its default AVX2 kernels (ATEN_CPU_CAPABILITY unset,
+"avx2" or "avx512" give the same values; "default" does not: no FMA, different bits).
+
+File format (little-endian):
+    char magic[8] = "INITFIX1"; int32 count;
+    count x { int32 name_len; char name[name_len]; int32 dtype (0=float32, 1=int32, 2=float64);
+              int32 ndim; int32 dims[ndim]; data, row-major }
+
+A name encodes the call: "<op>/key=value/...", values are Python repr()s so C's strtod reads back the
+exact same double. Every case starts with torch.manual_seed(seed), except sequences:
+"seq/seed=S/k=K/op=<op>/..." entries are the K-th call on one generator, seeded only at k=0.
+Ops (2-D ops are on a (rows, cols) float32 tensor):
+    uniform        n a b               torch.empty(n).uniform_(a, b)
+    uniform_f64    n                   torch.empty(n, dtype=float64).uniform_()   (random64 order)
+    normal         n mean std          torch.empty(n).normal_(mean, std)
+    trunc_normal   n mean std a b      nn.init.trunc_normal_
+    kaiming_uniform rows cols a        nn.init.kaiming_uniform_(w, a=a)   (fan_in, leaky_relu)
+    kaiming_normal  rows cols a        nn.init.kaiming_normal_(w, a=a)    (fan_in, leaky_relu)
+    xavier_uniform  rows cols gain     nn.init.xavier_uniform_(w, gain)
+    xavier_normal   rows cols gain     nn.init.xavier_normal_(w, gain)
+    orthogonal      rows cols gain     nn.init.orthogonal_(w, gain)   (C side: tolerance, not bitwise)
+    sparse          rows cols sparsity std   nn.init.sparse_(w, sparsity, std)
+    randperm        n                  torch.randperm(n) as int32
+"""
+import math
+import os
+import struct
+import sys
+
+import torch
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+OUT = os.path.join(ROOT, "test", "fixtures", "init_torch.bin")
+
+SEEDS = [0, 1, 42, 1337, 2**32 + 5]
+SIZES = [1, 2, 15, 16, 17, 31, 32, 33, 100, 1000, 4097]
+TRUNC = [(0.0, 0.02, -2.0, 2.0), (0.0, 1.0, -2.0, 2.0), (0.0, 0.02, -0.04, 0.04)]
+ORTHO_SHAPES = [(8, 8), (16, 4), (4, 16), (64, 64)]
+
+
+def fmt(**kw):
+    return "/".join(f"{k}={v!r}" for k, v in kw.items())
+
+
+def run_op(op, p):
+    """Runs one call on the default generator; p holds the parameters from the name."""
+    init = torch.nn.init
+    if op == "uniform":
+        return torch.empty(p["n"]).uniform_(p["a"], p["b"])
+    if op == "uniform_f64":
+        return torch.empty(p["n"], dtype=torch.float64).uniform_()
+    if op == "normal":
+        return torch.empty(p["n"]).normal_(p["mean"], p["std"])
+    if op == "trunc_normal":
+        return init.trunc_normal_(torch.empty(p["n"]), p["mean"], p["std"], p["a"], p["b"])
+    if op == "randperm":
+        return torch.randperm(p["n"]).to(torch.int32)
+    w = torch.empty(p["rows"], p["cols"])
+    if op == "kaiming_uniform":
+        return init.kaiming_uniform_(w, a=p["a"])
+    if op == "kaiming_normal":
+        return init.kaiming_normal_(w, a=p["a"])
+    if op == "xavier_uniform":
+        return init.xavier_uniform_(w, gain=p["gain"])
+    if op == "xavier_normal":
+        return init.xavier_normal_(w, gain=p["gain"])
+    if op == "orthogonal":
+        return init.orthogonal_(w, gain=p["gain"])
+    if op == "sparse":
+        return init.sparse_(w, p["sparsity"], p["std"])
+    raise ValueError(op)
+
+
+def single(op, seed, **p):
+    torch.manual_seed(seed)
+    return (f"{op}/seed={seed!r}/" + fmt(**p), run_op(op, p))
+
+
+def sequence(seed, calls):
+    """Several calls on one generator (tests e.g. the cached second normal of the n<16 path)."""
+    torch.manual_seed(seed)
+    out = []
+    for k, (op, p) in enumerate(calls):
+        out.append((f"seq/seed={seed!r}/k={k}/op={op}/" + fmt(**p), run_op(op, p)))
+    return out
+
+
+SEQS = [
+    (1, [("uniform", dict(n=5, a=0.0, b=1.0)), ("normal", dict(n=3, mean=0.0, std=1.0)),
+         ("normal", dict(n=3, mean=0.0, std=1.0)), ("normal", dict(n=20, mean=0.0, std=1.0)),
+         ("normal", dict(n=1, mean=0.5, std=2.0)), ("normal", dict(n=2, mean=0.0, std=0.02)),
+         ("uniform", dict(n=17, a=-1.0, b=1.0))]),
+    (42, [("trunc_normal", dict(n=7, mean=0.0, std=0.02, a=-2.0, b=2.0)), ("normal", dict(n=15, mean=0.0, std=1.0)),
+          ("sparse", dict(rows=10, cols=6, sparsity=0.3, std=0.01)), ("normal", dict(n=1, mean=0.0, std=1.0)),
+          ("kaiming_uniform", dict(rows=8, cols=4, a=math.sqrt(5))), ("randperm", dict(n=7)),
+          ("normal", dict(n=33, mean=0.0, std=0.02))]),
+    (2**32 + 5, [("normal", dict(n=1, mean=0.0, std=1.0)), ("normal", dict(n=1, mean=0.0, std=1.0)),
+                 ("normal", dict(n=1, mean=0.0, std=1.0)), ("uniform_f64", dict(n=3)),
+                 ("normal", dict(n=16, mean=0.0, std=1.0)), ("normal", dict(n=1, mean=0.0, std=1.0))]),
+]
+
+
+def cases(full):
+    out = []
+    for seed in SEEDS:
+        # the repo fixture keeps every size for seed 42 only, and small sizes for the other seeds
+        sizes = SIZES if (full or seed == 42) else [n for n in SIZES if n <= 100]
+        for n in sizes:
+            out.append(single("uniform", seed, n=n, a=-0.5, b=0.5))
+            out.append(single("normal", seed, n=n, mean=0.0, std=1.0))
+            if full:
+                out.append(single("uniform", seed, n=n, a=0.0, b=1.0))
+                out.append(single("normal", seed, n=n, mean=0.1, std=0.02))
+        for (mean, std, a, b) in TRUNC:
+            for n in (SIZES if full else [15, 17, 1000] if seed in (0, 42) else [17]):
+                out.append(single("trunc_normal", seed, n=n, mean=mean, std=std, a=a, b=b))
+        if full or seed in (0, 1337):
+            out.append(single("kaiming_uniform", seed, rows=64, cols=32, a=math.sqrt(5)))
+            out.append(single("kaiming_normal", seed, rows=48, cols=32, a=0.0))
+            out.append(single("xavier_uniform", seed, rows=32, cols=48, gain=1.0))
+            out.append(single("xavier_normal", seed, rows=32, cols=48, gain=1.0))
+        if full or seed in (0, 1):
+            for (r, c) in ORTHO_SHAPES:
+                for gain in ([1.0, math.sqrt(2)] if full else [[1.0], [math.sqrt(2)]][seed]):
+                    out.append(single("orthogonal", seed, rows=r, cols=c, gain=gain))
+        out.append(single("sparse", seed, rows=10, cols=6, sparsity=0.3, std=0.01))
+        for n in ([1, 2, 5, 10, 100, 1000] if full else [2, 10, 100]):
+            out.append(single("randperm", seed, n=n))
+        out.append(single("uniform_f64", seed, n=100 if full else 9))
+    for seed, calls in SEQS:
+        out.extend(sequence(seed, calls))
+    return out
+
+
+def write(path, entries):
+    dtypes = {torch.float32: (0, "f"), torch.int32: (1, "i"), torch.float64: (2, "d")}
+    with open(path, "wb") as f:
+        f.write(b"INITFIX1")
+        f.write(struct.pack("<i", len(entries)))
+        for name, t in entries:
+            code, ch = dtypes[t.dtype]
+            nb = name.encode()
+            f.write(struct.pack("<i", len(nb)) + nb)
+            f.write(struct.pack("<ii", code, t.dim()))
+            f.write(struct.pack(f"<{t.dim()}i", *t.shape))
+            vals = t.contiguous().flatten().tolist()
+            f.write(struct.pack(f"<{len(vals)}{ch}", *vals))
+
+
+def main():
+    assert torch.__version__.startswith("1.13"), "fixtures are defined by PyTorch 1.13 CPU semantics"
+    full = "--full" in sys.argv
+    path = sys.argv[sys.argv.index("--full") + 1] if full else OUT
+    entries = cases(full)
+    write(path, entries)
+    print(f"wrote {path}: {len(entries)} cases, {os.path.getsize(path)} bytes")
+
+
+if __name__ == "__main__":
+    main()

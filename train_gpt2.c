@@ -77,60 +77,470 @@ static double now_ms(void) {
 
 // ============================================================================================
 // 2. Random numbers: PyTorch's CPU generator, so that an initializer here and nn.init there
-//    produce the same tensor from the same seed (RNG_SECTION)
+//    produce the same tensor from the same seed
 // ============================================================================================
 
+// ----------------------------------------------------------------------------
+// PyTorch-compatible CPU random number generation and nn.init primitives
+//
+// Goal: with the same seed, produce bit-identical float32 tensors to
+// PyTorch 1.13 on CPU (Debian python3-torch), so that C training runs can start
+// from exactly the same weights as the PyTorch reference.
+//
+// What is matched (verified on this machine, see check_rng.c / check_rng.py):
+//   - torch.manual_seed + the mt19937 engine (at::mt19937)
+//   - tensor.uniform_(a, b)               float32: 24 random bits per element
+//   - tensor.normal_(mean, std)           float32, two code paths:
+//       n >= 16: "normal_fill": all uniforms first, then Box-Muller in blocks of
+//                16 using the AVX2 kernel's single precision log/sincos
+//       n <  16: scalar double precision Box-Muller with a cached second value
+//   torch 1.13 picks its AVX2 kernels by default on x86-64 even when the CPU
+//   has AVX512; ATEN_CPU_CAPABILITY=avx512 gives the same bits, but
+//   ATEN_CPU_CAPABILITY=default (no FMA, scalar normal_fill) gives different
+//   bits for uniform_/normal_/trunc_normal_ and is NOT what this code matches.
+//   sin/cos/log/logf/erff/expf come from the C library, as in torch: exactness
+//   assumes the same (glibc) libm that torch itself calls.
+//   - nn.init.trunc_normal_  (uniform_ -> erfinv_ -> mul_ -> add_ -> clamp_)
+//   - nn.init.sparse_        (normal_ then randperm per column)
+//   - nn.init.orthogonal_    (normal_ then QR; QR is NOT bit-exact vs LAPACK)
+//
+// Floating point contraction: the AVX2 build of PyTorch lets GCC fuse some
+// multiply+add pairs into FMA instructions. We reproduce those with explicit
+// fmaf()/fma() calls (each one checked: replacing it by mul+add breaks the
+// match, or, for the n < 16 normal path, seen in torch's disassembly). Every other multiply in this file either feeds something
+// that is not an add, or goes through mul_rounded() (a volatile store) where
+// torch rounds the product before adding. So the compiler has nothing left to
+// contract: results are identical with -O2, -O3 -march=native and any
+// -ffp-contract setting.
+// Never compile this with -ffast-math.
+// ----------------------------------------------------------------------------
+
+
+#define RNG_MT_N 624
+#define RNG_MT_M 397
+#define RNG_PI 3.14159265358979323846
+
+// The whole generator state. Plain old data: checkpoints can fwrite() it.
+// torch keeps the same things: the mt19937 state plus an optional cached
+// second Box-Muller sample for the double precision normal path.
 typedef struct {
-    uint32_t mt[624];
-    int mti;
-    int has_normal;       // torch caches the second Box-Muller value of its double path
-    double next_normal;
+    uint32_t mt[RNG_MT_N];
+    int mti;                // index of the next word to temper; 624 = twist first
+    int has_next_normal;    // 1 if next_normal holds a cached sample
+    double next_normal;     // cached r*sin(theta) from the scalar normal path
 } Rng;
 
+// torch.manual_seed(seed): standard mt19937 init with the low 32 bits of the
+// seed (so seed 2**32+5 behaves like seed 5). It also clears the cached normal.
 static void rng_seed(Rng* g, uint64_t seed) {
+    memset(g, 0, sizeof(*g));
     g->mt[0] = (uint32_t)(seed & 0xffffffffu);
-    for (int i = 1; i < 624; i++)
-        g->mt[i] = 1812433253u * (g->mt[i - 1] ^ (g->mt[i - 1] >> 30)) + (uint32_t)i;
-    g->mti = 624;
-    g->has_normal = 0;
+    for (int i = 1; i < RNG_MT_N; i++) {
+        uint32_t prev = g->mt[i - 1];
+        g->mt[i] = 1812433253u * (prev ^ (prev >> 30)) + (uint32_t)i;
+    }
+    g->mti = RNG_MT_N; // torch regenerates the whole block on the first draw
+    g->has_next_normal = 0;
     g->next_normal = 0.0;
 }
 
-static uint32_t rng_u32(Rng* g) {
-    if (g->mti >= 624) {
-        for (int i = 0; i < 624; i++) {
-            uint32_t y = (g->mt[i] & 0x80000000u) | (g->mt[(i + 1) % 624] & 0x7fffffffu);
-            g->mt[i] = g->mt[(i + 397) % 624] ^ (y >> 1) ^ ((y & 1u) ? 0x9908b0dfu : 0u);
-        }
-        g->mti = 0;
+// regenerate all 624 words (the standard mt19937 "twist")
+static void rng_twist(Rng* g) {
+    for (int k = 0; k < RNG_MT_N; k++) {
+        uint32_t y = (g->mt[k] & 0x80000000u) | (g->mt[(k + 1) % RNG_MT_N] & 0x7fffffffu);
+        uint32_t v = g->mt[(k + RNG_MT_M) % RNG_MT_N] ^ (y >> 1);
+        if (y & 1u) { v ^= 0x9908b0dfu; }
+        g->mt[k] = v;
     }
+    g->mti = 0;
+}
+
+// one mt19937 draw (torch: generator->random())
+static uint32_t rng_u32(Rng* g) {
+    if (g->mti >= RNG_MT_N) { rng_twist(g); }
     uint32_t y = g->mt[g->mti++];
-    y ^= y >> 11;
+    y ^= (y >> 11);
     y ^= (y << 7) & 0x9d2c5680u;
     y ^= (y << 15) & 0xefc60000u;
-    y ^= y >> 18;
+    y ^= (y >> 18);
     return y;
 }
 
-static float rng_uniform01(Rng* g) { return (rng_u32(g) & ((1u << 24) - 1)) * (1.0f / 16777216.0f); }
+// torch: generator->random64(): the FIRST draw becomes the HIGH 32 bits
+static uint64_t rng_u64(Rng* g) {
+    uint64_t hi = rng_u32(g);
+    uint64_t lo = rng_u32(g);
+    return (hi << 32) | lo;
+}
 
+// float in [0,1): torch keeps the low 24 bits (float mantissa digits) of one
+// 32-bit draw and scales by 2^-24. Exact, no rounding involved.
+static float rng_uniform01_f32(Rng* g) {
+    return (float)(rng_u32(g) & 0xffffffu) * (1.0f / 16777216.0f);
+}
+
+// double in [0,1): low 53 bits of a random64() draw times 2^-53.
+static double rng_uniform01_f64(Rng* g) {
+    return (double)(rng_u64(g) & ((1ull << 53) - 1)) * (1.0 / 9007199254740992.0);
+}
+
+// The float-argument API vs Python doubles: in a few places torch uses the
+// Python double itself (normal_ with n < 16, trunc_normal_'s bounds, sparse_'s
+// ceil), and (double)0.02f != 0.02. So the float entry points first recover
+// the double the caller most likely typed: the shortest decimal (at most 9
+// significant digits) that rounds to f, e.g. 0.02f -> 0.02, 0.3f -> 0.3.
+// m / 10^k with both exact is correctly rounded, i.e. equal to what Python's
+// parser gives for the literal. Computed values (1/sqrt(768)) can't be
+// recovered this way: use the *_d functions with the double for those.
+static double float_to_decimal_double(float f) {
+    if (f == 0.0f || !isfinite(f)) { return (double)f; }
+    double x = fabs((double)f);
+    int e = (int)floor(log10(x)); // decimal exponent of the leading digit
+    for (int digits = 1; digits <= 9; digits++) {
+        int k = digits - 1 - e;                 // scale x by 10^k to get `digits` digits
+        if (k > 22 || k < -22) { break; }       // 10^|k| exact in double up to 10^22
+        double p10 = 1.0;
+        for (int i = 0; i < (k >= 0 ? k : -k); i++) { p10 *= 10.0; }
+        double m = nearbyint(k >= 0 ? x * p10 : x / p10);
+        double d = (k >= 0) ? m / p10 : m * p10;
+        if ((float)d == (float)x) { return f < 0.0f ? -d : d; }
+    }
+    return (double)f;
+}
+
+// a*b rounded to float, hidden from the optimizer: with -march=native GCC
+// would otherwise contract "a*b + c" into one FMA where torch rounds twice.
+static float mul_rounded(float a, float b) {
+    volatile float p = a * b;
+    return p;
+}
+
+// tensor.uniform_(a, b) on float32. torch casts a, b to float, computes
+// (b - a) in float, and the AVX2 build fuses x*(b-a)+a into one FMA.
 static void init_uniform(Rng* g, float* w, size_t n, float a, float b) {
-    for (size_t i = 0; i < n; i++) w[i] = rng_uniform01(g) * (b - a) + a;
+    float range = b - a;
+    for (size_t i = 0; i < n; i++) {
+        w[i] = fmaf(rng_uniform01_f32(g), range, a);
+    }
 }
 
-static void init_normal(Rng* g, float* w, size_t n, float mean, float std) {
-    for (size_t i = 0; i + 1 < n; i += 2) {
-        float u1 = 1.0f - rng_uniform01(g), u2 = rng_uniform01(g);
-        float r = sqrtf(-2.0f * logf(u1)), th = 6.2831853f * u2;
-        w[i] = r * cosf(th) * std + mean;
-        w[i + 1] = r * sinf(th) * std + mean;
+// ----------------------------------------------------------------------------
+// normal_, scalar path (n < 16): torch's at::normal_distribution<double>.
+// Box-Muller in double; the second value r*sin(theta) is cached in the
+// generator and consumed by the next scalar normal draw (even in a later
+// normal_ call). The final val*std+mean is fused (FMA) in the AVX2 build.
+
+static double rng_normal_f64(Rng* g, double mean, double std) {
+    double ret;
+    if (g->has_next_normal) {
+        ret = g->next_normal;
+        g->has_next_normal = 0;
+    } else {
+        double u1 = rng_uniform01_f64(g);
+        double u2 = rng_uniform01_f64(g);
+        double r = sqrt(-2.0 * log(1.0 - u2)); // 1-u2 in (0,1]: log is finite
+        double theta = (2.0 * RNG_PI) * u1;
+        g->next_normal = r * sin(theta);
+        g->has_next_normal = 1;
+        ret = r * cos(theta);
     }
-    if (n % 2) {
-        float u1 = 1.0f - rng_uniform01(g), u2 = rng_uniform01(g);
-        w[n - 1] = sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2) * std + mean;
+    return fma(ret, std, mean);
+}
+
+// ----------------------------------------------------------------------------
+// normal_, vector path (n >= 16): torch's AVX2 normal_fill uses the
+// "avx_mathfun" single precision log and sincos (Cephes polynomials). We redo
+// them lane by lane with exactly the same operation order. The fmaf() calls sit
+// exactly where GCC 12 (which built the Debian torch) contracted mul+add.
+
+static uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+// natural log, valid for the inputs used here: x in (0, 1]
+static float avx2_logf(float x) {
+    if (x < 1.17549435e-38f) { x = 1.17549435e-38f; } // cut off denormals (max with min normal)
+    // split x = m * 2^e with m in [0.5, 1)
+    int32_t ex = (int32_t)(f2u(x) >> 23) - 0x7f;
+    float m = u2f((f2u(x) & ~0x7f800000u) | f2u(0.5f));
+    float e = (float)ex + 1.0f;
+    // if m < sqrt(1/2): e -= 1, m = 2m - 1 else m = m - 1 (done as two adds, like the SIMD code)
+    float tmp = 0.0f;
+    if (m < 0.707106781186547524f) { tmp = m; e = e - 1.0f; }
+    m = (m + -1.0f) + tmp;
+    float z = m * m;
+    // Cephes polynomial in Horner form, each step one FMA
+    float y = 7.0376836292E-2f;
+    y = fmaf(y, m, -1.1514610310E-1f);
+    y = fmaf(y, m, 1.1676998740E-1f);
+    y = fmaf(y, m, -1.2420140846E-1f);
+    y = fmaf(y, m, 1.4249322787E-1f);
+    y = fmaf(y, m, -1.6668057665E-1f);
+    y = fmaf(y, m, 2.0000714765E-1f);
+    y = fmaf(y, m, -2.4999993993E-1f);
+    y = fmaf(y, m, 3.3333331174E-1f);
+    y = fmaf(y * m, z, e * -2.12194440e-4f); // y*x*z + e*q1
+    y = fmaf(-z, 0.5f, y);                   // y - z/2
+    float r = m + y;
+    return fmaf(e, 0.693359375f, r);         // + e*q2
+}
+
+// sine and cosine of theta in [0, 2*pi)
+static void avx2_sincosf(float x, float* s, float* c) {
+    uint32_t sign_sin = f2u(x) & 0x80000000u;
+    x = u2f(f2u(x) & 0x7fffffffu);
+    // octant j = (int(x*4/pi) + 1) & ~1
+    int32_t j = (int32_t)(x * 1.27323954473516f);
+    j = (j + 1) & ~1;
+    float y = (float)j;
+    uint32_t swap_sign_sin = (uint32_t)(j & 4) << 29;
+    int use_cos_poly = (j & 2) == 0; // "poly_mask" in the SIMD code
+    // extended precision range reduction x - j*pi/4, three fused steps
+    x = fmaf(y, -0.78515625f, x);
+    x = fmaf(y, -2.4187564849853515625e-4f, x);
+    x = fmaf(y, -3.77489497744594108e-8f, x);
+    uint32_t sign_cos = (uint32_t)(~(j - 2) & 4) << 29;
+    sign_sin ^= swap_sign_sin;
+    float z = x * x;
+    // cosine polynomial on [-pi/4, pi/4]
+    float yc = 2.443315711809948E-005f;
+    yc = fmaf(yc, z, -1.388731625493765E-003f);
+    yc = fmaf(yc, z, 4.166664568298827E-002f);
+    yc = fmaf(yc * z, z, -(z * 0.5f));
+    yc = yc + 1.0f;
+    // sine polynomial on [-pi/4, pi/4]
+    float ys = -1.9515295891E-4f;
+    ys = fmaf(ys, z, 8.3321608736E-3f);
+    ys = fmaf(ys, z, -1.6666654611E-1f);
+    ys = fmaf(ys * z, x, x);
+    // select the polynomials; the SIMD code does this with masked adds/subs,
+    // reproduce them (they matter only for signed zeros)
+    float ysin2 = use_cos_poly ? ys : 0.0f;
+    float ysin1 = use_cos_poly ? 0.0f : yc;
+    float ys_rest = ys - ysin2;
+    float yc_rest = yc - ysin1;
+    *s = u2f(f2u(ysin1 + ysin2) ^ sign_sin);
+    *c = u2f(f2u(yc_rest + ys_rest) ^ sign_cos);
+}
+
+// Box-Muller on 16 uniforms in place: data[j] and data[j+8] pair up.
+static void normal_fill_16(float* data, float mean, float std) {
+    const float two_pi = (float)(2.0 * RNG_PI);
+    for (int j = 0; j < 8; j++) {
+        float u1 = 1.0f - data[j]; // [0,1) -> (0,1] so log is finite
+        float u2 = data[j + 8];
+        float radius = sqrtf(-2.0f * avx2_logf(u1));
+        float theta = two_pi * u2;
+        float s, c;
+        avx2_sincosf(theta, &s, &c);
+        data[j] = fmaf(radius * c, std, mean);     // explicit _mm256_fmadd_ps in torch
+        data[j + 8] = fmaf(radius * s, std, mean);
     }
 }
-// RNG_SECTION_END
+
+static void normal_fill(Rng* g, float* w, size_t n, float mean, float std) {
+    // PyTorch draws all uniforms first, then transforms in blocks of 16
+    for (size_t i = 0; i < n; i++) { w[i] = rng_uniform01_f32(g); }
+    for (size_t i = 0; i + 16 <= n; i += 16) { normal_fill_16(w + i, mean, std); }
+    if (n % 16 != 0) {
+        // the tail: torch draws 16 NEW uniforms into the last 16 slots (which
+        // overwrites some already finished values) and transforms them again
+        float* tail = w + n - 16;
+        for (int i = 0; i < 16; i++) { tail[i] = rng_uniform01_f32(g); }
+        normal_fill_16(tail, mean, std);
+    }
+}
+
+// tensor.normal_(mean, std) with mean/std as the Python doubles. Only the
+// n < 16 path sees double precision; n >= 16 casts them to float first.
+static void init_normal_d(Rng* g, float* w, size_t n, double mean, double std) {
+    if (n >= 16) {
+        normal_fill(g, w, n, (float)mean, (float)std);
+    } else {
+        for (size_t i = 0; i < n; i++) { w[i] = (float)rng_normal_f64(g, mean, std); }
+    }
+}
+
+// tensor.normal_(mean, std), float32 contiguous. For n < 16 torch uses the
+// double std (0.02, not (double)0.02f): see float_to_decimal_double.
+static void init_normal(Rng* g, float* w, size_t n, float mean, float std) {
+    init_normal_d(g, w, n, float_to_decimal_double(mean), float_to_decimal_double(std));
+}
+
+// ----------------------------------------------------------------------------
+// trunc_normal_
+
+// torch's float erfinv: rational initial guess (Pavlis' port of MATLAB's
+// erfinv) + two Newton steps, all in float. The polynomials are contracted to
+// FMAs by GCC in torch's AVX2 build, so we use fmaf at the same places.
+static float torch_erfinv_float(float y) {
+    const float a0 = 0.886226899f, a1 = -1.645349621f, a2 = 0.914624893f, a3 = -0.140543331f;
+    const float b0 = -2.118377725f, b1 = 1.442710462f, b2 = -0.329097515f, b3 = 0.012229801f;
+    const float c0 = -1.970840454f, c1 = -1.624906493f, c2 = 3.429567803f, c3 = 1.641345311f;
+    const float d0 = 3.543889200f, d1 = 1.637067800f;
+    float y_abs = fabsf(y);
+    if (y_abs > 1.0f) { return NAN; }
+    if (y_abs == 1.0f) { return copysignf(INFINITY, y); }
+    float x;
+    if (y_abs <= 0.7f) {
+        float z = y * y;
+        float num = fmaf(fmaf(fmaf(a3, z, a2), z, a1), z, a0);
+        float dem = fmaf(fmaf(fmaf(fmaf(b3, z, b2), z, b1), z, b0), z, 1.0f);
+        x = y * num / dem;
+    } else {
+        float z = sqrtf(-logf((1.0f - y_abs) / 2.0f));
+        float num = fmaf(fmaf(fmaf(c3, z, c2), z, c1), z, c0);
+        float dem = fmaf(fmaf(d1, z, d0), z, 1.0f);
+        x = copysignf(num, y) / dem;
+    }
+    // two Newton-Raphson steps on erf(x) = y; 2/sqrt(pi) formed in float
+    const float two_over_sqrt_pi = 2.0f / (float)sqrt(RNG_PI);
+    x = x - (erff(x) - y) / (two_over_sqrt_pi * expf(-x * x));
+    x = x - (erff(x) - y) / (two_over_sqrt_pi * expf(-x * x));
+    return x;
+}
+
+// nn.init.trunc_normal_(w, mean, std, a, b) with the Python doubles.
+// torch 1.13: l,u = Phi((a-mean)/std), Phi((b-mean)/std) in double;
+// uniform_(2l-1, 2u-1); erfinv_(); mul_(std*sqrt(2)); add_(mean); clamp_(a, b).
+// Each tensor op casts its Python scalar to float and works in float.
+static void init_trunc_normal_d(Rng* g, float* w, size_t n, double mean, double std, double a, double b) {
+    double l = (1.0 + erf(((a - mean) / std) / sqrt(2.0))) / 2.0;
+    double u = (1.0 + erf(((b - mean) / std) / sqrt(2.0))) / 2.0;
+    init_uniform(g, w, n, (float)(2.0 * l - 1.0), (float)(2.0 * u - 1.0));
+    float scale = (float)(std * sqrt(2.0));
+    float fmean = (float)mean, lo = (float)a, hi = (float)b;
+    for (size_t i = 0; i < n; i++) {
+        // mul_ and add_ are two separate kernels in torch: round the product
+        // before adding (must not become an FMA, see mul_rounded)
+        float x = mul_rounded(torch_erfinv_float(w[i]), scale);
+        x = x + fmean;
+        // clamp_ keeps NaN (cannot happen here since |uniform| < 1)
+        if (x < lo) { x = lo; }
+        if (x > hi) { x = hi; }
+        w[i] = x;
+    }
+}
+
+// float-argument version: bit-exact with torch for literal arguments like
+// std=0.02 (see float_to_decimal_double); computed ones: use init_trunc_normal_d.
+static void init_trunc_normal(Rng* g, float* w, size_t n, float mean, float std, float a, float b) {
+    init_trunc_normal_d(g, w, n, float_to_decimal_double(mean), float_to_decimal_double(std),
+                        float_to_decimal_double(a), float_to_decimal_double(b));
+}
+
+// ----------------------------------------------------------------------------
+// orthogonal_
+
+// nn.init.orthogonal_: normal_(0,1) on the (rows, cols) matrix, transpose if
+// rows < cols, QR, multiply columns of Q by sign(diag(R)), transpose back,
+// times gain. The QR here is a plain double precision Householder QR, torch
+// uses LAPACK sgeqrf/sorgqr in float: results agree to ~1e-6, not bitwise.
+static void init_orthogonal(Rng* g, float* w, int rows, int cols, float gain) {
+    if (rows <= 0 || cols <= 0) { return; }
+    init_normal_d(g, w, (size_t)rows * cols, 0.0, 1.0);
+    // work on M (m x k, m >= k), row-major, in double
+    int transpose = rows < cols;
+    int m = transpose ? cols : rows;
+    int k = transpose ? rows : cols;
+    double* A = (double*)malloc(sizeof(double) * ((size_t)m * k * 2 + m + k));
+    if (A == NULL) { abort(); }
+    double* Q = A + (size_t)m * k;      // m x k
+    double* v = Q + (size_t)m * k;      // Householder vector, length m
+    double* dsign = v + m;              // sign(diag(R)), length k
+    for (int i = 0; i < m; i++) {
+        for (int j = 0; j < k; j++) {
+            A[(size_t)i * k + j] = transpose ? w[(size_t)j * cols + i] : w[(size_t)i * cols + j];
+        }
+    }
+    // Householder: reflect column j below the diagonal onto e_j. We store each
+    // reflector's v in the lower part of A (column j, rows j..m-1) as we go.
+    double* V = (double*)malloc(sizeof(double) * (size_t)m * k);
+    if (V == NULL) { abort(); }
+    for (int j = 0; j < k; j++) {
+        double norm = 0.0;
+        for (int i = j; i < m; i++) { norm += A[(size_t)i * k + j] * A[(size_t)i * k + j]; }
+        norm = sqrt(norm);
+        double x0 = A[(size_t)j * k + j];
+        double alpha = (x0 >= 0.0) ? -norm : norm; // R[j][j], sign chosen to avoid cancellation
+        for (int i = 0; i < m; i++) { v[i] = 0.0; }
+        for (int i = j; i < m; i++) { v[i] = A[(size_t)i * k + j]; }
+        v[j] -= alpha;
+        double vnorm2 = 0.0;
+        for (int i = j; i < m; i++) { vnorm2 += v[i] * v[i]; }
+        // apply H = I - 2 v v^T / (v^T v) to the remaining columns
+        for (int c = j; c < k; c++) {
+            double dot = 0.0;
+            for (int i = j; i < m; i++) { dot += v[i] * A[(size_t)i * k + c]; }
+            double f = (vnorm2 > 0.0) ? 2.0 * dot / vnorm2 : 0.0;
+            for (int i = j; i < m; i++) { A[(size_t)i * k + c] -= f * v[i]; }
+        }
+        dsign[j] = (alpha > 0.0) ? 1.0 : (alpha < 0.0 ? -1.0 : 0.0); // torch: d.sign()
+        for (int i = 0; i < m; i++) { V[(size_t)i * k + j] = v[i]; }
+    }
+    // Q = H_0 H_1 ... H_{k-1} [I_k; 0]: apply the reflectors in reverse order
+    for (int i = 0; i < m; i++) {
+        for (int j = 0; j < k; j++) { Q[(size_t)i * k + j] = (i == j) ? 1.0 : 0.0; }
+    }
+    for (int j = k - 1; j >= 0; j--) {
+        double vnorm2 = 0.0;
+        for (int i = j; i < m; i++) { vnorm2 += V[(size_t)i * k + j] * V[(size_t)i * k + j]; }
+        if (vnorm2 == 0.0) { continue; }
+        for (int c = 0; c < k; c++) {
+            double dot = 0.0;
+            for (int i = j; i < m; i++) { dot += V[(size_t)i * k + j] * Q[(size_t)i * k + c]; }
+            double f = 2.0 * dot / vnorm2;
+            for (int i = j; i < m; i++) { Q[(size_t)i * k + c] -= f * V[(size_t)i * k + j]; }
+        }
+    }
+    // q *= sign(diag(r)) (per column), back to float, transpose back, mul_(gain)
+    for (int i = 0; i < m; i++) {
+        for (int j = 0; j < k; j++) {
+            float q = (float)(Q[(size_t)i * k + j] * dsign[j]);
+            float val = q * gain;
+            if (transpose) { w[(size_t)j * cols + i] = val; } else { w[(size_t)i * cols + j] = val; }
+        }
+    }
+    free(V);
+    free(A);
+}
+
+// ----------------------------------------------------------------------------
+// sparse_
+
+// torch.randperm(n) on CPU (n < 2^24 here): identity, then for i = 0..n-2
+// swap element i with element i + (random() % (n - i)).
+static void rng_randperm(Rng* g, int* perm, int n) {
+    for (int i = 0; i < n; i++) { perm[i] = i; }
+    for (int i = 0; i < n - 1; i++) {
+        int z = (int)(rng_u32(g) % (uint32_t)(n - i));
+        int tmp = perm[i];
+        perm[i] = perm[i + z];
+        perm[i + z] = tmp;
+    }
+}
+
+// nn.init.sparse_(w, sparsity, std) on a (rows, cols) matrix, with the Python
+// doubles: normal_(0, std) on everything, then for each column a fresh
+// randperm(rows) whose first ceil(sparsity*rows) entries are the rows set to 0.
+static void init_sparse_d(Rng* g, float* w, int rows, int cols, double sparsity, double std) {
+    int num_zeros = (int)ceil(sparsity * rows); // Python: math.ceil(sparsity * rows)
+    init_normal_d(g, w, (size_t)rows * cols, 0.0, std);
+    int* perm = (int*)malloc(sizeof(int) * (size_t)(rows > 0 ? rows : 1));
+    if (perm == NULL) { abort(); }
+    for (int c = 0; c < cols; c++) {
+        rng_randperm(g, perm, rows);
+        for (int i = 0; i < num_zeros && i < rows; i++) { w[(size_t)perm[i] * cols + c] = 0.0f; }
+    }
+    free(perm);
+}
+
+// float-argument version. ceil(sparsity*rows) needs the exact Python double:
+// 0.3*10 is 3.0 in Python (3 zeros) but (double)0.3f*10 = 3.0000001 (4 zeros),
+// hence float_to_decimal_double (0.3f -> 0.3).
+static void init_sparse(Rng* g, float* w, int rows, int cols, float sparsity, float std) {
+    init_sparse_d(g, w, rows, cols, float_to_decimal_double(sparsity), float_to_decimal_double(std));
+}
+
 
 // ============================================================================================
 // 4. Layers. Each forward is followed by its backward. Shapes: B batch, T time, C width,

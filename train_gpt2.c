@@ -1751,7 +1751,7 @@ static void options_default(Options* o) {
     o->init = "gpt2";
     o->bias = o->tie = o->gate = -1;
     o->L = 4; o->C = 128; o->H = 4;
-    o->B = 16; o->T = 64; o->steps = 2000; o->seed = 1337;
+    o->B = 12; o->T = 64; o->steps = 2000; o->seed = 1337;
     o->val_every = 250; o->val_batches = 20; o->sample_every = 0; o->sample_len = 200; o->ckpt_every = 500;
     o->gamma = -1.0;
     o->eps = 1e-5f;

@@ -630,6 +630,7 @@ static void test_bad_input(void) {
         {"-i /nonexistent/train.txt", "cannot open data file /nonexistent/train.txt"},
         {"-i @/short.bin -j @/short.bin", "truncated"},
         {"-i @/badtok.bin -j @/badtok.bin", "token 60000 at position 42 is >= vocabulary 50257"},
+        {"-i @/junk.bin -j @/junk.bin", "is not a token shard (bad magic"},
         {"-y @/junk.bin", "is not a checkpoint"},
         {"-y @/cut.bin", "is truncated"},
         {"-y /nonexistent/ckpt.bin", "cannot open checkpoint"},

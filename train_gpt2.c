@@ -1521,6 +1521,9 @@ static void dataset_load(Dataset* d, const char* path, int V) {
     int32_t header[256] = {0};
     size_t got = size >= (long)sizeof(header) ? fread(header, sizeof(int32_t), 256, f) : 0;
     d->is_shard = got == 256 && header[0] == SHARD_MAGIC;
+    size_t plen = strlen(path);
+    if (!d->is_shard && plen > 4 && strcmp(path + plen - 4, ".bin") == 0)
+        fatal("%s is not a token shard (bad magic; expected %d)", path, SHARD_MAGIC);
     if (d->is_shard) {
         if (header[1] != 1) fatal("%s: token shard version %d, expected 1", path, header[1]);
         d->n = (size_t)(uint32_t)header[2];

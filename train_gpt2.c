@@ -935,8 +935,8 @@ typedef struct {
     const char* dump_tokens;    // --dump-token-losses FILE
     float spike_z;              // --spike-z
     int spike_skip;             // --spike-skip
-    int coord_check, coord_steps;
-    const char* coord_widths;
+    int coord_check, coord_steps;   // --coord-check, --coord-steps
+    const char* coord_widths;       // --coord-widths
 } ProbeOptions;
 
 // Exponential moving mean and variance, the statistics the spike probe scores each step against.

@@ -7,6 +7,8 @@ test_gpt2.c: proves train_gpt2.c right against things no one here wrote.
   2. Centred finite differences of every layer's backward pass.
   3. The trainer binary end to end: exact resume from a checkpoint, determinism, one-line errors
      for bad input, and a stop with the step number on a NaN loss.
+  4. The probes (doc/probes.md) on inputs whose answer is known, and through the binary: probes on
+     and off give byte-identical runs, the token dump's mean is the validation loss.
 
     make test        (builds train_gpt2 and test_gpt2, runs ./test_gpt2)
 
@@ -662,6 +664,397 @@ static void test_bad_input(void) {
     }
 }
 
+// ---- 4. probes (train_gpt2.c section 5b) on inputs whose answer is known -------------------------------
+// The probes' lines are captured here instead of going to a log.
+static char captured[1 << 16];
+static size_t captured_len;
+static void capture_line(void* ctx, const char* fields) {
+    (void)ctx;
+    captured_len += snprintf(captured + captured_len, sizeof(captured) - captured_len, "%s\n", fields);
+}
+
+// The "value" of the first captured line that contains `key`, NAN if none.
+static double captured_value(const char* key) {
+    const char* line = strstr(captured, key);
+    const char* v = line ? strstr(line, "\"value\":") : NULL;
+    return v ? atof(v + 8) : NAN;
+}
+
+// W = R_left diag(s) R_right with Givens rotations on both sides: the singular values are |s|.
+static void matrix_with_singular_values(float* W, int rows, int cols, const double* s) {
+    double* A = xcalloc((size_t)rows * cols, sizeof(double));
+    for (int i = 0; i < rows && i < cols; i++) A[i * cols + i] = s[i];
+    for (int p = 0; p + 1 < rows; p++) {            // rotate rows p, p+1 by angle 0.3 + 0.2 p
+        double c = cos(0.3 + 0.2 * p), sn = sin(0.3 + 0.2 * p);
+        for (int j = 0; j < cols; j++) {
+            double a = A[p * cols + j], b = A[(p + 1) * cols + j];
+            A[p * cols + j] = c * a - sn * b;
+            A[(p + 1) * cols + j] = sn * a + c * b;
+        }
+    }
+    for (int q = 0; q + 1 < cols; q++) {            // rotate columns q, q+1 by angle 0.7 + 0.1 q
+        double c = cos(0.7 + 0.1 * q), sn = sin(0.7 + 0.1 * q);
+        for (int i = 0; i < rows; i++) {
+            double a = A[i * cols + q], b = A[i * cols + q + 1];
+            A[i * cols + q] = c * a - sn * b;
+            A[i * cols + q + 1] = sn * a + c * b;
+        }
+    }
+    for (int i = 0; i < rows * cols; i++) W[i] = (float)A[i];
+    free(A);
+}
+
+static void test_probe_matrices(void) {
+    printf("probes: stable rank, singular values, D_s, D_c\n");
+    enum { N = 16 };
+    float I[N * N] = {0};
+    for (int i = 0; i < N; i++) I[i * N + i] = 1.0f;
+    double smax;
+    int iters;
+    double sr = stable_rank(I, N, N, &smax, &iters);
+    check(fabs(sr - N) < 1e-9, "stable rank of I_%d = %.9f (sigma_max %.9f, %d iterations)", N, sr, smax, iters);
+    // rank one: W = a b^T, sigma_max = ||a|| ||b||
+    Rng g;
+    rng_seed(&g, 3);
+    float a[12], b[20], R1[12 * 20];
+    init_normal(&g, a, 12, 0.0f, 1.0f);
+    init_normal(&g, b, 20, 0.0f, 1.0f);
+    for (int i = 0; i < 12; i++)
+        for (int j = 0; j < 20; j++) R1[i * 20 + j] = a[i] * b[j];
+    sr = stable_rank(R1, 12, 20, &smax, &iters);
+    check(fabs(sr - 1.0) < 1e-6, "stable rank of a rank-1 12 x 20 matrix = %.9f", sr);
+    check(fabs(lowrank_degree(R1, 12, 20) - 1.0) < 1e-6, "D_s of a rank-1 matrix = %.9f", lowrank_degree(R1, 12, 20));
+    check(fabs(lowrank_degree(I, N, N) - 1.0 / N) < 1e-12, "D_s of I_%d = 1/%d (%.9f)", N, N, lowrank_degree(I, N, N));
+    // D_s of a diagonal matrix: max |d| / sum |d|; a 4 x 6 matrix takes the W W^T path
+    float D[4 * 6] = {0};
+    float dg[4] = {3.0f, -1.0f, 0.5f, 2.0f};
+    for (int i = 0; i < 4; i++) D[i * 6 + i] = dg[i];
+    double ds = lowrank_degree(D, 4, 6);
+    check(fabs(ds - 3.0 / 6.5) < 1e-12, "D_s of diag(3, -1, 0.5, 2) (4 x 6) = 3/6.5: %.12f", ds);
+    // the Jacobi singular values of known matrices, both Gram paths
+    float W22[4] = {3.0f, 0.0f, 4.0f, 5.0f};
+    double sv[5];
+    singular_values(W22, 2, 2, sv);
+    check(fabs(sv[0] - 3.0 * sqrt(5.0)) < 1e-12 && fabs(sv[1] - sqrt(5.0)) < 1e-12,
+          "singular values of [[3,0],[4,5]] = 3 sqrt5, sqrt5: %.12f %.12f", sv[0], sv[1]);
+    double want[3] = {4.0, 2.0, 0.5};
+    float W53[5 * 3], W35[3 * 5];
+    matrix_with_singular_values(W53, 5, 3, (double[]){2.0, -0.5, 4.0});
+    for (int i = 0; i < 5; i++)
+        for (int j = 0; j < 3; j++) W35[j * 5 + i] = W53[i * 3 + j];
+    double worst = 0.0;
+    singular_values(W53, 5, 3, sv);
+    for (int i = 0; i < 3; i++) worst = fmax(worst, fabs(sv[i] - want[i]) / want[i]);
+    singular_values(W35, 3, 5, sv);
+    for (int i = 0; i < 3; i++) worst = fmax(worst, fabs(sv[i] - want[i]) / want[i]);
+    check(worst < 1e-6, "singular values of a rotated diag(2, -0.5, 4), 5 x 3 and its transpose: 4, 2, 0.5 (rel err %.1e)", worst);
+    // power iteration against the Jacobi SVD on a random matrix (the stated tolerance)
+    float* Wr = xmalloc(40 * 30 * sizeof(float));
+    init_normal(&g, Wr, 40 * 30, 0.0f, 1.0f);
+    double all[30], s2 = 0.0;
+    singular_values(Wr, 40, 30, all);
+    for (int i = 0; i < 30; i++) s2 += all[i] * all[i];
+    sr = stable_rank(Wr, 40, 30, &smax, &iters);
+    double err = fabs(sr - s2 / (all[0] * all[0])) / sr;
+    check(err < 1e-4, "random 40 x 30: stable rank by power iteration %.6f vs Jacobi %.6f (rel %.1e, %d iterations)",
+          sr, s2 / (all[0] * all[0]), err, iters);
+    free(Wr);
+    // D_c, rows of the (out, in) weight: identical rows 1 (also for 8 x 3, where seed 003's 1/(d_in d_out)
+    // would give 8/3), orthogonal rows 1/n
+    float same[8 * 3];
+    for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 3; j++) same[i * 3 + j] = (float)((i + 1) * (j - 0.7));
+    double dc = condensation_degree(same, 8, 3);
+    check(fabs(dc - 1.0) < 1e-6, "D_c of 8 identical rows (positive multiples) = 1: %.9f", dc);
+    dc = condensation_degree(I, N, N);
+    check(fabs(dc - 1.0 / N) < 1e-12, "D_c of %d orthogonal rows = 1/%d: %.9f", N, N, dc);
+    // C(W) of seed 000 eq. (6) agrees with D_c: D_c is the mean of all its entries
+    float Cm[8 * 8];
+    row_cosines(same, NULL, 8, 3, Cm);
+    double mean = 0.0;
+    for (int i = 0; i < 64; i++) mean += Cm[i] / 64.0;
+    check(fabs(mean - 1.0) < 1e-6 && fabs(Cm[7] - 1.0f) < 1e-6, "row cosine matrix of identical rows is all ones");
+}
+
+static void test_probe_activations(void) {
+    printf("probes: sink score, norm factor, residual flow, spike detector\n");
+    // sink score of a constructed pattern: head 0 attends to the first key only (S = 1), head 1 each
+    // query to itself (S = 1/T), head 2 uniformly over the causal window (S = (1/T) sum_i 1/(i+1))
+    enum { B = 2, H = 3, T = 4 };
+    float att[B * H * T * T] = {0};
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < T; i++) {
+            att[((b * H + 0) * T + i) * T + 0] = 1.0f;
+            att[((b * H + 1) * T + i) * T + i] = 1.0f;
+            for (int s = 0; s <= i; s++) att[((b * H + 2) * T + i) * T + s] = 1.0f / (i + 1);
+        }
+    double S[H], uniform = (1.0 + 1.0 / 2 + 1.0 / 3 + 1.0 / 4) / T;
+    sink_scores(att, B, H, T, S);
+    check(fabs(S[0] - 1.0) < 1e-12 && fabs(S[1] - 1.0 / T) < 1e-12 && fabs(S[2] - uniform) < 1e-7,
+          "sink scores of first-key, diagonal and uniform heads: %.6f %.6f %.6f (want 1, 0.25, %.6f)", S[0], S[1], S[2], uniform);
+    // the same through attention_forward: q = 0 gives uniform causal attention in every head
+    float q[B * T * H * 4] = {0}, k[B * T * H * 4], v[B * T * H * 4], y[B * T * H * 4];
+    Rng g;
+    rng_seed(&g, 4);
+    init_normal(&g, k, B * T * H * 4, 0.0f, 1.0f);
+    init_normal(&g, v, B * T * H * 4, 0.0f, 1.0f);
+    attention_forward(y, att, q, k, v, B, T, H, H, 4, 0.5f);
+    sink_scores(att, B, H, T, S);
+    check(fabs(S[0] - uniform) < 1e-6 && fabs(S[H - 1] - uniform) < 1e-6, "sink score of attention_forward with q = 0: %.6f (want %.6f)", S[0], uniform);
+    // the norm factor: sigma^2 << eps is eps's (every row eps-dominated), sigma^2 >> eps is 1/sigma's
+    for (int rms = 0; rms <= 1; rms++) {
+        float x[6 * 8];
+        double o[4];
+        for (int i = 0; i < 6 * 8; i++) x[i] = (i % 2 ? 1e-5f : -1e-5f);
+        norm_scale(x, 6, 8, rms, 1e-5, o);
+        double want = 1.0 / sqrt(1e-5 + (double)1e-5f * 1e-5f);
+        check(fabs(o[0] - want) < 1e-6 * want && fabs(o[1] - 1e5) < 1e-2 && o[2] == 1.0,
+              "%s, sigma^2 = 1e-10 << eps = 1e-5: factor %.4f = (sigma^2+eps)^-1/2, eps-free %.1f, eps-dominated rows %.0f%%",
+              rms ? "rmsnorm" : "layernorm", o[0], o[1], 100 * o[2]);
+        for (int i = 0; i < 6 * 8; i++) x[i] = (i % 2 ? 3.0f : -3.0f);
+        norm_scale(x, 6, 8, rms, 1e-5, o);
+        check(fabs(o[0] - 1.0 / 3) < 1e-6 && fabs(o[1] - 1.0 / 3) < 1e-12 && o[2] == 0.0,
+              "%s, sigma^2 = 9 >> eps: factor %.7f = eps-free 1/sigma %.7f, no eps-dominated row",
+              rms ? "rmsnorm" : "layernorm", o[0], o[1]);
+        // and it is the factor the forward pass applied: the mean of norm_forward's rstd
+        float in[5 * 16], out[5 * 16], w[16], mean[5], rstd[5];
+        for (int i = 0; i < 16; i++) w[i] = 1.0f;
+        init_normal(&g, in, 5 * 16, 0.1f, 0.01f);
+        norm_forward(out, mean, rstd, in, w, NULL, rms, 1e-4f, 5, 16);
+        norm_scale(in, 5, 16, rms, 1e-4, o);
+        double m_rstd = 0.0;
+        for (int i = 0; i < 5; i++) m_rstd += rstd[i] / 5.0;
+        check(fabs(o[0] - m_rstd) < 1e-5 * m_rstd, "%s: probe factor %.6f = mean rstd of norm_forward %.6f",
+              rms ? "rmsnorm" : "layernorm", o[0], m_rstd);
+    }
+    // the residual-flow ratio is 0 when the out and down projections are zero: every block adds 0
+    for (int llama = 0; llama <= 1; llama++) {
+        Config c = {.V = 37, .maxT = 8, .L = 2, .C = 16, .H = 4, .KVH = llama ? 2 : 4, .F = 32, .rmsnorm = llama,
+                    .swiglu = llama, .rope = llama, .bias = !llama, .tied = !llama, .gate = llama, .eps = 1e-5f,
+                    .rope_theta = 10000.0f, .logit_scale = 1.0f};
+        c.attn_scale = 1.0f / sqrtf((float)(c.C / c.H));
+        Model m;
+        model_build(&m, &c);
+        acts_alloc(&m, 2, 8);
+        init_normal(&g, m.params, m.num_params, 0.0f, 0.2f);
+        int tok[16], tgt[16];
+        for (int i = 0; i < 16; i++) { tok[i] = (int)(rng_u32(&g) % c.V); tgt[i] = (int)(rng_u32(&g) % c.V); }
+        Probes pr = {.sel = 1u << P_RESFLOW, .emit = capture_line};
+        model_forward(&m, tok, tgt, 2, 8);
+        captured_len = 0;
+        probe_resflow(&pr, &m);
+        double before = captured_value("\"layer\":-1");
+        for (int i = 0; i < m.num_tensors; i++) {
+            const Tensor* t = &m.tensors[i];
+            if (t->kind == K_WO || t->kind == K_BO || t->kind == K_WDOWN || t->kind == K_BDOWN)
+                memset(m.params + t->offset, 0, t->numel * sizeof(float));
+        }
+        model_forward(&m, tok, tgt, 2, 8);
+        captured_len = 0;
+        probe_resflow(&pr, &m);
+        double after = captured_value("\"layer\":-1"), layer0 = captured_value("\"layer\":0");
+        check(before > 0.1 && after == 0.0 && layer0 == 0.0,
+              "%s: residual flow ||h_L - e||/||e|| %.4f, 0 with the out/down projections zeroed (%g)",
+              llama ? "llama" : "gpt2", before, after);
+        model_free(&m);
+    }
+    // the spike detector: noise around 1, then a jump to 2
+    Probes pr = {.sel = 1u << P_SPIKE, .emit = capture_line, .spike_z = 6.0f, .spike_skip = 1};
+    int skips = 0, first_skip = -1;
+    for (int s = 0; s < 60; s++) {
+        captured_len = 0;
+        double noise = (rng_u32(&g) / 4294967296.0 - 0.5) * 0.02;
+        int skip = probe_spike(&pr, s, s == 55 ? 2.0 : 1.0 + noise, 1.0 + noise);
+        skips += skip;
+        if (skip && first_skip < 0) first_skip = s;
+    }
+    check(skips == 1 && first_skip == 55, "spike detector: one spike in 60 steps, at the jump (step %d, %d flagged)", first_skip, skips);
+}
+
+// --dump-token-losses against evaluate(): the same batches, so the mean of the dump is the validation loss
+static void test_token_dump(void) {
+    printf("probes: token-loss dump\n");
+    Config c = {.V = 256, .maxT = 8, .L = 1, .C = 16, .H = 2, .KVH = 2, .F = 32, .bias = 1, .tied = 1,
+                .eps = 1e-5f, .logit_scale = 1.0f};
+    c.attn_scale = 1.0f / sqrtf((float)(c.C / c.H));
+    Model m;
+    model_build(&m, &c);
+    acts_alloc(&m, 3, 8);
+    Rng g;
+    rng_seed(&g, 6);
+    init_normal(&g, m.params, m.num_params, 0.0f, 0.3f);
+    Dataset val = {.n = 200};
+    val.tok = xmalloc(val.n * sizeof(uint16_t));
+    for (size_t i = 0; i < val.n; i++) val.tok[i] = (uint16_t)(97 + rng_u32(&g) % 26);
+    int inp[24], tgt[24];
+    double want = evaluate(&m, &val, 5, 3, 8, inp, tgt);   // 5 requested, (200-1)/24 = 8 available
+    char path[256];
+    snprintf(path, sizeof(path), "/tmp/test_gpt2_tokens.%d.csv", (int)getpid());
+    dump_token_losses(&m, &val, 5, 3, 8, inp, tgt, path);
+    FILE* f = fopen(path, "r");
+    char line[256];
+    int rows = 0, pos_ok = 1;
+    double sum = 0.0;
+    if (f && fgets(line, sizeof(line), f)) {
+        size_t pos;
+        int target;
+        double loss, p;
+        while (fscanf(f, "%zu,%d,%lf,%lf", &pos, &target, &loss, &p) == 4) {
+            pos_ok &= pos == (size_t)rows + 1 && target == val.tok[pos] && fabs(p - exp(-loss)) < 1e-6;
+            sum += loss;
+            rows++;
+        }
+    }
+    if (f) fclose(f);
+    unlink(path);
+    check(rows == 5 * 24 && pos_ok, "dump holds the %d positions of 5 batches, in order, with p = exp(-loss)", rows);
+    check(rows && fabs(sum / rows - want) < 1e-6, "mean of the dumped losses %.7f = evaluate()'s validation loss %.7f",
+          rows ? sum / rows : NAN, want);
+    free(val.tok);
+    model_free(&m);
+}
+
+// Through the binary: probes on and off give the same run; every probe writes; the dumps are sound.
+static void test_probes_trainer(void) {
+    printf("trainer: probes change nothing, write every probe, dump\n");
+    const char* presets[] = {"-a gpt2", "-a llama -G 1"};
+    char flags[2048], a[512], b[512];
+    for (int pi = 0; pi < 2; pi++) {
+        snprintf(flags, sizeof(flags), SMALL " %s -x 12 -o %s/noprobe%d", presets[pi], tmpdir, pi);
+        int st0 = run_trainer(flags);
+        snprintf(flags, sizeof(flags), SMALL " %s -x 12 -o %s/probe%d -p 3 --cossim-dump h.1.mlp.wup "
+                 "--dump-token-losses %s/tokens%d.csv", presets[pi], tmpdir, pi, tmpdir, pi);
+        int st1 = run_trainer(flags);
+        check(st0 == 0 && st1 == 0, "%s: 12 steps without probes and with -p 3 (exit %d, %d)", presets[pi], st0, st1);
+        snprintf(a, sizeof(a), "%s/noprobe%d/log.jsonl", tmpdir, pi);
+        snprintf(b, sizeof(b), "%s/probe%d/log.jsonl", tmpdir, pi);
+        char *la = losses_of_log(a), *lb = losses_of_log(b);
+        check(la && lb && strlen(la) > 0 && strcmp(la, lb) == 0, "%s: probes on and off give the same losses, to the last digit", presets[pi]);
+        free(la);
+        free(lb);
+        snprintf(a, sizeof(a), "%s/noprobe%d/ckpt_000012.bin", tmpdir, pi);
+        snprintf(b, sizeof(b), "%s/probe%d/ckpt_000012.bin", tmpdir, pi);
+        check(files_equal(a, b), "%s: and byte-identical final checkpoints", presets[pi]);
+        // every probe of the default set, at every probe step (spike at every step), all valid numbers
+        snprintf(b, sizeof(b), "%s/probe%d/log.jsonl", tmpdir, pi);
+        char* log = read_text(b, NULL);
+        int missing = 0;
+        for (int p = 0; p < P_COORD; p++)
+            for (int s = 0; s < 12; s += p == P_SPIKE ? 1 : 3) {
+                char key[96];
+                snprintf(key, sizeof(key), "\"step\":%d,\"probe\":\"%s\"", s, probe_names[p]);
+                if (!log || !strstr(log, key)) { missing++; printf("        missing: %s\n", key); }
+            }
+        check(log && !missing && !strstr(log, "nan") && !strstr(log, "inf"),
+              "%s: every probe logged at steps 0, 3, 6, 9 (spike at every step), no nan/inf", presets[pi]);
+        free(log);
+        // the cosine matrix of h.1.mlp.wup (F = 4C = 128 rows): int32 n, n x n floats, unit diagonal
+        int dumps_ok = 1;
+        for (int s = 0; s < 12; s += 3) {
+            snprintf(a, sizeof(a), "%s/probe%d/cossim_h.1.mlp.wup_step%06d.bin", tmpdir, pi, s);
+            size_t n;
+            char* d = read_text(a, &n);
+            int32_t rows = d ? *(int32_t*)d : 0;
+            dumps_ok &= d && rows == 128 && n == 4 + (size_t)rows * rows * 4 && fabsf(((float*)(d + 4))[rows + 1] - 1.0f) < 1e-6f;
+            free(d);
+        }
+        check(dumps_ok, "%s: --cossim-dump wrote C(W) at steps 0, 3, 6, 9 (128 x 128, unit diagonal)", presets[pi]);
+        // the token dump's mean is the final validation loss printed by the trainer
+        snprintf(a, sizeof(a), "%s/tokens%d.csv", tmpdir, pi);
+        FILE* f = fopen(a, "r");
+        char line[256];
+        double sum = 0.0, loss, p;
+        int rows = 0, target;
+        size_t pos;
+        if (f && fgets(line, sizeof(line), f))
+            while (fscanf(f, "%zu,%d,%lf,%lf", &pos, &target, &loss, &p) == 4) { sum += loss; rows++; }
+        if (f) fclose(f);
+        snprintf(a, sizeof(a), "%s/stdout.txt", tmpdir);
+        char* out = read_text(a, NULL);
+        char* fv = out ? strstr(out, "final val loss ") : NULL;
+        double final = fv ? atof(fv + 15) : NAN;
+        check(rows == 2 * 4 * 16 && fabs(sum / rows - final) < 1e-6,
+              "%s: mean of %d dumped token losses %.7f = final val loss %.6f", presets[pi], rows, rows ? sum / rows : NAN, final);
+        free(out);
+    }
+    // --spike-skip: with a threshold of 0 a step whose loss or gradient norm is above its running mean
+    // is a spike (at this learning rate most are), its update is skipped, and the progress line and
+    // the log say so
+    snprintf(flags, sizeof(flags), SMALL " -x 30 -l 0.3 -o %s/noskip -p 5 --probes spike --spike-z 0", tmpdir);
+    int st = run_trainer(flags);
+    snprintf(flags, sizeof(flags), SMALL " -x 30 -l 0.3 -o %s/skip -p 5 --probes spike --spike-z 0 --spike-skip 1", tmpdir);
+    st |= run_trainer(flags);
+    snprintf(a, sizeof(a), "%s/stdout.txt", tmpdir);
+    char* out = read_text(a, NULL);
+    snprintf(a, sizeof(a), "%s/skip/log.jsonl", tmpdir);
+    char* log = read_text(a, NULL);
+    snprintf(a, sizeof(a), "%s/skip/ckpt_000030.bin", tmpdir);
+    snprintf(b, sizeof(b), "%s/noskip/ckpt_000030.bin", tmpdir);
+    check(st == 0 && out && strstr(out, "loss spike: update skipped") && log && strstr(log, "\"skipped\":1") && !files_equal(a, b),
+          "--spike-skip 1: flagged steps skip their update (the run differs), in the progress line and the log");
+    free(out);
+    free(log);
+    // the muP coordinate check at two widths
+    snprintf(flags, sizeof(flags), SMALL " -o %s/coord --coord-check 1 --coord-widths 16,32 --coord-steps 2", tmpdir);
+    st = run_trainer(flags);
+    snprintf(a, sizeof(a), "%s/coord/log.jsonl", tmpdir);
+    log = read_text(a, NULL);
+    int found = 0;
+    const char* names[] = {"emb", "h.0.attn_out", "h.1.mlp_out", "logits"};
+    for (int w = 16; w <= 32; w *= 2)
+        for (int s = 0; s < 2; s++)
+            for (int i = 0; i < 4; i++) {
+                char key[128];
+                snprintf(key, sizeof(key), "\"step\":%d,\"probe\":\"coord\",\"layer\":%d,\"tensor\":\"%s\"", s, i == 0 || i == 3 ? -1 : i - 1, names[i]);
+                for (char* p = log ? strstr(log, key) : NULL; p; p = strstr(p + 1, key)) {
+                    char wkey[32];
+                    snprintf(wkey, sizeof(wkey), "\"width\":%d}", w);
+                    if (strncmp(strchr(p, '}') - strlen(wkey) + 1, wkey, strlen(wkey)) == 0) { found++; break; }
+                }
+            }
+    snprintf(a, sizeof(a), "%s/stdout.txt", tmpdir);
+    out = read_text(a, NULL);
+    check(st == 0 && found == 16 && out && strstr(out, "coord check: mean |x|"),
+          "--coord-check at widths 16 and 32: emb, attention, MLP and logit coordinates of both steps (%d of 16), table printed", found);
+    free(out);
+    free(log);
+    // refusals
+    struct { const char* flags; const char* expect; } cases[] = {
+        {"-p 2 -o @/bad --probes act,nosuch", "unknown probe 'nosuch'"},
+        {"-p 2 -o @/bad --cossim-dump h.9.attn.wq", "no tensor named 'h.9.attn.wq'"},
+        {"-p 2 -o @/bad --cossim-dump lnf.w", "is a vector"},
+        {"-p 2", "-p needs -o DIR"},
+        {"--probes act", "need -p N"},
+        {"-p 2 -o @/bad --probes act --spike-skip 1", "--spike-skip needs the spike probe"},
+        {"--coord-check 1", "--coord-check needs -o DIR"},
+        {"-m 0 --dump-token-losses @/t.csv", "needs validation batches"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char expanded[1024];
+        size_t k = 0;
+        for (const char* p = cases[i].flags; *p && k < sizeof(expanded) - 300; p++) {
+            if (*p == '@') k += snprintf(expanded + k, sizeof(expanded) - k, "%s", tmpdir);
+            else expanded[k++] = *p;
+        }
+        expanded[k] = 0;
+        snprintf(flags, sizeof(flags), SMALL " -x 1 %s", expanded);
+        st = run_trainer(flags);
+        snprintf(a, sizeof(a), "%s/stderr.txt", tmpdir);
+        char* err = read_text(a, NULL);
+        int lines = 0;
+        for (char* p = err; p && *p; p++) lines += *p == '\n';
+        check(st != 0 && lines == 1 && err && strstr(err, cases[i].expect), "%-44s -> exit %d: %.*s", cases[i].flags, st,
+              err ? (int)strcspn(err, "\n") : 0, err ? err : "");
+        free(err);
+    }
+}
+
+static void test_probes(void) {
+    test_probe_matrices();
+    test_probe_activations();
+    test_token_dump();
+}
+
 static void test_trainer(void) {
     snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_gpt2.XXXXXX");
     if (!mkdtemp(tmpdir)) { check(0, "cannot create a temporary directory"); return; }
@@ -673,6 +1066,7 @@ static void test_trainer(void) {
     if (access("./train_gpt2", X_OK) != 0) { check(0, "./train_gpt2 is missing: run `make test`"); return; }
     test_resume_and_determinism();
     test_bad_input();
+    test_probes_trainer();
     char cmd[600];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
     if (system(cmd) != 0) printf("  (could not remove %s)\n", tmpdir);
@@ -681,6 +1075,7 @@ static void test_trainer(void) {
 int main(void) {
     test_fixtures();
     test_finite_differences();
+    test_probes();
     test_trainer();
     printf("%d passed, %d failed\n", n_passed, n_failed);
     return n_failed ? 1 : 0;

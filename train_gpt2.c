@@ -32,6 +32,7 @@ Only libc, libm and OpenMP are used. doc/model.md is the model's exact contract.
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #ifdef _OPENMP
@@ -1315,6 +1316,702 @@ static void model_backward(Model* m, int B, int T) {
 }
 
 // ============================================================================================
+// 5b. Probes: the quantities the seeds measure inside a network (PROBES_SECTION)
+//     Each probe reads what the forward and backward pass of a training step left behind (Acts,
+//     gradients, weights) and writes JSON lines to the log. None writes to the model, so a run is
+//     the same with probes on or off; off (-p 0, the default) they cost a few integer tests a step.
+//     doc/probes.md lists every probe, its log fields and its cost.
+// ============================================================================================
+
+enum { P_ACT, P_GRAD, P_WEIGHT, P_NORMSCALE, P_RESFLOW, P_SINK, P_RANK, P_CONDENSE, P_EMBCOS, P_SPIKE,
+       P_COORD, NUM_PROBES };
+static const char* probe_names[NUM_PROBES] = {
+    "act", "grad", "weight", "normscale", "resflow", "sink", "rank", "condense", "embcos", "spike", "coord"
+};
+#define PROBES_ALL ((1u << P_COORD) - 1)   // "all": every probe but coord, which --coord-check runs
+
+#define POWER_TOL 1e-6          // rank: power iteration stops when sigma_max moves by less than this fraction
+#define POWER_MAX_ITERS 1000
+#define JACOBI_MAX_SWEEPS 60
+#define EMBCOS_K 50             // embcos: the K most frequent training tokens
+#define SPIKE_WINDOW 50         // spike: the moving statistics span about this many steps
+#define SPIKE_WARMUP 10         // spike: no z-score before this many steps
+#define COSSIM_MAX_ROWS 8192    // --cossim-dump writes rows^2 floats
+
+typedef struct {
+    int every;                  // -p N: probe steps 0, N, 2N, ...; 0 = off
+    const char* list;           // --probes NAME,...; NULL = all
+    const char* cossim;         // --cossim-dump TENSOR
+    const char* dump_tokens;    // --dump-token-losses FILE
+    float spike_z;              // --spike-z
+    int spike_skip;             // --spike-skip
+    int coord_check, coord_steps;   // --coord-check, --coord-steps
+    const char* coord_widths;       // --coord-widths
+} ProbeOptions;
+
+// Exponential moving mean and variance, the statistics the spike probe scores each step against.
+typedef struct {
+    double mean, var;
+    int n;
+} Ema;
+
+typedef struct {
+    unsigned sel;               // bit p set: probe_names[p] runs
+    int every, step;            // -p N; the probe step being written
+    void (*emit)(void* ctx, const char* fields);    // writes one log line (main: log_event)
+    void* ctx;
+    float* before;              // grad: the parameters before the update (allocated at the first probe step)
+    int* top_tok;               // embcos: the most frequent training tokens
+    int ntop;
+    const Tensor* cossim;       // --cossim-dump
+    const char* out_dir;
+    Ema loss_ema, norm_ema;     // spike
+    float spike_z;
+    int spike_skip;
+} Probes;
+
+// ---- the log line ------------------------------------------------------------------------------
+// A non-finite number (1/sigma of an all-zero row, a z-score before the warmup) is written as null,
+// so every line stays valid JSON.
+static int json_num(char* s, size_t cap, double x) {
+    return isfinite(x) ? snprintf(s, cap, "%.8g", x) : snprintf(s, cap, "null");
+}
+
+// "event":"probe", the step, the probe's name, layer (-1: not one layer's), tensor, the headline
+// value, then the probe's named fields (doc/probes.md).
+static void probe_emit(Probes* pr, int probe, int layer, const char* tensor, double value, int nf,
+                       const char* const* keys, const double* vals) {
+    char s[1024];
+    int n = snprintf(s, sizeof(s), "\"event\":\"probe\",\"step\":%d,\"probe\":\"%s\",\"layer\":%d,\"tensor\":\"%s\",\"value\":",
+                     pr->step, probe_names[probe], layer, tensor);
+    n += json_num(s + n, sizeof(s) - n, value);
+    for (int i = 0; i < nf; i++) {
+        n += snprintf(s + n, sizeof(s) - n, ",\"%s\":", keys[i]);
+        n += json_num(s + n, sizeof(s) - n, vals[i]);
+    }
+    pr->emit(pr->ctx, s);
+}
+
+static const char* layer_name(char* buf, size_t cap, int l, const char* what) {
+    snprintf(buf, cap, "h.%d.%s", l, what);
+    return buf;
+}
+
+// ---- the measurements ----------------------------------------------------------------------------
+typedef struct {
+    double mean, std, rms, abs_mean, min, max, zero_frac;
+} Stats;
+
+// Statistics of a - b over n elements (b NULL: of a), in double, the std in a second pass. A sublayer's
+// output is not stored, only the stream before and after it, so it is measured as a difference:
+// attention out = resmid - res, MLP out = res[l+1] - resmid.
+static Stats stats_of(const float* a, const float* b, long n) {
+    Stats s = {.min = INFINITY, .max = -INFINITY};
+    double sum = 0.0, sq = 0.0, ab = 0.0, dev = 0.0;
+    long zeros = 0;
+    for (long i = 0; i < n; i++) {
+        double x = b ? (double)a[i] - b[i] : a[i];
+        sum += x;
+        sq += x * x;
+        ab += fabs(x);
+        zeros += x == 0.0;
+        if (x < s.min) s.min = x;
+        if (x > s.max) s.max = x;
+    }
+    s.mean = sum / n;
+    for (long i = 0; i < n; i++) {
+        double x = b ? (double)a[i] - b[i] : a[i];
+        dev += (x - s.mean) * (x - s.mean);
+    }
+    s.std = sqrt(dev / n);
+    s.rms = sqrt(sq / n);
+    s.abs_mean = ab / n;
+    s.zero_frac = (double)zeros / n;
+    return s;
+}
+
+// seed 000 §2.1, Fig. 1c: a norm multiplies each row h by (sigma^2(h) + eps)^(-1/2), sigma^2 the
+// variance over the C channels (LayerNorm, eq. 1) or the mean square (RMSNorm, eq. 2). Once sigma^2
+// falls below eps, eps sets the factor and the scale of h no longer reaches the output.
+// out: [0] mean factor, [1] mean eps-free factor 1/sigma(h), [2] fraction of rows where eps > sigma^2,
+// [3] mean sigma^2.
+static void norm_scale(const float* x, long rows, int C, int rms, double eps, double out[4]) {
+    double f = 0.0, free = 0.0, dom = 0.0, var = 0.0;
+    for (long r = 0; r < rows; r++) {
+        const float* h = x + r * C;
+        double mu = 0.0, v = 0.0;
+        if (!rms) {
+            for (int c = 0; c < C; c++) mu += h[c];
+            mu /= C;
+        }
+        for (int c = 0; c < C; c++) v += (h[c] - mu) * (h[c] - mu);
+        v /= C;
+        f += 1.0 / sqrt(v + eps);      // seed 000 eqs. (1)-(2): the factor the norm applies
+        free += 1.0 / sqrt(v);
+        dom += eps > v;
+        var += v;
+    }
+    out[0] = f / rows;
+    out[1] = free / rows;
+    out[2] = dom / rows;
+    out[3] = var / rows;
+}
+
+// seed 000 §2.4, App. A: the residual flow h - e against the embedding stream e, per token
+// ||h - e||_2 / ||e||_2, averaged over the rows. With h = h_L it grows like d^(1-gamma) (App. A),
+// with a constant that grows like sqrt(L) (seed_corrections 000-5f).
+static double resflow_ratio(const float* e, const float* h, long rows, int C) {
+    double sum = 0.0;
+    for (long r = 0; r < rows; r++) {
+        double dd = 0.0, ee = 0.0;
+        for (int c = 0; c < C; c++) {
+            double x = e[r * C + c], d = (double)h[r * C + c] - x;
+            dd += d * d;
+            ee += x * x;
+        }
+        sum += sqrt(dd) / sqrt(ee);
+    }
+    return sum / rows;
+}
+
+// seed 000 eq. (5): S(l,h) = (1/T) sum_i A_h(i, 1), the attention mass the T queries put on the first
+// key, averaged over the B sequences. att is [B,H,T,T]: row i is query i, column 0 the first key.
+static void sink_scores(const float* att, int B, int H, int T, double* S) {
+    for (int h = 0; h < H; h++) {
+        double s = 0.0;
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < T; i++) s += att[(((long)b * H + h) * T + i) * T];
+        S[h] = s / ((double)B * T);
+    }
+}
+
+// ||W||_2 = sigma_max by power iteration on W^T W: v <- W^T (W v) / ||W^T (W v)||. sigma = ||W v||
+// for unit v rises monotonically to sigma_max; the loop stops when one iteration moves it by less than
+// POWER_TOL of itself. The error left is then about POWER_TOL / (1 - (sigma_2 / sigma_1)^2), so the
+// stable rank is good to ~1e-4 for random matrices (test_gpt2.c compares with the Jacobi SVD).
+// The start vector comes from a generator of its own, so training's generators are not touched.
+static double sigma_max(const float* W, int rows, int cols, int* iters) {
+    double* v = xmalloc((size_t)cols * sizeof(double));
+    double* u = xmalloc((size_t)rows * sizeof(double));
+    Rng g;
+    rng_seed(&g, 1);
+    double nv = 0.0, sigma = 0.0;
+    for (int c = 0; c < cols; c++) { v[c] = rng_u32(&g) / 4294967296.0 - 0.5; nv += v[c] * v[c]; }
+    for (int c = 0; c < cols; c++) v[c] /= sqrt(nv);
+    int it = 1;
+    for (; it <= POWER_MAX_ITERS; it++) {
+        double s2 = 0.0, prev = sigma;
+        for (int r = 0; r < rows; r++) {
+            const float* w = W + (size_t)r * cols;
+            double d = 0.0;
+            for (int c = 0; c < cols; c++) d += w[c] * v[c];
+            u[r] = d;
+            s2 += d * d;
+        }
+        sigma = sqrt(s2);
+        for (int c = 0; c < cols; c++) v[c] = 0.0;
+        for (int r = 0; r < rows; r++) {
+            const float* w = W + (size_t)r * cols;
+            for (int c = 0; c < cols; c++) v[c] += w[c] * u[r];
+        }
+        nv = 0.0;
+        for (int c = 0; c < cols; c++) nv += v[c] * v[c];
+        if (nv == 0.0 || fabs(sigma - prev) <= POWER_TOL * sigma) break;   // W = 0, or converged
+        for (int c = 0; c < cols; c++) v[c] /= sqrt(nv);
+    }
+    free(v);
+    free(u);
+    *iters = it > POWER_MAX_ITERS ? POWER_MAX_ITERS : it;
+    return sigma;
+}
+
+// seed 000 eq. (7): the stable rank ||W||_F^2 / ||W||_2^2 = sum_i sigma_i^2 / sigma_max^2, n for an
+// orthogonal n x n matrix, 1 for rank one. *smax and *iters receive sigma_max and the iterations.
+static double stable_rank(const float* W, int rows, int cols, double* smax, int* iters) {
+    double fro2 = 0.0;
+    for (size_t j = 0; j < (size_t)rows * cols; j++) fro2 += (double)W[j] * W[j];
+    *smax = sigma_max(W, rows, cols, iters);
+    return fro2 / (*smax * *smax);
+}
+
+// Eigenvalues of the symmetric n x n matrix A (row-major, overwritten) by the cyclic Jacobi method
+// (Golub & Van Loan, Matrix Computations §8.5): the rotation J(p,q) with tan = t zeroes A[p][q] in
+// J^T A J; sweeps over all pairs repeat until the off-diagonal part is below 1e-12 of ||A||_F
+// (convergence is quadratic: a handful of sweeps). Returns the number of sweeps.
+static int jacobi_eigenvalues(double* A, int n, double* eig) {
+    double total = 0.0;
+    for (long i = 0; i < (long)n * n; i++) total += A[i] * A[i];
+    int sweep = 0;
+    for (; sweep < JACOBI_MAX_SWEEPS; sweep++) {
+        double off = 0.0;
+        for (int p = 0; p < n; p++)
+            for (int q = p + 1; q < n; q++) off += 2.0 * A[p * n + q] * A[p * n + q];
+        if (off <= 1e-24 * total) break;
+        for (int p = 0; p < n - 1; p++)
+            for (int q = p + 1; q < n; q++) {
+                double apq = A[p * n + q];
+                if (apq == 0.0) continue;
+                double tau = (A[q * n + q] - A[p * n + p]) / (2.0 * apq);
+                double t = (tau >= 0.0 ? 1.0 : -1.0) / (fabs(tau) + sqrt(1.0 + tau * tau));
+                double c = 1.0 / sqrt(1.0 + t * t), s = t * c;
+                for (int k = 0; k < n; k++) {         // A <- A J: columns p and q
+                    double akp = A[k * n + p], akq = A[k * n + q];
+                    A[k * n + p] = c * akp - s * akq;
+                    A[k * n + q] = s * akp + c * akq;
+                }
+                for (int k = 0; k < n; k++) {         // A <- J^T A: rows p and q
+                    double apk = A[p * n + k], aqk = A[q * n + k];
+                    A[p * n + k] = c * apk - s * aqk;
+                    A[q * n + k] = s * apk + c * aqk;
+                }
+                A[p * n + q] = A[q * n + p] = 0.0;    // zero by construction; drop the rounding
+            }
+    }
+    for (int i = 0; i < n; i++) eig[i] = A[i * n + i];
+    return sweep;
+}
+
+static int cmp_desc(const void* a, const void* b) {
+    double x = *(const double*)a, y = *(const double*)b;
+    return (x < y) - (x > y);
+}
+
+// All min(rows, cols) singular values of W, largest first: square roots of the eigenvalues of the Gram
+// matrix of the smaller side (W^T W or W W^T), formed in double. Squaring loses the singular values
+// below ~1e-8 sigma_max, which the sum in D_s cannot notice.
+static void singular_values(const float* W, int rows, int cols, double* sv) {
+    int n = rows < cols ? rows : cols, by_rows = rows >= cols;
+    double* G = xcalloc((size_t)n * n, sizeof(double));
+    if (by_rows) {            // G = W^T W, summed row by row of W
+        for (int r = 0; r < rows; r++) {
+            const float* w = W + (size_t)r * cols;
+            for (int i = 0; i < n; i++)
+                for (int j = i; j < n; j++) G[i * n + j] += (double)w[i] * w[j];
+        }
+    } else {                  // G = W W^T: dot products of the rows
+        for (int i = 0; i < n; i++)
+            for (int j = i; j < n; j++) {
+                double d = 0.0;
+                for (int c = 0; c < cols; c++) d += (double)W[(size_t)i * cols + c] * W[(size_t)j * cols + c];
+                G[i * n + j] = d;
+            }
+    }
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < i; j++) G[i * n + j] = G[j * n + i];
+    jacobi_eigenvalues(G, n, sv);
+    for (int i = 0; i < n; i++) sv[i] = sqrt(fmax(sv[i], 0.0));
+    qsort(sv, n, sizeof(double), cmp_desc);
+    free(G);
+}
+
+// seed 003 eq. (2), with the 1/n^2 normalization of seed_corrections 003-3: D_c is the mean cosine
+// over all n^2 ordered pairs of the n rows (neurons) of the (out, in) weight, diagonal included: 1 when
+// every row points the same way, 1/n for orthogonal rows. sum_ij cos(w_i, w_j) = ||sum_i w_i/||w_i|| ||^2,
+// so it costs one pass. A zero row has cosine 0 with everything.
+static double condensation_degree(const float* W, int rows, int cols) {
+    double* s = xcalloc(cols, sizeof(double));
+    for (int r = 0; r < rows; r++) {
+        const float* w = W + (size_t)r * cols;
+        double nn = 0.0;
+        for (int c = 0; c < cols; c++) nn += (double)w[c] * w[c];
+        if (nn == 0.0) continue;
+        for (int c = 0; c < cols; c++) s[c] += w[c] / sqrt(nn);
+    }
+    double ss = 0.0;
+    for (int c = 0; c < cols; c++) ss += s[c] * s[c];
+    free(s);
+    return ss / ((double)rows * rows);
+}
+
+// seed 003 eq. (2): the low-rank degree D_s = sigma_max / sum_i sigma_i, from 1/min(rows, cols) (all
+// singular values equal) to 1 (rank one) (seed_corrections 003-4).
+static double lowrank_degree(const float* W, int rows, int cols) {
+    int n = rows < cols ? rows : cols;
+    double* sv = xmalloc((size_t)n * sizeof(double));
+    singular_values(W, rows, cols, sv);
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) sum += sv[i];
+    double ds = sv[0] / sum;
+    free(sv);
+    return ds;
+}
+
+// seed 000 eq. (6): C_ij = <w_i, w_j> / (||w_i||_2 ||w_j||_2) for the rows idx[0..n-1] of W (all rows
+// when idx is NULL), 0 where a row is zero. Cout is n x n, row-major.
+static void row_cosines(const float* W, const int* idx, int n, int cols, float* Cout) {
+    double* norm = xmalloc((size_t)n * sizeof(double));
+    for (int i = 0; i < n; i++) {
+        const float* w = W + (size_t)(idx ? idx[i] : i) * cols;
+        double nn = 0.0;
+        for (int c = 0; c < cols; c++) nn += (double)w[c] * w[c];
+        norm[i] = sqrt(nn);
+    }
+    #pragma omp parallel for schedule(dynamic, 16)
+    for (int i = 0; i < n; i++) {
+        const float* wi = W + (size_t)(idx ? idx[i] : i) * cols;
+        for (int j = i; j < n; j++) {
+            const float* wj = W + (size_t)(idx ? idx[j] : j) * cols;
+            double d = 0.0;
+            for (int c = 0; c < cols; c++) d += (double)wi[c] * wj[c];
+            float cs = norm[i] > 0.0 && norm[j] > 0.0 ? (float)(d / (norm[i] * norm[j])) : 0.0f;
+            Cout[(size_t)i * n + j] = Cout[(size_t)j * n + i] = cs;
+        }
+    }
+    free(norm);
+}
+
+// The K most frequent tokens of the training data, most frequent first (ties: the lower id).
+// Returns how many there are (fewer than K when fewer distinct tokens occur).
+static int top_tokens(const uint16_t* tok, size_t n, int V, int K, int* out) {
+    size_t* count = xcalloc(V, sizeof(size_t));
+    for (size_t i = 0; i < n; i++) count[tok[i]]++;
+    int k = 0;
+    for (; k < K; k++) {
+        int best = -1;
+        for (int v = 0; v < V; v++)
+            if (count[v] && (best < 0 || count[v] > count[best])) best = v;
+        if (best < 0) break;
+        out[k] = best;
+        count[best] = 0;
+    }
+    free(count);
+    return k;
+}
+
+// z = (x - mean) / std of the values before x (NAN during the warmup), then x joins the statistics:
+// exponential moving mean and variance with weight a = 2 / (window + 1).
+static double ema_z_update(Ema* e, double x) {
+    double z = e->n >= SPIKE_WARMUP && e->var > 0.0 ? (x - e->mean) / sqrt(e->var) : NAN;
+    if (e->n == 0) {
+        e->mean = x;
+    } else {
+        double a = 2.0 / (SPIKE_WINDOW + 1), d = x - e->mean;
+        e->mean += a * d;
+        e->var = (1.0 - a) * (e->var + a * d * d);
+    }
+    e->n++;
+    return z;
+}
+
+// ---- the probes ----------------------------------------------------------------------------------
+// They read the activations of the last forward pass, which in training is the full B x T batch of
+// the probe step (the per-layer strides of Acts are m->B * m->T rows).
+
+static void emit_act(Probes* pr, int layer, const char* name, Stats s) {
+    static const char* keys[] = {"mean", "std", "rms", "abs_mean", "min", "max", "zero_frac"};
+    double v[] = {s.mean, s.std, s.rms, s.abs_mean, s.min, s.max, s.zero_frac};
+    probe_emit(pr, P_ACT, layer, name, s.std, 7, keys, v);
+}
+
+// act: statistics of every activation, stored or derived (seed 002 ch. 0, seed 004 E1).
+static void probe_act(Probes* pr, const Model* m) {
+    const Config* c = &m->cfg;
+    const Acts* a = &m->a;
+    long BT = (long)m->B * m->T, sc = BT * c->C;
+    char name[48];
+    emit_act(pr, -1, "emb", stats_of(a->res, NULL, sc));
+    for (int l = 0; l < c->L; l++) {
+        const float *x = a->res + l * sc, *xmid = a->resmid + l * sc, *xout = a->res + (l + 1) * sc;
+        emit_act(pr, l, layer_name(name, sizeof(name), l, "ln1"), stats_of(a->ln1 + l * sc, NULL, sc));
+        if (c->gate)
+            emit_act(pr, l, layer_name(name, sizeof(name), l, "gate"), stats_of(a->gate + l * BT * c->H, NULL, BT * c->H));
+        emit_act(pr, l, layer_name(name, sizeof(name), l, "attn_out"), stats_of(xmid, x, sc));
+        emit_act(pr, l, layer_name(name, sizeof(name), l, "ln2"), stats_of(a->ln2 + l * sc, NULL, sc));
+        emit_act(pr, l, layer_name(name, sizeof(name), l, "mlp_act"), stats_of(a->hact + l * BT * c->F, NULL, BT * c->F));
+        emit_act(pr, l, layer_name(name, sizeof(name), l, "mlp_out"), stats_of(xout, xmid, sc));
+        emit_act(pr, l, layer_name(name, sizeof(name), l, "res"), stats_of(xout, NULL, sc));
+    }
+    emit_act(pr, -1, "lnf", stats_of(a->lnf, NULL, sc));
+}
+
+// normscale: the norm factor of every norm on the input it normalized (seed 000 §2.1, Fig. 1c).
+static void probe_normscale(Probes* pr, const Model* m) {
+    static const char* keys[] = {"factor", "free", "eps_frac", "var"};
+    const Config* c = &m->cfg;
+    long BT = (long)m->B * m->T, sc = BT * c->C;
+    char name[48];
+    double o[4];
+    for (int l = 0; l < c->L; l++) {
+        norm_scale(m->a.res + l * sc, BT, c->C, c->rmsnorm, c->eps, o);
+        probe_emit(pr, P_NORMSCALE, l, layer_name(name, sizeof(name), l, "ln1"), o[0], 4, keys, o);
+        norm_scale(m->a.resmid + l * sc, BT, c->C, c->rmsnorm, c->eps, o);
+        probe_emit(pr, P_NORMSCALE, l, layer_name(name, sizeof(name), l, "ln2"), o[0], 4, keys, o);
+    }
+    norm_scale(m->a.res + c->L * sc, BT, c->C, c->rmsnorm, c->eps, o);
+    probe_emit(pr, P_NORMSCALE, -1, "lnf", o[0], 4, keys, o);
+}
+
+// resflow: ||h - e|| / ||e|| after every block l, and for h_L (layer -1), the seed's quantity.
+static void probe_resflow(Probes* pr, const Model* m) {
+    const Config* c = &m->cfg;
+    long BT = (long)m->B * m->T, sc = BT * c->C;
+    for (int l = 0; l < c->L; l++)
+        probe_emit(pr, P_RESFLOW, l, "res", resflow_ratio(m->a.res, m->a.res + (l + 1) * sc, BT, c->C), 0, NULL, NULL);
+    probe_emit(pr, P_RESFLOW, -1, "res", resflow_ratio(m->a.res, m->a.res + c->L * sc, BT, c->C), 0, NULL, NULL);
+}
+
+// sink: the sink score of every head, and the layer's average over heads (head -1), which is what
+// seed 000 Fig. 1f-g plots.
+static void probe_sink(Probes* pr, const Model* m) {
+    static const char* keys[] = {"head"};
+    const Config* c = &m->cfg;
+    double* S = xmalloc((size_t)c->H * sizeof(double));
+    char name[48];
+    for (int l = 0; l < c->L; l++) {
+        sink_scores(m->a.att + (long)l * m->B * m->T * m->T * c->H, m->B, c->H, m->T, S);
+        layer_name(name, sizeof(name), l, "attn");
+        double mean = 0.0;
+        for (int h = 0; h < c->H; h++) {
+            double head = h;
+            probe_emit(pr, P_SINK, l, name, S[h], 1, keys, &head);
+            mean += S[h] / c->H;
+        }
+        double all = -1;
+        probe_emit(pr, P_SINK, l, name, mean, 1, keys, &all);
+    }
+    free(S);
+}
+
+// coord: the mean |x| of the embedding output, of every attention and MLP sublayer output and of the
+// logits, the coordinates of mup's coord check (seed 001 §5.6). --coord-check runs it at several widths:
+// under muP the curves do not move with the width; under the standard parameterization the logits and
+// the sublayer outputs after the first updates grow with it.
+static void probe_coord(Probes* pr, Model* m) {
+    static const char* keys[] = {"width"};
+    const Config* c = &m->cfg;
+    Acts* a = &m->a;
+    long BT = (long)m->B * m->T, sc = BT * c->C;
+    double width = c->C;
+    char name[48];
+    probe_emit(pr, P_COORD, -1, "emb", stats_of(a->res, NULL, sc).abs_mean, 1, keys, &width);
+    for (int l = 0; l < c->L; l++) {
+        Stats at = stats_of(a->resmid + l * sc, a->res + l * sc, sc);
+        Stats ml = stats_of(a->res + (l + 1) * sc, a->resmid + l * sc, sc);
+        probe_emit(pr, P_COORD, l, layer_name(name, sizeof(name), l, "attn_out"), at.abs_mean, 1, keys, &width);
+        probe_emit(pr, P_COORD, l, layer_name(name, sizeof(name), l, "mlp_out"), ml.abs_mean, 1, keys, &width);
+    }
+    // by now the logits buffer holds their gradient, so the logits are recomputed from the final norm
+    float* logits = xmalloc((size_t)BT * c->V * sizeof(float));
+    matmul_forward(logits, a->lnf, c->tied ? m->p[K_WTE] : m->p[K_LMHEAD], NULL, (int)BT, c->C, c->V, a->wt);
+    double v = stats_of(logits, NULL, BT * c->V).abs_mean * fabs(c->logit_scale);
+    probe_emit(pr, P_COORD, -1, "logits", v, 1, keys, &width);
+    free(logits);
+}
+
+// weight: mean, std and Frobenius norm of every tensor, so that Q, K and V of every layer can be
+// followed (seed 004 E3), and the norm of all parameters together (seed 003 Fig. 4).
+static void probe_weight(Probes* pr, const Model* m) {
+    static const char* keys[] = {"mean", "std", "norm"};
+    double total = 0.0;
+    for (int i = 0; i < m->num_tensors; i++) {
+        const Tensor* t = &m->tensors[i];
+        Stats s = stats_of(m->params + t->offset, NULL, (long)t->numel);
+        double v[] = {s.mean, s.std, s.rms * sqrt((double)t->numel)};
+        total += v[2] * v[2];
+        probe_emit(pr, P_WEIGHT, t->layer, t->name, s.std, 3, keys, v);
+    }
+    probe_emit(pr, P_WEIGHT, -1, "all", sqrt(total), 0, NULL, NULL);
+}
+
+// grad: norm and RMS of every gradient (before clipping), and the relative update ||Δθ|| / ||θ|| of
+// the step (seed 001 §5.2: under the standard parameterization it changes with the width, under muP
+// it does not). Runs after the update; the gradients are still in place.
+static void probe_grad(Probes* pr, const Model* m) {
+    static const char* keys[] = {"norm", "rms", "update_ratio"};
+    double g2 = 0.0, d2 = 0.0, p2 = 0.0;
+    for (int i = 0; i < m->num_tensors; i++) {
+        const Tensor* t = &m->tensors[i];
+        double n = (double)t->numel;
+        Stats g = stats_of(m->grads + t->offset, NULL, (long)t->numel);
+        Stats d = stats_of(m->params + t->offset, pr->before + t->offset, (long)t->numel);
+        Stats p = stats_of(pr->before + t->offset, NULL, (long)t->numel);
+        double v[] = {g.rms * sqrt(n), g.rms, d.rms / p.rms};
+        g2 += g.rms * g.rms * n;
+        d2 += d.rms * d.rms * n;
+        p2 += p.rms * p.rms * n;
+        probe_emit(pr, P_GRAD, t->layer, t->name, v[0], 3, keys, v);
+    }
+    double v[] = {sqrt(g2), sqrt(g2 / m->num_params), sqrt(d2 / p2)};
+    probe_emit(pr, P_GRAD, -1, "all", v[0], 3, keys, v);
+}
+
+// rank and condense: the stable rank ||W||_F^2 / ||W||_2^2 (seed 000 eq. 7) and D_c, D_s (seed 003
+// eq. 2) of every matrix. One matrix per thread: each is computed serially, so the numbers do not
+// depend on the thread count.
+static void probe_matrices(Probes* pr, const Model* m) {
+    static const char* rank_keys[] = {"sigma_max", "fro", "iters"};
+    static const char* cond_keys[] = {"dc", "ds"};
+    int rank = pr->sel >> P_RANK & 1, cond = pr->sel >> P_CONDENSE & 1, nm = 0;
+    int* mi = xmalloc((size_t)m->num_tensors * sizeof(int));
+    for (int i = 0; i < m->num_tensors; i++)
+        if (m->tensors[i].cols > 1) mi[nm++] = i;
+    double* r = xcalloc((size_t)nm * 6, sizeof(double));
+    #pragma omp parallel for schedule(dynamic, 1)
+    for (int i = 0; i < nm; i++) {
+        const Tensor* t = &m->tensors[mi[i]];
+        const float* W = m->params + t->offset;
+        double* o = r + 6 * i;
+        if (rank) {
+            int iters;
+            o[0] = stable_rank(W, t->rows, t->cols, &o[1], &iters);    // seed 000 eq. (7)
+            o[2] = o[1] * sqrt(o[0]);                                   // ||W||_F
+            o[3] = iters;
+        }
+        if (cond) {
+            o[4] = condensation_degree(W, t->rows, t->cols);   // seed 003 eq. (2): D_c
+            o[5] = lowrank_degree(W, t->rows, t->cols);        // seed 003 eq. (2): D_s
+        }
+    }
+    for (int i = 0; i < nm; i++) {
+        const Tensor* t = &m->tensors[mi[i]];
+        double* o = r + 6 * i;
+        if (rank) probe_emit(pr, P_RANK, t->layer, t->name, o[0], 3, rank_keys, o + 1);
+        if (cond) probe_emit(pr, P_CONDENSE, t->layer, t->name, o[4], 2, cond_keys, o + 4);
+    }
+    free(r);
+    free(mi);
+}
+
+// embcos: the mean cosine similarity between the embeddings of the most frequent training tokens,
+// over the K(K-1)/2 pairs (seed 003 Fig. 6, which shows the K x K matrix for K = 350): near 0 when
+// the embeddings are orthogonal, higher when small complexity makes them condense.
+static void probe_embcos(Probes* pr, const Model* m) {
+    static const char* keys[] = {"mean", "abs_mean", "k"};
+    int K = pr->ntop;
+    float* Cm = xmalloc((size_t)K * K * sizeof(float));
+    row_cosines(m->p[K_WTE], pr->top_tok, K, m->cfg.C, Cm);
+    double sum = 0.0, abs_sum = 0.0, pairs = K * (K - 1) / 2.0;
+    for (int i = 0; i < K; i++)
+        for (int j = i + 1; j < K; j++) {
+            sum += Cm[i * K + j];
+            abs_sum += fabs(Cm[i * K + j]);
+        }
+    double v[] = {sum / pairs, abs_sum / pairs, K};
+    probe_emit(pr, P_EMBCOS, -1, "wte", v[0], 3, keys, v);
+    free(Cm);
+}
+
+// --cossim-dump: C(W) of one tensor (seed 000 eq. 6, the heatmaps of Fig. 4d-e) to
+// OUT/cossim_NAME_stepSTEP.bin: int32 n, then n x n float32, row-major (dev/plot/heatmap.py).
+static void cossim_dump(Probes* pr, const Model* m) {
+    const Tensor* t = pr->cossim;
+    int n = t->rows;
+    float* Cm = xmalloc((size_t)n * n * sizeof(float));
+    row_cosines(m->params + t->offset, NULL, n, t->cols, Cm);
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/cossim_%s_step%06d.bin", pr->out_dir, t->name, pr->step);
+    FILE* f = fopen(path, "wb");
+    if (!f) fatal("cannot write %s (%s)", path, strerror(errno));
+    int32_t n32 = n;
+    int ok = fwrite(&n32, sizeof(n32), 1, f) == 1 && fwrite(Cm, sizeof(float), (size_t)n * n, f) == (size_t)n * n;
+    if (fclose(f) != 0 || !ok) fatal("writing %s failed (%s)", path, strerror(errno));
+    free(Cm);
+}
+
+// spike: the loss and gradient norm of every step scored against their moving statistics (seed 003
+// §6.1 and App. D see loss spikes at small initialization). A z-score above --spike-z flags a spike;
+// with --spike-skip 1 the caller then skips the update. Returns 1 when it should.
+static int probe_spike(Probes* pr, int step, double loss, double norm) {
+    static const char* keys[] = {"loss", "loss_z", "grad_norm", "grad_z", "spike", "skipped"};
+    if (!(pr->sel >> P_SPIKE & 1)) return 0;
+    double zl = ema_z_update(&pr->loss_ema, loss), zg = ema_z_update(&pr->norm_ema, norm);
+    double z = fmax(zl, zg);                  // NAN only while both are in their warmup
+    int spike = z > pr->spike_z, skip = spike && pr->spike_skip;
+    double v[] = {loss, zl, norm, zg, spike, skip};
+    pr->step = step;
+    probe_emit(pr, P_SPIKE, -1, "", z, 6, keys, v);
+    return skip;
+}
+
+// ---- the schedule ---------------------------------------------------------------------------------------
+
+static unsigned parse_probe_list(const char* list) {
+    char buf[512];
+    snprintf(buf, sizeof(buf), "%s", list);
+    unsigned sel = 0;
+    char* save = NULL;
+    for (char* tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int p = 0;
+        while (p < NUM_PROBES && strcmp(probe_names[p], tok) != 0) p++;
+        if (strcmp(tok, "all") == 0) sel |= PROBES_ALL;
+        else if (p < NUM_PROBES) sel |= 1u << p;
+        else fatal("unknown probe '%s' in --probes (probes: all act grad weight normscale resflow sink rank condense embcos spike coord)", tok);
+    }
+    if (!sel) fatal("empty --probes");
+    return sel;
+}
+
+// Checks the probe flags against the model and prepares what the probes need for the whole run
+// (the most frequent tokens for embcos); emit writes one log line.
+static void probes_init(Probes* pr, const ProbeOptions* po, Model* m, const uint16_t* train_tok, size_t n_tok,
+                        const char* out_dir, void (*emit)(void*, const char*), void* ctx) {
+    memset(pr, 0, sizeof(*pr));
+    pr->every = po->every;
+    pr->emit = emit;
+    pr->ctx = ctx;
+    pr->out_dir = out_dir;
+    pr->spike_z = po->spike_z;
+    pr->spike_skip = po->spike_skip;
+    if (!po->every) {
+        if (po->list || po->cossim || po->spike_skip) fatal("--probes, --cossim-dump and --spike-skip need -p N");
+        return;
+    }
+    if (!out_dir) fatal("-p needs -o DIR: the probes write to DIR/log.jsonl");
+    pr->sel = po->list ? parse_probe_list(po->list) : PROBES_ALL;
+    if (po->spike_skip && !(pr->sel >> P_SPIKE & 1)) fatal("--spike-skip needs the spike probe (see --probes)");
+    if (po->cossim) {
+        pr->cossim = model_find(m, po->cossim);
+        if (!pr->cossim) fatal("--cossim-dump: no tensor named '%s' (names as in doc/model.md, e.g. h.0.attn.wq)", po->cossim);
+        if (pr->cossim->cols < 2) fatal("--cossim-dump: %s is a vector; it has no rows to compare", po->cossim);
+        if (pr->cossim->rows > COSSIM_MAX_ROWS)
+            fatal("--cossim-dump: %s has %d rows; the matrix would be %d x %d (at most %d rows)", po->cossim,
+                  pr->cossim->rows, pr->cossim->rows, pr->cossim->rows, COSSIM_MAX_ROWS);
+    }
+    if (pr->sel >> P_EMBCOS & 1) {
+        pr->top_tok = xmalloc(EMBCOS_K * sizeof(int));
+        pr->ntop = top_tokens(train_tok, n_tok, m->cfg.V, EMBCOS_K, pr->top_tok);
+        if (pr->ntop < 2) fatal("embcos needs two distinct tokens in the training data");
+    }
+    char names[256] = "";
+    for (int p = 0; p < NUM_PROBES; p++)
+        if (pr->sel >> p & 1)
+            snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s", names[0] ? "," : "", probe_names[p]);
+    printf("probes: %s every %d steps -> %s/log.jsonl\n", names, po->every, out_dir);
+}
+
+static int probes_due(const Probes* pr, int step) { return pr->every > 0 && step % pr->every == 0; }
+
+// The probes of the state after `step` updates: the activations of this step's forward pass and the
+// weights before its update. The parameters are copied for ||Δθ|| / ||θ|| (probes_after_update).
+static void probes_before_update(Probes* pr, Model* m, int step) {
+    pr->step = step;
+    if (pr->sel >> P_ACT & 1) probe_act(pr, m);
+    if (pr->sel >> P_NORMSCALE & 1) probe_normscale(pr, m);
+    if (pr->sel >> P_RESFLOW & 1) probe_resflow(pr, m);
+    if (pr->sel >> P_SINK & 1) probe_sink(pr, m);
+    if (pr->sel >> P_COORD & 1) probe_coord(pr, m);
+    if (pr->sel >> P_WEIGHT & 1) probe_weight(pr, m);
+    if (pr->sel & (1u << P_RANK | 1u << P_CONDENSE)) probe_matrices(pr, m);
+    if (pr->sel >> P_EMBCOS & 1) probe_embcos(pr, m);
+    if (pr->cossim) cossim_dump(pr, m);
+    if (pr->sel >> P_GRAD & 1) {
+        if (!pr->before) pr->before = xmalloc(m->num_params * sizeof(float));
+        memcpy(pr->before, m->params, m->num_params * sizeof(float));
+    }
+}
+
+static void probes_after_update(Probes* pr, const Model* m) {
+    if (pr->sel >> P_GRAD & 1) probe_grad(pr, m);
+}
+
+static void probes_free(Probes* pr) {
+    free(pr->before);
+    free(pr->top_tok);
+    memset(pr, 0, sizeof(*pr));
+}
+// PROBES_SECTION_END
+
+// ============================================================================================
 // 6. Initialization: which formula each tensor gets (INIT_SECTION)
 // ============================================================================================
 
@@ -1744,6 +2441,7 @@ typedef struct {
     double gamma;                  // < 0: not given
     float eps, rope_theta;
     OptConfig opt;
+    ProbeOptions probe;            // -p, --probes, ... (section 5b)
 } Options;
 
 static void options_default(Options* o) {
@@ -1761,6 +2459,7 @@ static void options_default(Options* o) {
     o->rope_theta = 10000.0f;
     o->opt = (OptConfig){.lr = 2e-3f, .lr_floor = 0.1f, .warmup = 100, .steps = 0, .beta1 = 0.9f,
                          .beta2 = 0.95f, .adam_eps = 1e-8f, .weight_decay = 0.1f, .clip = 1.0f};
+    o->probe = (ProbeOptions){.spike_z = 6.0f, .coord_steps = 4, .coord_widths = "64,128,256,512"};
 }
 
 static void usage(void) {
@@ -1814,6 +2513,20 @@ static void usage(void) {
            d.seed, d.B, d.T, d.steps, (double)d.opt.lr, d.opt.warmup, (double)d.opt.lr_floor,
            (double)d.opt.weight_decay, (double)d.opt.clip, (double)d.opt.beta1, (double)d.opt.beta2,
            (double)d.opt.adam_eps, d.val_every, d.val_batches, d.sample_every, d.sample_len, d.ckpt_every);
+    printf("probes (doc/probes.md; they do not change training, except --spike-skip 1)\n"
+           "  -p N      run the probes at step 0 and every N steps, into DIR/log.jsonl (default 0 = off)\n"
+           "  --probes LIST  comma-separated subset (default all): act grad weight normscale resflow\n"
+           "            sink rank condense embcos spike (spike: every step); coord: see --coord-check\n"
+           "  --cossim-dump NAME  at every probe step write the row cosine matrix C(W) of tensor NAME\n"
+           "            (e.g. h.0.attn.wq) to DIR/cossim_NAME_stepSTEP.bin\n"
+           "  --dump-token-losses FILE  after training, write target, loss and p(target) of every\n"
+           "            position of the -m validation batches to FILE (CSV)\n"
+           "  --spike-z Z      the spike probe flags a loss or grad-norm z-score above Z (default %g)\n"
+           "  --spike-skip 0|1 skip the update of a flagged step (default 0)\n"
+           "  --coord-check 0|1  muP coordinate check: train --coord-steps steps at each width of\n"
+           "            --coord-widths (other flags as given), log mean |x| per sublayer, print a table\n"
+           "  --coord-widths LIST (default %s)   --coord-steps N (default %d)\n",
+           (double)d.probe.spike_z, d.probe.coord_widths, d.probe.coord_steps);
 }
 
 static long parse_int(const char* flag, const char* v, long lo, long hi) {
@@ -1889,9 +2602,19 @@ static void parse_args(Options* o, int argc, char** argv) {
         else if (strcmp(f, "-s") == 0) o->sample_every = parse_int(f, v, 0, BIG);
         else if (strcmp(f, "-S") == 0) o->sample_len = parse_int(f, v, 0, 1 << 20);
         else if (strcmp(f, "-n") == 0) o->ckpt_every = parse_int(f, v, 0, BIG);
+        else if (strcmp(f, "-p") == 0) o->probe.every = parse_int(f, v, 0, BIG);
+        else if (strcmp(f, "--probes") == 0) o->probe.list = v;
+        else if (strcmp(f, "--cossim-dump") == 0) o->probe.cossim = v;
+        else if (strcmp(f, "--dump-token-losses") == 0) o->probe.dump_tokens = v;
+        else if (strcmp(f, "--spike-z") == 0) o->probe.spike_z = parse_float(f, v, 0.0, 1e6);
+        else if (strcmp(f, "--spike-skip") == 0) o->probe.spike_skip = parse_int(f, v, 0, 1);
+        else if (strcmp(f, "--coord-check") == 0) o->probe.coord_check = parse_int(f, v, 0, 1);
+        else if (strcmp(f, "--coord-widths") == 0) o->probe.coord_widths = v;
+        else if (strcmp(f, "--coord-steps") == 0) o->probe.coord_steps = parse_int(f, v, 1, 1 << 20);
         else fatal("unknown flag %s (see -h)", f);
     }
     o->opt.steps = o->steps;
+    if (o->probe.dump_tokens && o->val_batches == 0) fatal("--dump-token-losses needs validation batches (-m N > 0)");
 }
 
 // The model configuration the options describe, checked for consistency.
@@ -1931,10 +2654,112 @@ static double evaluate(Model* m, const Dataset* val, int batches, int B, int T, 
     return batches ? sum / batches : NAN;
 }
 
+// ---- the probes' hooks: the parts that need the data, the log and the options (section 5b measures) ----
+
+// The probes write their lines through this, into the run's log beside every other event.
+static void probe_log_line(void* lg, const char* fields) { log_event((Log*)lg, "%s", fields); }
+
+// --dump-token-losses: the validation batches evaluate() reads, one CSV row per position: the target's
+// position in the validation data, its id, its loss -log p and p (the softmax probability). The mean of
+// the loss column is evaluate()'s validation loss. Two runs' dumps compare token by token (seed 000
+// §2.5 and Method; dev/plot/compare_tokens.py).
+static void dump_token_losses(Model* m, const Dataset* val, int batches, int B, int T, int* inp, int* tgt,
+                              const char* path) {
+    int avail = dataset_num_val_batches(val, B, T);
+    if (batches > avail) batches = avail;
+    FILE* f = fopen(path, "w");
+    if (!f) fatal("cannot write token dump %s (%s)", path, strerror(errno));
+    fprintf(f, "pos,target,loss,p\n");
+    for (int i = 0; i < batches; i++) {
+        dataset_val_batch(val, i, inp, tgt, B, T);
+        model_forward(m, inp, tgt, B, T);
+        for (int bt = 0; bt < B * T; bt++)
+            fprintf(f, "%zu,%d,%.9g,%.9g\n", ((size_t)i * B + bt / T) * T + bt % T + 1, tgt[bt], m->a.losses[bt],
+                    m->a.logits[(size_t)bt * m->cfg.V + tgt[bt]]);
+    }
+    if (fclose(f) != 0) fatal("writing token dump %s failed (%s)", path, strerror(errno));
+    printf("token losses of %d validation batches written to %s\n", batches, path);
+}
+
+// --coord-check (seed 001 §5.6, the protocol of mup's coord check): for every width of --coord-widths,
+// a run of --coord-steps steps with the other flags as given (so -I mup is checked as it trains) and
+// the coord probe at every step. Each width runs in a child process that returns from here and goes on
+// through main() with its options changed, writing DIR/coord_wWIDTH/log.jsonl (its checkpoint is
+// removed). The parent collects the coord lines into DIR/log.jsonl, prints the table and exits.
+static void coord_check(Options* o) {
+    if (!o->out_dir) fatal("--coord-check needs -o DIR");
+    if (o->resume) fatal("--coord-check trains from initialization; it cannot resume (-y)");
+    if (mkdir(o->out_dir, 0755) != 0 && errno != EEXIST) fatal("cannot create output dir %s (%s)", o->out_dir, strerror(errno));
+    int widths[64], nw = 0, S = o->probe.coord_steps;
+    char list[512], *save = NULL;
+    snprintf(list, sizeof(list), "%s", o->probe.coord_widths);
+    for (char* tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (nw == 64) fatal("--coord-widths: at most 64 widths");
+        widths[nw++] = (int)parse_int("--coord-widths", tok, 1, 65536);
+    }
+    if (!nw) fatal("empty --coord-widths");
+    static char dir[4096];
+    for (int i = 0; i < nw; i++) {
+        snprintf(dir, sizeof(dir), "%s/coord_w%d", o->out_dir, widths[i]);
+        printf("---- coord check: width %d -> %s ----\n", widths[i], dir);
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid < 0) fatal("--coord-check: fork failed (%s)", strerror(errno));
+        if (pid == 0) {
+            o->C = widths[i];
+            o->steps = o->opt.steps = S;
+            o->out_dir = dir;
+            o->probe = (ProbeOptions){.every = 1, .list = "coord"};
+            o->val_every = o->sample_every = o->sample_len = o->ckpt_every = 0;
+            return;
+        }
+        int st;
+        if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            fatal("--coord-check: the run at width %d failed", widths[i]);
+        char ckpt[4200];
+        snprintf(ckpt, sizeof(ckpt), "%s/ckpt_%06d.bin", dir, S);
+        unlink(ckpt);
+    }
+    // the table: width x step x {emb, attn (mean over layers), mlp (mean over layers), logits}
+    Log lg;
+    log_open(&lg, o->out_dir, 0);
+    double* tab = xcalloc((size_t)nw * S * 4, sizeof(double));
+    for (int i = 0; i < nw; i++) {
+        char path[4200], line[2048];
+        snprintf(path, sizeof(path), "%s/coord_w%d/log.jsonl", o->out_dir, widths[i]);
+        FILE* f = fopen(path, "r");
+        if (!f) fatal("--coord-check: cannot read %s (%s)", path, strerror(errno));
+        while (fgets(line, sizeof(line), f)) {
+            char *ps = strstr(line, "\"step\":"), *pt = strstr(line, "\"tensor\":\""), *pv = strstr(line, "\"value\":");
+            if (!strstr(line, "\"probe\":\"coord\"") || !ps || !pt || !pv) continue;
+            int step = atoi(ps + 7);
+            char name[64] = "";
+            sscanf(pt + 10, "%63[^\"]", name);
+            int col = strcmp(name, "emb") == 0 ? 0 : strstr(name, "attn_out") ? 1 : strstr(name, "mlp_out") ? 2 : 3;
+            if (step >= 0 && step < S) tab[((size_t)i * S + step) * 4 + col] += atof(pv + 8) / (col == 1 || col == 2 ? o->L : 1);
+            line[strcspn(line, "\n")] = 0;
+            log_event(&lg, "%.*s", (int)strlen(line) - 2, line + 1);      // the line without its braces
+        }
+        fclose(f);
+    }
+    printf("coord check: mean |x| at each step (attn, mlp: mean over the %d layers); log in %s/log.jsonl\n",
+           o->L, o->out_dir);
+    printf("%5s %6s %11s %11s %11s %11s\n", "step", "width", "emb", "attn", "mlp", "logits");
+    for (int s = 0; s < S; s++)
+        for (int i = 0; i < nw; i++) {
+            const double* r = tab + ((size_t)i * S + s) * 4;
+            printf("%5d %6d %11.4e %11.4e %11.4e %11.4e\n", s, widths[i], r[0], r[1], r[2], r[3]);
+        }
+    free(tab);
+    if (lg.f) fclose(lg.f);
+    exit(0);
+}
+
 #ifndef TRAIN_GPT2_NO_MAIN
 int main(int argc, char** argv) {
     Options o;
     parse_args(&o, argc, argv);
+    if (o.probe.coord_check) coord_check(&o);     // returns in the child process of each width
     if (o.opt.warmup > o.steps && o.steps > 0) o.opt.warmup = o.steps;
 
     Dataset train = {0}, val = {0};
@@ -1997,6 +2822,8 @@ int main(int argc, char** argv) {
               o.preset, cfg.L, cfg.C, cfg.H, cfg.KVH, cfg.F, cfg.V, o.T, o.B, o.steps, (double)o.opt.lr,
               (double)o.opt.weight_decay, (double)cfg.eps, o.gamma, o.init, cfg.gate, o.seed, model.num_params,
               threads, start_step);
+    Probes probes;
+    probes_init(&probes, &o.probe, &model, train.tok, train.n, o.out_dir, probe_log_line, &lg);
 
     int* inp = xmalloc((size_t)o.B * o.T * sizeof(int));
     int* tgt = xmalloc((size_t)o.B * o.T * sizeof(int));
@@ -2032,17 +2859,22 @@ int main(int argc, char** argv) {
             fatal("loss is %s (grad norm %s) at step %d: training stopped; last good checkpoint: %s",
                   isnan(loss) ? "nan" : "inf", isnan(norm) ? "nan" : isinf(norm) ? "inf" : "finite", step + 1, last_ckpt);
         }
+        int skip = probe_spike(&probes, step, loss, norm), probing = probes_due(&probes, step);
+        if (probing) probes_before_update(&probes, &model, step);
         float scale = (o.opt.clip > 0 && norm > o.opt.clip) ? (float)(o.opt.clip / (norm + 1e-6)) : 1.0f;
         float lr = lr_at(&o.opt, step);
-        adamw_step(&model, &o.opt, lr, step + 1, scale);
+        if (!skip) adamw_step(&model, &o.opt, lr, step + 1, scale);
+        if (probing) probes_after_update(&probes, &model);
         double ms = now_ms() - t0;
         double tok_s = o.B * o.T / (ms / 1e3);
-        printf("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | %.1f ms | %.0f tok/s\n",
-               step + 1, o.steps, loss, lr, norm, ms, tok_s);
+        printf("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | %.1f ms | %.0f tok/s%s\n",
+               step + 1, o.steps, loss, lr, norm, ms, tok_s, skip ? " | loss spike: update skipped" : "");
         log_event(&lg, "\"event\":\"train\",\"step\":%d,\"train_loss\":%.6f,\"lr\":%.6e,\"grad_norm\":%.6f,\"ms\":%.3f,\"tok_s\":%.1f",
                   step + 1, loss, lr, norm, ms, tok_s);
     }
     if (isfinite(last_val)) printf("final val loss %.6f\n", last_val);
+    if (o.probe.dump_tokens) dump_token_losses(&model, &val, o.val_batches, o.B, o.T, inp, tgt, o.probe.dump_tokens);
+    probes_free(&probes);
     if (lg.f) fclose(lg.f);
     free(inp); free(tgt);
     model_free(&model);

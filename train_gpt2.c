@@ -1888,7 +1888,7 @@ static void probe_embcos(Probes* pr, const Model* m) {
             sum += Cm[i * K + j];
             abs_sum += fabs(Cm[i * K + j]);
         }
-    double v[] = {sum / pairs, abs_sum / pairs, K};
+    double v[] = {sum / pairs, abs_sum / pairs, (double)K};
     probe_emit(pr, P_EMBCOS, -1, "wte", v[0], 3, keys, v);
     free(Cm);
 }
@@ -1919,7 +1919,7 @@ static int probe_spike(Probes* pr, int step, double loss, double norm) {
     double zl = ema_z_update(&pr->loss_ema, loss), zg = ema_z_update(&pr->norm_ema, norm);
     double z = fmax(zl, zg);                  // NAN only while both are in their warmup
     int spike = z > pr->spike_z, skip = spike && pr->spike_skip;
-    double v[] = {loss, zl, norm, zg, spike, skip};
+    double v[] = {loss, zl, norm, zg, (double)spike, (double)skip};
     pr->step = step;
     probe_emit(pr, P_SPIKE, -1, "", z, 6, keys, v);
     return skip;
@@ -2304,31 +2304,6 @@ static void print_token(const Decoder* dec, int tok) {
     }
 }
 
-// Sampling: feed the last maxT tokens, draw the next from softmax(logits / 1) with the sample
-// generator. The prompt is the first token of the validation data.
-static void sample_text(Model* m, Rng* g, const Decoder* dec, int first_tok, int length) {
-    int T = m->T < m->cfg.maxT ? m->T : m->cfg.maxT;
-    int* ctx = xmalloc((size_t)(length + 1) * sizeof(int));
-    ctx[0] = first_tok;
-    print_token(dec, first_tok);
-    for (int n = 1; n <= length; n++) {
-        int start = n > T ? n - T : 0, len = n - start;
-        model_forward(m, ctx + start, NULL, 1, len);
-        const float* p = m->a.logits + (size_t)(len - 1) * m->cfg.V;
-        float u = (rng_u32(g) >> 8) * (1.0f / 16777216.0f), cdf = 0.0f;
-        int next = m->cfg.V - 1;
-        for (int i = 0; i < m->cfg.V; i++) {
-            cdf += p[i];
-            if (u < cdf) { next = i; break; }
-        }
-        ctx[n] = next;
-        print_token(dec, next);
-    }
-    printf("\n");
-    fflush(stdout);
-    free(ctx);
-}
-
 // ---- checkpoints (format: doc/checkpoint.md) ----------------------------------------------------
 // header: "IGPTCKPT", int32 version, Config, int32 step, Rng data_rng, Rng sample_rng,
 //         uint64 num_params; then params, AdamW m, AdamW v as float32.
@@ -2345,7 +2320,7 @@ typedef struct {
 
 // Written to PATH.tmp and renamed, so a crash mid-write never leaves a broken checkpoint at PATH.
 static void checkpoint_save(const Model* m, const char* path, int step, const Rng* data_rng, const Rng* sample_rng) {
-    char tmp[4096];
+    char tmp[4200];
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     FILE* f = fopen(tmp, "wb");
     if (!f) fatal("cannot write checkpoint %s (%s)", tmp, strerror(errno));
@@ -2645,17 +2620,6 @@ static Config config_from_options(const Options* o, int V) {
     return c;
 }
 
-static double evaluate(Model* m, const Dataset* val, int batches, int B, int T, int* inp, int* tgt) {
-    int avail = dataset_num_val_batches(val, B, T);
-    if (batches > avail) batches = avail;
-    double sum = 0.0;
-    for (int i = 0; i < batches; i++) {
-        dataset_val_batch(val, i, inp, tgt, B, T);
-        sum += model_forward(m, inp, tgt, B, T);
-    }
-    return batches ? sum / batches : NAN;
-}
-
 // ---- the probes' hooks: the parts that need the data, the log and the options (section 5b measures) ----
 
 // The probes write their lines through this, into the run's log beside every other event.
@@ -2757,130 +2721,251 @@ static void coord_check(Options* o) {
     exit(0);
 }
 
-#ifndef TRAIN_GPT2_NO_MAIN
-int main(int argc, char** argv) {
-    Options o;
-    parse_args(&o, argc, argv);
-    if (o.probe.coord_check) coord_check(&o);     // returns in the child process of each width
-    if (o.opt.warmup > o.steps && o.steps > 0) o.opt.warmup = o.steps;
+// ---- the engine: whatever holds the parameters -----------------------------------------------------
+// The training loop below is shared with train_gpt2.cu. Everything that touches the parameters goes
+// through an Engine: this file's is the host Model itself, train_gpt2.cu's a copy on the GPU. Data,
+// schedule, printout, log, validation, samples, checkpoints, probes and the NaN stop are written once.
+typedef struct {
+    const char* device;           // printed and logged: "cpu", or the GPU's name
+    void* ctx;
+    float (*forward)(void* ctx, const int* inp, const int* tgt, int B, int T);   // mean loss; tgt NULL: none
+    const float* (*probs)(void* ctx, int bt, int V);   // host copy of softmax row bt of the last forward
+    void (*backward)(void* ctx, int B, int T);         // zero the gradients, then backpropagate
+    double (*grad_norm)(void* ctx);
+    void (*update)(void* ctx, const OptConfig* o, float lr, int t, float grad_scale);
+    void (*to_host)(void* ctx);   // parameters and AdamW state into the host Model; NULL: they live there
+} Engine;
 
-    Dataset train = {0}, val = {0};
-    int shard_V = o.V ? o.V : 50257;
-    dataset_load(&train, o.train_path, shard_V);
-    dataset_load(&val, o.val_path, shard_V);
-    if (train.is_shard != val.is_shard) fatal("-i and -j must both be text or both token shards");
-    int V = train.is_shard ? shard_V : 256;
-    Decoder dec = {0};
-    if (train.is_shard) {
+// (Model*) casts: the file also compiles as C++ inside train_gpt2.cu
+static float cpu_forward(void* m, const int* inp, const int* tgt, int B, int T) {
+    return model_forward((Model*)m, inp, tgt, B, T);
+}
+static const float* cpu_probs(void* m, int bt, int V) { return ((Model*)m)->a.logits + (size_t)bt * V; }
+static void cpu_backward(void* m, int B, int T) {
+    model_zero_grad((Model*)m);
+    model_backward((Model*)m, B, T);
+}
+static double cpu_grad_norm(void* m) { return grad_norm((Model*)m); }
+static void cpu_update(void* m, const OptConfig* o, float lr, int t, float grad_scale) {
+    adamw_step((Model*)m, o, lr, t, grad_scale);
+}
+
+static Engine cpu_engine(Model* m) {
+    return (Engine){"cpu", m, cpu_forward, cpu_probs, cpu_backward, cpu_grad_norm, cpu_update, NULL};
+}
+
+static double evaluate(const Engine* e, const Dataset* val, int batches, int B, int T, int* inp, int* tgt) {
+    int avail = dataset_num_val_batches(val, B, T);
+    if (batches > avail) batches = avail;
+    double sum = 0.0;
+    for (int i = 0; i < batches; i++) {
+        dataset_val_batch(val, i, inp, tgt, B, T);
+        sum += e->forward(e->ctx, inp, tgt, B, T);
+    }
+    return batches ? sum / batches : NAN;
+}
+
+// Sampling: feed the last T tokens, draw the next from softmax(logits / 1) with the sample generator
+// (the inverse-CDF walk over the 24-bit uniform). The prompt is the first token of the validation data.
+static void sample_text(const Engine* e, Rng* g, const Decoder* dec, int V, int T, int first_tok, int length) {
+    int* ctx = xmalloc((size_t)(length + 1) * sizeof(int));
+    ctx[0] = first_tok;
+    print_token(dec, first_tok);
+    for (int n = 1; n <= length; n++) {
+        int start = n > T ? n - T : 0, len = n - start;
+        e->forward(e->ctx, ctx + start, NULL, 1, len);
+        const float* p = e->probs(e->ctx, len - 1, V);
+        float u = (rng_u32(g) >> 8) * (1.0f / 16777216.0f), cdf = 0.0f;
+        int next = V - 1;
+        for (int i = 0; i < V; i++) {
+            cdf += p[i];
+            if (u < cdf) { next = i; break; }
+        }
+        ctx[n] = next;
+        print_token(dec, next);
+    }
+    printf("\n");
+    fflush(stdout);
+    free(ctx);
+}
+
+// ---- a run: the options, the data, the host model, the generators and the log -------------------------
+typedef struct {
+    Options o;
+    Dataset train, val;
+    Decoder dec;
+    Model model;                  // on the host: initialized here, checkpointed from here
+    Rng data_rng, sample_rng;
+    int start_step;
+    Log lg;
+} Run;
+
+// Loads the data, builds and initializes the model (or resumes it), opens the output dir and the log.
+static void run_setup(Run* r) {
+    Options* o = &r->o;
+    if (o->opt.warmup > o->steps && o->steps > 0) o->opt.warmup = o->steps;
+    int shard_V = o->V ? o->V : 50257;
+    memset(&r->train, 0, sizeof(r->train));
+    memset(&r->val, 0, sizeof(r->val));
+    memset(&r->dec, 0, sizeof(r->dec));
+    dataset_load(&r->train, o->train_path, shard_V);
+    dataset_load(&r->val, o->val_path, shard_V);
+    if (r->train.is_shard != r->val.is_shard) fatal("-i and -j must both be text or both token shards");
+    int V = r->train.is_shard ? shard_V : 256;
+    if (r->train.is_shard) {
         char path[4096];
-        const char* p = o.decode_path;
+        const char* p = o->decode_path;
         if (!p) {   // data/x_train.bin -> data/x_decode.bin
-            snprintf(path, sizeof(path), "%s", o.train_path);
+            snprintf(path, sizeof(path), "%s", o->train_path);
             char* us = strrchr(path, '_');
             if (us) { *us = 0; strncat(path, "_decode.bin", sizeof(path) - strlen(path) - 1); p = path; }
         }
-        if (p && access(p, R_OK) == 0) decoder_load(&dec, p);
+        if (p && access(p, R_OK) == 0) decoder_load(&r->dec, p);
     }
-    Config cfg = config_from_options(&o, V);
-    if (train.n < (size_t)o.T + 2) fatal("training data %s has %zu tokens, fewer than -t %d + 2", o.train_path, train.n, o.T);
-    if (val.n < (size_t)o.T + 2) fatal("validation data %s has %zu tokens, fewer than -t %d + 2", o.val_path, val.n, o.T);
+    Config cfg = config_from_options(o, V);
+    if (r->train.n < (size_t)o->T + 2) fatal("training data %s has %zu tokens, fewer than -t %d + 2", o->train_path, r->train.n, o->T);
+    if (r->val.n < (size_t)o->T + 2) fatal("validation data %s has %zu tokens, fewer than -t %d + 2", o->val_path, r->val.n, o->T);
 
-    Model model;
-    model_build(&model, &cfg);
-    for (int i = 0; i < model.num_tensors; i++)
-        if (o.decay_emb && (model.tensors[i].group == G_TOK_EMB || model.tensors[i].group == G_POS_EMB))
-            model.tensors[i].decay = 1;
-    acts_alloc(&model, o.B, o.T);
+    model_build(&r->model, &cfg);
+    for (int i = 0; i < r->model.num_tensors; i++)
+        if (o->decay_emb && (r->model.tensors[i].group == G_TOK_EMB || r->model.tensors[i].group == G_POS_EMB))
+            r->model.tensors[i].decay = 1;
     InitSpec spec;
-    parse_init(&spec, o.init, o.gamma);
-    model_init(&model, &spec, (uint64_t)o.seed);
+    parse_init(&spec, o->init, o->gamma);
+    model_init(&r->model, &spec, (uint64_t)o->seed);
 
-    Rng data_rng, sample_rng;
-    rng_seed(&data_rng, (uint64_t)o.seed + 1);
-    rng_seed(&sample_rng, (uint64_t)o.seed + 2);
-    int start_step = 0;
-    if (o.resume) start_step = checkpoint_load(&model, o.resume, &data_rng, &sample_rng);
-    if (o.out_dir && mkdir(o.out_dir, 0755) != 0 && errno != EEXIST)
-        fatal("cannot create output dir %s (%s)", o.out_dir, strerror(errno));
-    Log lg;
-    log_open(&lg, o.out_dir, o.resume != NULL);
+    rng_seed(&r->data_rng, (uint64_t)o->seed + 1);
+    rng_seed(&r->sample_rng, (uint64_t)o->seed + 2);
+    r->start_step = o->resume ? checkpoint_load(&r->model, o->resume, &r->data_rng, &r->sample_rng) : 0;
+    if (o->out_dir && mkdir(o->out_dir, 0755) != 0 && errno != EEXIST)
+        fatal("cannot create output dir %s (%s)", o->out_dir, strerror(errno));
+    log_open(&r->lg, o->out_dir, o->resume != NULL);
+}
 
+static void run_header(const Run* r, const Engine* e) {
+    const Options* o = &r->o;
+    const Config* c = &r->model.cfg;
     int threads = 1;
 #ifdef _OPENMP
     threads = omp_get_max_threads();
 #endif
     printf("model: %s preset, L=%d C=%d H=%d KVH=%d F=%d V=%d maxT=%d, %s, %s, %s%s%s, eps=%g\n",
-           o.preset, cfg.L, cfg.C, cfg.H, cfg.KVH, cfg.F, cfg.V, cfg.maxT, cfg.rmsnorm ? "RMSNorm" : "LayerNorm",
-           cfg.swiglu ? "SwiGLU" : "GELU", cfg.rope ? "RoPE" : "learned positions", cfg.tied ? ", tied head" : "",
-           cfg.gate ? ", gated attention" : "", (double)cfg.eps);
-    printf("parameters: %zu | data: %s %zu tokens, val %zu tokens | B=%d T=%d steps=%d threads=%d\n",
-           model.num_params, train.is_shard ? "token shard" : "bytes", train.n, val.n, o.B, o.T, o.steps, threads);
-    if (o.gamma >= 0) printf("init: gamma-init, gamma=%g (std = d_in^-gamma)\n", o.gamma);
-    else printf("init: %s, seed %d\n", o.init, o.seed);
-    if (o.resume) printf("resumed from %s at step %d\n", o.resume, start_step);
-    log_event(&lg, "\"event\":\"config\",\"preset\":\"%s\",\"L\":%d,\"C\":%d,\"H\":%d,\"KVH\":%d,\"F\":%d,\"V\":%d,"
-              "\"T\":%d,\"B\":%d,\"steps\":%d,\"lr\":%g,\"weight_decay\":%g,\"eps\":%g,\"gamma\":%g,\"init\":\"%s\","
-              "\"gate\":%d,\"seed\":%d,\"params\":%zu,\"threads\":%d,\"start_step\":%d",
-              o.preset, cfg.L, cfg.C, cfg.H, cfg.KVH, cfg.F, cfg.V, o.T, o.B, o.steps, (double)o.opt.lr,
-              (double)o.opt.weight_decay, (double)cfg.eps, o.gamma, o.init, cfg.gate, o.seed, model.num_params,
-              threads, start_step);
-    Probes probes;
-    probes_init(&probes, &o.probe, &model, train.tok, train.n, o.out_dir, probe_log_line, &lg);
+           o->preset, c->L, c->C, c->H, c->KVH, c->F, c->V, c->maxT, c->rmsnorm ? "RMSNorm" : "LayerNorm",
+           c->swiglu ? "SwiGLU" : "GELU", c->rope ? "RoPE" : "learned positions", c->tied ? ", tied head" : "",
+           c->gate ? ", gated attention" : "", (double)c->eps);
+    printf("parameters: %zu | data: %s %zu tokens, val %zu tokens | B=%d T=%d steps=%d | %s, %d threads\n",
+           r->model.num_params, r->train.is_shard ? "token shard" : "bytes", r->train.n, r->val.n, o->B, o->T,
+           o->steps, e->device, threads);
+    if (o->gamma >= 0) printf("init: gamma-init, gamma=%g (std = d_in^-gamma)\n", o->gamma);
+    else printf("init: %s, seed %d\n", o->init, o->seed);
+    if (o->resume) printf("resumed from %s at step %d\n", o->resume, r->start_step);
+    log_event((Log*)&r->lg, "\"event\":\"config\",\"preset\":\"%s\",\"L\":%d,\"C\":%d,\"H\":%d,\"KVH\":%d,\"F\":%d,"
+              "\"V\":%d,\"T\":%d,\"B\":%d,\"steps\":%d,\"lr\":%g,\"weight_decay\":%g,\"eps\":%g,\"gamma\":%g,\"init\":\"%s\","
+              "\"gate\":%d,\"seed\":%d,\"params\":%zu,\"device\":\"%s\",\"threads\":%d,\"start_step\":%d",
+              o->preset, c->L, c->C, c->H, c->KVH, c->F, c->V, o->T, o->B, o->steps, (double)o->opt.lr,
+              (double)o->opt.weight_decay, (double)c->eps, o->gamma, o->init, c->gate, o->seed, r->model.num_params,
+              e->device, threads, r->start_step);
+}
 
-    int* inp = xmalloc((size_t)o.B * o.T * sizeof(int));
-    int* tgt = xmalloc((size_t)o.B * o.T * sizeof(int));
+// The probes read the host Model's activations and gradients. An engine that keeps them elsewhere
+// copies the parameters back and the host recomputes the probe step's forward and backward on the
+// same batch: probes cost a host step every -p N steps, and nothing when off.
+static void host_recompute(Run* r, const Engine* e, const int* inp, const int* tgt) {
+    e->to_host(e->ctx);
+    model_forward(&r->model, inp, tgt, r->o.B, r->o.T);
+    model_zero_grad(&r->model);
+    model_backward(&r->model, r->o.B, r->o.T);
+}
+
+static void run_train(Run* r, const Engine* e) {
+    Options* o = &r->o;
+    Model* m = &r->model;
+    if (e->to_host && (o->probe.every || o->probe.dump_tokens)) acts_alloc(m, o->B, o->T);
+    run_header(r, e);
+    Probes probes;
+    probes_init(&probes, &o->probe, m, r->train.tok, r->train.n, o->out_dir, probe_log_line, &r->lg);
+
+    int* inp = xmalloc((size_t)o->B * o->T * sizeof(int));
+    int* tgt = xmalloc((size_t)o->B * o->T * sizeof(int));
+    int sample_T = o->T < m->cfg.maxT ? o->T : m->cfg.maxT;
     char last_ckpt[4096] = "none written";
     double last_val = NAN;
-    for (int step = start_step; step <= o.steps; step++) {
-        int last = step == o.steps;
-        if (o.val_every && (step % o.val_every == 0 || last) && o.val_batches > 0) {
-            last_val = evaluate(&model, &val, o.val_batches, o.B, o.T, inp, tgt);
+    for (int step = r->start_step; step <= o->steps; step++) {
+        int last = step == o->steps;
+        if (o->val_every && (step % o->val_every == 0 || last) && o->val_batches > 0) {
+            last_val = evaluate(e, &r->val, o->val_batches, o->B, o->T, inp, tgt);
             printf("step %d | val loss %.6f\n", step, last_val);
-            log_event(&lg, "\"event\":\"val\",\"step\":%d,\"val_loss\":%.6f", step, last_val);
+            log_event(&r->lg, "\"event\":\"val\",\"step\":%d,\"val_loss\":%.6f", step, last_val);
         }
-        if ((o.sample_every && step % o.sample_every == 0 && step > start_step) || (last && o.sample_len > 0)) {
+        if ((o->sample_every && step % o->sample_every == 0 && step > r->start_step) || (last && o->sample_len > 0)) {
             printf("---- sample at step %d ----\n", step);
-            sample_text(&model, &sample_rng, &dec, val.tok[0], o.sample_len);
+            sample_text(e, &r->sample_rng, &r->dec, m->cfg.V, sample_T, r->val.tok[0], o->sample_len);
             printf("----\n");
         }
-        if (o.out_dir && step > start_step && (last || (o.ckpt_every && step % o.ckpt_every == 0))) {
-            snprintf(last_ckpt, sizeof(last_ckpt), "%s/ckpt_%06d.bin", o.out_dir, step);
-            checkpoint_save(&model, last_ckpt, step, &data_rng, &sample_rng);
-            log_event(&lg, "\"event\":\"checkpoint\",\"step\":%d,\"path\":\"%s\"", step, last_ckpt);
+        if (o->out_dir && step > r->start_step && (last || (o->ckpt_every && step % o->ckpt_every == 0))) {
+            snprintf(last_ckpt, sizeof(last_ckpt), "%s/ckpt_%06d.bin", o->out_dir, step);
+            if (e->to_host) e->to_host(e->ctx);
+            checkpoint_save(m, last_ckpt, step, &r->data_rng, &r->sample_rng);
+            log_event(&r->lg, "\"event\":\"checkpoint\",\"step\":%d,\"path\":\"%s\"", step, last_ckpt);
         }
         if (last) break;
 
         double t0 = now_ms();
-        dataset_random_batch(&train, &data_rng, inp, tgt, o.B, o.T);
-        float loss = model_forward(&model, inp, tgt, o.B, o.T);
-        model_zero_grad(&model);
-        model_backward(&model, o.B, o.T);
-        double norm = grad_norm(&model);
+        dataset_random_batch(&r->train, &r->data_rng, inp, tgt, o->B, o->T);
+        float loss = e->forward(e->ctx, inp, tgt, o->B, o->T);
+        e->backward(e->ctx, o->B, o->T);
+        double norm = e->grad_norm(e->ctx);
         if (!isfinite(loss) || !isfinite(norm)) {
-            log_event(&lg, "\"event\":\"blowup\",\"step\":%d", step + 1);
+            log_event(&r->lg, "\"event\":\"blowup\",\"step\":%d", step + 1);
             fatal("loss is %s (grad norm %s) at step %d: training stopped; last good checkpoint: %s",
                   isnan(loss) ? "nan" : "inf", isnan(norm) ? "nan" : isinf(norm) ? "inf" : "finite", step + 1, last_ckpt);
         }
         int skip = probe_spike(&probes, step, loss, norm), probing = probes_due(&probes, step);
-        if (probing) probes_before_update(&probes, &model, step);
-        float scale = (o.opt.clip > 0 && norm > o.opt.clip) ? (float)(o.opt.clip / (norm + 1e-6)) : 1.0f;
-        float lr = lr_at(&o.opt, step);
-        if (!skip) adamw_step(&model, &o.opt, lr, step + 1, scale);
-        if (probing) probes_after_update(&probes, &model);
+        if (probing) {
+            if (e->to_host) host_recompute(r, e, inp, tgt);
+            probes_before_update(&probes, m, step);
+        }
+        float scale = (o->opt.clip > 0 && norm > o->opt.clip) ? (float)(o->opt.clip / (norm + 1e-6)) : 1.0f;
+        float lr = lr_at(&o->opt, step);
+        if (!skip) e->update(e->ctx, &o->opt, lr, step + 1, scale);
+        if (probing) {
+            if (e->to_host) e->to_host(e->ctx);
+            probes_after_update(&probes, m);
+        }
         double ms = now_ms() - t0;
-        double tok_s = o.B * o.T / (ms / 1e3);
+        double tok_s = o->B * o->T / (ms / 1e3);
         printf("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | %.1f ms | %.0f tok/s%s\n",
-               step + 1, o.steps, loss, lr, norm, ms, tok_s, skip ? " | loss spike: update skipped" : "");
-        log_event(&lg, "\"event\":\"train\",\"step\":%d,\"train_loss\":%.6f,\"lr\":%.6e,\"grad_norm\":%.6f,\"ms\":%.3f,\"tok_s\":%.1f",
+               step + 1, o->steps, loss, lr, norm, ms, tok_s, skip ? " | loss spike: update skipped" : "");
+        log_event(&r->lg, "\"event\":\"train\",\"step\":%d,\"train_loss\":%.6f,\"lr\":%.6e,\"grad_norm\":%.6f,\"ms\":%.3f,\"tok_s\":%.1f",
                   step + 1, loss, lr, norm, ms, tok_s);
     }
     if (isfinite(last_val)) printf("final val loss %.6f\n", last_val);
-    if (o.probe.dump_tokens) dump_token_losses(&model, &val, o.val_batches, o.B, o.T, inp, tgt, o.probe.dump_tokens);
+    if (o->probe.dump_tokens) {
+        if (e->to_host) e->to_host(e->ctx);
+        dump_token_losses(m, &r->val, o->val_batches, o->B, o->T, inp, tgt, o->probe.dump_tokens);
+    }
     probes_free(&probes);
-    if (lg.f) fclose(lg.f);
-    free(inp); free(tgt);
-    model_free(&model);
-    free(train.tok); free(val.tok);
+    free(inp);
+    free(tgt);
+}
+
+static void run_free(Run* r) {
+    if (r->lg.f) fclose(r->lg.f);
+    model_free(&r->model);
+    free(r->train.tok);
+    free(r->val.tok);
+}
+
+#ifndef TRAIN_GPT2_NO_MAIN
+int main(int argc, char** argv) {
+    Run r;
+    parse_args(&r.o, argc, argv);
+    if (r.o.probe.coord_check) coord_check(&r.o);     // returns in the child process of each width
+    run_setup(&r);
+    acts_alloc(&r.model, r.o.B, r.o.T);
+    Engine e = cpu_engine(&r.model);
+    run_train(&r, &e);
+    run_free(&r);
     return 0;
 }
 #endif

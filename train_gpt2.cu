@@ -573,6 +573,7 @@ typedef struct {
     int *tokens_h, *targets_h;            // host copies of the last forward's batch
     int *utok_h, *ustart_h, *upos_h;      // host side of the token buckets
     float* losses_h;
+    float* probs_h;                       // one row of the softmax, for sampling
     double *norm_partial, *norm_partial_h;
     size_t norm_chunks;
     float loss;
@@ -670,6 +671,7 @@ static void gpu_model_create(GpuModel* gm, Model* host, int B, int T) {
     gm->ustart_h = xmalloc((BT + 1) * sizeof(int));
     gm->upos_h = xmalloc(BT * sizeof(int));
     gm->losses_h = xmalloc(BT * sizeof(float));
+    gm->probs_h = xmalloc((size_t)c->V * sizeof(float));
     gm->norm_chunks = (P + NORM_CHUNK - 1) / NORM_CHUNK;
     void* np = NULL;
     cudaCheck(cudaMalloc(&np, gm->norm_chunks * sizeof(double)));
@@ -690,7 +692,7 @@ static void gpu_model_free(GpuModel* gm) {
     for (size_t i = 0; i < sizeof(ibufs) / sizeof(ibufs[0]); i++) cudaCheck(cudaFree(ibufs[i]));
     cudaCheck(cudaFree(gm->norm_partial));
     free(gm->tokens_h); free(gm->targets_h); free(gm->utok_h); free(gm->ustart_h); free(gm->upos_h);
-    free(gm->losses_h); free(gm->norm_partial_h);
+    free(gm->losses_h); free(gm->probs_h); free(gm->norm_partial_h);
     memset(gm, 0, sizeof(*gm));
 }
 
@@ -967,45 +969,25 @@ static void gpu_init(int tf32) {
     gpu_set_tf32(tf32);
 }
 
-// evaluate() of train_gpt2.c on the device
-static double gpu_evaluate(GpuModel* gm, const Dataset* val, int batches, int B, int T, int* inp, int* tgt) {
-    int avail = dataset_num_val_batches(val, B, T);
-    if (batches > avail) batches = avail;
-    double sum = 0.0;
-    for (int i = 0; i < batches; i++) {
-        dataset_val_batch(val, i, inp, tgt, B, T);
-        sum += gpu_forward(gm, inp, tgt, B, T);
-    }
-    return batches ? sum / batches : NAN;
+// The Engine of train_gpt2.c's training loop (section 9 there), on the device.
+static float gpu_engine_forward(void* gm, const int* inp, const int* tgt, int B, int T) {
+    return gpu_forward((GpuModel*)gm, inp, tgt, B, T);
 }
-
-// sample_text() of train_gpt2.c on the device: the same context window, the same draw from the
-// sample generator, the same inverse-CDF walk over the probabilities of the last position.
-static void gpu_sample_text(GpuModel* gm, Rng* g, const Decoder* dec, int first_tok, int length) {
-    int V = gm->host->cfg.V;
-    int T = gm->T < gm->host->cfg.maxT ? gm->T : gm->host->cfg.maxT;
-    int* ctx = xmalloc((size_t)(length + 1) * sizeof(int));
-    float* p = xmalloc((size_t)V * sizeof(float));
-    ctx[0] = first_tok;
-    print_token(dec, first_tok);
-    for (int n = 1; n <= length; n++) {
-        int start = n > T ? n - T : 0, len = n - start;
-        gpu_forward(gm, ctx + start, NULL, 1, len);
-        cudaCheck(cudaMemcpy(p, gm->a.logits + (size_t)(len - 1) * V, (size_t)V * sizeof(float), cudaMemcpyDeviceToHost));
-        float u = (rng_u32(g) >> 8) * (1.0f / 16777216.0f), cdf = 0.0f;
-        int next = V - 1;
-        for (int i = 0; i < V; i++) {
-            cdf += p[i];
-            if (u < cdf) { next = i; break; }
-        }
-        ctx[n] = next;
-        print_token(dec, next);
-    }
-    printf("\n");
-    fflush(stdout);
-    free(ctx);
-    free(p);
+static const float* gpu_engine_probs(void* ctx, int bt, int V) {
+    GpuModel* gm = (GpuModel*)ctx;
+    cudaCheck(cudaMemcpy(gm->probs_h, gm->a.logits + (size_t)bt * V, (size_t)V * sizeof(float), cudaMemcpyDeviceToHost));
+    return gm->probs_h;
 }
+static void gpu_engine_backward(void* gm, int B, int T) {
+    gpu_zero_grad((GpuModel*)gm);
+    gpu_backward((GpuModel*)gm, B, T);
+}
+static double gpu_engine_grad_norm(void* gm) { return gpu_grad_norm((GpuModel*)gm); }
+static void gpu_engine_update(void* gm, const OptConfig* o, float lr, int t, float grad_scale) {
+    gpu_adamw_step((GpuModel*)gm, o, lr, t, grad_scale);
+    cudaCheck(cudaDeviceSynchronize());      // the step is done when the loop takes its time
+}
+static void gpu_engine_to_host(void* gm) { gpu_download_state((GpuModel*)gm); }
 
 // Flags of this binary only, taken out of argv before the shared parse_args sees it.
 static int take_gpu_flags(int* argc, char** argv, int* tf32) {
@@ -1029,136 +1011,28 @@ static int take_gpu_flags(int* argc, char** argv, int* tf32) {
 }
 
 #ifndef TRAIN_GPT2CU_NO_MAIN
-// main() of train_gpt2.c with the model on the GPU: the same data, initialization, schedule,
-// printout, log, validation, samples, checkpoints and NaN stop.
+// main() of train_gpt2.c with the model on the GPU: the same run (data, initialization on the host with
+// the same generator, schedule, printout, log, validation, samples, checkpoints, probes, NaN stop).
 int main(int argc, char** argv) {
     int tf32 = 1;
     take_gpu_flags(&argc, argv, &tf32);
-    Options o;
-    parse_args(&o, argc, argv);
-    if (o.opt.warmup > o.steps && o.steps > 0) o.opt.warmup = o.steps;
+    Run r;
+    parse_args(&r.o, argc, argv);
+    if (r.o.probe.coord_check) coord_check(&r.o);     // forks before the GPU is touched
     gpu_init(tf32);
-
-    Dataset train = {0, 0, 0}, val = {0, 0, 0};
-    int shard_V = o.V ? o.V : 50257;
-    dataset_load(&train, o.train_path, shard_V);
-    dataset_load(&val, o.val_path, shard_V);
-    if (train.is_shard != val.is_shard) fatal("-i and -j must both be text or both token shards");
-    int V = train.is_shard ? shard_V : 256;
-    Decoder dec = {0, NULL};
-    if (train.is_shard) {
-        char path[4096];
-        const char* p = o.decode_path;
-        if (!p) {   // data/x_train.bin -> data/x_decode.bin
-            snprintf(path, sizeof(path), "%s", o.train_path);
-            char* us = strrchr(path, '_');
-            if (us) { *us = 0; strncat(path, "_decode.bin", sizeof(path) - strlen(path) - 1); p = path; }
-        }
-        if (p && access(p, R_OK) == 0) decoder_load(&dec, p);
-    }
-    Config cfg = config_from_options(&o, V);
-    if (train.n < (size_t)o.T + 2) fatal("training data %s has %zu tokens, fewer than -t %d + 2", o.train_path, train.n, o.T);
-    if (val.n < (size_t)o.T + 2) fatal("validation data %s has %zu tokens, fewer than -t %d + 2", o.val_path, val.n, o.T);
-
-    // the model is built and initialized on the host (same generator, same weights as the CPU)
-    Model model;
-    model_build(&model, &cfg);
-    for (int i = 0; i < model.num_tensors; i++)
-        if (o.decay_emb && (model.tensors[i].group == G_TOK_EMB || model.tensors[i].group == G_POS_EMB))
-            model.tensors[i].decay = 1;
-    InitSpec spec;
-    parse_init(&spec, o.init, o.gamma);
-    model_init(&model, &spec, (uint64_t)o.seed);
-
-    Rng data_rng, sample_rng;
-    rng_seed(&data_rng, (uint64_t)o.seed + 1);
-    rng_seed(&sample_rng, (uint64_t)o.seed + 2);
-    int start_step = 0;
-    if (o.resume) start_step = checkpoint_load(&model, o.resume, &data_rng, &sample_rng);
-    if (o.out_dir && mkdir(o.out_dir, 0755) != 0 && errno != EEXIST)
-        fatal("cannot create output dir %s (%s)", o.out_dir, strerror(errno));
-    Log lg;
-    log_open(&lg, o.out_dir, o.resume != NULL);
-
+    run_setup(&r);
     GpuModel gm;
-    gpu_model_create(&gm, &model, o.B, o.T);     // uploads params, m, v
+    gpu_model_create(&gm, &r.model, r.o.B, r.o.T);     // uploads params, m, v
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, 0));
-
-    int threads = 1;
-#ifdef _OPENMP
-    threads = omp_get_max_threads();
-#endif
-    printf("model: %s preset, L=%d C=%d H=%d KVH=%d F=%d V=%d maxT=%d, %s, %s, %s%s%s, eps=%g\n",
-           o.preset, cfg.L, cfg.C, cfg.H, cfg.KVH, cfg.F, cfg.V, cfg.maxT, cfg.rmsnorm ? "RMSNorm" : "LayerNorm",
-           cfg.swiglu ? "SwiGLU" : "GELU", cfg.rope ? "RoPE" : "learned positions", cfg.tied ? ", tied head" : "",
-           cfg.gate ? ", gated attention" : "", (double)cfg.eps);
-    printf("parameters: %zu | data: %s %zu tokens, val %zu tokens | B=%d T=%d steps=%d threads=%d\n",
-           model.num_params, train.is_shard ? "token shard" : "bytes", train.n, val.n, o.B, o.T, o.steps, threads);
-    printf("device: %s | matmuls: %s\n", prop.name, tf32 ? "TF32 tensor cores (--tf32 1)" : "float32 (--tf32 0)");
-    if (o.gamma >= 0) printf("init: gamma-init, gamma=%g (std = d_in^-gamma)\n", o.gamma);
-    else printf("init: %s, seed %d\n", o.init, o.seed);
-    if (o.resume) printf("resumed from %s at step %d\n", o.resume, start_step);
-    log_event(&lg, "\"event\":\"config\",\"preset\":\"%s\",\"L\":%d,\"C\":%d,\"H\":%d,\"KVH\":%d,\"F\":%d,\"V\":%d,"
-              "\"T\":%d,\"B\":%d,\"steps\":%d,\"lr\":%g,\"weight_decay\":%g,\"eps\":%g,\"gamma\":%g,\"init\":\"%s\","
-              "\"gate\":%d,\"seed\":%d,\"params\":%zu,\"threads\":%d,\"start_step\":%d,\"device\":\"%s\",\"tf32\":%d",
-              o.preset, cfg.L, cfg.C, cfg.H, cfg.KVH, cfg.F, cfg.V, o.T, o.B, o.steps, (double)o.opt.lr,
-              (double)o.opt.weight_decay, (double)cfg.eps, o.gamma, o.init, cfg.gate, o.seed, model.num_params,
-              threads, start_step, prop.name, tf32);
-
-    int* inp = xmalloc((size_t)o.B * o.T * sizeof(int));
-    int* tgt = xmalloc((size_t)o.B * o.T * sizeof(int));
-    char last_ckpt[4096] = "none written";
-    double last_val = NAN;
-    for (int step = start_step; step <= o.steps; step++) {
-        int last = step == o.steps;
-        if (o.val_every && (step % o.val_every == 0 || last) && o.val_batches > 0) {
-            last_val = gpu_evaluate(&gm, &val, o.val_batches, o.B, o.T, inp, tgt);
-            printf("step %d | val loss %.6f\n", step, last_val);
-            log_event(&lg, "\"event\":\"val\",\"step\":%d,\"val_loss\":%.6f", step, last_val);
-        }
-        if ((o.sample_every && step % o.sample_every == 0 && step > start_step) || (last && o.sample_len > 0)) {
-            printf("---- sample at step %d ----\n", step);
-            gpu_sample_text(&gm, &sample_rng, &dec, val.tok[0], o.sample_len);
-            printf("----\n");
-        }
-        if (o.out_dir && step > start_step && (last || (o.ckpt_every && step % o.ckpt_every == 0))) {
-            snprintf(last_ckpt, sizeof(last_ckpt), "%s/ckpt_%06d.bin", o.out_dir, step);
-            gpu_download_state(&gm);             // the CPU's checkpoint_save on host copies
-            checkpoint_save(&model, last_ckpt, step, &data_rng, &sample_rng);
-            log_event(&lg, "\"event\":\"checkpoint\",\"step\":%d,\"path\":\"%s\"", step, last_ckpt);
-        }
-        if (last) break;
-
-        double t0 = now_ms();
-        dataset_random_batch(&train, &data_rng, inp, tgt, o.B, o.T);
-        float loss = gpu_forward(&gm, inp, tgt, o.B, o.T);
-        gpu_zero_grad(&gm);
-        gpu_backward(&gm, o.B, o.T);
-        double norm = gpu_grad_norm(&gm);
-        if (!isfinite(loss) || !isfinite(norm)) {
-            log_event(&lg, "\"event\":\"blowup\",\"step\":%d", step + 1);
-            fatal("loss is %s (grad norm %s) at step %d: training stopped; last good checkpoint: %s",
-                  isnan(loss) ? "nan" : "inf", isnan(norm) ? "nan" : isinf(norm) ? "inf" : "finite", step + 1, last_ckpt);
-        }
-        float scale = (o.opt.clip > 0 && norm > o.opt.clip) ? (float)(o.opt.clip / (norm + 1e-6)) : 1.0f;
-        float lr = lr_at(&o.opt, step);
-        gpu_adamw_step(&gm, &o.opt, lr, step + 1, scale);
-        cudaCheck(cudaDeviceSynchronize());      // the step is done when its time is taken
-        double ms = now_ms() - t0;
-        double tok_s = o.B * o.T / (ms / 1e3);
-        printf("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | %.1f ms | %.0f tok/s\n",
-               step + 1, o.steps, loss, lr, norm, ms, tok_s);
-        log_event(&lg, "\"event\":\"train\",\"step\":%d,\"train_loss\":%.6f,\"lr\":%.6e,\"grad_norm\":%.6f,\"ms\":%.3f,\"tok_s\":%.1f",
-                  step + 1, loss, lr, norm, ms, tok_s);
-    }
-    if (isfinite(last_val)) printf("final val loss %.6f\n", last_val);
-    if (lg.f) fclose(lg.f);
-    free(inp); free(tgt);
+    char device[300];
+    snprintf(device, sizeof(device), "%s, %s", prop.name, tf32 ? "TF32 matmuls" : "float32 matmuls");
+    Engine e = {device, &gm, gpu_engine_forward, gpu_engine_probs, gpu_engine_backward, gpu_engine_grad_norm,
+                gpu_engine_update, gpu_engine_to_host};
+    run_train(&r, &e);
     gpu_model_free(&gm);
     cublasCheck(cublasDestroy(g_blas));
-    model_free(&model);
-    free(train.tok); free(val.tok);
+    run_free(&r);
     return 0;
 }
 #endif

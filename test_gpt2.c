@@ -61,27 +61,8 @@ static void test_model_fixture(const char* path) {
         double worst, ratio = e ? compare(m.grads + m.tensors[i].offset, e, FX_ATOL, FX_RTOL, &worst) : INFINITY;
         check(ratio <= 1.0, "%s: grad %-18s within tolerance (worst diff %.2e)", base, m.tensors[i].name, e ? worst : NAN);
     }
-    // AdamW steps on the same batch with the schedule, clipping and decoupled weight decay
-    FixtureEntry *sl = fixture_get(&fx, "step_loss"), *slr = fixture_get(&fx, "step_lr"), *sg = fixture_get(&fx, "step_gradnorm");
-    int steps = (int)sl->count, sched_ok = 1, loss_ok = 1, norm_ok = 1;
-    for (int s = 0; s < steps; s++) {
-        float l = model_forward(&m, inp, tgt, B, T);
-        model_zero_grad(&m);
-        model_backward(&m, B, T);
-        double norm = grad_norm(&m);
-        float scale = (o.clip > 0 && norm > o.clip) ? (float)(o.clip / (norm + 1e-6)) : 1.0f;
-        float lr = lr_at(&o, s);
-        loss_ok &= fabs(l - entry_at(sl, s)) <= FX_ATOL + FX_RTOL * fabs(entry_at(sl, s));
-        sched_ok &= fabs(lr - entry_at(slr, s)) <= 1e-7 * entry_at(slr, s) + 1e-12;
-        norm_ok &= fabs(norm - entry_at(sg, s)) <= FX_ATOL + FX_RTOL * entry_at(sg, s);
-        adamw_step(&m, &o, lr, s + 1, scale);
-    }
-    check(sched_ok, "%s: learning-rate schedule (warmup, cosine, floor) equals the reference", base);
-    check(loss_ok, "%s: losses of %d AdamW steps track the reference", base, steps);
-    check(norm_ok, "%s: gradient norms (clipping input) track the reference", base);
-    double after_worst;
-    int after_bad = fixture_check_after(&fx, &m, steps, o.lr, FX_ATOL, FX_RTOL, &after_worst);
-    check(after_bad == 0, "%s: every parameter after %d AdamW steps within tolerance (worst diff %.2e)", base, steps, after_worst);
+    Engine e = cpu_engine(&m);
+    fixture_check_steps(&fx, base, "", &e, &m, inp, tgt, B, T, &o);
     free(inp);
     free(tgt);
     model_free(&m);

@@ -115,29 +115,9 @@ static void test_gpu_fixture(const char* path, int tf32) {
         check(loss2 == loss && memcmp(first, m.grads, m.num_params * sizeof(float)) == 0,
               "%s: a second GPU forward/backward gives the same loss and gradients bit for bit", base);
         free(first);
-        // AdamW steps on the same batch with the schedule, clipping and decoupled weight decay
-        FixtureEntry *sl = fixture_get(&fx, "step_loss"), *slr = fixture_get(&fx, "step_lr"),
-                     *sg = fixture_get(&fx, "step_gradnorm");
-        int steps = (int)sl->count, sched_ok = 1, loss_ok = 1, norm_ok = 1;
-        for (int s = 0; s < steps; s++) {
-            float l = gpu_forward(&gm, inp, tgt, B, T);
-            gpu_zero_grad(&gm);
-            gpu_backward(&gm, B, T);
-            double norm = gpu_grad_norm(&gm);
-            float scale = (o.clip > 0 && norm > o.clip) ? (float)(o.clip / (norm + 1e-6)) : 1.0f;
-            float lr = lr_at(&o, s);
-            loss_ok &= fabs(l - entry_at(sl, s)) <= FX_ATOL + FX_RTOL * fabs(entry_at(sl, s));
-            sched_ok &= fabs(lr - entry_at(slr, s)) <= 1e-7 * entry_at(slr, s) + 1e-12;
-            norm_ok &= fabs(norm - entry_at(sg, s)) <= FX_ATOL + FX_RTOL * entry_at(sg, s);
-            gpu_adamw_step(&gm, &o, lr, s + 1, scale);
-        }
-        check(loss_ok && sched_ok, "%s: GPU losses of %d AdamW steps track the reference", base, steps);
-        check(norm_ok, "%s: GPU gradient norms (clipping input) track the reference", base);
-        gpu_download_state(&gm);
-        double after_worst;
-        int after_bad = fixture_check_after(&fx, &m, steps, o.lr, FX_ATOL, FX_RTOL, &after_worst);
-        check(after_bad == 0, "%s: every GPU parameter after %d AdamW steps within tolerance (worst diff %.2e)",
-              base, steps, after_worst);
+        Engine e = {"gpu", &gm, gpu_engine_forward, gpu_engine_probs, gpu_engine_backward, gpu_engine_grad_norm,
+                    gpu_engine_update, gpu_engine_to_host};
+        fixture_check_steps(&fx, base, "GPU ", &e, &m, inp, tgt, B, T, &o);
     }
     gpu_model_free(&gm);
     free(inp);

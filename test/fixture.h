@@ -167,3 +167,31 @@ static int fixture_check_after(Fixture* fx, const Model* m, int steps, float lr,
     *worst = after_worst;
     return after_bad;
 }
+
+// The fixture's AdamW steps on its batch, with the schedule, clipping and decoupled weight decay, run
+// through an Engine (test_gpt2.c: the CPU model; test_gpt2.cu: the GPU): the learning rate, loss and
+// gradient norm of every step, then every parameter after the last, against the reference.
+static void fixture_check_steps(Fixture* fx, const char* base, const char* who, const Engine* e, Model* m,
+                                const int* inp, const int* tgt, int B, int T, const OptConfig* o) {
+    FixtureEntry *sl = fixture_get(fx, "step_loss"), *slr = fixture_get(fx, "step_lr"), *sg = fixture_get(fx, "step_gradnorm");
+    int steps = (int)sl->count, sched_ok = 1, loss_ok = 1, norm_ok = 1;
+    for (int s = 0; s < steps; s++) {
+        float l = e->forward(e->ctx, inp, tgt, B, T);
+        e->backward(e->ctx, B, T);
+        double norm = e->grad_norm(e->ctx);
+        float scale = (o->clip > 0 && norm > o->clip) ? (float)(o->clip / (norm + 1e-6)) : 1.0f;
+        float lr = lr_at(o, s);
+        loss_ok &= fabs(l - entry_at(sl, s)) <= FX_ATOL + FX_RTOL * fabs(entry_at(sl, s));
+        sched_ok &= fabs(lr - entry_at(slr, s)) <= 1e-7 * entry_at(slr, s) + 1e-12;
+        norm_ok &= fabs(norm - entry_at(sg, s)) <= FX_ATOL + FX_RTOL * entry_at(sg, s);
+        e->update(e->ctx, o, lr, s + 1, scale);
+    }
+    check(sched_ok, "%s: learning-rate schedule (warmup, cosine, floor) equals the reference", base);
+    check(loss_ok, "%s: %slosses of %d AdamW steps track the reference", base, who, steps);
+    check(norm_ok, "%s: %sgradient norms (clipping input) track the reference", base, who);
+    if (e->to_host) e->to_host(e->ctx);
+    double worst;
+    int bad = fixture_check_after(fx, m, steps, o->lr, FX_ATOL, FX_RTOL, &worst);
+    check(bad == 0, "%s: every %sparameter after %d AdamW steps within tolerance (worst diff %.2e)", base, who, steps, worst);
+}
+

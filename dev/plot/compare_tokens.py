@@ -28,6 +28,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from plot_run import label_axes, save  # noqa: E402  (this directory is on sys.path)
 
 
 def read_dump(path):
@@ -98,14 +99,9 @@ def main():
     ax.hist(delta, bins=80, range=(-2, 2), color="C0")
     ax.axvline(mean, color="k", ls="--", lw=1, label=f"mean {mean:+.4f}")
     ax.axvline(med, color="C3", ls="--", lw=1, label=f"median {med:+.4f}")
-    ax.set_yscale("log")
-    ax.set_xlabel(f"Δsym p = 2 (p_{la} - p_{lb}) / (p_{la} + p_{lb})")
-    ax.set_ylabel("tokens")
-    ax.set_title(f"token-level gap, {la} vs {lb} (seed 000 Fig. 4a)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(os.path.join(outdir, "delta_sym_hist.png"), dpi=110)
-    plt.close(fig)
+    label_axes(ax, "tokens", f"token-level gap, {la} vs {lb} (seed 000 Fig. 4a)",
+               xlabel=f"Δsym p = 2 (p_{la} - p_{lb}) / (p_{la} + p_{lb})", logy=True)
+    save(fig, outdir, "delta_sym_hist.png")
 
     centres, means, medians = difficulty_bins(d, delta)
     print("difficulty bin (mean d_t): mean Δsym p, median Δsym p")
@@ -118,13 +114,9 @@ def main():
     ax.axhline(0, color="k", lw=0.6)
     ax.set_xticks(x)
     ax.set_xticklabels([f"{i}\n{c:.2f}" for i, c in zip(x, centres)], fontsize=7)
-    ax.set_xlabel("difficulty bin (mean loss of the two runs), easiest first")
-    ax.set_ylabel("Δsym p")
-    ax.set_title(f"gap by token difficulty, {la} vs {lb} (seed 000 Fig. 4b)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(os.path.join(outdir, "delta_sym_bins.png"), dpi=110)
-    plt.close(fig)
+    label_axes(ax, "Δsym p", f"gap by token difficulty, {la} vs {lb} (seed 000 Fig. 4b)",
+               xlabel="difficulty bin (mean loss of the two runs), easiest first")
+    save(fig, outdir, "delta_sym_bins.png")
 
     pieces = read_decoder(args.decode) if args.decode else None
     lo, hi = max(args.start, 0), min(args.start + args.length, len(delta))

@@ -21,6 +21,7 @@ embcos.png (seed 003 Fig. 6).
 A figure whose probe is not in any log is skipped. Needs python3-numpy and python3-matplotlib.
 """
 import argparse
+import functools
 import json
 import os
 import re
@@ -74,6 +75,17 @@ def layers_of(run):
     return run["config"]["L"] if run["config"] else 1 + max((r["layer"] for r in run["probe"]), default=0)
 
 
+def label_axes(ax, ylabel, title, xlabel="step", logy=False, legend=8):
+    """The labels every panel gets; legend is the legend's font size (None: no legend)."""
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if legend:
+        ax.legend(fontsize=legend)
+
+
 def save(fig, outdir, name):
     path = os.path.join(outdir, name)
     fig.tight_layout()
@@ -94,10 +106,7 @@ def plot_loss(runs, labels, outdir):
             s = np.array([e["step"] for e in run["val"]])
             v = np.array([e["val_loss"] for e in run["val"]])
             ax.plot(s, v, "o-", color=color, ms=3, label=f"{label} val")
-    ax.set_xlabel("step")
-    ax.set_ylabel("loss (nats/token)")
-    ax.set_title("loss")
-    ax.legend(fontsize=8)
+    label_axes(ax, "loss (nats/token)", "loss")
     save(fig, outdir, "loss.png")
 
 
@@ -117,11 +126,7 @@ def plot_act_std(runs, labels, outdir):
     for ax, (part, title) in zip(axes, parts):
         for i, (run, label) in enumerate(zip(runs, labels)):
             per_layer_lines(ax, run, "act", "h.%d." + part, "std", STYLES[i % 4], label if ax is axes[0] else None)
-        ax.set_yscale("log")
-        ax.set_xlabel("step")
-        ax.set_ylabel("std")
-        ax.set_title(title)
-    axes[0].legend(fontsize=7)
+        label_axes(ax, "std", title, logy=True, legend=7 if ax is axes[0] else None)
     fig.suptitle("activation std per layer (probe act; line style = run, colour = layer)")
     save(fig, outdir, "act_std.png")
 
@@ -173,13 +178,8 @@ def plot_sink(runs, labels, outdir):
         steps = sorted({r["step"] for r in recs})
         mean = [np.mean([r["value"] for r in recs if r["step"] == s]) for s in steps]
         b.plot(steps, mean, "-", color=f"C{i}", label=label)
-    a.set_xlabel("layer")
-    a.set_ylabel("sink score (mean over heads)")
-    a.set_title("attention on the first token per layer (seed 000 eq. 5)")
-    a.legend(fontsize=8)
-    b.set_xlabel("step")
-    b.set_ylabel("mean over layers")
-    b.set_title("sink score over training")
+    label_axes(a, "sink score (mean over heads)", "attention on the first token per layer (seed 000 eq. 5)", xlabel="layer")
+    label_axes(b, "mean over layers", "sink score over training", legend=None)
     save(fig, outdir, "sink.png")
 
 
@@ -198,16 +198,9 @@ def plot_normscale(runs, labels, outdir):
         steps = sorted({r["step"] for r in probe(run, "normscale")})
         frac = [np.mean([r["eps_frac"] for r in probe(run, "normscale") if r["step"] == s]) for s in steps]
         b.plot(steps, frac, "-", color=f"C{i}", label=f"{label} ({2 * L + 1} norms)")
-    a.set_yscale("log")
-    a.set_xlabel("step")
-    a.set_ylabel("mean factor over tokens")
-    a.set_title("norm factor with and without eps (seed 000 Fig. 1c)")
-    a.legend(fontsize=7)
-    b.set_xlabel("step")
-    b.set_ylabel("fraction of rows with eps > sigma^2")
+    label_axes(a, "mean factor over tokens", "norm factor with and without eps (seed 000 Fig. 1c)", logy=True, legend=7)
+    label_axes(b, "fraction of rows with eps > sigma^2", "eps-dominated rows, mean over the norms")
     b.set_ylim(-0.05, 1.05)
-    b.set_title("eps-dominated rows, mean over the norms")
-    b.legend(fontsize=8)
     save(fig, outdir, "normscale.png")
 
 
@@ -216,12 +209,7 @@ def plot_global(runs, labels, outdir, name, tensor, field, ylabel, title, fname,
     for i, (run, label) in enumerate(zip(runs, labels)):
         s, v = series(probe(run, name, tensor=tensor, layer=layer), field)
         ax.plot(s, v, "o-", ms=3, color=f"C{i}", label=label)
-    if logy:
-        ax.set_yscale("log")
-    ax.set_xlabel("step")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.legend(fontsize=8)
+    label_axes(ax, ylabel, title, logy=logy)
     save(fig, outdir, fname)
 
 
@@ -233,11 +221,7 @@ def plot_resflow(runs, labels, outdir):
             ax.plot(s, v, STYLES[i % 4], color=f"C{i}", alpha=0.25 + 0.5 * l / max(layers_of(run), 1), lw=0.8)
         s, v = series(probe(run, "resflow", layer=-1))
         ax.plot(s, v, "o-", ms=3, color=f"C{i}", lw=2, label=f"{label}: h_L (thin: after each block)")
-    ax.set_yscale("log")
-    ax.set_xlabel("step")
-    ax.set_ylabel("mean over tokens of ||h - e|| / ||e||")
-    ax.set_title("residual flow (seed 000 §2.4, App. A)")
-    ax.legend(fontsize=8)
+    label_axes(ax, "mean over tokens of ||h - e|| / ||e||", "residual flow (seed 000 §2.4, App. A)", logy=True)
     save(fig, outdir, "resflow.png")
 
 
@@ -256,10 +240,8 @@ def plot_condense(runs, labels, outdir):
                     at = sorted((r for r in recs if r["step"] == step), key=lambda r: r["layer"])
                     ax.plot([r["layer"] for r in at], [r[field] for r in at], style, ms=3, color=f"C{i}",
                             label=f"{label} step {step}")
-            ax.set_xlabel("layer")
-            ax.set_ylabel("D_c" if field == "dc" else "D_s")
-            ax.set_title(f"{'D_c' if field == 'dc' else 'D_s'} of W_{kind[-1].upper()} (seed 003 eq. 2, Fig. 7)")
-            ax.legend(fontsize=7)
+            name = "D_c" if field == "dc" else "D_s"
+            label_axes(ax, name, f"{name} of W_{kind[-1].upper()} (seed 003 eq. 2, Fig. 7)", xlabel="layer", legend=7)
     save(fig, outdir, "condense.png")
 
 
@@ -271,11 +253,7 @@ def plot_update_ratio(runs, labels, outdir):
         for j, kind in enumerate(("attn.wq", "mlp.wdown")):
             s, v = series(probe(run, "grad", tensor="h.0." + kind), "update_ratio")
             ax.plot(s, v, STYLES[(j + 1) % 4], color=f"C{i}", lw=1, label=f"{label}: h.0.{kind}")
-    ax.set_yscale("log")
-    ax.set_xlabel("step")
-    ax.set_ylabel("||Δθ|| / ||θ||")
-    ax.set_title("relative update per step (seed 001 §5.2)")
-    ax.legend(fontsize=7)
+    label_axes(ax, "||Δθ|| / ||θ||", "relative update per step (seed 001 §5.2)", logy=True, legend=7)
     save(fig, outdir, "update_ratio.png")
 
 
@@ -289,10 +267,7 @@ def plot_spike(runs, labels, outdir):
         ax.plot(s, zg, ":", color=f"C{i}", lw=0.8, label=f"{label}: grad-norm z")
         flagged = [r["step"] for r in recs if r.get("spike")]
         ax.plot(flagged, [0] * len(flagged), "x", color=f"C{i}", label=f"{label}: flagged ({len(flagged)})")
-    ax.set_xlabel("step")
-    ax.set_ylabel("z-score against the moving statistics")
-    ax.set_title("loss-spike detector")
-    ax.legend(fontsize=7)
+    label_axes(ax, "z-score against the moving statistics", "loss-spike detector", legend=7)
     save(fig, outdir, "spike.png")
 
 
@@ -311,29 +286,16 @@ def main():
     outdir = args.out or os.path.join(os.path.dirname(first) if first.endswith(".jsonl") else first, "plots")
     os.makedirs(outdir, exist_ok=True)
     plot_loss(runs, labels, outdir)
-    if has(runs, "act"):
-        plot_act_std(runs, labels, outdir)
-    if has(runs, "rank"):
-        plot_stable_rank(runs, labels, outdir)
-    if has(runs, "sink"):
-        plot_sink(runs, labels, outdir)
-    if has(runs, "normscale"):
-        plot_normscale(runs, labels, outdir)
-    if has(runs, "weight"):
-        plot_global(runs, labels, outdir, "weight", "all", "value", "||θ||_2 of all parameters",
-                    "parameter norm (seed 003 Fig. 4)", "param_norm.png")
-    if has(runs, "resflow"):
-        plot_resflow(runs, labels, outdir)
-    if has(runs, "condense"):
-        plot_condense(runs, labels, outdir)
-    if has(runs, "grad"):
-        plot_update_ratio(runs, labels, outdir)
-    if has(runs, "spike"):
-        plot_spike(runs, labels, outdir)
-    if has(runs, "embcos"):
-        plot_global(runs, labels, outdir, "embcos", "wte", "value", "mean cosine over pairs",
-                    "embeddings of the 50 most frequent tokens (seed 003 Fig. 6)", "embcos.png")
-
+    param_norm = functools.partial(plot_global, name="weight", tensor="all", field="value", ylabel="||θ||_2 of all parameters",
+                                   title="parameter norm (seed 003 Fig. 4)", fname="param_norm.png")
+    embcos = functools.partial(plot_global, name="embcos", tensor="wte", field="value", ylabel="mean cosine over pairs",
+                               title="embeddings of the 50 most frequent tokens (seed 003 Fig. 6)", fname="embcos.png")
+    figures = [("act", plot_act_std), ("rank", plot_stable_rank), ("sink", plot_sink), ("normscale", plot_normscale),
+               ("weight", param_norm), ("resflow", plot_resflow), ("condense", plot_condense),
+               ("grad", plot_update_ratio), ("spike", plot_spike), ("embcos", embcos)]
+    for probe_name, plot in figures:    # a figure whose probe is in no log is skipped
+        if has(runs, probe_name):
+            plot(runs, labels, outdir)
 
 if __name__ == "__main__":
     main()

@@ -14,6 +14,7 @@ test_gpt2.c: proves train_gpt2.c right against things no one here wrote.
 
 The last line is "N passed, N failed"; the exit status is non-zero on any failure.
 */
+#include <fcntl.h>
 #include <setjmp.h>
 #include <sys/wait.h>
 
@@ -886,6 +887,105 @@ static void test_probes(void) {
     test_token_dump();
 }
 
+// ---- the shared training loop through an engine that keeps its own copy of the parameters ----------
+// train_gpt2.cu's Engine holds the parameters on the GPU and hands them back through to_host; the probes
+// then recompute their step on the host (run_train). The same arrangement on the CPU (the engine trains
+// its own Model, the run's Model sees the weights only through to_host) must write the log and the
+// checkpoint of the plain CPU engine, to the last bit: losses, probe values, samples' generator state.
+typedef struct { Model dev; Model* host; } Mirror;
+
+static float mirror_forward(void* c, const int* inp, const int* tgt, int B, int T) { return model_forward(&((Mirror*)c)->dev, inp, tgt, B, T); }
+static const float* mirror_probs(void* c, int bt, int V) { return cpu_probs(&((Mirror*)c)->dev, bt, V); }
+static void mirror_backward(void* c, int B, int T) { cpu_backward(&((Mirror*)c)->dev, B, T); }
+static double mirror_grad_norm(void* c) { return grad_norm(&((Mirror*)c)->dev); }
+static void mirror_update(void* c, const OptConfig* o, float lr, int t, float s) { adamw_step(&((Mirror*)c)->dev, o, lr, t, s); }
+static void mirror_to_host(void* c) {
+    Mirror* mr = (Mirror*)c;
+    size_t bytes = mr->dev.num_params * sizeof(float);
+    memcpy(mr->host->params, mr->dev.params, bytes);
+    memcpy(mr->host->m, mr->dev.m, bytes);
+    memcpy(mr->host->v, mr->dev.v, bytes);
+}
+
+// One in-process run of run_train with the flags; mirror = 1 trains through a Mirror engine.
+static void train_in_process(const char* flags, int mirror) {
+    char buf[2048], *argv[64];
+    int argc = 0;
+    snprintf(buf, sizeof(buf), "train_gpt2 %s", flags);
+    for (char* tok = strtok(buf, " "); tok && argc < 63; tok = strtok(NULL, " ")) argv[argc++] = tok;
+    argv[argc] = NULL;
+    Run r;
+    parse_args(&r.o, argc, argv);
+    run_setup(&r);
+    fflush(stdout);
+    int saved = dup(1), devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    if (mirror) {
+        Mirror mr = {.host = &r.model};
+        model_build(&mr.dev, &r.model.cfg);
+        memcpy(mr.dev.params, r.model.params, r.model.num_params * sizeof(float));
+        acts_alloc(&mr.dev, r.o.B, r.o.T);
+        Engine e = {"mirror", &mr, mirror_forward, mirror_probs, mirror_backward, mirror_grad_norm, mirror_update,
+                    mirror_to_host};
+        run_train(&r, &e);
+        model_free(&mr.dev);
+    } else {
+        acts_alloc(&r.model, r.o.B, r.o.T);
+        Engine e = cpu_engine(&r.model);
+        run_train(&r, &e);
+    }
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    close(devnull);
+    run_free(&r);
+}
+
+// A log without its first line (the config event, which names the engine), the timings ("ms", "tok_s":
+// the last fields of a train event) and the checkpoint paths (which name the run's directory).
+static char* log_without_timing(const char* path) {
+    char* text = read_text(path, NULL);
+    if (!text) return NULL;
+    char* out = xcalloc(strlen(text) + 1, 1);
+    char* line = strchr(text, '\n');
+    for (line = line ? strtok(line + 1, "\n") : NULL; line; line = strtok(NULL, "\n")) {
+        char *ms = strstr(line, ",\"ms\":"), *path = strstr(line, ",\"path\":");
+        if (ms) *ms = 0;
+        if (path) *path = 0;
+        strcat(strcat(out, line), "\n");
+    }
+    free(text);
+    return out;
+}
+
+static void test_device_engine(void) {
+    printf("trainer: the shared loop through an engine with its own parameters (the GPU's arrangement)\n");
+    char flags[2048], a[512], b[512];
+    const char* presets[] = {"-a gpt2", "-a llama -G 1"};
+    for (int pi = 0; pi < 2; pi++) {
+        for (int mirror = 0; mirror < 2; mirror++) {
+            snprintf(flags, sizeof(flags), "-i %s/train.txt -j %s/val.txt " SMALL " %s -x 6 -p 3 -o %s/engine%d_%d "
+                     "--dump-token-losses %s/engine%d_%d/tok.csv", tmpdir, tmpdir, presets[pi], tmpdir, pi, mirror, tmpdir, pi, mirror);
+            train_in_process(flags, mirror);
+        }
+        snprintf(a, sizeof(a), "%s/engine%d_0/log.jsonl", tmpdir, pi);
+        snprintf(b, sizeof(b), "%s/engine%d_1/log.jsonl", tmpdir, pi);
+        char *la = log_without_timing(a), *lb = log_without_timing(b);
+        int probes = 0;
+        for (char* p = la; p && (p = strstr(p, "\"event\":\"probe\"")); p++) probes++;
+        check(la && lb && probes > 50 && strcmp(la, lb) == 0,
+              "%s: losses and all %d probe lines equal the CPU engine's, to the last digit", presets[pi], probes);
+        free(la);
+        free(lb);
+        snprintf(a, sizeof(a), "%s/engine%d_0/ckpt_000006.bin", tmpdir, pi);
+        snprintf(b, sizeof(b), "%s/engine%d_1/ckpt_000006.bin", tmpdir, pi);
+        check(files_equal(a, b), "%s: byte-identical final checkpoints", presets[pi]);
+        snprintf(a, sizeof(a), "%s/engine%d_0/tok.csv", tmpdir, pi);
+        snprintf(b, sizeof(b), "%s/engine%d_1/tok.csv", tmpdir, pi);
+        check(files_equal(a, b), "%s: identical token-loss dumps", presets[pi]);
+    }
+}
+
 static void test_trainer(void) {
     snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_gpt2.XXXXXX");
     if (!mkdtemp(tmpdir)) { check(0, "cannot create a temporary directory"); return; }
@@ -898,6 +998,7 @@ static void test_trainer(void) {
     test_resume_and_determinism();
     test_bad_input();
     test_probes_trainer();
+    test_device_engine();
     char cmd[600];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
     if (system(cmd) != 0) printf("  (could not remove %s)\n", tmpdir);

@@ -909,9 +909,9 @@ static void mirror_to_host(void* c) {
 
 // One in-process run of run_train with the flags; mirror = 1 trains through a Mirror engine.
 static void train_in_process(const char* flags, int mirror) {
-    char buf[2048], *argv[64];
+    char buf[2100], *argv[64];
     int argc = 0;
-    snprintf(buf, sizeof(buf), "train_gpt2 %s", flags);
+    snprintf(buf, sizeof(buf), "train_gpt2 %.2048s", flags);
     for (char* tok = strtok(buf, " "); tok && argc < 63; tok = strtok(NULL, " ")) argv[argc++] = tok;
     argv[argc] = NULL;
     Run r;

@@ -71,3 +71,21 @@ data/%_gpt2_train.bin data/%_gpt2_val.bin data/%_gpt2_decode.bin: data/%_train.t
 
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu
+
+# ---- labs II: small initialization, complexity control and muP in the transformer --------------
+# doc/labs/README_llm.md. Each `make lab-NAME` trains the runs it needs with ./train_gpt2 (cached in
+# out/labs/runs/, so a second call only re-plots) and writes doc/labs/llm_NAME.csv and .png.
+# LAB_FLAGS="--scale gpu" selects the larger setting (written to out/labs/gpu/); "--jobs N --threads M"
+# sets how many runs train at once and the threads of each. Needs python3-numpy and -matplotlib.
+LAB_FLAGS ?=
+LABS_LLM := norm-eps sinks resflow how-small tokens condense complexity qkv mup compose
+.PHONY: labs-llm $(addprefix lab-,$(LABS_LLM))
+
+labs-llm: $(addprefix lab-,$(LABS_LLM))
+
+$(addprefix lab-,$(LABS_LLM)): lab-%: train_gpt2
+	/usr/bin/python3 dev/labs/llm_labs.py $(subst -,_,$*) $(LAB_FLAGS)
+
+# lab-compose's task generator (dev/labs/llm_compose.c)
+dev/labs/llm_compose: dev/labs/llm_compose.c
+	$(CC) -O2 -Wall -Wextra -o $@ $<

@@ -1,0 +1,757 @@
+#!/usr/bin/python3
+"""Classroom labs II (doc/labs/README_llm.md): small initialization, complexity control and muP in the
+transformer of train_gpt2.c. Each lab trains the runs it needs (cached, see llm_runs.py), then writes
+doc/labs/llm_NAME.csv and doc/labs/llm_NAME*.png; the write-up doc/labs/llm_NAME.md is by hand.
+
+    dev/labs/llm_labs.py NAME [NAME ...] [--scale cpu|gpu] [--jobs 2] [--threads 1] [--bin PATH] [--out DIR]
+    dev/labs/llm_labs.py all
+
+Names: norm_eps sinks resflow how_small tokens condense complexity qkv mup compose.
+--scale cpu (default) is sized for 2 CPU cores, a few minutes per lab; --scale gpu is the larger
+setting and writes to out/labs/gpu/ unless --out says otherwise. --bin defaults to ./train_gpt2cu at
+GPU scale when it is built and nvidia-smi finds a GPU, but only for runs whose flags it accepts (its
+-h lists them); every other run uses ./train_gpt2.
+"""
+import argparse
+import glob
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+
+from llm_runs import ROOT, Runner, fmt, flags, final_val, last_probe_step, log, plt, probe, save, spread, write_csv
+
+sys.path.insert(0, os.path.join(ROOT, "dev", "plot"))
+from compare_tokens import delta_sym, difficulty_bins, read_dump  # noqa: E402
+from heatmap import read_cossim  # noqa: E402
+
+# The two sizes. cpu: L=4, C=128 byte-level llama-style model, 500 steps, about 1 minute per run on
+# one core. gpu: a GPT-2-small-sized model for 5000 steps.
+SCALES = {
+    "cpu": dict(L=4, C=128, H=4, b=8, t=64, x=500, u=50, p=50, v=100, m=20, seeds=[1, 2],
+                init_widths=[128, 512], res_widths=[64, 128, 256, 512, 1024],
+                qkv=dict(C=128, H=4, x=500, p=10), qkv_seeds=[1, 2],
+                mup=dict(L=2, x=300, widths=[64, 128, 256], lrs=[3e-4, 1e-3, 3e-3, 1e-2, 3e-2]),
+                coord_widths="64,128,256,512",
+                complexity=dict(gammas=[0.1, 0.5, 1.0], lambdas=[0.0, 0.1, 1.0]),
+                compose=dict(x=1000, seeds=[1, 2, 3])),
+    "gpu": dict(L=12, C=768, H=12, b=16, t=256, x=5000, u=250, p=250, v=250, m=20, seeds=[1, 2, 3],
+                init_widths=[512, 2048], res_widths=[128, 256, 512, 1024, 2048, 4096],
+                qkv=dict(C=768, H=12, x=5000, p=100), qkv_seeds=[1, 2, 3],
+                mup=dict(L=4, x=2000, widths=[256, 512, 1024, 2048], lrs=[1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2]),
+                coord_widths="256,512,1024,2048,4096",
+                complexity=dict(gammas=[0.1, 0.3, 0.5, 0.8, 1.0], lambdas=[0.0, 0.1, 1.0]),
+                compose=dict(x=5000, seeds=[1, 2, 3, 4, 5])),
+}
+EPS_SMALL = 1e-12  # seed 000: eps small enough that it never sets the norm's scale
+
+
+class Lab:
+    def __init__(self, args):
+        self.sc = SCALES[args.scale]
+        self.out = args.out or (os.path.join(ROOT, "doc", "labs") if args.scale == "cpu"
+                                else os.path.join(ROOT, "out", "labs", "gpu"))
+        os.makedirs(self.out, exist_ok=True)
+        cpu = os.path.join(ROOT, "train_gpt2")
+        self.cpu = Runner(cpu, args.jobs, args.threads)
+        self.fast = Runner(args.bin or default_binary(args.scale, cpu), args.jobs, args.threads)
+
+    def run(self, specs):
+        """Runs on the fast binary where it accepts all of a run's flags, the rest on train_gpt2."""
+        ok = accepted_flags(self.fast.binary)
+        fast = {k: s for k, s in specs.items() if all(a in ok for a in s[1] if a.startswith("-"))}
+        out = self.fast.run(fast) if fast else {}
+        rest = {k: s for k, s in specs.items() if k not in fast}
+        out.update(self.cpu.run(rest) if rest else {})
+        return out
+
+    def path(self, name):
+        return os.path.join(self.out, name)
+
+    # The model of most labs: llama preset (RMSNorm, SwiGLU, RoPE), byte-level Moby-Dick.
+    def model(self, **over):
+        sc = self.sc
+        kv = dict(a="llama", L=sc["L"], C=sc["C"], H=sc["H"], b=sc["b"], t=sc["t"], x=sc["x"], u=sc["u"],
+                  v=sc["v"], m=sc["m"], S=1)
+        kv.update(over)
+        return flags(**kv)
+
+    def lm(self, gamma, seed, gate=1, eps=EPS_SMALL, dump="h.0.attn.wq", init=None, **over):
+        """The shared training run of labs 1, 2, 4, 5, 6: gamma-init (or -I init), every probe every p
+        steps, the row cosines of one matrix, the token losses at the end."""
+        tag = f"lm_{'g' + fmt(gamma) if init is None else init}_G{gate}_e{fmt(eps)}_s{seed}"
+        kv = dict(I=init) if init else dict(g=gamma)
+        args = self.model(**over) + flags(e=eps, G=gate, r=seed, p=self.sc["p"], cossim_dump=dump,
+                                          dump_token_losses="{dir}/tokens.csv", **kv)
+        return tag, args
+
+
+def default_binary(scale, cpu):
+    gpu = os.path.join(ROOT, "train_gpt2cu")
+    if scale == "gpu" and os.path.exists(gpu) and shutil.which("nvidia-smi"):
+        if subprocess.call(["nvidia-smi", "-L"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
+            return gpu
+    return cpu
+
+
+_flags_cache = {}
+
+
+def accepted_flags(binary):
+    """The flags a trainer binary lists in its -h."""
+    if binary not in _flags_cache:
+        text = subprocess.run([binary, "-h"], capture_output=True, text=True).stdout
+        _flags_cache[binary] = set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", text))
+    return _flags_cache[binary]
+
+
+def val_curve(run):
+    return [e["step"] for e in run["val"]], [e["val_loss"] for e in run["val"]]
+
+
+# ---- lab 1: norm eps saturation (seed 000 §2.1, Fig. 1c-e) ----------------------------------------
+
+def init_only(d, L=1, **over):
+    """One step of a width-d model with the probes at step 0: the state at initialization."""
+    kv = dict(a="llama", L=L, C=d, H=4, b=4, t=64, x=1, v=1000, m=0, S=1, p=1)
+    kv.update(over)
+    return flags(**kv)
+
+
+def lab_norm_eps(lab):
+    sc = lab.sc
+    gammas = [0.25 + 0.125 * i for i in range(13)]
+    specs = {(d, eps, g): (f"init_d{d}_g{fmt(g)}_e{fmt(eps)}", init_only(d, g=g, e=eps, probes="normscale"))
+             for d in sc["init_widths"] for eps in (1e-5, EPS_SMALL) for g in gammas}
+    train = {(g, eps, s): lab.lm(g, s, eps=eps) for g in (1.0, 1.5) for eps in (1e-5, EPS_SMALL) for s in sc["seeds"]}
+    dirs = lab.run(specs)
+    tdirs = lab.run(train)
+    rows = []
+    for (d, eps, g), dd in dirs.items():
+        r = probe(log(dd), "normscale", tensor="h.0.ln1")[0]
+        var = d ** (-2 * g)
+        rows.append(dict(part="init", d=d, eps=eps, gamma=g, seed=1337, factor=r["factor"], free=r["free"],
+                         var=r["var"], eps_frac=r["eps_frac"], analytic_factor=(var + eps) ** -0.5,
+                         analytic_free=d ** g, val_loss=""))
+    for (g, eps, s), dd in tdirs.items():
+        rows.append(dict(part="train", d=sc["C"], eps=eps, gamma=g, seed=s, factor="", free="", var="",
+                         eps_frac="", analytic_factor="", analytic_free="", val_loss=final_val(log(dd))))
+    write_csv(lab.path("llm_norm_eps.csv"), rows)
+
+    fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
+    gg = np.linspace(0.2, 2.0, 200)
+    colors = dict(zip(sc["init_widths"] + [2048], ["C0", "C1", "C2"]))
+    for d in sorted(set(sc["init_widths"] + [2048])):
+        for eps, ls in ((1e-5, "-"), (EPS_SMALL, ":")):
+            ax[0].plot(gg, np.sqrt(d ** (-2 * gg) / (d ** (-2 * gg) + eps)), ls, color=colors[d],
+                       label=f"analytic d={d}, eps={eps:g}")
+        ax[0].axvline(math.log(1e5) / (2 * math.log(d)), color=colors[d], lw=0.6, alpha=0.5)
+    for r in rows:
+        if r["part"] == "init":
+            ax[0].plot(r["gamma"], r["factor"] / r["free"], "o" if r["eps"] == 1e-5 else "x", color=colors[r["d"]], ms=5)
+    ax[0].set_xlabel("gamma")
+    ax[0].set_ylabel("factor / eps-free factor  = sqrt(var / (var + eps))")
+    ax[0].set_title("norm of layer 0 at init: lines analytic, o eps=1e-5, x eps=1e-12\n"
+                    "vertical: var = 1e-5 at gamma* = ln(1e5) / (2 ln d)", fontsize=9)
+    ax[0].legend(fontsize=7)
+    for (g, eps, s), dd in sorted(tdirs.items()):
+        st, vl = val_curve(log(dd))
+        ax[1].plot(st, vl, "-" if eps == 1e-5 else "--", color="C3" if g == 1.0 else "C4", alpha=0.8,
+                   label=f"gamma={g:g} eps={eps:g} seed {s}")
+    ax[1].set_ylim(top=3.0)
+    ax[1].set_xlabel("step")
+    ax[1].set_ylabel("validation loss (nats/byte)")
+    ax[1].set_title(f"training at d={sc['C']}, gated attention", fontsize=9)
+    ax[1].legend(fontsize=7)
+    save(fig, lab.path("llm_norm_eps.png"))
+    summary(rows, "part", "train", ("gamma", "eps"))
+
+
+def summary(rows, key, value, group):
+    """Prints mean, min and max of val_loss per group of rows."""
+    groups = {}
+    for r in rows:
+        if r.get(key) == value:
+            groups.setdefault(tuple(r[g] for g in group), []).append(r["val_loss"])
+    for k, v in sorted(groups.items()):
+        m, lo, hi = spread(v)
+        print(f"  {dict(zip(group, k))}: val loss {m:.4f} (min {lo:.4f}, max {hi:.4f}, {len(v)} seeds)")
+
+
+# ---- lab 2: attention sinks and gating (seed 000 §2.2, Fig. 1f-h) ---------------------------------
+
+def lab_sinks(lab):
+    sc = lab.sc
+    specs = {(g, gate, s): lab.lm(g, s, gate=gate) for g in (0.5, 1.0) for gate in (0, 1) for s in sc["seeds"]}
+    dirs = lab.run(specs)
+    rows = []
+    for (g, gate, s), dd in dirs.items():
+        run = log(dd)
+        last = last_probe_step(run, "sink")
+        for l in range(sc["L"]):
+            recs = probe(run, "sink", layer=l, head=-1)
+            init = [r["value"] for r in recs if r["step"] == 0][0]
+            fin = [r["value"] for r in recs if r["step"] == last][0]
+            rows.append(dict(gamma=g, gate=gate, seed=s, layer=l, sink_init=init, sink_final=fin,
+                             final_step=last, val_loss=final_val(run)))
+    write_csv(lab.path("llm_sinks.csv"), rows)
+
+    combos = [(0.5, 0), (1.0, 0), (0.5, 1), (1.0, 1)]
+    fig, ax = plt.subplots(1, 2, figsize=(11, 4))
+    w = 0.2
+    for i, (g, gate) in enumerate(combos):
+        for l in range(sc["L"]):
+            vals = [r["sink_final"] for r in rows if (r["gamma"], r["gate"], r["layer"]) == (g, gate, l)]
+            m, lo, hi = spread(vals)
+            ax[0].bar(l + (i - 1.5) * w, m, w, yerr=[[m - lo], [hi - m]], color=f"C{i}",
+                      label=f"gamma={g:g}, gate={gate}" if l == 0 else None, capsize=2)
+        losses = [r["val_loss"] for r in rows if (r["gamma"], r["gate"], r["layer"]) == (g, gate, 0)]
+        ax[1].plot([i] * len(losses), losses, "o", color=f"C{i}")
+    ax[0].axhline(sum(1.0 / i for i in range(1, sc["t"] + 1)) / sc["t"], color="k", lw=0.8, ls=":",
+                  label="uniform causal attention")
+    ax[0].set_xlabel("layer")
+    ax[0].set_ylabel("sink score S (mean over heads)")
+    ax[0].set_title("attention on the first token after training (bars: mean; whiskers: seeds)", fontsize=9)
+    ax[0].legend(fontsize=8)
+    ax[1].set_xticks(range(4), [f"g={g:g}\ngate={gate}" for g, gate in combos])
+    ax[1].set_ylabel("final validation loss (nats/byte)")
+    ax[1].set_title("final loss, one point per seed", fontsize=9)
+    save(fig, lab.path("llm_sinks.png"))
+    for g, gate in combos:
+        per = [np.mean([r["sink_final"] for r in rows if (r["gamma"], r["gate"], r["seed"]) == (g, gate, s)])
+               for s in sc["seeds"]]
+        loss = [r["val_loss"] for r in rows if (r["gamma"], r["gate"], r["layer"]) == (g, gate, 0)]
+        print(f"  gamma={g} gate={gate}: mean sink {np.mean(per):.3f} (seeds {', '.join(f'{p:.3f}' for p in per)}), "
+              f"val loss {np.mean(loss):.4f} ({', '.join(f'{v:.4f}' for v in loss)})")
+
+
+# ---- lab 3: residual flow at init (seed 000 §2.4, App. A; seed_corrections 000-5) -----------------
+
+def lab_resflow(lab):
+    sc = lab.sc
+    gammas = [0.5, 0.75, 1.0, 1.25]
+    specs = {}
+    for mlp in ("gelu", "swiglu"):
+        for ffn_only in (0, 1):
+            for g in gammas:
+                for d in sc["res_widths"]:
+                    # FFN only: the attention output projection starts at zero, so the blocks add only
+                    # the MLP term, the one seed 000 App. A derives.
+                    init = dict(I=f"gamma:{fmt(g)},out=zeros") if ffn_only else dict(g=g)
+                    specs[(mlp, ffn_only, g, d)] = (
+                        f"res_{mlp}_f{ffn_only}_g{fmt(g)}_d{d}",
+                        init_only(d, L=4, mlp=mlp, e=EPS_SMALL, G=0, probes="resflow", **init))
+    dirs = lab.run(specs)
+    rows, slopes = [], []
+    for (mlp, ffn_only, g, d), dd in sorted(dirs.items()):
+        r = probe(log(dd), "resflow", layer=-1)[0]
+        rows.append(dict(mlp=mlp, ffn_only=ffn_only, gamma=g, d=d, ratio=r["value"]))
+    for mlp in ("gelu", "swiglu"):
+        for ffn_only in (0, 1):
+            for g in gammas:
+                pts = [(r["d"], r["ratio"]) for r in rows if (r["mlp"], r["ffn_only"], r["gamma"]) == (mlp, ffn_only, g)]
+                dd, rr = np.log([p[0] for p in pts]), np.log([p[1] for p in pts])
+                slope = float(np.polyfit(dd, rr, 1)[0])
+                pred = 1.5 - 2 * g if (mlp == "swiglu" and ffn_only) else 1 - g
+                slopes.append(dict(mlp=mlp, ffn_only=ffn_only, gamma=g, slope=slope, predicted=pred))
+                print(f"  {mlp:6s} {'FFN only' if ffn_only else 'full    '} gamma={g:<5g} slope {slope:+.3f} "
+                      f"(predicted {pred:+.3f})")
+    write_csv(lab.path("llm_resflow.csv"), rows)
+    write_csv(lab.path("llm_resflow_slopes.csv"), slopes)
+
+    fig, ax = plt.subplots(1, 3, figsize=(14, 4.2))
+    for k, mlp in enumerate(("gelu", "swiglu")):
+        for i, g in enumerate(gammas):
+            for ffn_only, ls in ((0, "-o"), (1, "--x")):
+                pts = [(r["d"], r["ratio"]) for r in rows if (r["mlp"], r["ffn_only"], r["gamma"]) == (mlp, ffn_only, g)]
+                ax[k].loglog(*zip(*pts), ls, color=f"C{i}", ms=4,
+                             label=f"gamma={g:g}" + (" FFN only" if ffn_only else ""))
+        ax[k].set_xlabel("width d")
+        ax[k].set_ylabel("||h_L - e|| / ||e|| at init")
+        ax[k].set_title(f"{mlp} MLP, L=4, eps=1e-12: full (solid), attention out = 0 (dashed)", fontsize=9)
+        ax[k].legend(fontsize=7, ncol=2)
+    gg = np.array([0.4, 1.35])
+    ax[2].plot(gg, 1 - gg, "k-", lw=0.8, label="1 - gamma (seed 000 App. A)")
+    ax[2].plot(gg, 1.5 - 2 * gg, "k:", lw=0.8, label="3/2 - 2 gamma (seed_corrections 000-5c)")
+    for j, (mlp, ffn_only) in enumerate([("gelu", 0), ("gelu", 1), ("swiglu", 0), ("swiglu", 1)]):
+        pts = [(s["gamma"], s["slope"]) for s in slopes if (s["mlp"], s["ffn_only"]) == (mlp, ffn_only)]
+        ax[2].plot(*zip(*pts), "o" if not ffn_only else "x", color=f"C{j + 4}", ms=7,
+                   label=f"{mlp}, {'FFN only' if ffn_only else 'full'}")
+    ax[2].set_xlabel("gamma")
+    ax[2].set_ylabel("fitted exponent of d")
+    ax[2].set_title("slope of log ratio vs log d", fontsize=9)
+    ax[2].legend(fontsize=7)
+    save(fig, lab.path("llm_resflow.png"))
+
+
+# ---- lab 4: how small (seed 000 §3, Fig. 3b) -------------------------------------------------------
+
+HOW_SMALL = [0.25, 0.5, 0.75, 1.0, 1.25, 1.5]
+
+
+def lab_how_small(lab):
+    sc = lab.sc
+    specs = {(g, s): lab.lm(g, s) for g in HOW_SMALL for s in sc["seeds"]}
+    specs.update({("gpt2", s): lab.lm(None, s, init="gpt2") for s in sc["seeds"]})
+    dirs = lab.run(specs)
+    rows = [dict(init="gpt2" if g == "gpt2" else f"gamma:{fmt(g)}", gamma=-1 if g == "gpt2" else g, seed=s,
+                 val_loss=final_val(log(dd))) for (g, s), dd in dirs.items()]
+    write_csv(lab.path("llm_how_small.csv"), rows)
+    fig, ax = plt.subplots(1, 2, figsize=(11, 4))
+    means = []
+    for g in HOW_SMALL:
+        v = [r["val_loss"] for r in rows if r["gamma"] == g]
+        ax[0].plot([g] * len(v), v, "o", color="C0", alpha=0.6)
+        means.append(np.mean(v))
+        print(f"  gamma={g:<5g} val loss {np.mean(v):.4f} (seeds {', '.join(f'{x:.4f}' for x in v)})")
+    ax[0].plot(HOW_SMALL, means, "-", color="C0", label="gamma-init (mean over seeds)")
+    ref = [r["val_loss"] for r in rows if r["gamma"] == -1]
+    print(f"  gpt2 init  val loss {np.mean(ref):.4f} (seeds {', '.join(f'{x:.4f}' for x in ref)})")
+    ax[0].axhspan(min(ref), max(ref), color="C1", alpha=0.3, label="gpt2 init N(0, 0.02) (seed range)")
+    ax[0].set_xlabel("gamma")
+    ax[0].set_ylabel(f"validation loss at step {sc['x']} (nats/byte)")
+    ax[0].set_title(f"eps=1e-12, gated attention, d={sc['C']}, L={sc['L']}", fontsize=9)
+    ax[0].legend(fontsize=8)
+    for (g, s), dd in sorted(dirs.items(), key=lambda kv: str(kv[0])):
+        if s != sc["seeds"][0]:
+            continue
+        st, vl = val_curve(log(dd))
+        ax[1].plot(st, vl, label=f"gamma={g:g}" if g != "gpt2" else "gpt2 init")
+    ax[1].set_ylim(top=3.2)
+    ax[1].set_xlabel("step")
+    ax[1].set_ylabel("validation loss")
+    ax[1].set_title(f"seed {sc['seeds'][0]}", fontsize=9)
+    ax[1].legend(fontsize=8)
+    save(fig, lab.path("llm_how_small.png"))
+
+
+# ---- lab 5: token-level gains (seed 000 §2.5, Fig. 4a-c) -------------------------------------------
+
+def lab_tokens(lab):
+    sc = lab.sc
+    specs = {(g, s): lab.lm(g, s) for g in (1.0, 0.5) for s in sc["seeds"]}
+    dirs = lab.run(specs)
+    rows, deltas = [], {}
+    for s in sc["seeds"]:
+        a, b = read_dump(os.path.join(dirs[(1.0, s)], "tokens.csv")), read_dump(os.path.join(dirs[(0.5, s)], "tokens.csv"))
+        ds = delta_sym(a["p"], b["p"])
+        d = (a["loss"] + b["loss"]) / 2
+        deltas[s] = (ds, a, b)
+        means, medians = difficulty_bins(d, ds)
+        rows.append(dict(seed=s, bin="all", mean=float(ds.mean()), median=float(np.median(ds)),
+                         frac_positive=float((ds > 0).mean()), loss_gamma1=float(a["loss"].mean()),
+                         loss_gamma05=float(b["loss"].mean())))
+        for i, (mu, md) in enumerate(zip(means, medians)):
+            rows.append(dict(seed=s, bin=i + 1, mean=float(mu), median=float(md), frac_positive="",
+                             loss_gamma1="", loss_gamma05=""))
+        print(f"  seed {s}: mean dsym {ds.mean():+.4f}, median {np.median(ds):+.4f}; bins mean "
+              + " ".join(f"{m:+.3f}" for m in means))
+    write_csv(lab.path("llm_tokens.csv"), rows)
+
+    fig, ax = plt.subplots(1, 2, figsize=(11, 4))
+    s0 = sc["seeds"][0]
+    ds = deltas[s0][0]
+    ax[0].hist(ds, bins=80, color="C0")
+    ax[0].axvline(ds.mean(), color="C3", label=f"mean {ds.mean():+.3f}")
+    ax[0].axvline(np.median(ds), color="C2", ls="--", label=f"median {np.median(ds):+.3f}")
+    ax[0].set_yscale("log")
+    ax[0].set_xlabel("delta_sym p = 2 (p_A - p_B) / (p_A + p_B),  A: gamma=1, B: gamma=0.5")
+    ax[0].set_ylabel("tokens")
+    ax[0].set_title(f"seed {s0}, {len(ds)} validation bytes", fontsize=9)
+    ax[0].legend(fontsize=8)
+    for s in sc["seeds"]:
+        m = [r["mean"] for r in rows if r["seed"] == s and r["bin"] != "all"]
+        md = [r["median"] for r in rows if r["seed"] == s and r["bin"] != "all"]
+        ax[1].plot(range(1, 11), m, "-o", color=f"C{s}", label=f"mean, seed {s}")
+        ax[1].plot(range(1, 11), md, "--x", color=f"C{s}", label=f"median, seed {s}")
+    ax[1].axhline(0, color="k", lw=0.6)
+    ax[1].set_xlabel("difficulty bin (mean loss of the two models), easiest first")
+    ax[1].set_ylabel("delta_sym p")
+    ax[1].set_title("> 0: gamma=1 better", fontsize=9)
+    ax[1].legend(fontsize=7)
+    save(fig, lab.path("llm_tokens.png"))
+    passage_png(deltas[s0][0], deltas[s0][1]["pos"], lab.path("llm_tokens_passage.png"))
+
+
+def passage_png(ds, pos, path, start=2000, length=720, cols=72):
+    """The validation text from byte `start`, every byte on a background green where gamma=1 gives it a
+    higher probability, red where gamma=0.5 does (seed 000 Fig. 4c)."""
+    with open(os.path.join(ROOT, "data", "moby_val.txt"), "rb") as f:
+        text = f.read()
+    where = {int(p): float(x) for p, x in zip(pos, ds)}
+    rows = (length + cols - 1) // cols
+    fig, ax = plt.subplots(figsize=(cols * 0.14, rows * 0.3))
+    cmap = plt.get_cmap("RdYlGn")
+    for i in range(length):
+        p = start + i
+        ch = chr(text[p]) if 32 <= text[p] < 127 else " "
+        x, y = i % cols, rows - 1 - i // cols
+        v = where.get(p)
+        if v is not None:
+            ax.add_patch(plt.Rectangle((x, y), 1, 1, color=cmap(0.5 + v / 4)))
+        ax.text(x + 0.5, y + 0.5, ch, ha="center", va="center", family="monospace", fontsize=8)
+    ax.set_xlim(0, cols)
+    ax.set_ylim(0, rows)
+    ax.axis("off")
+    ax.set_title("green: gamma=1 predicts the byte better, red: gamma=0.5 (colour = delta_sym p, -2..2)", fontsize=9)
+    save(fig, path)
+
+
+# ---- lab 6: condensation (seed 000 §2.5, Fig. 4d-g, App. C) ----------------------------------------
+
+def lab_condense(lab):
+    sc = lab.sc
+    s = sc["seeds"][0]
+    mats = ("h.0.attn.wq", "h.0.mlp.wdown")
+    specs = {(g, m): lab.lm(g, s, dump=m) for g in (0.5, 1.0) for m in mats}
+    dirs = lab.run(specs)
+    steps = [0, sc["p"], 2 * sc["p"], 4 * sc["p"], sc["x"] - sc["p"]]
+    rows = []
+    for (g, m), dd in sorted(dirs.items()):
+        run = log(dd)
+        for f in sorted(glob.glob(os.path.join(dd, f"cossim_{m}_step*.bin"))):
+            step = int(re.search(r"step0*(\d+)", f).group(1) or 0)
+            c = read_cossim(f)
+            rows.append(dict(gamma=g, tensor=m, step=step, kind="mean_cos", value=float(c.mean())))
+            rows.append(dict(gamma=g, tensor=m, step=step, kind="mean_abs_cos", value=float(np.abs(c).mean())))
+        if m == mats[0]:
+            for r in run["probe"]:
+                if r["probe"] == "rank" and r["value"] is not None:
+                    rows.append(dict(gamma=g, tensor=r["tensor"], step=r["step"], kind="stable_rank", value=r["value"]))
+    write_csv(lab.path("llm_condense.csv"), rows)
+
+    for m in mats:
+        fig, ax = plt.subplots(2, len(steps), figsize=(2.6 * len(steps), 5.6))
+        for i, g in enumerate((0.5, 1.0)):
+            for j, st in enumerate(steps):
+                f = os.path.join(dirs[(g, m)], f"cossim_{m}_step{st:06d}.bin")
+                c = read_cossim(f)
+                ax[i, j].imshow(c, cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
+                ax[i, j].set_title(f"gamma={g:g}, step {st}\nmean |cos| {np.abs(c).mean():.2f}", fontsize=8)
+                ax[i, j].set_xticks([])
+                ax[i, j].set_yticks([])
+        fig.suptitle(f"row cosine similarity C(W) of {m} (blue -1, red +1)", fontsize=10)
+        save(fig, lab.path(f"llm_condense_{m.split('.')[-1]}.png"))
+
+    kinds = ["attn.wq", "attn.wk", "attn.wv", "attn.wo", "mlp.wgate", "mlp.wup", "mlp.wdown", "wte"]
+    fig, ax = plt.subplots(2, 4, figsize=(14, 6))
+    for k, kind in zip(ax.flat, kinds):
+        names = ["wte"] if kind == "wte" else [f"h.0.{kind}", f"h.{sc['L'] - 1}.{kind}"]
+        for g, color in ((0.5, "C0"), (1.0, "C3")):
+            for name, ls in zip(names, ("-", "--")):
+                pts = [(r["step"], r["value"]) for r in rows if r["gamma"] == g and r["tensor"] == name
+                       and r["kind"] == "stable_rank"]
+                if pts:
+                    k.plot(*zip(*sorted(pts)), ls, color=color, label=f"{name}, gamma={g:g}")
+        k.set_title(kind, fontsize=9)
+        k.set_xlabel("step")
+        k.legend(fontsize=6)
+    ax[0, 0].set_ylabel("stable rank ||W||_F^2 / ||W||_2^2")
+    save(fig, lab.path("llm_condense_rank.png"))
+    for g in (0.5, 1.0):
+        for name in ("h.0.attn.wq", "h.0.mlp.wdown"):
+            pts = sorted((r["step"], r["value"]) for r in rows if r["gamma"] == g and r["tensor"] == name
+                         and r["kind"] == "stable_rank")
+            lo = min(pts, key=lambda p: p[1])
+            print(f"  gamma={g}: stable rank of {name}: init {pts[0][1]:.1f}, min {lo[1]:.2f} at step {lo[0]}, "
+                  f"last {pts[-1][1]:.2f} at step {pts[-1][0]}")
+
+
+# ---- lab 7: complexity control (seed 003 §5, Fig. 4, 6, 7) -------------------------------------------
+
+def is_matrix(name):
+    """The tensors weight decay acts on (doc/model.md): attention and MLP matrices and an untied head."""
+    return name == "lm_head" or re.search(r"\.(attn|mlp)\.w", name) is not None
+
+
+def lab_complexity(lab):
+    sc, cc = lab.sc, lab.sc["complexity"]
+    s = sc["seeds"][0]
+    specs = {(g, lam): (f"cc_g{fmt(g)}_c{fmt(lam)}_s{s}",
+                        lab.model() + flags(g=g, c=lam, e=EPS_SMALL, G=0, r=s, p=sc["p"],
+                                            probes="weight,condense,embcos"))
+             for g in cc["gammas"] for lam in cc["lambdas"]}
+    dirs = lab.run(specs)
+    rows, curves = [], {}
+    for (g, lam), dd in sorted(dirs.items()):
+        run = log(dd)
+        steps = sorted({r["step"] for r in probe(run, "weight")})
+        mat = [math.sqrt(sum(r["norm"] ** 2 for r in probe(run, "weight") if r["step"] == st and is_matrix(r["tensor"])))
+               for st in steps]
+        curves[(g, lam)] = (steps, mat, [r["value"] for r in probe(run, "weight", tensor="all")],
+                            [r["abs_mean"] for r in probe(run, "embcos")])
+        last = steps[-1]
+        row = dict(gamma=g, weight_decay=lam, val_loss=final_val(run), matrix_norm_init=mat[0],
+                   matrix_norm_final=mat[-1], matrix_norm_max=max(mat),
+                   embcos_abs_final=curves[(g, lam)][3][-1])
+        for l in range(sc["L"]):
+            for t in ("wq", "wk"):
+                r = [x for x in probe(run, "condense", tensor=f"h.{l}.attn.{t}") if x["step"] == last][0]
+                row[f"dc_{t}_l{l}"], row[f"ds_{t}_l{l}"] = r["dc"], r["ds"]
+        rows.append(row)
+        print(f"  gamma={g:<4g} lambda={lam:<4g} val {row['val_loss']:.4f}  matrix norm {mat[0]:.1f} -> "
+              f"max {max(mat):.1f} -> {mat[-1]:.1f}  D_c(wq) {np.mean([row[f'dc_wq_l{l}'] for l in range(sc['L'])]):.3f}"
+              f"  D_s(wq) {np.mean([row[f'ds_wq_l{l}'] for l in range(sc['L'])]):.3f}  |embcos| {row['embcos_abs_final']:.3f}")
+    write_csv(lab.path("llm_complexity.csv"), rows)
+
+    G, Lm = cc["gammas"], cc["lambdas"]
+    fig, ax = plt.subplots(1, len(Lm) + 1, figsize=(4.2 * (len(Lm) + 1), 4))
+    for k, lam in enumerate(Lm):
+        for i, g in enumerate(G):
+            st, mat, _, _ = curves[(g, lam)]
+            ax[k].semilogy(st, mat, color=f"C{i}", label=f"gamma={g:g}")
+        ax[k].set_title(f"lambda={lam:g}", fontsize=9)
+        ax[k].set_xlabel("step")
+        ax[k].legend(fontsize=7)
+    ax[0].set_ylabel("norm of the attention and MLP matrices")
+    for i, g in enumerate(G):
+        for k, lam in enumerate(Lm):
+            st, _, _, ec = curves[(g, lam)]
+            ax[-1].plot(st, ec, ["-", "--", ":", "-."][k % 4], color=f"C{i}", label=f"g={g:g} l={lam:g}")
+    ax[-1].set_title("mean |cos| of the 50 most frequent bytes' embeddings", fontsize=9)
+    ax[-1].set_xlabel("step")
+    ax[-1].legend(fontsize=6, ncol=2)
+    save(fig, lab.path("llm_complexity_norm.png"))
+
+    fig, ax = plt.subplots(1, 5, figsize=(19, 3.6))
+    grid = lambda key: np.array([[[r for r in rows if (r["gamma"], r["weight_decay"]) == (g, lam)][0][key]
+                                  for lam in Lm] for g in G])
+    panels = [("val_loss", "final validation loss")]
+    panels += [(None, f"{q} of W_{t[-1].upper()} (mean over layers)") for q in ("D_c", "D_s") for t in ("wq", "wk")]
+    for k, (key, title) in enumerate(panels):
+        if key is None:
+            q, t = title.split()[0], "wq" if "W_Q" in title else "wk"
+            a = np.mean([grid(f"{'dc' if q == 'D_c' else 'ds'}_{t}_l{l}") for l in range(sc["L"])], axis=0)
+        else:
+            a = grid(key)
+        im = ax[k].imshow(a, cmap="viridis", aspect="auto")
+        for i in range(len(G)):
+            for j in range(len(Lm)):
+                ax[k].text(j, i, f"{a[i, j]:.3g}", ha="center", va="center", color="w", fontsize=8)
+        ax[k].set_xticks(range(len(Lm)), [f"{x:g}" for x in Lm])
+        ax[k].set_yticks(range(len(G)), [f"{x:g}" for x in G])
+        ax[k].set_xlabel("weight decay lambda")
+        ax[k].set_ylabel("gamma")
+        ax[k].set_title(title, fontsize=9)
+        fig.colorbar(im, ax=ax[k])
+    save(fig, lab.path("llm_complexity_grid.png"))
+
+
+# ---- lab 8: Q/K/V variance dynamics (seed 004 E3) ----------------------------------------------------
+
+def lab_qkv(lab):
+    sc, q = lab.sc, lab.sc["qkv"]
+    L = 12
+    specs = {s: (f"qkv_s{s}", flags(a="gpt2", L=L, C=q["C"], H=q["H"], b=sc["b"], t=sc["t"], x=q["x"], u=sc["u"],
+                                    v=sc["v"], m=10, S=1, r=s, p=q["p"], probes="weight"))
+             for s in sc["qkv_seeds"]}
+    dirs = lab.run(specs)
+    rows, first = [], {}
+    for s, dd in sorted(dirs.items()):
+        run = log(dd)
+        for t in ("wq", "wk", "wv"):
+            for l in range(L):
+                recs = probe(run, "weight", tensor=f"h.{l}.attn.{t}")
+                s0 = recs[0]["std"]
+                for r in recs:
+                    rows.append(dict(seed=s, tensor=t, layer=l, step=r["step"], std=r["std"], ratio=r["std"] / s0))
+                moved = [r["step"] for r in recs if abs(r["std"] / s0 - 1) >= 0.1]
+                first[(s, t, l)] = moved[0] if moved else None
+    write_csv(lab.path("llm_qkv.csv"), rows)
+    s0 = sc["qkv_seeds"][0]
+    fig, ax = plt.subplots(1, 4, figsize=(18, 4))
+    for k, t in enumerate(("wq", "wk", "wv")):
+        steps = sorted({r["step"] for r in rows if r["seed"] == s0 and r["tensor"] == t})
+        a = np.array([[r["ratio"] for r in rows if (r["seed"], r["tensor"], r["layer"]) == (s0, t, l)] for l in range(L)])
+        im = ax[k].imshow(a, aspect="auto", cmap="magma", origin="lower",
+                          extent=(steps[0], steps[-1] + q["p"], -0.5, L - 0.5))
+        ax[k].set_xlabel("step")
+        ax[k].set_ylabel("layer")
+        ax[k].set_title(f"std(W_{t[-1].upper()}) / std at init, seed {s0}", fontsize=9)
+        fig.colorbar(im, ax=ax[k])
+    for k, t in enumerate(("wq", "wk", "wv")):
+        for s in sc["qkv_seeds"]:
+            ys = [first[(s, t, l)] for l in range(L)]
+            ax[3].plot(range(L), [y if y is not None else np.nan for y in ys], ["-o", "--s", ":^"][k],
+                       color=f"C{k}", alpha=0.8, label=f"W_{t[-1].upper()}" if s == s0 else None)
+    ax[3].set_xlabel("layer")
+    ax[3].set_ylabel("first probe step with |std / std_0 - 1| >= 10%")
+    ax[3].set_title("when each layer's Q/K/V std has moved (one line per seed)", fontsize=9)
+    ax[3].legend(fontsize=8)
+    save(fig, lab.path("llm_qkv.png"))
+    for t in ("wq", "wk", "wv"):
+        for s in sc["qkv_seeds"]:
+            fin = [r["ratio"] for r in rows if (r["seed"], r["tensor"]) == (s, t) and r["step"] == max(
+                x["step"] for x in rows if x["seed"] == s)]
+            print(f"  {t} seed {s}: first step moved 10% per layer {[first[(s, t, l)] for l in range(L)]}; "
+                  f"final std/std0 {' '.join(f'{v:.2f}' for v in fin)}")
+
+
+# ---- lab 9: muP (seed 001 §5.4-5.6) -------------------------------------------------------------------
+
+def mup_supported(binary):
+    return "mup" in subprocess.run([binary, "-h"], capture_output=True, text=True).stdout
+
+
+def lab_mup(lab):
+    sc, mp = lab.sc, lab.sc["mup"]
+    params = {"SP": "gpt2"}
+    if mup_supported(lab.cpu.binary):
+        params["muP"] = "mup"
+    else:
+        print("  train_gpt2 has no -I mup yet: only the standard-parameterization half runs")
+    coord = {p: (f"coord_{p}", flags(a="llama", L=mp["L"], H=4, b=sc["b"], t=sc["t"], S=1, u=0, q=1, m=0, I=init,
+                                      coord_check=1, coord_widths=sc["coord_widths"]))
+             for p, init in params.items()}
+    sweep = {(p, w, lr): (f"mup_{p}_w{w}_lr{fmt(lr)}",
+                          flags(a="llama", L=mp["L"], C=w, H=4, b=sc["b"], t=sc["t"], x=mp["x"], u=sc["u"], v=100,
+                                m=10, S=1, l=lr, r=1, I=init))
+             for p, init in params.items() for w in mp["widths"] for lr in mp["lrs"]}
+    cdirs, sdirs = lab.run(coord), lab.run(sweep)
+    crow = []
+    for p, dd in cdirs.items():
+        for r in log(dd)["probe"]:
+            if r["probe"] == "coord":
+                crow.append(dict(param=p, width=r["width"], step=r["step"], tensor=r["tensor"], abs_mean=r["value"]))
+    write_csv(lab.path("llm_mup_coord.csv"), crow)
+    rows = []
+    for (p, w, lr), dd in sorted(sdirs.items()):
+        v = final_val(log(dd))  # None: the log writes a diverged (non-finite) loss as null
+        rows.append(dict(param=p, width=w, lr=lr, val_loss=float("nan") if v is None else v))
+    write_csv(lab.path("llm_mup.csv"), rows)
+
+    groups = [("emb", lambda t: t == "emb"), ("attention out (mean over layers)", lambda t: t.endswith("attn_out")),
+              ("MLP out (mean over layers)", lambda t: t.endswith("mlp_out")), ("logits", lambda t: t == "logits")]
+    fig, ax = plt.subplots(len(params), 4, figsize=(16, 3.6 * len(params)), squeeze=False)
+    for i, p in enumerate(params):
+        steps = sorted({r["step"] for r in crow if r["param"] == p})
+        widths = sorted({r["width"] for r in crow if r["param"] == p})
+        for k, (name, sel) in enumerate(groups):
+            for j, st in enumerate(steps):
+                ys = [np.mean([r["abs_mean"] for r in crow if r["param"] == p and r["width"] == w and r["step"] == st
+                               and sel(r["tensor"])]) for w in widths]
+                ax[i, k].loglog(widths, ys, "-o", color=plt.get_cmap("viridis")(j / max(1, len(steps) - 1)), ms=3,
+                                label=f"step {st}")
+            ax[i, k].set_title(f"{p}: {name}", fontsize=9)
+            ax[i, k].set_xlabel("width")
+        ax[i, 0].set_ylabel("mean |x|")
+        ax[i, 0].legend(fontsize=7)
+    save(fig, lab.path("llm_mup_coord.png"))
+
+    fig, ax = plt.subplots(1, len(params), figsize=(5.5 * len(params), 4), squeeze=False)
+    for i, p in enumerate(params):
+        for j, w in enumerate(mp["widths"]):
+            pts = sorted((r["lr"], r["val_loss"]) for r in rows if (r["param"], r["width"]) == (p, w))
+            ax[0, i].semilogx(*zip(*pts), "-o", color=f"C{j}", label=f"width {w}")
+            best = min((v, lr) for lr, v in pts if math.isfinite(v))
+            ax[0, i].plot(best[1], best[0], "*", color=f"C{j}", ms=14)
+            print(f"  {p} width {w}: best lr {best[1]:g} (val {best[0]:.4f}); "
+                  + ", ".join(f"{lr:g}: {v:.3f}" for lr, v in pts))
+        ax[0, i].set_xlabel("peak learning rate")
+        ax[0, i].set_ylabel(f"validation loss at step {mp['x']}")
+        ax[0, i].set_title(f"{p} (-I {params[p]}), L={mp['L']}; star: best", fontsize=9)
+        ax[0, i].set_ylim(top=min(4.0, ax[0, i].get_ylim()[1]))
+        ax[0, i].legend(fontsize=8)
+    save(fig, lab.path("llm_mup.png"))
+
+
+# ---- lab 10: a compositional task (seed 003 [83, 84]; dev/labs/llm_compose.c) -------------------------
+
+def compose_data():
+    exe = os.path.join(ROOT, "dev", "labs", "llm_compose")
+    subprocess.check_call(["make", "-s", "dev/labs/llm_compose"], cwd=ROOT)
+    prefix = os.path.join(ROOT, "out", "labs", "data", "compose")
+    if not os.path.exists(prefix + "_val.txt"):
+        os.makedirs(os.path.dirname(prefix), exist_ok=True)
+        subprocess.check_call([exe, prefix])
+    return os.path.relpath(prefix, ROOT)
+
+
+def compose_scores(val_text, dump):
+    """p(answer) of every line, split by kind: in-distribution, held-out with the compositional answer,
+    held-out with the symmetric answer (llm_compose.c: 64-byte blocks of 8 lines, the probe line last)."""
+    p = {int(k): float(v) for k, v in zip(dump["pos"], dump["p"])}
+    out = {"id": [], "held_comp": [], "held_sym": []}
+    for blk in range(len(val_text) // 64):
+        for line in range(8):
+            pos = blk * 64 + line * 8 + 6
+            if pos not in p:
+                continue
+            kind = "id" if line < 7 or blk % 3 == 0 else ("held_comp" if blk % 3 == 1 else "held_sym")
+            out[kind].append(p[pos])
+    return {k: np.array(v) for k, v in out.items()}
+
+
+def lab_compose(lab):
+    sc, cp = lab.sc, lab.sc["compose"]
+    prefix = compose_data()
+    with open(os.path.join(ROOT, prefix + "_val.txt"), "rb") as f:
+        val_text = f.read()
+    blocks = len(val_text) // 64
+    specs = {(g, s): (f"compose_g{fmt(g)}_s{s}",
+                      flags(a="llama", L=sc["L"], C=sc["C"], H=sc["H"], b=8, t=64, x=cp["x"], u=sc["u"], v=200,
+                            m=blocks // 8, S=1, G=1, e=EPS_SMALL, g=g, r=s, i=prefix + "_train.txt",
+                            j=prefix + "_val.txt", dump_token_losses="{dir}/tokens.csv"))
+             for g in (0.5, 1.0) for s in cp["seeds"]}
+    dirs = lab.run(specs)
+    rows = []
+    for (g, s), dd in sorted(dirs.items()):
+        sc_ = compose_scores(val_text, read_dump(os.path.join(dd, "tokens.csv")))
+        row = dict(gamma=g, seed=s, val_loss=final_val(log(dd)))
+        for k, v in sc_.items():
+            row[f"{k}_p"], row[f"{k}_acc"], row[f"{k}_n"] = float(v.mean()), float((v > 0.5).mean()), len(v)
+        rows.append(row)
+        print(f"  gamma={g} seed {s}: in-dist p {row['id_p']:.3f} (acc>0.5 {row['id_acc']:.3f}); held-out "
+              f"compositional p {row['held_comp_p']:.3f} (acc {row['held_comp_acc']:.3f}); symmetric p "
+              f"{row['held_sym_p']:.3f} (acc {row['held_sym_acc']:.3f})")
+    write_csv(lab.path("llm_compose.csv"), rows)
+    fig, ax = plt.subplots(1, 2, figsize=(11, 4))
+    kinds = [("id_p", "in-distribution"), ("held_comp_p", "held-out (D,C):\ncompositional answer"),
+             ("held_sym_p", "held-out (D,C):\nsymmetric answer")]
+    for i, g in enumerate((0.5, 1.0)):
+        for k, (key, _) in enumerate(kinds):
+            v = [r[key] for r in rows if r["gamma"] == g]
+            ax[0].plot([k + (i - 0.5) * 0.25] * len(v), v, "o", color=f"C{i}", label=f"gamma={g:g}" if k == 0 else None)
+            ax[0].bar(k + (i - 0.5) * 0.25, np.mean(v), 0.25, color=f"C{i}", alpha=0.3)
+        for s in cp["seeds"]:
+            st, vl = val_curve(log(dirs[(g, s)]))
+            ax[1].plot(st, vl, color=f"C{i}", label=f"gamma={g:g}" if s == cp["seeds"][0] else None)
+    ax[0].set_xticks(range(3), [k[1] for k in kinds], fontsize=8)
+    ax[0].set_ylabel("mean p(answer)")
+    ax[0].set_title("one point per seed", fontsize=9)
+    ax[0].legend(fontsize=8)
+    ax[1].set_xlabel("step")
+    ax[1].set_ylabel("validation loss (all bytes)")
+    ax[1].legend(fontsize=8)
+    save(fig, lab.path("llm_compose.png"))
+
+
+LABS = dict(norm_eps=lab_norm_eps, sinks=lab_sinks, resflow=lab_resflow, how_small=lab_how_small, tokens=lab_tokens,
+            condense=lab_condense, complexity=lab_complexity, qkv=lab_qkv, mup=lab_mup, compose=lab_compose)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("labs", nargs="+", help="lab names, or all")
+    ap.add_argument("--scale", choices=SCALES, default="cpu")
+    ap.add_argument("--jobs", type=int, default=2, help="runs at once (default 2)")
+    ap.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS of each run (default 1)")
+    ap.add_argument("--bin", help="trainer binary (default: see above)")
+    ap.add_argument("--out", help="output directory (default doc/labs, or out/labs/gpu at --scale gpu)")
+    args = ap.parse_args()
+    names = list(LABS) if args.labs == ["all"] else args.labs
+    for n in names:
+        if n not in LABS:
+            sys.exit(f"unknown lab {n}; labs: {' '.join(LABS)}")
+    lab = Lab(args)
+    for n in names:
+        print(f"lab {n} ({args.scale} scale)", flush=True)
+        LABS[n](lab)
+
+
+if __name__ == "__main__":
+    main()

@@ -3,7 +3,10 @@ test_gpt2.c: proves train_gpt2.c right against things no one here wrote.
 
   1. PyTorch fixtures (test/fixtures/model_*.bin, written by dev/ref/make_fixtures.py): logits,
      loss, every parameter gradient, and every parameter after AdamW steps with weight decay,
-     clipping and the schedule, for both presets, gated attention, GQA and MQA.
+     clipping and the schedule, for both presets, gated attention, GQA and MQA, and muP (attention
+     q.k/d_head, logit multiplier, per-tensor learning rates).
+     The generator and every initializer against PyTorch (test/fixtures/init_torch.bin, written by
+     dev/ref/make_init_fixtures.py): nn.init calls and whole-model recipes, bit for bit.
   2. Centred finite differences of every layer's backward pass.
   3. The trainer binary end to end: exact resume from a checkpoint, determinism, one-line errors
      for bad input, and a stop with the step number on a NaN loss.
@@ -46,6 +49,7 @@ static void test_model_fixture(const char* path) {
     {
         float* logits = xmalloc((size_t)B * T * c.V * sizeof(float));
         matmul_forward(logits, m.a.lnf, c.tied ? m.p[K_WTE] : m.p[K_LMHEAD], NULL, B * T, c.C, c.V, m.a.wt);
+        for (long i = 0; i < (long)B * T * c.V; i++) logits[i] *= c.logit_scale;     // muP's 1/width_mult
         double worst, ratio = compare(logits, fixture_get(&fx, "logits"), FX_ATOL, FX_RTOL, &worst);
         check(ratio <= 1.0, "%s: all %d x %d logits within tolerance (worst diff %.2e)", base, B * T, c.V, worst);
         free(logits);
@@ -90,7 +94,7 @@ static void test_model_fixture(const char* path) {
 
 static void test_fixtures(void) {
     printf("PyTorch fixtures\n");
-    const char* names[] = {"gpt2", "gpt2_gate", "llama", "llama_gate", "llama_mha", "mixed"};
+    const char* names[] = {"gpt2", "gpt2_gate", "llama", "llama_gate", "llama_mha", "mixed", "mup"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         char path[256];
         snprintf(path, sizeof(path), "test/fixtures/model_%s.bin", names[i]);

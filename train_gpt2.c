@@ -2092,6 +2092,7 @@ typedef struct {
 
 // A parsed scheme: "NAME[:ARG[:ARG...]]". Numbers go to arg[]; kaiming_* also take words.
 typedef struct {
+    char text[64];        // as given
     char name[24];
     int nargs;
     double arg[3];
@@ -2134,8 +2135,9 @@ static int scheme_index(const char* name) {
 // "kaiming_uniform:leaky_relu:0.2:fan_out" -> name, nonlin, args. fatal() on anything else.
 static void parse_scheme(Scheme* s, const char* text) {
     memset(s, 0, sizeof(*s));
-    char buf[128];
+    char buf[sizeof(s->text)];
     if (strlen(text) >= sizeof(buf)) fatal("initializer '%.40s...' is too long", text);
+    snprintf(s->text, sizeof(s->text), "%s", text);
     snprintf(buf, sizeof(buf), "%s", text);
     char* save = NULL;
     char* tok = strtok_r(buf, ":", &save);
@@ -2500,6 +2502,77 @@ static void model_init(Model* m, const InitSpec* spec, uint64_t seed) {
         Dist d = tensor_dist(spec, m, t);
         dist_fill(&g, m->params + t->offset, t->rows, t->cols, &d);
     }
+}
+
+// --init-report: seed 001 §6.1's table of every tensor (expected against measured statistics), then
+// each block's effect on the residual stream's variance for one batch, Var(out)/Var(in), with a
+// warning outside [0.5, 2]. It flags the symmetry trap of seed 002 ch. 7: when the MLP's hidden units
+// all have the same incoming weights (rows of up/gate, and biases) and the same outgoing weights
+// (columns of down), they compute the same thing, receive the same gradient, and no step can ever
+// separate them: the layer acts as one unit (-I zeros shows it). Equal rows alone are harmless when
+// the units' gradients differ, e.g. a zero readout or zero out/down projections (zero_resid, muP).
+static int columns_equal(const float* w, int rows, int cols) {
+    for (int r = 0; r < rows; r++)
+        for (int k = 1; k < cols; k++)
+            if (w[(size_t)r * cols + k] != w[(size_t)r * cols]) return 0;
+    return 1;
+}
+
+static void init_report(Model* m, const InitSpec* spec, const int* tokens, int B, int T) {
+    const Config* c = &m->cfg;
+    printf("init: %s, residual scaling %s%s; L=%d C=%d\n", spec->first, resid_names[spec->resid],
+           spec->mup ? ", muP" : "", c->L, c->C);
+    printf("%-18s %-10s %-30s %6s %10s | %10s %10s %10s %10s\n", "tensor", "shape", "scheme", "lr x",
+           "expect std", "mean", "std", "min", "max");
+    int symmetric = 0;
+    for (int i = 0; i < m->num_tensors; i++) {
+        const Tensor* t = &m->tensors[i];
+        const float* w = m->params + t->offset;
+        Scheme sc = tensor_scheme(spec, t);
+        Dist d = tensor_dist(spec, m, t);
+        double f = resid_factor(spec, t, c->L);
+        char shape[24], desc[96];
+        if (t->cols > 1) snprintf(shape, sizeof(shape), "%dx%d", t->rows, t->cols);
+        else snprintf(shape, sizeof(shape), "%d", t->rows);
+        if (f != 1.0) snprintf(desc, sizeof(desc), "%s x%.4g", sc.text, f);
+        else snprintf(desc, sizeof(desc), "%s", sc.text);
+        Stats st = stats_of(w, NULL, (long)t->numel);
+        printf("%-18s %-10s %-30.30s %6.4g %10.4g | %10.3e %10.4g %10.4g %10.4g\n", t->name, shape, desc,
+               (double)t->lr_mult, dist_std(&d, t->rows, t->cols), st.mean, st.std, st.min, st.max);
+    }
+    // the MLP's hidden units: rows of up (and gate, and their biases) = columns of down (transposed)
+    for (int l = 0; l < c->L; l++) {
+        int equal = columns_equal(PW(m, K_WDOWN, l), c->C, c->F);
+        int in_kinds[4] = {K_WUP, K_BUP, K_WGATE, K_BGATE};
+        for (int k = 0; k < 4 && equal; k++) {
+            const float* w = PW(m, in_kinds[k], l);
+            int cols = in_kinds[k] == K_WUP || in_kinds[k] == K_WGATE ? c->C : 1;
+            for (int r = 1; w && r < c->F && equal; r++) equal = !memcmp(w, w + (size_t)r * cols, cols * sizeof(float));
+        }
+        if (equal) {
+            printf("warning: h.%d.mlp: all %d hidden units have identical weights in and out: they get identical "
+                   "gradients and stay identical (seed 002 ch. 7)\n", l, c->F);
+            symmetric++;
+        }
+    }
+    if (c->attn_scale != 1.0f / sqrtf((float)(c->C / c->H)) || c->logit_scale != 1.0f)
+        printf("muP: attention scale %.6g (1/d_head), logit multiplier %.6g (1/width_mult, base width %d)\n",
+               (double)c->attn_scale, (double)c->logit_scale, spec->mup_base);
+    model_forward(m, tokens, NULL, B, T);
+    long n = (long)B * T * c->C, stride = (long)m->B * m->T * c->C;
+    printf("forward pass on one batch (B=%d T=%d): variance of the residual stream\n", B, T);
+    printf("%-8s %12s %12s %10s\n", "block", "Var(in)", "Var(out)", "out/in");
+    int warned = 0;
+    for (int l = 0; l < c->L; l++) {
+        Stats a = stats_of(m->a.res + l * stride, NULL, n), b = stats_of(m->a.res + (l + 1) * stride, NULL, n);
+        double ratio = (b.std * b.std) / (a.std * a.std);
+        int off = !(ratio >= 0.5 && ratio <= 2.0);
+        warned += off;
+        printf("h.%-6d %12.4e %12.4e %10.4g%s\n", l, a.std * a.std, b.std * b.std, ratio,
+               a.std == 0.0 ? "   warning: the stream is exactly 0" : off ? "   warning: outside [0.5, 2]" : "");
+    }
+    if (warned) printf("warning: %d of %d blocks outside [0.5, 2]\n", warned, c->L);
+    if (symmetric) printf("warning: %d of %d MLPs are symmetric: each trains as a single hidden unit\n", symmetric, c->L);
 }
 
 // ============================================================================================
@@ -3186,6 +3259,13 @@ int main(int argc, char** argv) {
     Rng data_rng, sample_rng;
     rng_seed(&data_rng, (uint64_t)o.seed + 1);
     rng_seed(&sample_rng, (uint64_t)o.seed + 2);
+    if (o.init_report) {        // a batch of the training data, the one step 1 would see
+        int* inp = xmalloc((size_t)o.B * o.T * sizeof(int));
+        int* tgt = xmalloc((size_t)o.B * o.T * sizeof(int));
+        dataset_random_batch(&train, &data_rng, inp, tgt, o.B, o.T);
+        init_report(&model, &spec, inp, o.B, o.T);
+        exit(0);
+    }
     int start_step = 0;
     if (o.resume) start_step = checkpoint_load(&model, o.resume, &data_rng, &sample_rng);
     if (o.out_dir && mkdir(o.out_dir, 0755) != 0 && errno != EEXIST)

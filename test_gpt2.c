@@ -134,6 +134,28 @@ static void run_init_op(Rng* g, const char* op, const char* name, void* out) {
     else if (!strcmp(op, "randperm")) rng_randperm(g, (int*)out, n);
     else if (!strcmp(op, "sparse")) init_sparse_d(g, w, rows, cols, name_num(name, "sparsity"), name_num(name, "std"));
     else if (!strcmp(op, "scheme")) init_matrix_text(g, w, rows, cols, name_field(name, "text", text, sizeof(text)));
+    else if (!strcmp(op, "model")) {
+        // the tiny models of make_init_fixtures.py (TINY, PRESETS), initialized by -I RECIPE with the
+        // fixture's seed (model_init seeds its own generator), tensors concatenated in table order
+        char preset[16], recipe[96];
+        Options o;
+        options_default(&o);
+        o.preset = name_field(name, "preset", preset, sizeof(preset));
+        o.L = 2; o.C = 8; o.H = 2; o.F = 16; o.T = o.maxT = 4; o.gate = 1;
+        o.KVH = !strcmp(preset, "llama") ? 1 : 2;
+        Config c = config_from_options(&o, 12);
+        Model m;
+        model_build(&m, &c);
+        InitSpec spec;
+        parse_init(&spec, name_field(name, "recipe", recipe, sizeof(recipe)), -1.0);
+        model_init(&m, &spec, (uint64_t)name_num(name, "seed"));
+        size_t k = 0;
+        for (int i = 0; i < m.num_tensors; i++) {
+            memcpy(w + k, m.params + m.tensors[i].offset, m.tensors[i].numel * sizeof(float));
+            k += m.tensors[i].numel;
+        }
+        model_free(&m);
+    }
     else {
         // the nn.init calls of the original fixture, spelled as schemes
         char spec[96];
@@ -155,7 +177,7 @@ static void test_init_fixture(void) {
     Fixture fx;
     if (fixture_load(&fx, "test/fixtures/init_torch.bin") != 0) { check(0, "cannot read test/fixtures/init_torch.bin"); return; }
     Rng g;
-    int exact = 0, bad = 0, ortho = 0, schemes_seen = 0;
+    int exact = 0, bad = 0, ortho = 0, schemes_seen = 0, models_seen = 0;
     double ortho_worst = 0.0;
     for (int i = 0; i < fx.n; i++) {
         FixtureEntry* e = &fx.e[i];
@@ -174,6 +196,7 @@ static void test_init_fixture(void) {
         char text[64];
         int is_ortho = !strcmp(op, "orthogonal") || (!strcmp(op, "scheme") && !strncmp(name_field(e->name, "text", text, sizeof(text)), "orthogonal", 10));
         schemes_seen += !strcmp(op, "scheme");
+        models_seen += !strcmp(op, "model");
         if (is_ortho) {
             double worst;
             compare((const float*)got, e, ORTHO_ATOL, 0.0, &worst);
@@ -189,7 +212,8 @@ static void test_init_fixture(void) {
         free(got);
     }
     check(bad == 0 && exact + ortho == fx.n, "%d generator/initializer calls bit-identical to PyTorch, %d orthogonal within %.0e "
-          "(worst %.1e), %d of them schemes through init_matrix_text", exact, ortho, ORTHO_ATOL, ortho_worst, schemes_seen);
+          "(worst %.1e); %d of them schemes through init_matrix_text, %d whole models initialized by a -I recipe",
+          exact, ortho, ORTHO_ATOL, ortho_worst, schemes_seen, models_seen);
     fixture_free(&fx);
 }
 

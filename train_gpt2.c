@@ -2386,8 +2386,9 @@ static const struct { const char* name; const char* spec; int resid, mup; const 
 };
 #define NUM_RECIPES ((int)(sizeof(recipes) / sizeof(recipes[0])))
 
-// -I SCHEME_OR_RECIPE[,GROUP=SCHEME...] into spec (on top of what it holds).
-static void parse_init_text(InitSpec* spec, const char* text) {
+// -I SCHEME_OR_RECIPE[,GROUP=SCHEME...] into spec (on top of what it holds). A recipe's own text is
+// read with recipes off: "small_init" is both a recipe and the scheme it applies.
+static void parse_init_text(InitSpec* spec, const char* text, int recipes_on) {
     char buf[512];
     if (strlen(text) >= sizeof(buf)) fatal("-I is too long");
     snprintf(buf, sizeof(buf), "%s", text);
@@ -2396,9 +2397,9 @@ static void parse_init_text(InitSpec* spec, const char* text) {
     for (char* tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save), first = 0) {
         char* eq = strchr(tok, '=');
         if (first && !eq) {
-            for (int r = 0; r < NUM_RECIPES; r++)
+            for (int r = 0; r < NUM_RECIPES && recipes_on; r++)
                 if (strcmp(tok, recipes[r].name) == 0) {
-                    parse_init_text(spec, recipes[r].spec);
+                    parse_init_text(spec, recipes[r].spec, 0);
                     spec->resid = recipes[r].resid;
                     spec->mup = recipes[r].mup;
                     snprintf(spec->first, sizeof(spec->first), "%s", tok);
@@ -2430,9 +2431,9 @@ static void parse_init(InitSpec* spec, const char* text, double gamma) {
     if (gamma >= 0.0) {
         char g[64];
         snprintf(g, sizeof(g), "gamma:%.17g", gamma);
-        parse_init_text(spec, g);
+        parse_init_text(spec, g, 1);
     } else {
-        parse_init_text(spec, text);
+        parse_init_text(spec, text, 1);
     }
 }
 

@@ -832,14 +832,16 @@ static void write_corpus(const char* path, size_t bytes, uint64_t seed) {
     free(buf);
 }
 
-// Runs the trainer with the given flags; stderr goes to tmpdir/stderr.txt. Returns the exit status.
-static int run_trainer(const char* flags) {
+// Runs the trainer with the given flags; stdout and stderr go to tmpdir/stdout.txt and stderr.txt.
+// Returns the exit status.
+static int run_trainer_threads(const char* flags, int threads) {
     char cmd[4096];
-    snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=2 ./train_gpt2 -i %s/train.txt -j %s/val.txt %s > %s/stdout.txt 2> %s/stderr.txt",
-             tmpdir, tmpdir, flags, tmpdir, tmpdir);
+    snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=%d ./train_gpt2 -i %s/train.txt -j %s/val.txt %s > %s/stdout.txt 2> %s/stderr.txt",
+             threads, tmpdir, tmpdir, flags, tmpdir, tmpdir);
     int st = system(cmd);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
+static int run_trainer(const char* flags) { return run_trainer_threads(flags, 2); }
 
 static char* read_text(const char* path, size_t* len) {
     FILE* f = fopen(path, "rb");
@@ -964,6 +966,11 @@ static void test_bad_input(void) {
         {"-a gpt3", "-a must be gpt2 or llama"},
         {"-I nosuch", "unknown initializer 'nosuch'"},
         {"-I normal,foo=zeros", "unknown parameter group 'foo'"},
+        {"-I xavier_normal,norm=lecun_normal", "'lecun_normal' needs a matrix"},
+        {"-I kaiming_normal:swish", "unknown nonlinearity 'swish'"},
+        {"-I xavier_uniform:1:2", "takes 0 to 1 numbers, got 2"},
+        {"-I mup", "-I mup needs an untied head (--tie 0)"},
+        {"--mup-base 64", "--mup-base needs -I mup"},
         {"-i /nonexistent/train.txt", "cannot open data file /nonexistent/train.txt"},
         {"-i @/short.bin -j @/short.bin", "truncated"},
         {"-i @/badtok.bin -j @/badtok.bin", "token 60000 at position 42 is >= vocabulary 50257"},
@@ -997,6 +1004,107 @@ static void test_bad_input(void) {
               err ? (int)strcspn(err, "\n") : 0, err ? err : "");
         free(err);
     }
+}
+
+// Every scheme and every recipe trains, with both presets: exit 0, finite losses, and the loss falls
+// over 6 steps, except where symmetry forbids learning much (zeros, ones, constant). Then seed 002
+// ch. 7's symmetry problem, and --init-report.
+static const char* first_train_loss(const char* out, int last) {
+    const char* p = strstr(out, "| loss "), *q = p;
+    while (last && q) { p = q; q = strstr(q + 1, "| loss "); }
+    return p;
+}
+
+static void test_schemes_train(void) {
+    printf("trainer: every scheme and recipe trains (both presets)\n");
+    const char* inits[] = {"zeros", "ones", "constant:0.01", "normal:0.02", "uniform:0.05", "trunc_normal:0.02",
+                           "trunc_sigma:0.02:3", "eye", "sparse:0.5:0.05", "lecun_normal", "lecun_uniform", "xavier_normal",
+                           "xavier_uniform", "kaiming_normal:gelu", "kaiming_uniform:leaky_relu:0.2", "torch_linear",
+                           "orthogonal", "sigma", "gamma:1", "small_init", "trunc_lecun", "gpt2", "llama", "hf_llama",
+                           "olmo_mitchell", "depth_scaled", "small_init", "zero_resid", "deepnet", "mup"};
+    const char* presets[] = {"-a gpt2", "-a llama"};
+    int n = (int)(sizeof(inits) / sizeof(inits[0])), ran = 0, bad = 0;
+    char flags[1024], path[512];
+    for (int p = 0; p < 2; p++)
+        for (int i = 0; i < n; i++) {
+            int mup = !strcmp(inits[i], "mup"), symmetric = !strcmp(inits[i], "zeros") || !strcmp(inits[i], "ones") ||
+                                                             !strncmp(inits[i], "constant", 8);
+            snprintf(flags, sizeof(flags), SMALL " %s -I %s%s -x 6 -v 0 -S 0", presets[p], inits[i], mup ? " --tie 0" : "");
+            int st = run_trainer_threads(flags, 1);
+            snprintf(path, sizeof(path), "%s/stdout.txt", tmpdir);
+            char* out = read_text(path, NULL);
+            const char *a = out ? first_train_loss(out, 0) : NULL, *b = out ? first_train_loss(out, 1) : NULL;
+            double l0 = a ? atof(a + 7) : NAN, l1 = b ? atof(b + 7) : NAN;
+            int ok = st == 0 && isfinite(l0) && isfinite(l1) && (symmetric || l1 < l0);
+            if (!ok) printf("        %s -I %s: exit %d, loss %g -> %g\n", presets[p], inits[i], st, l0, l1);
+            bad += !ok;
+            ran++;
+            free(out);
+        }
+    check(bad == 0, "%d runs of 6 steps (%d -I values x 2 presets): exit 0, finite losses, the loss falls (zeros, ones, constant: "
+          "it need not)", ran, n);
+    // seed 002 ch. 7, symmetry. (a) -I zeros is a stationary point: the logits wte . lnf are 0 and every
+    // gradient is a product with a zero weight or a zero activation (GELU(0) = 0, Norm(0) = bias = 0), so
+    // no parameter ever moves and the loss stays ln 256 = 5.545177; the run still "trains" without error.
+    // (b) only the MLP symmetric (every row of mlp.wup equal, every column of mlp.wdown equal): the
+    // hidden units get equal gradients, move, and stay equal: the MLP trains as one unit.
+    const char* sym[2] = {"zeros", "sigma:0.02,up=constant:0.02,down=constant:0.01"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(flags, sizeof(flags), SMALL " -I %s -x 12 -v 0 -S 0 -o %s/sym%d", sym[k], tmpdir, k);
+        int st = run_trainer_threads(flags, 1);
+        Options o;
+        options_default(&o);
+        o.L = 2; o.C = 32; o.H = 4; o.KVH = 2; o.T = 16;
+        Config c = config_from_options(&o, 256);
+        Model m;
+        model_build(&m, &c);
+        Rng r1, r2;
+        snprintf(path, sizeof(path), "%s/sym%d/ckpt_000012.bin", tmpdir, k);
+        int loaded = st == 0 && access(path, R_OK) == 0, symmetric = loaded, zero = loaded, unmoved = loaded;
+        if (loaded) {
+            checkpoint_load(&m, path, &r1, &r2);
+            for (int l = 0; l < c.L; l++) {
+                const float *up = PW(&m, K_WUP, l), *down = PW(&m, K_WDOWN, l);
+                for (int u = 1; u < c.F; u++) symmetric &= !memcmp(up, up + (size_t)u * c.C, c.C * sizeof(float));
+                for (int r = 0; r < c.C; r++)
+                    for (int u = 1; u < c.F; u++) symmetric &= down[(size_t)r * c.F + u] == down[(size_t)r * c.F];
+                for (size_t j = 0; j < m.kind_numel[K_WUP]; j++) zero &= up[j] == 0.0f && down[j] == 0.0f;
+            }
+            for (int i = 0; i < m.num_tensors; i++)
+                for (size_t j = 0; j < m.tensors[i].numel; j++)
+                    unmoved &= m.params[m.tensors[i].offset + j] == (m.tensors[i].group == G_NORM ? 1.0f : 0.0f);
+        }
+        snprintf(path, sizeof(path), "%s/stdout.txt", tmpdir);
+        char* out = read_text(path, NULL);
+        const char* last = out ? first_train_loss(out, 1) : NULL;
+        if (k == 0)
+            check(loaded && unmoved && last && !strncmp(last, "| loss 5.545177", 15), "-I zeros: after 12 steps every parameter "
+                  "is exactly where it started (weights 0, norms 1) and the loss is still ln 256 = 5.545177: no gradient anywhere");
+        else
+            check(loaded && symmetric && !zero, "-I %s: after 12 steps the %d hidden units of each MLP have moved and are still "
+                  "identical (rows of mlp.wup, columns of mlp.wdown): symmetry is never broken", sym[k], c.F);
+        model_free(&m);
+        free(out);
+    }
+    // --init-report prints the table, the block ratios and the symmetry warning, and trains nothing
+    snprintf(flags, sizeof(flags), SMALL " -I zeros --init-report 1 -o %s/report", tmpdir);
+    int st = run_trainer_threads(flags, 1);
+    snprintf(path, sizeof(path), "%s/stdout.txt", tmpdir);
+    char* out = read_text(path, NULL);
+    snprintf(path, sizeof(path), "%s/report/log.jsonl", tmpdir);
+    check(st == 0 && out && strstr(out, "h.1.mlp.wdown      32x128     zeros") && strstr(out, "out/in") &&
+          strstr(out, "all 128 hidden units have identical weights") && !strstr(out, "step    ") && access(path, F_OK) != 0,
+          "--init-report 1: one row per tensor, per-block variance ratios, the symmetry warning; no training");
+    free(out);
+    snprintf(flags, sizeof(flags), SMALL " -I gpt2 --init-report 1 -L 6");
+    st = run_trainer_threads(flags, 1);
+    snprintf(path, sizeof(path), "%s/stdout.txt", tmpdir);
+    out = read_text(path, NULL);
+    int rows = 0;
+    for (char* q = out; q && (q = strstr(q, "\nh.")); q++) rows++;
+    check(st == 0 && out && strstr(out, "sigma:0.02 x0.2887") && rows == 6 * 16 + 6,
+          "--init-report 1 -I gpt2 -L 6: %d rows (96 tensors of the blocks, 6 block ratios), out/down marked x 1/sqrt(12)", rows);
+    free(out);
 }
 
 // ---- 4. probes (train_gpt2.c section 5b) on inputs whose answer is known -------------------------------
@@ -1401,6 +1509,7 @@ static void test_trainer(void) {
     if (access("./train_gpt2", X_OK) != 0) { check(0, "./train_gpt2 is missing: run `make test`"); return; }
     test_resume_and_determinism();
     test_bad_input();
+    test_schemes_train();
     test_probes_trainer();
     char cmd[600];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);

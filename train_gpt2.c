@@ -2382,7 +2382,7 @@ static const struct { const char* name; const char* spec; int resid, mup; const 
     // x 1/width_mult, embeddings with a width-independent N(0, 1) (nn.Embedding's default), the readout
     // zero with a forward multiplier 1/width_mult, attention 1/d_head. See mup_configure().
     {"mup", "lecun_normal,emb=normal:1,pos=normal:1,head=zeros", RESID_NONE, 1,
-     "muP: hidden N(0,1/fan_in) lr/width_mult, emb N(0,1), head 0 x 1/width_mult, attn 1/d_head"},
+     "muP (untied head): hidden N(0,1/fan_in) lr/width_mult, emb N(0,1), head 0 x 1/width_mult, attn 1/d_head"},
 };
 #define NUM_RECIPES ((int)(sizeof(recipes) / sizeof(recipes[0])))
 
@@ -2938,12 +2938,16 @@ static void usage(void) {
            "  --norm layernorm|rmsnorm  --mlp gelu|swiglu  --pos learned|rope  --bias 0|1  --tie 0|1\n"
            "            override one switch of the preset\n"
            "  --rope-theta X  RoPE base (default %g)\n"
-           "initialization\n"
-           "  -I SPEC   SCHEME[,GROUP=SCHEME...] (default %s). Schemes: gpt2 (N(0,0.02), out/down\n"
-           "            / sqrt(2L)), normal[:std], gamma:G, zeros, ones, constant:C.\n"
-           "            Groups: emb pos qkv gate out up down head norm bias\n"
-           "  -g G      gamma-init (seed 000 §4.2): every matrix N(0, d_in^-2G), embeddings\n"
-           "            N(0, d^-2G), norms 1, biases 0; overrides -I\n"
+           "initialization (doc/initializers.md; the recipes and schemes are listed below)\n"
+           "  -I SPEC   RECIPE_OR_SCHEME[,GROUP=SCHEME...] (default %s): the scheme applies to every\n"
+           "            weight group, GROUP=SCHEME overrides one group; norms start at 1, biases at 0\n"
+           "            unless overridden. Groups: emb pos qkv gate out up down head norm bias\n"
+           "  -g G      gamma-init, = -I gamma:G (seed 000 §4.2): N(0, fan_in^-2G), wte/wpe (n, d): d^-2G\n"
+           "  --resid-scale 0|1  multiply attn.wo and mlp.wdown by 1/sqrt(2L), with any scheme\n"
+           "            (default: as the recipe says; 0 also turns off a recipe's depth factors)\n"
+           "  --mup-base N  muP's base width, width_mult = C/N (default %d; needs -I mup)\n"
+           "  --init-report 1  print every tensor's scheme, expected and measured statistics and the\n"
+           "            blocks' variance ratios on one batch, then exit without training\n"
            "  -r SEED   seed of initialization, data order and sampling (default %d)\n"
            "training\n"
            "  -b N      batch size (default %d)    -t N  sequence length (default %d)\n"
@@ -2963,9 +2967,14 @@ static void usage(void) {
            "  -h        this help\n"
            "threads: OMP_NUM_THREADS. Same seed, flags and thread count give the same losses.\n",
            d.train_path, d.val_path, d.preset, d.L, d.C, d.H, (double)d.eps, (double)d.rope_theta, d.init,
-           d.seed, d.B, d.T, d.steps, (double)d.opt.lr, d.opt.warmup, (double)d.opt.lr_floor,
+           MUP_BASE_DEFAULT, d.seed, d.B, d.T, d.steps, (double)d.opt.lr, d.opt.warmup, (double)d.opt.lr_floor,
            (double)d.opt.weight_decay, (double)d.opt.clip, (double)d.opt.beta1, (double)d.opt.beta2,
            (double)d.opt.adam_eps, d.val_every, d.val_batches, d.sample_every, d.sample_len, d.ckpt_every);
+    printf("-I recipes\n");
+    for (int i = 0; i < NUM_RECIPES; i++) printf("  %-15s %s\n", recipes[i].name, recipes[i].help);
+    printf("-I schemes (fan_in = columns, fan_out = rows of a (out, in) weight; PyTorch's nn.init, bit for bit)\n");
+    for (int i = 0; i < NUM_SCHEMES; i++) printf("  %-15s %s\n", schemes[i].name, schemes[i].help);
+    printf("  kaiming NONLIN: linear sigmoid tanh relu (default) leaky_relu selu gelu silu; PARAM: leaky_relu's slope\n");
     printf("probes (doc/probes.md; they do not change training, except --spike-skip 1)\n"
            "  -p N      run the probes at step 0 and every N steps, into DIR/log.jsonl (default 0 = off)\n"
            "  --probes LIST  comma-separated subset (default all): act grad weight normscale resflow\n"

@@ -2023,7 +2023,7 @@ static void probes_free(Probes* pr) {
 //   2. dist_fill() draws the Dist with the section-2 primitives, call for call what nn.init does,
 //      so `init_matrix_text(g, w, rows, cols, "xavier_uniform")` after rng_seed(g, s) equals
 //      torch.manual_seed(s); nn.init.xavier_uniform_(torch.empty(rows, cols)) bit for bit
-//      (orthogonal: to ~1e-6, section 2). Shapes follow PyTorch: (rows, cols) = (fan_out, fan_in).
+//      (orthogonal: to 5e-6, its QR differs, section 2). Shapes follow PyTorch: (rows, cols) = (fan_out, fan_in).
 //   3. a recipe (gpt2, llama, olmo_mitchell, mup, ...) picks a scheme per parameter group plus a
 //      residual factor per tensor: InitSpec, parse_init(), model_init().
 
@@ -2189,9 +2189,14 @@ static Dist scheme_dist(const Scheme* s, int rows, int cols, int matrix, int d_m
     const double* a = s->arg;
     double fan_in = cols, fan_out = rows;
     if (schemes[scheme_index(n)].fans && !matrix) fatal("initializer '%s' needs a matrix (fans), not a vector", n);
+    // Constants are right for norm weights (1) and biases (0). For a weight matrix they are seed 002
+    // ch. 7's symmetry problem: units with equal weights in and out compute the same thing, get the
+    // same gradient and never separate; all zeros is even a stationary point (init_report flags it).
     if (!strcmp(n, "zeros")) return dist_const(0.0);
     if (!strcmp(n, "ones")) return dist_const(1.0);
     if (!strcmp(n, "constant")) return dist_const(a[0]);
+    // The two raw distributions: Var N(m, s^2) = s^2, Var U(a, b) = (b - a)^2 / 12. PyTorch's order
+    // of arguments (mean, std) and (a, b); one number is a std or a symmetric bound.
     if (!strcmp(n, "normal")) return s->nargs == 2 ? dist_normal(a[0], a[1]) : dist_normal(0.0, s->nargs ? a[0] : 1.0);
     if (!strcmp(n, "uniform")) return s->nargs == 2 ? dist_uniform(a[0], a[1]) : s->nargs ? dist_uniform(-a[0], a[0]) : dist_uniform(0.0, 1.0);
     if (!strcmp(n, "trunc_normal")) {
@@ -2207,7 +2212,10 @@ static Dist scheme_dist(const Scheme* s, int rows, int cols, int matrix, int d_m
         double k = s->nargs == 2 ? a[1] : 2.0;
         return dist_trunc(a[0], -k * a[0], k * a[0]);
     }
+    // eye: W x copies the first min(rows, cols) coordinates of x; norm-preserving when square
     if (!strcmp(n, "eye")) { Dist d = dist_of(D_EYE); d.gain = 1.0; return d; }
+    // sparse (Martens 2010): N(0, std^2) with ceil(S rows) zeros in each column, so each input feeds
+    // only a fraction 1 - S of the units; Var = std^2 (1 - zeros/rows)
     if (!strcmp(n, "sparse")) {
         Dist d = dist_of(D_SPARSE);
         d.sparsity = a[0];
@@ -2325,7 +2333,7 @@ static double dist_std(const Dist* d, int rows, int cols) {
 // `scheme` is the -I syntax for one scheme, e.g. "xavier_normal", "xavier_uniform:1.6667",
 // "kaiming_normal:relu", "kaiming_uniform:leaky_relu:0.2", "lecun_normal", "orthogonal:1.414",
 // "normal:0.01", "uniform:-0.1:0.1", "trunc_normal:0.02", "zeros", "constant:0.5", "eye", ...
-// Equal to torch.manual_seed + the nn.init call on torch.empty(rows, cols) (orthogonal: ~1e-6).
+// Equal to torch.manual_seed + the nn.init call on torch.empty(rows, cols) (orthogonal: to 5e-6).
 static void init_matrix_text(Rng* g, float* w, int rows, int cols, const char* scheme) {
     Scheme s;
     parse_scheme(&s, scheme);

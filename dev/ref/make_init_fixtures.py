@@ -26,6 +26,12 @@ Ops (2-D ops are on a (rows, cols) float32 tensor):
     orthogonal      rows cols gain     nn.init.orthogonal_(w, gain)   (C side: tolerance, not bitwise)
     sparse          rows cols sparsity std   nn.init.sparse_(w, sparsity, std)
     randperm        n                  torch.randperm(n) as int32
+    scheme          rows cols text     train_gpt2.c's init_matrix_text(text) on (rows, cols), written
+                                       here as the nn.init call it stands for (scheme_call)
+    model           preset recipe      a whole model initialized by the -I recipe: every tensor, in
+                                       train_gpt2.c's table order (wte, wpe, h.0.*, h.1.*, lnf.*,
+                                       lm_head), concatenated; one generator seeded once; each
+                                       tensor drawn the way the recipe's own code draws it (recipe_call)
 """
 import math
 import os
@@ -33,6 +39,9 @@ import struct
 import sys
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from model import Config, param_shapes  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 OUT = os.path.join(ROOT, "test", "fixtures", "init_torch.bin")
@@ -73,7 +82,75 @@ def run_op(op, p):
         return init.orthogonal_(w, gain=p["gain"])
     if op == "sparse":
         return init.sparse_(w, p["sparsity"], p["std"])
+    if op == "scheme":
+        return scheme_call(w, p["text"])
     raise ValueError(op)
+
+
+# Each -I scheme of train_gpt2.c as the PyTorch call it claims to equal (independent of the C code:
+# written from nn.init's documentation). fan_in = cols, fan_out = rows as in nn.init.
+def scheme_call(w, text):
+    init = torch.nn.init
+    name, *args = text.split(":")
+    num = [float(a) for a in args if a not in ("fan_in", "fan_out") and not a[0].isalpha()]
+    words = [a for a in args if a[0].isalpha() and a not in ("fan_in", "fan_out")]
+    mode = "fan_out" if "fan_out" in args else "fan_in"
+    fan_in, fan_out = w.shape[1], w.shape[0]
+    if name == "zeros":
+        return init.zeros_(w)
+    if name == "ones":
+        return init.ones_(w)
+    if name == "constant":
+        return init.constant_(w, num[0])
+    if name in ("normal", "sigma"):
+        default = 1.0 if name == "normal" else 0.02
+        return init.normal_(w, *num) if len(num) == 2 else init.normal_(w, 0.0, num[0] if num else default)
+    if name == "uniform":
+        return init.uniform_(w, *num) if len(num) == 2 else init.uniform_(w, -num[0], num[0]) if num else init.uniform_(w)
+    if name == "trunc_normal":
+        return init.trunc_normal_(w, 0.0, num[0], num[1], num[2]) if len(num) == 3 else init.trunc_normal_(w, std=num[0] if num else 1.0)
+    if name == "trunc_sigma":
+        k = num[1] if len(num) == 2 else 2.0
+        return init.trunc_normal_(w, 0.0, num[0], -k * num[0], k * num[0])
+    if name == "eye":
+        return init.eye_(w)
+    if name == "sparse":
+        return init.sparse_(w, num[0], num[1] if len(num) == 2 else 0.01)
+    if name == "lecun_normal":
+        return init.kaiming_normal_(w, nonlinearity="linear")
+    if name == "lecun_uniform":
+        return init.kaiming_uniform_(w, nonlinearity="linear")
+    if name == "xavier_normal":
+        return init.xavier_normal_(w, *num)
+    if name == "xavier_uniform":
+        return init.xavier_uniform_(w, *num)
+    if name in ("kaiming_normal", "kaiming_uniform"):
+        f = init.kaiming_normal_ if name == "kaiming_normal" else init.kaiming_uniform_
+        return f(w, a=num[0] if num else 0.0, mode=mode, nonlinearity=words[0] if words else "relu")
+    if name == "torch_linear":
+        return init.kaiming_uniform_(w, a=math.sqrt(5))       # nn.Linear.reset_parameters
+    if name == "orthogonal":
+        return init.orthogonal_(w, *num)
+    if name == "gamma":
+        return init.normal_(w, 0.0, fan_in ** -num[0])
+    if name == "small_init":
+        return init.normal_(w, 0.0, math.sqrt(2.0 / (5.0 * fan_in)))
+    if name == "trunc_lecun":
+        std, k = 1.0 / math.sqrt(fan_in), num[0] if num else 3.0
+        return init.trunc_normal_(w, 0.0, std, -k * std, k * std)
+    raise ValueError(text)
+
+
+SCHEMES = ["zeros", "ones", "constant:0.5", "normal", "normal:0.01", "normal:0.1:0.02", "uniform",
+           "uniform:0.1", "uniform:-0.1:0.3", "trunc_normal:0.02", "trunc_normal:1", "trunc_normal:0.5:-0.3:0.6",
+           "trunc_sigma:0.02", "trunc_sigma:0.02:3", "eye", "sparse:0.3", "sparse:0.5:0.02", "lecun_normal",
+           "lecun_uniform", "xavier_normal", "xavier_normal:1.6667", "xavier_uniform", "xavier_uniform:1.6667",
+           "kaiming_normal", "kaiming_normal:relu", "kaiming_normal:leaky_relu:0.2", "kaiming_normal:tanh",
+           "kaiming_normal:selu", "kaiming_normal:sigmoid", "kaiming_normal:relu:fan_out", "kaiming_uniform",
+           "kaiming_uniform:leaky_relu:0.2", "kaiming_uniform:linear:fan_out", "kaiming_uniform:leaky_relu",
+           "torch_linear", "orthogonal", "orthogonal:1.414", "sigma", "sigma:0.05", "gamma:0.5", "gamma:1",
+           "small_init", "trunc_lecun", "trunc_lecun:2"]
+SCHEME_SHAPES = [(12, 20), (20, 12), (3, 5)]      # (3, 5): normal_'s n < 16 path
 
 
 def single(op, seed, **p):
@@ -105,6 +182,96 @@ SEQS = [
 ]
 
 
+# --- whole-model recipes ---------------------------------------------------------------------------
+# Tiny models of both presets (gate on, to cover attn.wg); train_gpt2.c builds the same from the name.
+TINY = dict(V=12, maxT=4, L=2, C=8, H=2, F=16)
+PRESETS = {
+    "gpt2": Config(**TINY, KVH=2, norm="layernorm", mlp="gelu", pos="learned", bias=True, tied=True, gate=True),
+    "llama": Config(**TINY, KVH=1, norm="rmsnorm", mlp="swiglu", pos="rope", bias=False, tied=False, gate=True),
+}
+MODEL_CASES = [("gpt2", r) for r in ("gpt2", "hf_llama", "zero_resid", "depth_scaled", "small_init", "deepnet",
+                                     "gamma:0.75", "xavier_uniform,out=zeros,emb=normal:0.01")] + \
+              [("llama", r) for r in ("llama", "olmo_mitchell", "mup", "deepnet", "gpt2", "kaiming_uniform:tanh")]
+
+
+def table_order(cfg):
+    """(name, shape, layer) in train_gpt2.c's tensor table order: param_shapes is kind by kind over
+    the layers; the table is layer by layer (a stable sort keeps the kinds' order inside a layer)."""
+    def key(item):
+        name = item[0]
+        if name.startswith("h."):
+            return (1, int(name.split(".")[1]))
+        return (0 if name in ("wte", "wpe") else 2, 0)
+    out = []
+    for name, shape in sorted(param_shapes(cfg), key=key):
+        out.append((name, shape, int(name.split(".")[1]) if name.startswith("h.") else -1))
+    return out
+
+
+def group_of(name):
+    kind = name.split(".")[-1]
+    if name in ("wte", "wpe", "lm_head"):
+        return {"wte": "emb", "wpe": "pos", "lm_head": "head"}[name]
+    if kind == "w":
+        return "norm"
+    if kind == "b" or kind.startswith("b"):
+        return "bias"
+    return {"wq": "qkv", "wk": "qkv", "wv": "qkv", "wg": "gate", "wo": "out", "wgate": "up", "wup": "up",
+            "wdown": "down"}[kind]
+
+
+def recipe_call(recipe, cfg, name, w, layer):
+    """Draws one tensor the way the recipe's source does (nanoGPT, HF, OLMo, DeepNet, mup, seed 002)."""
+    init, g = torch.nn.init, group_of(name)
+    if g == "norm":
+        return init.ones_(w)
+    if g == "bias":
+        return init.zeros_(w)
+    fan_in, L, kind = w.shape[1], cfg.L, name.split(".")[-1]
+    resid = kind in ("wo", "wdown")
+    if recipe == "gpt2":                        # nanoGPT _init_weights + c_proj special case
+        return init.normal_(w, 0.0, 0.02 / math.sqrt(2 * L) if resid else 0.02)
+    if recipe == "hf_llama":                    # LlamaPreTrainedModel._init_weights
+        return init.normal_(w, 0.0, 0.02)
+    if recipe == "zero_resid":
+        return init.zeros_(w) if resid else init.normal_(w, 0.0, 0.02)
+    if recipe == "depth_scaled":                # 0.02 / sqrt(2 (layer_id + 1)) on the output projections
+        return init.normal_(w, 0.0, 0.02 / (2 * (layer + 1)) ** 0.5 if resid else 0.02)
+    if recipe == "small_init":                  # GPT-NeoX small_init_init_method(dim)
+        return init.normal_(w, 0.0, math.sqrt(2 / (5 * cfg.C)))
+    if recipe == "deepnet":                     # torchscale DeepNet: xavier_normal_(p, gain=beta)
+        beta = (8 * L) ** -0.25 if resid or kind in ("wv", "wup", "wgate") else 1.0
+        return init.xavier_normal_(w, gain=beta)
+    if recipe == "olmo_mitchell":               # OLMo init_weights, InitFnType.mitchell, cutoff 3
+        std = 1.0 / math.sqrt(2 * fan_in * (layer + 1)) if resid else 1.0 / math.sqrt(fan_in)
+        return init.trunc_normal_(w, mean=0.0, std=std, a=-3.0 * std, b=3.0 * std)
+    if recipe == "mup":                         # mup package: MuReadout zero, hidden 1/fan_in, nn.Embedding
+        if g == "head":
+            return init.zeros_(w)
+        return init.normal_(w, 0.0, 1.0) if g in ("emb", "pos") else init.kaiming_normal_(w, nonlinearity="linear")
+    if recipe == "llama":                       # seed 002 ch. 5: embeddings 1/sqrt(d), He, residual / sqrt(2L)
+        if g in ("emb", "pos"):
+            return init.normal_(w, 0.0, 1.0 / math.sqrt(cfg.C))
+        return init.normal_(w, 0.0, math.sqrt(2.0) / math.sqrt(fan_in) / math.sqrt(2 * L)) if resid else \
+            init.kaiming_normal_(w, nonlinearity="relu")
+    if recipe == "gamma:0.75":                  # seed 000 §4.2, wte/wpe (n, d): d^-gamma
+        return init.normal_(w, 0.0, fan_in ** -0.75)
+    if recipe == "kaiming_uniform:tanh":
+        return init.kaiming_uniform_(w, nonlinearity="tanh")
+    if recipe == "xavier_uniform,out=zeros,emb=normal:0.01":
+        return init.zeros_(w) if g == "out" else init.normal_(w, 0.0, 0.01) if g == "emb" else init.xavier_uniform_(w)
+    raise ValueError(recipe)
+
+
+def model_case(preset, recipe, seed):
+    cfg = PRESETS[preset]
+    torch.manual_seed(seed)
+    parts = []
+    for name, shape, layer in table_order(cfg):
+        parts.append(recipe_call(recipe, cfg, name, torch.empty(shape), layer).flatten())
+    return (f"model/seed={seed!r}/" + fmt(preset=preset, recipe=recipe), torch.cat(parts))
+
+
 def cases(full):
     out = []
     for seed in SEEDS:
@@ -134,6 +301,11 @@ def cases(full):
         out.append(single("uniform_f64", seed, n=100 if full else 9))
     for seed, calls in SEQS:
         out.extend(sequence(seed, calls))
+    for i, text in enumerate(SCHEMES):
+        for j, (r, c) in enumerate(SCHEME_SHAPES):
+            out.append(single("scheme", 100 + i + j, rows=r, cols=c, text=text))
+    for i, (preset, recipe) in enumerate(MODEL_CASES):
+        out.append(model_case(preset, recipe, 500 + i))
     return out
 
 

@@ -29,23 +29,23 @@ sys.path.insert(0, os.path.join(ROOT, "dev", "plot"))
 from compare_tokens import delta_sym, difficulty_bins, read_dump  # noqa: E402
 from heatmap import read_cossim  # noqa: E402
 
-# The two sizes. cpu: L=4, C=128 byte-level llama-style model, 500 steps, about 1 minute per run on
-# one core. gpu: a GPT-2-small-sized model for 5000 steps.
+# The two sizes. cpu: L=4, C=128 byte-level llama-style model, 500 steps, about 40 s per run on one
+# quiet core (labs 7, 8 and 10 use C=64 to fit the time); gpu: a GPT-2-small-sized model, 5000 steps.
 SCALES = {
     "cpu": dict(L=4, C=128, H=4, b=8, t=64, x=500, u=50, p=50, v=100, m=20, seeds=[1, 2],
                 init_widths=[128, 512], res_widths=[64, 128, 256, 512, 1024],
-                qkv=dict(C=128, H=4, x=500, p=10), qkv_seeds=[1, 2],
+                qkv=dict(C=64, H=4, x=500, p=10), qkv_seeds=[1, 2],
                 mup=dict(L=2, x=300, widths=[64, 128, 256], lrs=[3e-4, 1e-3, 3e-3, 1e-2, 3e-2]),
                 coord_widths="64,128,256,512",
-                complexity=dict(gammas=[0.1, 0.5, 1.0], lambdas=[0.0, 0.1, 1.0]),
-                compose=dict(x=1000, seeds=[1, 2, 3])),
+                complexity=dict(C=64, gammas=[0.1, 0.5, 1.0], lambdas=[0.0, 0.1, 1.0]),
+                compose=dict(C=64, x=600, seeds=[1, 2, 3])),
     "gpu": dict(L=12, C=768, H=12, b=16, t=256, x=5000, u=250, p=250, v=250, m=20, seeds=[1, 2, 3],
                 init_widths=[512, 2048], res_widths=[128, 256, 512, 1024, 2048, 4096],
                 qkv=dict(C=768, H=12, x=5000, p=100), qkv_seeds=[1, 2, 3],
                 mup=dict(L=4, x=2000, widths=[256, 512, 1024, 2048], lrs=[1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2]),
                 coord_widths="256,512,1024,2048,4096",
-                complexity=dict(gammas=[0.1, 0.3, 0.5, 0.8, 1.0], lambdas=[0.0, 0.1, 1.0]),
-                compose=dict(x=5000, seeds=[1, 2, 3, 4, 5])),
+                complexity=dict(C=768, gammas=[0.1, 0.3, 0.5, 0.8, 1.0], lambdas=[0.0, 0.1, 1.0]),
+                compose=dict(C=768, x=5000, seeds=[1, 2, 3, 4, 5])),
 }
 EPS_SMALL = 1e-12  # seed 000: eps small enough that it never sets the norm's scale
 
@@ -341,12 +341,12 @@ def lab_tokens(lab):
         ds = delta_sym(a["p"], b["p"])
         d = (a["loss"] + b["loss"]) / 2
         deltas[s] = (ds, a, b)
-        means, medians = difficulty_bins(d, ds)
-        rows.append(dict(seed=s, bin="all", mean=float(ds.mean()), median=float(np.median(ds)),
+        diff, means, medians = difficulty_bins(d, ds)
+        rows.append(dict(seed=s, bin="all", difficulty=float(d.mean()), mean=float(ds.mean()), median=float(np.median(ds)),
                          frac_positive=float((ds > 0).mean()), loss_gamma1=float(a["loss"].mean()),
                          loss_gamma05=float(b["loss"].mean())))
-        for i, (mu, md) in enumerate(zip(means, medians)):
-            rows.append(dict(seed=s, bin=i + 1, mean=float(mu), median=float(md), frac_positive="",
+        for i, (df, mu, md) in enumerate(zip(diff, means, medians)):
+            rows.append(dict(seed=s, bin=i + 1, difficulty=df, mean=mu, median=md, frac_positive="",
                              loss_gamma1="", loss_gamma05=""))
         print(f"  seed {s}: mean dsym {ds.mean():+.4f}, median {np.median(ds):+.4f}; bins mean "
               + " ".join(f"{m:+.3f}" for m in means))
@@ -409,7 +409,6 @@ def lab_condense(lab):
     mats = ("h.0.attn.wq", "h.0.mlp.wdown")
     specs = {(g, m): lab.lm(g, s, dump=m) for g in (0.5, 1.0) for m in mats}
     dirs = lab.run(specs)
-    steps = [0, sc["p"], 2 * sc["p"], 4 * sc["p"], sc["x"] - sc["p"]]
     rows = []
     for (g, m), dd in sorted(dirs.items()):
         run = log(dd)
@@ -424,6 +423,8 @@ def lab_condense(lab):
                     rows.append(dict(gamma=g, tensor=r["tensor"], step=r["step"], kind="stable_rank", value=r["value"]))
     write_csv(lab.path("llm_condense.csv"), rows)
 
+    found = sorted({r["step"] for r in rows if r["kind"] == "mean_cos"})
+    steps = sorted({st for st in (0, sc["p"], 2 * sc["p"], 4 * sc["p"]) if st in found} | {found[-1]})
     for m in mats:
         fig, ax = plt.subplots(2, len(steps), figsize=(2.6 * len(steps), 5.6))
         for i, g in enumerate((0.5, 1.0)):
@@ -472,7 +473,7 @@ def lab_complexity(lab):
     sc, cc = lab.sc, lab.sc["complexity"]
     s = sc["seeds"][0]
     specs = {(g, lam): (f"cc_g{fmt(g)}_c{fmt(lam)}_s{s}",
-                        lab.model() + flags(g=g, c=lam, e=EPS_SMALL, G=0, r=s, p=sc["p"],
+                        lab.model(C=cc["C"]) + flags(g=g, c=lam, e=EPS_SMALL, G=0, r=s, p=sc["p"],
                                             probes="weight,condense,embcos"))
              for g in cc["gammas"] for lam in cc["lambdas"]}
     dirs = lab.run(specs)
@@ -594,7 +595,10 @@ def lab_qkv(lab):
 # ---- lab 9: muP (seed 001 §5.4-5.6) -------------------------------------------------------------------
 
 def mup_supported(binary):
-    return "mup" in subprocess.run([binary, "-h"], capture_output=True, text=True).stdout
+    """Whether the trainer knows -I mup: a zero-step run of a tiny model is refused if not."""
+    r = subprocess.run([binary, "-I", "mup", "-L", "1", "-C", "16", "-H", "1", "-x", "0", "-m", "0", "-S", "1"],
+                       capture_output=True, text=True, cwd=ROOT)
+    return r.returncode == 0
 
 
 def lab_mup(lab):
@@ -693,7 +697,7 @@ def lab_compose(lab):
         val_text = f.read()
     blocks = len(val_text) // 64
     specs = {(g, s): (f"compose_g{fmt(g)}_s{s}",
-                      flags(a="llama", L=sc["L"], C=sc["C"], H=sc["H"], b=8, t=64, x=cp["x"], u=sc["u"], v=200,
+                      flags(a="llama", L=sc["L"], C=cp["C"], H=sc["H"], b=8, t=64, x=cp["x"], u=sc["u"], v=200,
                             m=blocks // 8, S=1, G=1, e=EPS_SMALL, g=g, r=s, i=prefix + "_train.txt",
                             j=prefix + "_val.txt", dump_token_losses="{dir}/tokens.csv"))
              for g in (0.5, 1.0) for s in cp["seeds"]}

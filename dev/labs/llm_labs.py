@@ -603,7 +603,9 @@ def mup_supported(binary):
 
 def lab_mup(lab):
     sc, mp = lab.sc, lab.sc["mup"]
-    params = {"SP": "gpt2"}
+    # SP: the init muP reduces to at its base width (Var 1/fan_in, embeddings N(0, 1)), but one global
+    # lr, a random readout and 1/sqrt(d_head) attention (Tensor Programs V's standard parameterization).
+    params = {"SP": "gamma:0.5,emb=normal:1"}
     if mup_supported(lab.cpu.binary):
         params["muP"] = "mup"
     else:

@@ -38,7 +38,7 @@ SCALES = {
                 mup=dict(L=2, x=300, widths=[64, 128, 256], lrs=[3e-4, 1e-3, 3e-3, 1e-2, 3e-2]),
                 coord_widths="64,128,256,512",
                 complexity=dict(C=64, gammas=[0.1, 0.5, 1.0], lambdas=[0.0, 0.1, 1.0]),
-                compose=dict(C=64, x=600, seeds=[1, 2, 3])),
+                compose=dict(C=64, x=1000, seeds=[1, 2, 3])),
     "gpu": dict(L=12, C=768, H=12, b=16, t=256, x=5000, u=250, p=250, v=250, m=20, seeds=[1, 2, 3],
                 init_widths=[512, 2048], res_widths=[128, 256, 512, 1024, 2048, 4096],
                 qkv=dict(C=768, H=12, x=5000, p=100), qkv_seeds=[1, 2, 3],
@@ -744,11 +744,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("labs", nargs="+", help="lab names, or all")
     ap.add_argument("--scale", choices=SCALES, default="cpu")
-    ap.add_argument("--jobs", type=int, default=2, help="runs at once (default 2)")
-    ap.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS of each run (default 1)")
+    ap.add_argument("--jobs", type=int, help="runs at once (default: 2 at cpu scale, 1 at gpu scale)")
+    ap.add_argument("--threads", type=int, help="OMP_NUM_THREADS of each run (default: 1, or all cores at gpu scale)")
     ap.add_argument("--bin", help="trainer binary (default: see above)")
     ap.add_argument("--out", help="output directory (default doc/labs, or out/labs/gpu at --scale gpu)")
     args = ap.parse_args()
+    gpu = args.scale == "gpu"
+    args.jobs = args.jobs or (1 if gpu else 2)
+    args.threads = args.threads or (os.cpu_count() if gpu else 1)
     names = list(LABS) if args.labs == ["all"] else args.labs
     for n in names:
         if n not in LABS:

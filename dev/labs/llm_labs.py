@@ -38,14 +38,14 @@ SCALES = {
                 mup=dict(L=2, x=300, widths=[64, 128, 256], lrs=[3e-4, 1e-3, 3e-3, 1e-2, 3e-2]),
                 coord_widths="64,128,256,512",
                 complexity=dict(C=64, gammas=[0.1, 0.5, 1.0], lambdas=[0.0, 0.1, 1.0]),
-                compose=dict(C=64, x=1000, seeds=[1, 2, 3])),
+                compose=dict(C=64, x=1000, long_x=3000, seeds=[1, 2, 3])),
     "gpu": dict(L=12, C=768, H=12, b=16, t=256, x=5000, u=250, p=250, v=250, m=20, seeds=[1, 2, 3],
                 init_widths=[512, 2048], res_widths=[128, 256, 512, 1024, 2048, 4096],
                 qkv=dict(C=768, H=12, x=5000, p=100), qkv_seeds=[1, 2, 3],
                 mup=dict(L=4, x=2000, widths=[256, 512, 1024, 2048], lrs=[1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2]),
                 coord_widths="256,512,1024,2048,4096",
                 complexity=dict(C=768, gammas=[0.1, 0.3, 0.5, 0.8, 1.0], lambdas=[0.0, 0.1, 1.0]),
-                compose=dict(C=768, x=5000, seeds=[1, 2, 3, 4, 5])),
+                compose=dict(C=768, x=5000, long_x=20000, seeds=[1, 2, 3, 4, 5])),
 }
 EPS_SMALL = 1e-12  # seed 000: eps small enough that it never sets the norm's scale
 
@@ -698,20 +698,22 @@ def lab_compose(lab):
     with open(os.path.join(ROOT, prefix + "_val.txt"), "rb") as f:
         val_text = f.read()
     blocks = len(val_text) // 64
-    specs = {(g, s): (f"compose_g{fmt(g)}_s{s}",
-                      flags(a="llama", L=sc["L"], C=cp["C"], H=sc["H"], b=8, t=64, x=cp["x"], u=sc["u"], v=200,
-                            m=blocks // 8, S=1, G=1, e=EPS_SMALL, g=g, r=s, i=prefix + "_train.txt",
-                            j=prefix + "_val.txt", dump_token_losses="{dir}/tokens.csv"))
-             for g in (0.5, 1.0) for s in cp["seeds"]}
+    # The runs of cp["x"] steps, and one longer run per gamma (does a slow start end?).
+    runs = [(g, s, cp["x"]) for g in (0.5, 1.0) for s in cp["seeds"]] + [(g, cp["seeds"][0], cp["long_x"]) for g in (0.5, 1.0)]
+    specs = {(g, s, x): (f"compose_g{fmt(g)}_s{s}" + ("" if x == cp["x"] else f"_x{x}"),
+                         flags(a="llama", L=sc["L"], C=cp["C"], H=sc["H"], b=8, t=64, x=x, u=sc["u"], v=200,
+                               m=blocks // 8, S=1, G=1, e=EPS_SMALL, g=g, r=s, i=prefix + "_train.txt",
+                               j=prefix + "_val.txt", dump_token_losses="{dir}/tokens.csv"))
+             for g, s, x in runs}
     dirs = lab.run(specs)
     rows = []
-    for (g, s), dd in sorted(dirs.items()):
-        sc_ = compose_scores(val_text, read_dump(os.path.join(dd, "tokens.csv")))
-        row = dict(gamma=g, seed=s, val_loss=final_val(log(dd)))
-        for k, v in sc_.items():
+    for (g, s, x), dd in sorted(dirs.items()):
+        scores = compose_scores(val_text, read_dump(os.path.join(dd, "tokens.csv")))
+        row = dict(gamma=g, seed=s, steps=x, val_loss=final_val(log(dd)))
+        for k, v in scores.items():
             row[f"{k}_p"], row[f"{k}_acc"], row[f"{k}_n"] = float(v.mean()), float((v > 0.5).mean()), len(v)
         rows.append(row)
-        print(f"  gamma={g} seed {s}: in-dist p {row['id_p']:.3f} (acc>0.5 {row['id_acc']:.3f}); held-out "
+        print(f"  gamma={g} seed {s} steps {x}: in-dist p {row['id_p']:.3f} (acc>0.5 {row['id_acc']:.3f}); held-out "
               f"compositional p {row['held_comp_p']:.3f} (acc {row['held_comp_acc']:.3f}); symmetric p "
               f"{row['held_sym_p']:.3f} (acc {row['held_sym_acc']:.3f})")
     write_csv(lab.path("llm_compose.csv"), rows)
@@ -720,15 +722,21 @@ def lab_compose(lab):
              ("held_sym_p", "held-out (D,C):\nsymmetric answer")]
     for i, g in enumerate((0.5, 1.0)):
         for k, (key, _) in enumerate(kinds):
-            v = [r[key] for r in rows if r["gamma"] == g]
-            ax[0].plot([k + (i - 0.5) * 0.25] * len(v), v, "o", color=f"C{i}", label=f"gamma={g:g}" if k == 0 else None)
-            ax[0].bar(k + (i - 0.5) * 0.25, np.mean(v), 0.25, color=f"C{i}", alpha=0.3)
-        for s in cp["seeds"]:
-            st, vl = val_curve(log(dirs[(g, s)]))
-            ax[1].plot(st, vl, color=f"C{i}", label=f"gamma={g:g}" if s == cp["seeds"][0] else None)
+            v = [r[key] for r in rows if r["gamma"] == g and r["steps"] == cp["x"]]
+            vl = [r[key] for r in rows if r["gamma"] == g and r["steps"] == cp["long_x"]]
+            xk = k + (i - 0.5) * 0.25
+            ax[0].plot([xk] * len(v), v, "o", color=f"C{i}", label=f"gamma={g:g}, {cp['x']} steps" if k == 0 else None)
+            ax[0].plot([xk] * len(vl), vl, "*", ms=12, color=f"C{i}", mec="k",
+                       label=f"gamma={g:g}, {cp['long_x']} steps" if k == 0 else None)
+            ax[0].bar(xk, np.mean(v), 0.25, color=f"C{i}", alpha=0.3)
+        for (g2, s, x), dd in sorted(dirs.items()):
+            if g2 == g:
+                st, vl = val_curve(log(dd))
+                ax[1].plot(st, vl, "-" if x == cp["x"] else "--", color=f"C{i}",
+                           label=f"gamma={g:g}, {x} steps" if s == cp["seeds"][0] else None)
     ax[0].set_xticks(range(3), [k[1] for k in kinds], fontsize=8)
     ax[0].set_ylabel("mean p(answer)")
-    ax[0].set_title("one point per seed", fontsize=9)
+    ax[0].set_title("one point per seed; bars: mean of the short runs", fontsize=9)
     ax[0].legend(fontsize=8)
     ax[1].set_xlabel("step")
     ax[1].set_ylabel("validation loss (all bytes)")

@@ -5,15 +5,16 @@
 //     cc -O2 -o dev/labs/llm_compose dev/labs/llm_compose.c
 //     dev/labs/llm_compose PREFIX [TRAIN_LINES [VAL_BLOCKS [SEED]]]     writes PREFIX_train.txt, PREFIX_val.txt
 //
-// One line is 8 bytes, "xab = y\n": x and y are letters a..z (the integers 0..25), a and b anchors
-// A..D, each a shift mod 26. The training pairs are the 15 ordered anchor pairs other than (D,C), with
+// A two-hop line is 8 bytes, "xab = y\n": x and y are letters a..z (the integers 0..25), a and b
+// anchors A..D, each a shift mod 26. Half the training lines are one-hop, "xa = y\n" with
+// y = x + shift(a), for every anchor. The two-hop training pairs are the 15 ordered anchor pairs other than (D,C), with
 // y = x + shift(a) + shift(b) mod 26, except (C,D), whose answer is an arbitrary x + 6 instead of
 // x + shift(C) + shift(D) = x - 11. The held-out pair (D,C) is never trained on. A model that composed
 // the two anchors answers it x - 11 ("compositional"); one that treats the pair as an unordered
 // lookup copies (C,D) and answers x + 6 ("symmetric"). That is how the anchor-function papers tell
 // inference from memorization.
 //
-// Validation: blocks of 64 bytes (8 lines), the length of one row of train_gpt2's validation batches
+// Validation: two-hop lines only, in blocks of 64 bytes (8 lines), the length of one row of train_gpt2's validation batches
 // at -t 64 (rows are consecutive -t byte windows of the file). Lines 1-7 of a block are training
 // queries; line 8 is the probe, in turn an in-distribution query, (D,C) with the compositional answer
 // and (D,C) with the symmetric answer. Only one held-out line per row, so no row shows the model
@@ -52,6 +53,14 @@ static void put_line(FILE* f, int x, int a, int b, int y) {
     fprintf(f, "%c%c%c = %c\n", 'a' + x, 'A' + a, 'A' + b, 'a' + y);
 }
 
+// One hop, "xa = y\n" (7 bytes): y = x + shift(a). The model can learn each anchor alone from these;
+// without them the two-hop answer is a three-way interaction of x, a and b that gradient descent
+// finds only after a long plateau (every pair of the three says little about y).
+static void put_one_hop(FILE* f) {
+    int a = (int)rng_below(ANCHORS), x = (int)rng_below(KEYS);
+    fprintf(f, "%c%c = %c\n", 'a' + x, 'A' + a, 'a' + mod26(x + shift[a]));
+}
+
 static void put_train_query(FILE* f) {
     int a, b;
     do {
@@ -83,7 +92,12 @@ int main(int argc, char** argv) {
     rng_state = argc > 4 ? strtoull(argv[4], NULL, 10) : 1;
 
     FILE* f = open_out(argv[1], "_train.txt");
-    for (long i = 0; i < train_lines; i++) put_train_query(f);
+    for (long i = 0; i < train_lines; i++) {
+        if (rng_below(2))
+            put_one_hop(f);
+        else
+            put_train_query(f);
+    }
     fclose(f);
 
     // Probe kinds cycle 0 (in-distribution), 1 (held-out, compositional answer), 2 (held-out,

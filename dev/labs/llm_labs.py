@@ -29,23 +29,23 @@ sys.path.insert(0, os.path.join(ROOT, "dev", "plot"))
 from compare_tokens import delta_sym, difficulty_bins, read_dump  # noqa: E402
 from heatmap import read_cossim  # noqa: E402
 
-# The two sizes. cpu: L=4, C=128 byte-level llama-style model, 500 steps, about 1 minute per run on
-# one core. gpu: a GPT-2-small-sized model for 5000 steps.
+# The two sizes. cpu: L=4, C=128 byte-level llama-style model, 500 steps, about 40 s per run on one
+# quiet core (labs 7, 8 and 10 use C=64 to fit the time); gpu: a GPT-2-small-sized model, 5000 steps.
 SCALES = {
     "cpu": dict(L=4, C=128, H=4, b=8, t=64, x=500, u=50, p=50, v=100, m=20, seeds=[1, 2],
                 init_widths=[128, 512], res_widths=[64, 128, 256, 512, 1024],
-                qkv=dict(C=128, H=4, x=500, p=10), qkv_seeds=[1, 2],
+                qkv=dict(C=64, H=4, x=500, p=10), qkv_seeds=[1, 2],
                 mup=dict(L=2, x=300, widths=[64, 128, 256], lrs=[3e-4, 1e-3, 3e-3, 1e-2, 3e-2]),
                 coord_widths="64,128,256,512",
-                complexity=dict(gammas=[0.1, 0.5, 1.0], lambdas=[0.0, 0.1, 1.0]),
-                compose=dict(x=1000, seeds=[1, 2, 3])),
+                complexity=dict(C=64, gammas=[0.1, 0.5, 1.0], lambdas=[0.0, 0.1, 1.0]),
+                compose=dict(C=64, x=1000, long_x=3000, seeds=[1, 2, 3])),
     "gpu": dict(L=12, C=768, H=12, b=16, t=256, x=5000, u=250, p=250, v=250, m=20, seeds=[1, 2, 3],
                 init_widths=[512, 2048], res_widths=[128, 256, 512, 1024, 2048, 4096],
                 qkv=dict(C=768, H=12, x=5000, p=100), qkv_seeds=[1, 2, 3],
                 mup=dict(L=4, x=2000, widths=[256, 512, 1024, 2048], lrs=[1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2]),
                 coord_widths="256,512,1024,2048,4096",
-                complexity=dict(gammas=[0.1, 0.3, 0.5, 0.8, 1.0], lambdas=[0.0, 0.1, 1.0]),
-                compose=dict(x=5000, seeds=[1, 2, 3, 4, 5])),
+                complexity=dict(C=768, gammas=[0.1, 0.3, 0.5, 0.8, 1.0], lambdas=[0.0, 0.1, 1.0]),
+                compose=dict(C=768, x=5000, long_x=20000, seeds=[1, 2, 3, 4, 5])),
 }
 EPS_SMALL = 1e-12  # seed 000: eps small enough that it never sets the norm's scale
 
@@ -341,12 +341,12 @@ def lab_tokens(lab):
         ds = delta_sym(a["p"], b["p"])
         d = (a["loss"] + b["loss"]) / 2
         deltas[s] = (ds, a, b)
-        means, medians = difficulty_bins(d, ds)
-        rows.append(dict(seed=s, bin="all", mean=float(ds.mean()), median=float(np.median(ds)),
+        diff, means, medians = difficulty_bins(d, ds)
+        rows.append(dict(seed=s, bin="all", difficulty=float(d.mean()), mean=float(ds.mean()), median=float(np.median(ds)),
                          frac_positive=float((ds > 0).mean()), loss_gamma1=float(a["loss"].mean()),
                          loss_gamma05=float(b["loss"].mean())))
-        for i, (mu, md) in enumerate(zip(means, medians)):
-            rows.append(dict(seed=s, bin=i + 1, mean=float(mu), median=float(md), frac_positive="",
+        for i, (df, mu, md) in enumerate(zip(diff, means, medians)):
+            rows.append(dict(seed=s, bin=i + 1, difficulty=df, mean=mu, median=md, frac_positive="",
                              loss_gamma1="", loss_gamma05=""))
         print(f"  seed {s}: mean dsym {ds.mean():+.4f}, median {np.median(ds):+.4f}; bins mean "
               + " ".join(f"{m:+.3f}" for m in means))
@@ -409,7 +409,6 @@ def lab_condense(lab):
     mats = ("h.0.attn.wq", "h.0.mlp.wdown")
     specs = {(g, m): lab.lm(g, s, dump=m) for g in (0.5, 1.0) for m in mats}
     dirs = lab.run(specs)
-    steps = [0, sc["p"], 2 * sc["p"], 4 * sc["p"], sc["x"] - sc["p"]]
     rows = []
     for (g, m), dd in sorted(dirs.items()):
         run = log(dd)
@@ -424,6 +423,8 @@ def lab_condense(lab):
                     rows.append(dict(gamma=g, tensor=r["tensor"], step=r["step"], kind="stable_rank", value=r["value"]))
     write_csv(lab.path("llm_condense.csv"), rows)
 
+    found = sorted({r["step"] for r in rows if r["kind"] == "mean_cos"})
+    steps = sorted({st for st in (0, sc["p"], 2 * sc["p"], 4 * sc["p"]) if st in found} | {found[-1]})
     for m in mats:
         fig, ax = plt.subplots(2, len(steps), figsize=(2.6 * len(steps), 5.6))
         for i, g in enumerate((0.5, 1.0)):
@@ -472,7 +473,7 @@ def lab_complexity(lab):
     sc, cc = lab.sc, lab.sc["complexity"]
     s = sc["seeds"][0]
     specs = {(g, lam): (f"cc_g{fmt(g)}_c{fmt(lam)}_s{s}",
-                        lab.model() + flags(g=g, c=lam, e=EPS_SMALL, G=0, r=s, p=sc["p"],
+                        lab.model(C=cc["C"]) + flags(g=g, c=lam, e=EPS_SMALL, G=0, r=s, p=sc["p"],
                                             probes="weight,condense,embcos"))
              for g in cc["gammas"] for lam in cc["lambdas"]}
     dirs = lab.run(specs)
@@ -594,12 +595,17 @@ def lab_qkv(lab):
 # ---- lab 9: muP (seed 001 §5.4-5.6) -------------------------------------------------------------------
 
 def mup_supported(binary):
-    return "mup" in subprocess.run([binary, "-h"], capture_output=True, text=True).stdout
+    """Whether the trainer knows -I mup: a zero-step run of a tiny model is refused if not."""
+    r = subprocess.run([binary, "-I", "mup", "-L", "1", "-C", "16", "-H", "1", "-x", "0", "-m", "0", "-S", "1"],
+                       capture_output=True, text=True, cwd=ROOT)
+    return r.returncode == 0
 
 
 def lab_mup(lab):
     sc, mp = lab.sc, lab.sc["mup"]
-    params = {"SP": "gpt2"}
+    # SP: the init muP reduces to at its base width (Var 1/fan_in, embeddings N(0, 1)), but one global
+    # lr, a random readout and 1/sqrt(d_head) attention (Tensor Programs V's standard parameterization).
+    params = {"SP": "gamma:0.5,emb=normal:1"}
     if mup_supported(lab.cpu.binary):
         params["muP"] = "mup"
     else:
@@ -692,20 +698,22 @@ def lab_compose(lab):
     with open(os.path.join(ROOT, prefix + "_val.txt"), "rb") as f:
         val_text = f.read()
     blocks = len(val_text) // 64
-    specs = {(g, s): (f"compose_g{fmt(g)}_s{s}",
-                      flags(a="llama", L=sc["L"], C=sc["C"], H=sc["H"], b=8, t=64, x=cp["x"], u=sc["u"], v=200,
-                            m=blocks // 8, S=1, G=1, e=EPS_SMALL, g=g, r=s, i=prefix + "_train.txt",
-                            j=prefix + "_val.txt", dump_token_losses="{dir}/tokens.csv"))
-             for g in (0.5, 1.0) for s in cp["seeds"]}
+    # The runs of cp["x"] steps, and one longer run per gamma (does a slow start end?).
+    runs = [(g, s, cp["x"]) for g in (0.5, 1.0) for s in cp["seeds"]] + [(g, cp["seeds"][0], cp["long_x"]) for g in (0.5, 1.0)]
+    specs = {(g, s, x): (f"compose_g{fmt(g)}_s{s}" + ("" if x == cp["x"] else f"_x{x}"),
+                         flags(a="llama", L=sc["L"], C=cp["C"], H=sc["H"], b=8, t=64, x=x, u=sc["u"], v=200,
+                               m=blocks // 8, S=1, G=1, e=EPS_SMALL, g=g, r=s, i=prefix + "_train.txt",
+                               j=prefix + "_val.txt", dump_token_losses="{dir}/tokens.csv"))
+             for g, s, x in runs}
     dirs = lab.run(specs)
     rows = []
-    for (g, s), dd in sorted(dirs.items()):
-        sc_ = compose_scores(val_text, read_dump(os.path.join(dd, "tokens.csv")))
-        row = dict(gamma=g, seed=s, val_loss=final_val(log(dd)))
-        for k, v in sc_.items():
+    for (g, s, x), dd in sorted(dirs.items()):
+        scores = compose_scores(val_text, read_dump(os.path.join(dd, "tokens.csv")))
+        row = dict(gamma=g, seed=s, steps=x, val_loss=final_val(log(dd)))
+        for k, v in scores.items():
             row[f"{k}_p"], row[f"{k}_acc"], row[f"{k}_n"] = float(v.mean()), float((v > 0.5).mean()), len(v)
         rows.append(row)
-        print(f"  gamma={g} seed {s}: in-dist p {row['id_p']:.3f} (acc>0.5 {row['id_acc']:.3f}); held-out "
+        print(f"  gamma={g} seed {s} steps {x}: in-dist p {row['id_p']:.3f} (acc>0.5 {row['id_acc']:.3f}); held-out "
               f"compositional p {row['held_comp_p']:.3f} (acc {row['held_comp_acc']:.3f}); symmetric p "
               f"{row['held_sym_p']:.3f} (acc {row['held_sym_acc']:.3f})")
     write_csv(lab.path("llm_compose.csv"), rows)
@@ -714,15 +722,21 @@ def lab_compose(lab):
              ("held_sym_p", "held-out (D,C):\nsymmetric answer")]
     for i, g in enumerate((0.5, 1.0)):
         for k, (key, _) in enumerate(kinds):
-            v = [r[key] for r in rows if r["gamma"] == g]
-            ax[0].plot([k + (i - 0.5) * 0.25] * len(v), v, "o", color=f"C{i}", label=f"gamma={g:g}" if k == 0 else None)
-            ax[0].bar(k + (i - 0.5) * 0.25, np.mean(v), 0.25, color=f"C{i}", alpha=0.3)
-        for s in cp["seeds"]:
-            st, vl = val_curve(log(dirs[(g, s)]))
-            ax[1].plot(st, vl, color=f"C{i}", label=f"gamma={g:g}" if s == cp["seeds"][0] else None)
+            v = [r[key] for r in rows if r["gamma"] == g and r["steps"] == cp["x"]]
+            vl = [r[key] for r in rows if r["gamma"] == g and r["steps"] == cp["long_x"]]
+            xk = k + (i - 0.5) * 0.25
+            ax[0].plot([xk] * len(v), v, "o", color=f"C{i}", label=f"gamma={g:g}, {cp['x']} steps" if k == 0 else None)
+            ax[0].plot([xk] * len(vl), vl, "*", ms=12, color=f"C{i}", mec="k",
+                       label=f"gamma={g:g}, {cp['long_x']} steps" if k == 0 else None)
+            ax[0].bar(xk, np.mean(v), 0.25, color=f"C{i}", alpha=0.3)
+        for (g2, s, x), dd in sorted(dirs.items()):
+            if g2 == g:
+                st, vl = val_curve(log(dd))
+                ax[1].plot(st, vl, "-" if x == cp["x"] else "--", color=f"C{i}",
+                           label=f"gamma={g:g}, {x} steps" if s == cp["seeds"][0] else None)
     ax[0].set_xticks(range(3), [k[1] for k in kinds], fontsize=8)
     ax[0].set_ylabel("mean p(answer)")
-    ax[0].set_title("one point per seed", fontsize=9)
+    ax[0].set_title("one point per seed; bars: mean of the short runs", fontsize=9)
     ax[0].legend(fontsize=8)
     ax[1].set_xlabel("step")
     ax[1].set_ylabel("validation loss (all bytes)")
@@ -738,11 +752,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("labs", nargs="+", help="lab names, or all")
     ap.add_argument("--scale", choices=SCALES, default="cpu")
-    ap.add_argument("--jobs", type=int, default=2, help="runs at once (default 2)")
-    ap.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS of each run (default 1)")
+    ap.add_argument("--jobs", type=int, help="runs at once (default: 2 at cpu scale, 1 at gpu scale)")
+    ap.add_argument("--threads", type=int, help="OMP_NUM_THREADS of each run (default: 1, or all cores at gpu scale)")
     ap.add_argument("--bin", help="trainer binary (default: see above)")
     ap.add_argument("--out", help="output directory (default doc/labs, or out/labs/gpu at --scale gpu)")
     args = ap.parse_args()
+    gpu = args.scale == "gpu"
+    args.jobs = args.jobs or (1 if gpu else 2)
+    args.threads = args.threads or (os.cpu_count() if gpu else 1)
     names = list(LABS) if args.labs == ["all"] else args.labs
     for n in names:
         if n not in LABS:

@@ -71,3 +71,29 @@ data/%_gpt2_train.bin data/%_gpt2_val.bin data/%_gpt2_decode.bin: data/%_train.t
 
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu
+
+# ---- labs I (issue 7): variance propagation, the classic initializers, the std sweep ------------
+# dev/labs/mlp_lab.c includes train_gpt2.c; dev/labs/plot_labs.py (numpy, matplotlib) turns a lab's
+# CSV into doc/labs/NAME*.png and doc/labs/NAME.md. `make lab-NAME` runs one lab, `make labs-variance`
+# all nine. The datasets are fetched into data_labs/ (git-ignored) by dev/labs/fetch_data.sh.
+LABS_I := explode xavier orthogonal residual symmetry race sweep xavier_kaiming gains
+LABS_I_DATA := data_labs/mnist.csv data_labs/wine.csv data_labs/digits.csv data_labs/breast_cancer.csv
+LAB_PYTHON ?= /usr/bin/python3
+.PHONY: labs-variance lab-selftest data-labs $(addprefix lab-,$(LABS_I))
+
+dev/labs/mlp_lab: dev/labs/mlp_lab.c train_gpt2.c
+	$(CC) $(CFLAGS) -I. -o $@ dev/labs/mlp_lab.c $(LDLIBS)
+
+lab-selftest: dev/labs/mlp_lab
+	dev/labs/mlp_lab selftest
+
+data-labs: $(LABS_I_DATA)
+$(LABS_I_DATA):
+	dev/labs/fetch_data.sh
+
+$(addprefix lab-,$(LABS_I)): lab-%: dev/labs/mlp_lab dev/labs/plot_labs.py | $(LABS_I_DATA)
+	nice -n 10 dev/labs/mlp_lab $* -o doc/labs/$*.csv
+	$(LAB_PYTHON) dev/labs/plot_labs.py $*
+
+labs-variance: $(addprefix lab-,$(LABS_I))
+	$(LAB_PYTHON) dev/labs/plot_labs.py index

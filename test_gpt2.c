@@ -98,6 +98,124 @@ static void test_fixtures(void) {
     }
 }
 
+// ---- 1b. the generator and every initializer against PyTorch (test/fixtures/init_torch.bin) --------
+// The names encode the call (dev/ref/make_init_fixtures.py): "<op>/seed=S/key=value/...", or
+// "seq/seed=S/k=K/op=<op>/..." for the K-th call on one generator. The value of `key` in a name:
+static const char* name_field(const char* name, const char* key, char* out, size_t cap) {
+    char pat[40];
+    snprintf(pat, sizeof(pat), "/%s=", key);
+    const char* p = strstr(name, pat);
+    if (!p) return NULL;
+    p += strlen(pat);
+    size_t n = strcspn(p, "/");
+    if (*p == '\'') { p++; n -= 2; }                    // a Python string repr: 'xavier_normal'
+    snprintf(out, cap, "%.*s", (int)(n < cap ? n : cap - 1), p);
+    return out;
+}
+static double name_num(const char* name, const char* key) {
+    char buf[64];
+    return name_field(name, key, buf, sizeof(buf)) ? strtod(buf, NULL) : NAN;
+}
+
+// Runs one fixture call on g into out (float32, or int32 for randperm, float64 for uniform_f64).
+static void run_init_op(Rng* g, const char* op, const char* name, void* out) {
+    float* w = (float*)out;
+    int n = (int)name_num(name, "n"), rows = (int)name_num(name, "rows"), cols = (int)name_num(name, "cols");
+    char text[64];
+    if (!strcmp(op, "uniform")) init_uniform(g, w, n, (float)name_num(name, "a"), (float)name_num(name, "b"));
+    else if (!strcmp(op, "uniform_f64")) for (int i = 0; i < n; i++) ((double*)out)[i] = rng_uniform01_f64(g);
+    else if (!strcmp(op, "normal")) init_normal_d(g, w, n, name_num(name, "mean"), name_num(name, "std"));
+    else if (!strcmp(op, "trunc_normal"))
+        init_trunc_normal_d(g, w, n, name_num(name, "mean"), name_num(name, "std"), name_num(name, "a"), name_num(name, "b"));
+    else if (!strcmp(op, "randperm")) rng_randperm(g, (int*)out, n);
+    else if (!strcmp(op, "sparse")) init_sparse_d(g, w, rows, cols, name_num(name, "sparsity"), name_num(name, "std"));
+    else if (!strcmp(op, "scheme")) init_matrix_text(g, w, rows, cols, name_field(name, "text", text, sizeof(text)));
+    else {
+        // the nn.init calls of the original fixture, spelled as schemes
+        char spec[96];
+        if (!strcmp(op, "kaiming_uniform") || !strcmp(op, "kaiming_normal"))
+            snprintf(spec, sizeof(spec), "%s:leaky_relu:%.17g", op, name_num(name, "a"));
+        else if (!strcmp(op, "orthogonal") || !strncmp(op, "xavier_", 7))
+            snprintf(spec, sizeof(spec), "%s:%.17g", op, name_num(name, "gain"));
+        else { check(0, "init fixture: unknown op in %s", name); return; }
+        init_matrix_text(g, w, rows, cols, spec);
+    }
+}
+
+// Orthogonal goes through QR, in double here and in LAPACK float there: it agrees to this, not bitwise
+// (measured worst 1.7e-6, entries up to ~0.7).
+#define ORTHO_ATOL 5e-6
+
+static void test_init_fixture(void) {
+    printf("initializers vs PyTorch (test/fixtures/init_torch.bin)\n");
+    Fixture fx;
+    if (fixture_load(&fx, "test/fixtures/init_torch.bin") != 0) { check(0, "cannot read test/fixtures/init_torch.bin"); return; }
+    Rng g;
+    int exact = 0, bad = 0, ortho = 0, schemes_seen = 0;
+    double ortho_worst = 0.0;
+    for (int i = 0; i < fx.n; i++) {
+        FixtureEntry* e = &fx.e[i];
+        char op[32];
+        int seq = strncmp(e->name, "seq/", 4) == 0;
+        if (seq) name_field(e->name, "op", op, sizeof(op));
+        else snprintf(op, sizeof(op), "%.*s", (int)strcspn(e->name, "/"), e->name);
+        if (!seq || name_num(e->name, "k") == 0) {
+            char seed[32];
+            name_field(e->name, "seed", seed, sizeof(seed));
+            rng_seed(&g, strtoull(seed, NULL, 10));
+        }
+        size_t esize = e->dtype == 2 ? 8 : 4;
+        void* got = xcalloc(e->count, esize);
+        run_init_op(&g, op, e->name, got);
+        char text[64];
+        int is_ortho = !strcmp(op, "orthogonal") || (!strcmp(op, "scheme") && !strncmp(name_field(e->name, "text", text, sizeof(text)), "orthogonal", 10));
+        schemes_seen += !strcmp(op, "scheme");
+        if (is_ortho) {
+            double worst;
+            compare((const float*)got, e, ORTHO_ATOL, 0.0, &worst);
+            ortho_worst = fmax(ortho_worst, worst);
+            ortho++;
+            if (worst > ORTHO_ATOL) { bad++; printf("        %s: off by %.2e\n", e->name, worst); }
+        } else if (memcmp(got, e->data, e->count * esize) != 0) {
+            bad++;
+            printf("        %s: not bit-identical\n", e->name);
+        } else {
+            exact++;
+        }
+        free(got);
+    }
+    check(bad == 0 && exact + ortho == fx.n, "%d generator/initializer calls bit-identical to PyTorch, %d orthogonal within %.0e "
+          "(worst %.1e), %d of them schemes through init_matrix_text", exact, ortho, ORTHO_ATOL, ortho_worst, schemes_seen);
+    fixture_free(&fx);
+}
+
+// calculate_gain: PyTorch's table, and the measured GELU/SiLU gains (seed_corrections 001-7, fact 13)
+static void test_gains(void) {
+    printf("calculate_gain\n");
+    struct { const char* name; double param, want, tol; } cases[] = {
+        {"linear", NAN, 1.0, 0}, {"conv2d", NAN, 1.0, 0}, {"sigmoid", NAN, 1.0, 0}, {"tanh", NAN, 5.0 / 3, 0},
+        {"relu", NAN, sqrt(2.0), 0}, {"leaky_relu", NAN, sqrt(2.0 / (1 + 0.01 * 0.01)), 0},
+        {"leaky_relu", 0.2, sqrt(2.0 / 1.04), 0}, {"selu", NAN, 0.75, 0},
+        {"gelu", NAN, sqrt(2.35172), 1e-5}, {"silu", NAN, sqrt(2.81076), 1e-5},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        double got = calculate_gain(cases[i].name, cases[i].param);
+        check(fabs(got - cases[i].want) <= cases[i].tol * cases[i].want, "calculate_gain(%s, %g) = %.7f (gain^2 %.5f)",
+              cases[i].name, cases[i].param, got, got * got);
+    }
+    // leaky_relu(0.01): 2/(1+1e-4) = 1.9998 (seed_corrections 001-7); GELU closed form 1/3 + 1/(2 pi sqrt 3)
+    double g = calculate_gain("gelu", NAN);
+    check(fabs(1.0 / (g * g) - (1.0 / 3 + 1.0 / (2 * M_PI * sqrt(3.0)))) < 1e-12 &&
+          fabs(pow(calculate_gain("leaky_relu", NAN), 2) - 1.9998) < 1e-4,
+          "E[GELU(z)^2] by quadrature = 1/3 + 1/(2 pi sqrt 3) to 1e-12; leaky_relu gain^2 = 1.9998");
+    fatal_armed = 1;
+    int refused = 0;
+    if (setjmp(fatal_jump) == 0) calculate_gain("swish2", NAN);
+    else refused = 1;
+    fatal_armed = 0;
+    check(refused, "calculate_gain refuses an unknown nonlinearity");
+}
+
 // ---- 2. finite differences of every layer's backward pass ------------------------------------------
 // Each case wraps one forward/backward pair. The scalar probed is f = sum_i r_i out_i for a fixed
 // random r, so df/dout = r is what the backward pass receives. Centred differences
@@ -936,6 +1054,8 @@ static void test_trainer(void) {
 
 int main(void) {
     test_fixtures();
+    test_init_fixture();
+    test_gains();
     test_finite_differences();
     test_probes();
     test_trainer();

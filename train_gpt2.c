@@ -2016,100 +2016,399 @@ static void probes_free(Probes* pr) {
 // ============================================================================================
 // 6. Initialization: which formula each tensor gets (INIT_SECTION)
 // ============================================================================================
+//
+// Three layers, each usable on its own (doc/initializers.md has one section per scheme):
+//   1. a scheme ("xavier_normal", "kaiming_uniform:leaky_relu:0.2", ...) turns a tensor's shape into
+//      a distribution (Dist): scheme_dist(). Each scheme is one case there, with its derivation.
+//   2. dist_fill() draws the Dist with the section-2 primitives, call for call what nn.init does,
+//      so `init_matrix_text(g, w, rows, cols, "xavier_uniform")` after rng_seed(g, s) equals
+//      torch.manual_seed(s); nn.init.xavier_uniform_(torch.empty(rows, cols)) bit for bit
+//      (orthogonal: to ~1e-6, section 2). Shapes follow PyTorch: (rows, cols) = (fan_out, fan_in).
+//   3. a recipe (gpt2, llama, olmo_mitchell, mup, ...) picks a scheme per parameter group plus a
+//      residual factor per tensor: InitSpec, parse_init(), model_init().
 
-// An initializer rule: a scheme name and its optional argument ("normal:0.01", "gamma:1").
-typedef struct {
-    char scheme[24];
-    double arg;
-    int has_arg;
-} InitRule;
+// ---- gains: torch.nn.init.calculate_gain, plus GELU and SiLU --------------------------------------
 
-// What -I and -g select: one rule per parameter group, plus the residual-scaling switch.
-typedef struct {
-    InitRule rule[NUM_GROUPS];
-    int resid_scale;      // divide the out/down projections by sqrt(2L) (seed 001 §4, seed 002 ch. 5)
-} InitSpec;
-
-// Standard deviation of gamma-init for a tensor: seed 000 §4.2 and seed 003 §3 draw every weight
-// matrix from N(0, d_in^(-2 gamma)), i.e. std = d_in^(-gamma); gamma = 1/2 is LeCun's 1/d_in variance.
-// Embeddings have no meaningful fan-in (it would be the vocabulary, seed_corrections 000-4), so they
-// follow seed 000 Appendix A: std = d^(-gamma) with d the model width.
-static double gamma_std(const Tensor* t, int C, double gamma) {
-    int fan_in = (t->group == G_TOK_EMB || t->group == G_POS_EMB) ? C : t->cols;
-    return pow((double)fan_in, -gamma);
-}
-
-static void init_tensor(Rng* g, float* w, const Tensor* t, const InitRule* r, const Config* c) {
-    const char* s = r->scheme;
-    if (strcmp(s, "zeros") == 0) {
-        memset(w, 0, t->numel * sizeof(float));
-    } else if (strcmp(s, "ones") == 0 || strcmp(s, "constant") == 0) {
-        float v = strcmp(s, "ones") == 0 ? 1.0f : (float)r->arg;
-        for (size_t i = 0; i < t->numel; i++) w[i] = v;
-    } else if (strcmp(s, "normal") == 0) {        // sigma-init: N(0, sigma^2), sigma = 0.02 by default
-        init_normal(g, w, t->numel, 0.0f, (float)(r->has_arg ? r->arg : 0.02));
-    } else if (strcmp(s, "gamma") == 0) {         // seed 000 §4.2: N(0, d_in^(-2 gamma))
-        init_normal(g, w, t->numel, 0.0f, (float)gamma_std(t, c->C, r->arg));
-    } else {
-        fatal("unknown initializer '%s' (see -h)", s);
+// E[f(z)] for z ~ N(0, 1), Simpson's rule on [-12, 12] with 4800 panels (the tails beyond carry
+// less than 1e-30; the rule's error on these smooth integrands is below 1e-12).
+static double gauss_expect(double (*f)(double)) {
+    const int n = 4800;
+    const double lo = -12.0, h = 24.0 / n;
+    double s = 0.0;
+    for (int i = 0; i <= n; i++) {
+        double z = lo + i * h, w = (i == 0 || i == n) ? 1.0 : (i % 2 ? 4.0 : 2.0);
+        s += w * f(z) * exp(-0.5 * z * z);
     }
+    return s * h / 3.0 / sqrt(2.0 * RNG_PI);
 }
 
-// Norm weights start at 1 and biases at 0 unless the norm/bias group was given a rule.
-static void model_init(Model* m, const InitSpec* spec, uint64_t seed) {
-    Rng g;
-    rng_seed(&g, seed);
-    const Config* c = &m->cfg;
-    for (int i = 0; i < m->num_tensors; i++) {
-        Tensor* t = &m->tensors[i];
-        float* w = m->params + t->offset;
-        InitRule r = spec->rule[t->group];
-        if (!r.scheme[0]) snprintf(r.scheme, sizeof(r.scheme), "%s", t->group == G_NORM ? "ones" : "zeros");
-        init_tensor(&g, w, t, &r, c);
-        // GPT-2: the two projections that write into the residual stream are scaled by 1/sqrt(2L),
-        // because 2L sublayers add their outputs: Var grows as 1 + 2L sigma^2 (seed 001 §4;
-        // seed 001's "81x for L=80" counts L, not 2L: 161x is right, seed_corrections 001-10).
-        if (spec->resid_scale && (t->group == G_OUT || t->group == G_DOWN) && t->cols > 1) {
-            float s = (float)(1.0 / sqrt(2.0 * c->L));
-            for (size_t j = 0; j < t->numel; j++) w[j] *= s;
+static double gelu_exact(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); }
+static double silu(double x) { return x / (1.0 + exp(-x)); }
+static double gelu_exact_sq(double x) { return gelu_exact(x) * gelu_exact(x); }
+static double silu_sq(double x) { return silu(x) * silu(x); }
+
+// torch.nn.init.calculate_gain(nonlinearity, param): the factor g in std = g / sqrt(fan) that keeps
+// the second moment of the pre-activations constant from layer to layer (seed 001 §3, seed 002 ch. 3).
+// A layer multiplies E[x^2] by fan_in Var(W) E[phi(z)^2]/Var(z) (seed_corrections 001-1: the second
+// moment, not the variance), so g^2 = 1 / c_phi with c_phi = E[phi(z)^2] at unit Var(z):
+//   linear, conv*, sigmoid: 1 (PyTorch's convention; sigmoid is not derived, it is a convention)
+//   relu: c = 1/2, g = sqrt(2) (He et al. 2015)      leaky_relu(s): c = (1+s^2)/2, g = sqrt(2/(1+s^2))
+//   tanh: 5/3 (PyTorch's historical constant; the exact 1/c at q = 1 is sqrt(2.53618) = 1.5925)
+//   selu: 3/4 (PyTorch's value for self-normalizing nets)
+//   gelu, silu: PyTorch refuses them. seed 001 §3.1 uses gain^2 = 2 "like ReLU", which is wrong:
+//     E[GELU(z)^2] = 1/3 + 1/(2 pi sqrt 3) = 0.425221, E[SiLU(z)^2] = 0.355776, so gain^2 is
+//     2.35172 and 2.81076 (seed_corrections 001-7, 002-12); computed here by quadrature.
+//     These hold at unit pre-activation variance only: GELU/SiLU are not homogeneous.
+// `param` is leaky_relu's negative slope (NAN: PyTorch's default 0.01); other names ignore it.
+static double calculate_gain(const char* nonlinearity, double param) {
+    static const char* unit[] = {"linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
+                                 "conv_transpose2d", "conv_transpose3d", "sigmoid"};
+    for (size_t i = 0; i < sizeof(unit) / sizeof(unit[0]); i++)
+        if (strcmp(nonlinearity, unit[i]) == 0) return 1.0;
+    if (strcmp(nonlinearity, "tanh") == 0) return 5.0 / 3;
+    if (strcmp(nonlinearity, "relu") == 0) return sqrt(2.0);
+    if (strcmp(nonlinearity, "leaky_relu") == 0) {
+        double s = isnan(param) ? 0.01 : param;
+        return sqrt(2.0 / (1 + s * s));
+    }
+    if (strcmp(nonlinearity, "selu") == 0) return 3.0 / 4;
+    if (strcmp(nonlinearity, "gelu") == 0) return 1.0 / sqrt(gauss_expect(gelu_exact_sq));
+    if (strcmp(nonlinearity, "silu") == 0) return 1.0 / sqrt(gauss_expect(silu_sq));
+    fatal("unknown nonlinearity '%s' (linear sigmoid tanh relu leaky_relu selu gelu silu conv1d ...)", nonlinearity);
+    return 0.0;
+}
+
+// ---- schemes: a shape in, a distribution out -------------------------------------------------------
+
+// What one tensor is drawn from. Each kind is drawn the way one torch call draws it (dist_fill).
+typedef enum { D_CONST, D_NORMAL, D_UNIFORM, D_TRUNC, D_ORTHO, D_SPARSE, D_EYE } DistKind;
+typedef struct {
+    DistKind kind;
+    double mean, std;     // D_CONST: mean is the value; D_NORMAL, D_TRUNC, D_SPARSE: std
+    double lo, hi;        // D_UNIFORM: [lo, hi); D_TRUNC: absolute bounds (torch's a, b)
+    double gain;          // D_ORTHO; D_EYE: the diagonal value
+    double sparsity;      // D_SPARSE
+} Dist;
+
+// A parsed scheme: "NAME[:ARG[:ARG...]]". Numbers go to arg[]; kaiming_* also take words.
+typedef struct {
+    char name[24];
+    int nargs;
+    double arg[3];
+    char nonlin[24];      // kaiming_*: the calculate_gain name ("relu" when not given)
+    int fan_out;          // kaiming_*: ":fan_out" (torch's mode='fan_out'): keep the backward's variance
+} Scheme;
+
+// The catalogue: name, numeric arguments accepted, whether it needs fans (a matrix), the -h line.
+static const struct { const char* name; int min_args, max_args, fans; const char* help; } schemes[] = {
+    {"zeros", 0, 0, 0, "all 0 (nn.init.zeros_)"},
+    {"ones", 0, 0, 0, "all 1 (nn.init.ones_)"},
+    {"constant", 1, 1, 0, "constant:C, all C (nn.init.constant_)"},
+    {"normal", 0, 2, 0, "normal[:STD] or normal:MEAN:STD, N(MEAN, STD^2) (default N(0,1); normal_)"},
+    {"uniform", 0, 2, 0, "uniform[:A] U(-A,A), uniform:A:B U(A,B) (default U(0,1); uniform_)"},
+    {"trunc_normal", 0, 3, 0, "trunc_normal[:STD[:A:B]], N(0,STD^2) cut at the ABSOLUTE A,B (default +-2; trunc_normal_)"},
+    {"trunc_sigma", 1, 2, 0, "trunc_sigma:STD[:K], N(0,STD^2) cut at +-K STD (default K=2)"},
+    {"eye", 0, 0, 1, "identity matrix (nn.init.eye_)"},
+    {"sparse", 1, 2, 1, "sparse:S[:STD], N(0,STD^2) with a fraction S of each column 0 (default STD 0.01; sparse_)"},
+    {"lecun_normal", 0, 0, 1, "N(0, 1/fan_in) (LeCun 1998; = kaiming_normal:linear)"},
+    {"lecun_uniform", 0, 0, 1, "U(-a,a), a = sqrt(3/fan_in)"},
+    {"xavier_normal", 0, 1, 1, "xavier_normal[:GAIN], N(0, GAIN^2 2/(fan_in+fan_out)) (xavier_normal_)"},
+    {"xavier_uniform", 0, 1, 1, "xavier_uniform[:GAIN], bound GAIN sqrt(6/(fan_in+fan_out)) (xavier_uniform_)"},
+    {"kaiming_normal", 0, 1, 1, "kaiming_normal[:NONLIN[:PARAM]][:fan_out], N(0, gain^2/fan) (kaiming_normal_)"},
+    {"kaiming_uniform", 0, 1, 1, "kaiming_uniform[:NONLIN[:PARAM]][:fan_out], bound gain sqrt(3/fan)"},
+    {"torch_linear", 0, 0, 1, "nn.Linear's default: kaiming_uniform a=sqrt(5), bound 1/sqrt(fan_in)"},
+    {"orthogonal", 0, 1, 1, "orthogonal[:GAIN], GAIN x a random orthogonal matrix (orthogonal_)"},
+    {"sigma", 0, 1, 0, "sigma[:S], sigma-init N(0, S^2), S = 0.02 by default (seed 004)"},
+    {"gamma", 1, 1, 1, "gamma:G, N(0, fan_in^-2G) (seed 000 §4.2, seed 003 §3)"},
+    {"small_init", 0, 0, 1, "N(0, 2/(5d)), d the model width (Nguyen & Salazar 2019)"},
+    {"trunc_lecun", 0, 1, 1, "trunc_lecun[:K], N(0, 1/fan_in) cut at +-K sigma (default 3; OLMo mitchell)"},
+};
+#define NUM_SCHEMES ((int)(sizeof(schemes) / sizeof(schemes[0])))
+
+static int scheme_index(const char* name) {
+    for (int i = 0; i < NUM_SCHEMES; i++)
+        if (strcmp(schemes[i].name, name) == 0) return i;
+    return -1;
+}
+
+// "kaiming_uniform:leaky_relu:0.2:fan_out" -> name, nonlin, args. fatal() on anything else.
+static void parse_scheme(Scheme* s, const char* text) {
+    memset(s, 0, sizeof(*s));
+    char buf[128];
+    if (strlen(text) >= sizeof(buf)) fatal("initializer '%.40s...' is too long", text);
+    snprintf(buf, sizeof(buf), "%s", text);
+    char* save = NULL;
+    char* tok = strtok_r(buf, ":", &save);
+    if (!tok || strlen(tok) >= sizeof(s->name)) fatal("bad initializer '%s'", text);
+    snprintf(s->name, sizeof(s->name), "%s", tok);
+    int idx = scheme_index(s->name);
+    if (idx < 0) fatal("unknown initializer '%s' (see -h)", s->name);
+    int kaiming = strncmp(s->name, "kaiming_", 8) == 0;
+    snprintf(s->nonlin, sizeof(s->nonlin), "relu");
+    int words = 0;
+    while ((tok = strtok_r(NULL, ":", &save))) {
+        char* end;
+        double v = strtod(tok, &end);
+        if (end != tok && !*end && isfinite(v)) {
+            if (s->nargs == 3) fatal("too many arguments in initializer '%s'", text);
+            s->arg[s->nargs++] = v;
+        } else if (kaiming && (strcmp(tok, "fan_in") == 0 || strcmp(tok, "fan_out") == 0)) {
+            s->fan_out = strcmp(tok, "fan_out") == 0;
+        } else if (kaiming && !words++ && strlen(tok) < sizeof(s->nonlin)) {
+            snprintf(s->nonlin, sizeof(s->nonlin), "%s", tok);
+            calculate_gain(s->nonlin, NAN);             // refuses an unknown name now
+        } else {
+            fatal("bad argument '%s' in initializer '%s' (see -h)", tok, text);
         }
     }
+    if (s->nargs < schemes[idx].min_args || s->nargs > schemes[idx].max_args)
+        fatal("initializer '%s' takes %d to %d numbers, got %d", s->name, schemes[idx].min_args,
+              schemes[idx].max_args, s->nargs);
 }
 
-static void parse_rule(InitRule* r, const char* text) {
-    memset(r, 0, sizeof(*r));
-    const char* colon = strchr(text, ':');
-    size_t n = colon ? (size_t)(colon - text) : strlen(text);
-    if (n == 0 || n >= sizeof(r->scheme)) fatal("bad initializer '%s'", text);
-    memcpy(r->scheme, text, n);
-    if (colon) {
-        char* end;
-        r->arg = strtod(colon + 1, &end);
-        if (end == colon + 1 || *end) fatal("bad initializer argument in '%s'", text);
-        r->has_arg = 1;
+static Dist dist_of(DistKind kind) {
+    Dist d;
+    memset(&d, 0, sizeof(d));
+    d.kind = kind;
+    return d;
+}
+static Dist dist_const(double v) { Dist d = dist_of(D_CONST); d.mean = v; return d; }
+static Dist dist_normal(double mean, double std) { Dist d = dist_of(D_NORMAL); d.mean = mean; d.std = std; return d; }
+static Dist dist_uniform(double lo, double hi) { Dist d = dist_of(D_UNIFORM); d.lo = lo; d.hi = hi; return d; }
+static Dist dist_trunc(double std, double lo, double hi) { Dist d = dist_of(D_TRUNC); d.std = std; d.lo = lo; d.hi = hi; return d; }
+
+// The distribution a scheme gives a (rows, cols) tensor; fan_in = cols, fan_out = rows, as PyTorch's
+// _calculate_fan_in_and_fan_out for a 2-D tensor. That includes embeddings: wte is (V, C), so its
+// "fan_in" is C, which is exactly seed 000 Appendix A's convention std = d^-gamma (seed_corrections
+// 000-4). `matrix` is 0 for norm weights and biases. d_model is the model width (small_init); 0 outside a model, where cols stands in.
+// Every arithmetic step below is the one PyTorch's Python performs, in the same order, in double.
+static Dist scheme_dist(const Scheme* s, int rows, int cols, int matrix, int d_model) {
+    const char* n = s->name;
+    const double* a = s->arg;
+    double fan_in = cols, fan_out = rows;
+    if (schemes[scheme_index(n)].fans && !matrix) fatal("initializer '%s' needs a matrix (fans), not a vector", n);
+    if (!strcmp(n, "zeros")) return dist_const(0.0);
+    if (!strcmp(n, "ones")) return dist_const(1.0);
+    if (!strcmp(n, "constant")) return dist_const(a[0]);
+    if (!strcmp(n, "normal")) return s->nargs == 2 ? dist_normal(a[0], a[1]) : dist_normal(0.0, s->nargs ? a[0] : 1.0);
+    if (!strcmp(n, "uniform")) return s->nargs == 2 ? dist_uniform(a[0], a[1]) : s->nargs ? dist_uniform(-a[0], a[0]) : dist_uniform(0.0, 1.0);
+    if (!strcmp(n, "trunc_normal")) {
+        // PyTorch's bounds are ABSOLUTE: trunc_normal_(w, std=0.02) cuts at +-2 = +-100 sigma, i.e.
+        // not at all. seed 002's "|x| < 2 sigma" misreads it (seed_corrections 002-23).
+        if (s->nargs == 2) fatal("trunc_normal takes STD or STD:A:B, not two numbers");
+        double std = s->nargs ? a[0] : 1.0;
+        return s->nargs == 3 ? dist_trunc(std, a[1], a[2]) : dist_trunc(std, -2.0, 2.0);
+    }
+    if (!strcmp(n, "trunc_sigma")) {
+        // cut at +-K sigma: the std shrinks, by 0.8796 at K = 2 and 0.9866 at K = 3
+        // (seed_corrections 002-23); the parameter is the std before the cut, as in PyTorch
+        double k = s->nargs == 2 ? a[1] : 2.0;
+        return dist_trunc(a[0], -k * a[0], k * a[0]);
+    }
+    if (!strcmp(n, "eye")) { Dist d = dist_of(D_EYE); d.gain = 1.0; return d; }
+    if (!strcmp(n, "sparse")) {
+        Dist d = dist_of(D_SPARSE);
+        d.sparsity = a[0];
+        d.std = s->nargs == 2 ? a[1] : 0.01;
+        return d;
+    }
+    if (!strcmp(n, "lecun_normal") || !strcmp(n, "lecun_uniform")) {
+        // LeCun (1998), seed 001 §2 Challenge 1: Var(y) = fan_in Var(W) Var(x) for independent
+        // zero-mean W, x, so Var(W) = 1/fan_in keeps Var(y) = Var(x). PyTorch spells it
+        // kaiming_*(nonlinearity='linear'): std = 1/sqrt(fan_in); uniform bound sqrt(3) std.
+        double std = calculate_gain("linear", NAN) / sqrt(fan_in);
+        return !strcmp(n, "lecun_normal") ? dist_normal(0.0, std) : dist_uniform(-sqrt(3.0) * std, sqrt(3.0) * std);
+    }
+    if (!strcmp(n, "xavier_normal") || !strcmp(n, "xavier_uniform")) {
+        // Glorot & Bengio (2010), seed 001 §2 Challenge 2, seed 002 ch. 2: the forward pass wants
+        // Var(W) = 1/fan_in, the backward 1/fan_out; Xavier takes the harmonic mean 2/(fan_in+fan_out)
+        // (not the arithmetic mean of the variances, seed_corrections 002-8). For a square layer it is
+        // 1/n, LeCun (001-4). Uniform: Var U(-b,b) = b^2/3, so b = sqrt(3) std = sqrt(6/(fan_in+fan_out)).
+        double gain = s->nargs ? a[0] : 1.0;
+        double std = gain * sqrt(2.0 / (fan_in + fan_out));
+        return !strcmp(n, "xavier_normal") ? dist_normal(0.0, std) : dist_uniform(-sqrt(3.0) * std, sqrt(3.0) * std);
+    }
+    if (!strcmp(n, "kaiming_normal") || !strcmp(n, "kaiming_uniform") || !strcmp(n, "torch_linear")) {
+        // He et al. (2015), seed 001 §3 Challenge 3, seed 002 ch. 3: ReLU keeps half the SECOND
+        // MOMENT, E[relu(z)^2] = E[z^2]/2, so Var(W) = 2/fan_in (the variance is 0.34 Var z, not
+        // half: seed_corrections 001-6; the next layer needs E[x^2]). In general gain^2/fan with
+        // calculate_gain's g; mode fan_out preserves the backward pass instead (2/fan_out).
+        // torch_linear: nn.Linear's reset_parameters() calls kaiming_uniform_(a=sqrt(5)): gain^2 =
+        // 2/(1+5), bound = sqrt(3) gain/sqrt(fan_in) = 1/sqrt(fan_in), Var = 1/(3 fan_in): one sixth
+        // of He's, not He init (seed_corrections 002-16).
+        int torch_lin = !strcmp(n, "torch_linear");
+        double param = torch_lin ? sqrt(5.0) : s->nargs ? a[0] : 0.0;   // kaiming_*_(a=0) by default
+        double gain = calculate_gain(torch_lin ? "leaky_relu" : s->nonlin, param);
+        double std = gain / sqrt(s->fan_out ? fan_out : fan_in);
+        return !strcmp(n, "kaiming_normal") ? dist_normal(0.0, std) : dist_uniform(-sqrt(3.0) * std, sqrt(3.0) * std);
+    }
+    if (!strcmp(n, "orthogonal")) {
+        // Saxe et al. (2014), seed 002 ch. 4: Q from the QR of a Gaussian matrix, columns times
+        // sign(diag R) so Q is uniform (Haar); Q^T Q = I preserves every norm exactly, at any depth.
+        Dist d = dist_of(D_ORTHO);
+        d.gain = s->nargs ? a[0] : 1.0;
+        return d;
+    }
+    if (!strcmp(n, "sigma")) return dist_normal(0.0, s->nargs ? a[0] : 0.02);  // seed 004 E1: one std for all
+    if (!strcmp(n, "gamma")) {
+        // seed 000 §4.2, seed 003 §3: W_ij ~ N(0, d_in^(-2 gamma)); gamma = 1/2 is LeCun exactly
+        // (He has an extra sqrt 2, Xavier matches for square layers: seed_corrections 000-4, 003-1).
+        // gamma = 1 at d = 2048: Var 2.38e-7 (000-1); the large-gamma regime of seed 000 §4.
+        return dist_normal(0.0, pow(fan_in, -a[0]));
+    }
+    if (!strcmp(n, "small_init")) {
+        // Nguyen & Salazar (2019) "Transformers without tears": Var = 2/(5d) = 2/(d + 4d), Xavier's
+        // harmonic rule applied to a d -> 4d MLP layer, used for every matrix (GPT-NeoX small_init).
+        return dist_normal(0.0, sqrt(2.0 / (5.0 * (d_model > 0 ? d_model : fan_in))));
+    }
+    if (!strcmp(n, "trunc_lecun")) {
+        // OLMo's "mitchell" init: std 1/sqrt(fan_in), truncated at +-K std (K = 3) so that no weight
+        // starts an outlier; the cut shrinks the std by 1.3% at K = 3
+        double std = 1.0 / sqrt(fan_in), k = s->nargs ? a[0] : 3.0;
+        return dist_trunc(std, -k * std, k * std);
+    }
+    fatal("internal: scheme '%s' has no distribution", n);
+    return dist_const(0.0);
+}
+
+// Multiplies a distribution by f (the residual factors of section 6's recipes): same draws, scaled.
+static Dist dist_scaled(Dist d, double f) {
+    d.mean *= f; d.std *= f; d.lo *= f; d.hi *= f; d.gain *= f;
+    return d;
+}
+
+// Draws a (rows, cols) tensor from d exactly as the nn.init function does (section 2).
+static void dist_fill(Rng* g, float* w, int rows, int cols, const Dist* d) {
+    size_t n = (size_t)rows * cols;
+    switch (d->kind) {
+    case D_CONST: for (size_t i = 0; i < n; i++) w[i] = (float)d->mean; break;
+    case D_NORMAL: init_normal_d(g, w, n, d->mean, d->std); break;
+    case D_UNIFORM: init_uniform(g, w, n, (float)d->lo, (float)d->hi); break;
+    case D_TRUNC: init_trunc_normal_d(g, w, n, 0.0, d->std, d->lo, d->hi); break;
+    case D_ORTHO: init_orthogonal(g, w, rows, cols, (float)d->gain); break;
+    case D_SPARSE: init_sparse_d(g, w, rows, cols, d->sparsity, d->std); break;
+    case D_EYE:
+        for (size_t i = 0; i < n; i++) w[i] = 0.0f;
+        for (int i = 0; i < rows && i < cols; i++) w[(size_t)i * cols + i] = (float)d->gain;
+        break;
     }
 }
 
-// -I SCHEME[,GROUP=SCHEME...]: the first scheme applies to every weight matrix and embedding,
-// each GROUP=SCHEME overrides one group. "gpt2" is N(0, 0.02) with residual scaling (seed 001 §4).
-static void parse_init(InitSpec* spec, const char* text, double gamma) {
-    memset(spec, 0, sizeof(*spec));
+// The std a tensor drawn from d should show (for --init-report and the sampling tests).
+static double dist_std(const Dist* d, int rows, int cols) {
+    switch (d->kind) {
+    case D_CONST: return 0.0;
+    case D_NORMAL: return d->std;
+    case D_UNIFORM: return (d->hi - d->lo) / sqrt(12.0);
+    case D_TRUNC: {
+        // N(0, s^2) cut to [a, b]: with al = a/s, be = b/s, Z = Phi(be) - Phi(al),
+        // Var = s^2 (1 + (al phi(al) - be phi(be))/Z - ((phi(al) - phi(be))/Z)^2)
+        double al = d->lo / d->std, be = d->hi / d->std;
+        double pa = exp(-0.5 * al * al) / sqrt(2 * RNG_PI), pb = exp(-0.5 * be * be) / sqrt(2 * RNG_PI);
+        double Z = 0.5 * (erf(be / sqrt(2.0)) - erf(al / sqrt(2.0)));
+        double m = (pa - pb) / Z;
+        return d->std * sqrt(1.0 + (al * pa - be * pb) / Z - m * m);
+    }
+    case D_ORTHO: return fabs(d->gain) / sqrt(rows > cols ? rows : cols);   // unit columns (rows) of length max
+    case D_SPARSE: return d->std * sqrt((rows - ceil(d->sparsity * rows)) / rows);
+    case D_EYE: {
+        double p = (double)(rows < cols ? rows : cols) / ((double)rows * cols);
+        return fabs(d->gain) * sqrt(p * (1.0 - p));
+    }
+    }
+    return 0.0;
+}
+
+// Fill a (rows, cols) matrix, PyTorch Linear convention: rows = fan_out, cols = fan_in.
+// `scheme` is the -I syntax for one scheme, e.g. "xavier_normal", "xavier_uniform:1.6667",
+// "kaiming_normal:relu", "kaiming_uniform:leaky_relu:0.2", "lecun_normal", "orthogonal:1.414",
+// "normal:0.01", "uniform:-0.1:0.1", "trunc_normal:0.02", "zeros", "constant:0.5", "eye", ...
+// Equal to torch.manual_seed + the nn.init call on torch.empty(rows, cols) (orthogonal: ~1e-6).
+static void init_matrix_text(Rng* g, float* w, int rows, int cols, const char* scheme) {
+    Scheme s;
+    parse_scheme(&s, scheme);
+    Dist d = scheme_dist(&s, rows, cols, 1, 0);
+    dist_fill(g, w, rows, cols, &d);
+}
+
+// ---- recipes: a scheme per parameter group, a factor per tensor, and muP ---------------------------
+
+// How the projections that write into the residual stream (attn.wo, mlp.wdown) are scaled.
+typedef enum { RESID_NONE, RESID_SQRT2L, RESID_DEPTH, RESID_DEEPNET } ResidScale;
+static const char* resid_names[] = {"none", "1/sqrt(2L)", "1/sqrt(2(l+1))", "deepnet (8L)^-1/4"};
+
+// What -I, -g, --resid-scale and --mup-base select.
+typedef struct {
+    char first[32];             // the first word of -I (a recipe or a scheme), for the printout
+    Scheme rule[NUM_GROUPS];    // an empty name: norm weights 1, biases 0
+    int resid;                  // ResidScale
+    int mup;                    // muP (seed 001 §5-6, corrected by seed_corrections 001-14)
+    int mup_base;               // muP's base width: width_mult = C / mup_base
+} InitSpec;
+
+#define MUP_BASE_DEFAULT 128
+
+// Each recipe is written in -I's own syntax: a scheme for every weight group, then overrides.
+static const struct { const char* name; const char* spec; int resid, mup; const char* help; } recipes[] = {
+    // seed 001 §4, seed 002 ch. 5 (GPT-2, nanoGPT): N(0, 0.02^2) everywhere; the 2L projections
+    // that add into the residual stream get 0.02/sqrt(2L) so its variance grows by 1 + sigma^2, not
+    // 1 + 2L sigma^2 (seed_corrections 001-10: 161x at L=80 unscaled, not 81x)
+    {"gpt2", "sigma:0.02", RESID_SQRT2L, 0, "N(0,0.02^2), out/down x 1/sqrt(2L) (seed 001 §4)"},
+    // seed 002 ch. 5's "Llama" column (the post's own proposal, not Meta's or HF's recipe:
+    // seed_corrections 002-21): embeddings 1/sqrt(d) (wte is (V, d): fan_in d), He normal for every
+    // matrix, residual projections / sqrt(2L). It applies to attn.wo AND mlp.wdown here (the post's
+    // code misses Llama's o_proj by matching 'out_proj').
+    {"llama", "kaiming_normal:relu,emb=lecun_normal,pos=lecun_normal", RESID_SQRT2L, 0,
+     "seed 002: embeddings N(0,1/d), He normal, out/down x 1/sqrt(2L)"},
+    // Hugging Face LlamaPreTrainedModel._init_weights: N(0, 0.02^2) for every Linear and Embedding
+    // (initializer_range), no residual scaling (seed_corrections 002-21, point 3)
+    {"hf_llama", "sigma:0.02", RESID_NONE, 0, "N(0,0.02^2) everywhere, no residual scaling (HF Llama)"},
+    // OLMo "mitchell": every matrix N(0, 1/fan_in) truncated at +-3 sigma; output projections of
+    // block l (from 0) 1/sqrt(2 fan_in (l+1)) = the same times 1/sqrt(2(l+1))
+    {"olmo_mitchell", "trunc_lecun:3", RESID_DEPTH, 0, "N(0,1/fan_in) cut at 3 sigma, out/down x 1/sqrt(2(l+1))"},
+    // depth-scaled (TorchTitan's depth_init): N(0, 0.02^2), output projections of block l 0.02/sqrt(2(l+1))
+    {"depth_scaled", "sigma:0.02", RESID_DEPTH, 0, "N(0,0.02^2), out/down x 1/sqrt(2(l+1))"},
+    {"small_init", "small_init", RESID_NONE, 0, "N(0, 2/(5d)) everywhere (Nguyen & Salazar 2019)"},
+    // ReZero / SkipInit / Fixup style: each block starts as the identity, the residual stream is the
+    // embedding until training opens the branches
+    {"zero_resid", "sigma:0.02,out=zeros,down=zeros", RESID_NONE, 0, "N(0,0.02^2), out/down = 0 (blocks start as identity)"},
+    // DeepNet (Wang et al. 2022), decoder-only: Xavier, then beta = (8N)^(-1/4) on the FFN, the value
+    // and the output projections (N = L blocks). DeepNet's residual up-weighting alpha = (2N)^(1/4)
+    // belongs to its Post-LN architecture and is not applied here (this model is Pre-LN).
+    {"deepnet", "xavier_normal", RESID_DEEPNET, 0, "Xavier normal, v/out/up/gate/down x (8L)^-1/4"},
+    // muP for Adam (Tensor Programs V Table 3; seed_corrections 001-14): hidden N(0, 1/fan_in) with lr
+    // x 1/width_mult, embeddings with a width-independent N(0, 1) (nn.Embedding's default), the readout
+    // zero with a forward multiplier 1/width_mult, attention 1/d_head. See mup_configure().
+    {"mup", "lecun_normal,emb=normal:1,pos=normal:1,head=zeros", RESID_NONE, 1,
+     "muP: hidden N(0,1/fan_in) lr/width_mult, emb N(0,1), head 0 x 1/width_mult, attn 1/d_head"},
+};
+#define NUM_RECIPES ((int)(sizeof(recipes) / sizeof(recipes[0])))
+
+// -I SCHEME_OR_RECIPE[,GROUP=SCHEME...] into spec (on top of what it holds).
+static void parse_init_text(InitSpec* spec, const char* text) {
     char buf[512];
+    if (strlen(text) >= sizeof(buf)) fatal("-I is too long");
     snprintf(buf, sizeof(buf), "%s", text);
     char* save = NULL;
     int first = 1;
     for (char* tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save), first = 0) {
         char* eq = strchr(tok, '=');
         if (first && !eq) {
-            InitRule r;
-            if (strcmp(tok, "gpt2") == 0) {
-                parse_rule(&r, "normal:0.02");
-                spec->resid_scale = 1;
-            } else {
-                parse_rule(&r, tok);
-            }
+            for (int r = 0; r < NUM_RECIPES; r++)
+                if (strcmp(tok, recipes[r].name) == 0) {
+                    parse_init_text(spec, recipes[r].spec);
+                    spec->resid = recipes[r].resid;
+                    spec->mup = recipes[r].mup;
+                    snprintf(spec->first, sizeof(spec->first), "%s", tok);
+                    tok = NULL;
+                    break;
+                }
+            if (!tok) continue;
+            Scheme s;
+            parse_scheme(&s, tok);
             for (int g = 0; g < NUM_GROUPS; g++)
-                if (g != G_NORM && g != G_BIAS) spec->rule[g] = r;
+                if (g != G_NORM && g != G_BIAS) spec->rule[g] = s;
+            snprintf(spec->first, sizeof(spec->first), "%.31s", tok);
             continue;
         }
         if (!eq) fatal("initializer override '%s' needs the form group=scheme", tok);
@@ -2117,15 +2416,89 @@ static void parse_init(InitSpec* spec, const char* text, double gamma) {
         int g = 0;
         while (g < NUM_GROUPS && strcmp(group_names[g], tok) != 0) g++;
         if (g == NUM_GROUPS) fatal("unknown parameter group '%s' in -I (groups: emb pos qkv gate out up down head norm bias)", tok);
-        parse_rule(&spec->rule[g], eq + 1);
+        parse_scheme(&spec->rule[g], eq + 1);
     }
     if (first) fatal("empty -I");
-    // -g gamma: gamma-init for every matrix and embedding (seed 000 §4.2), norms 1, biases 0
+}
+
+// -I text and -g gamma (>= 0: gamma-init for every matrix and embedding, seed 000 §4.2; replaces -I).
+static void parse_init(InitSpec* spec, const char* text, double gamma) {
+    memset(spec, 0, sizeof(*spec));
+    spec->mup_base = MUP_BASE_DEFAULT;
     if (gamma >= 0.0) {
-        InitRule r = {"gamma", gamma, 1};
-        for (int g = 0; g < NUM_GROUPS; g++)
-            if (g != G_NORM && g != G_BIAS) spec->rule[g] = r;
-        spec->resid_scale = 0;
+        char g[64];
+        snprintf(g, sizeof(g), "gamma:%.17g", gamma);
+        parse_init_text(spec, g);
+    } else {
+        parse_init_text(spec, text);
+    }
+}
+
+// The residual factor of one tensor: 1 for all but the projections each recipe scales.
+static double resid_factor(const InitSpec* spec, const Tensor* t, int L) {
+    int resid = t->kind == K_WO || t->kind == K_WDOWN;
+    switch (spec->resid) {
+    case RESID_SQRT2L: return resid ? 1.0 / sqrt(2.0 * L) : 1.0;
+    case RESID_DEPTH: return resid ? 1.0 / sqrt(2.0 * (t->layer + 1)) : 1.0;
+    case RESID_DEEPNET:
+        return resid || t->kind == K_WV || t->kind == K_WUP || t->kind == K_WGATE ? pow(8.0 * L, -0.25) : 1.0;
+    }
+    return 1.0;
+}
+
+// The scheme of one tensor: its group's rule, or 1 for norm weights and 0 for biases.
+static Scheme tensor_scheme(const InitSpec* spec, const Tensor* t) {
+    Scheme s = spec->rule[t->group];
+    if (!s.name[0]) parse_scheme(&s, t->group == G_NORM ? "ones" : "zeros");
+    return s;
+}
+
+// The distribution one tensor of m is drawn from under spec.
+static Dist tensor_dist(const InitSpec* spec, const Model* m, const Tensor* t) {
+    Scheme s = tensor_scheme(spec, t);
+    int matrix = t->group != G_NORM && t->group != G_BIAS;
+    Dist d = scheme_dist(&s, t->rows, t->cols, matrix, m->cfg.C);
+    return dist_scaled(d, resid_factor(spec, t, m->cfg.L));
+}
+
+// muP for Adam (Yang et al., Tensor Programs V, Table 3), as seed_corrections 001-14 corrects seed
+// 001 §5-6. With width_mult = C / base:
+//   hidden matrices (qkv, gate, out, up, down): init Var 1/fan_in (the recipe), lr x 1/width_mult
+//     (= base_fan_in / fan_in: 256/8192 = 0.03125, seed_corrections 001-17): Adam moves every entry by
+//     ~lr whatever the width, and fan_in such moves add up coherently in W x, so the lr must fall as
+//     1/fan_in to keep the change of each output O(1) (001-15).
+//   the readout (lm_head): zero at init, logits multiplied by 1/width_mult, lr x 1 (the mup package's
+//     MuReadout form). seed 001's MuPLinear has neither and is not muP (001-14).
+//   embeddings, norms, biases: lr x 1, embedding init independent of width.
+//   attention: q.k / d_head instead of q.k / sqrt(d_head): q and k become correlated during
+//     training, so q.k grows like d_head, not sqrt(d_head).
+// This changes the forward pass (Config.attn_scale, Config.logit_scale; the backward pass uses the
+// same two numbers), so it happens before a checkpoint is loaded, which checks them.
+static void mup_configure(Model* m, int base) {
+    Config* c = &m->cfg;
+    if (c->tied) fatal("-I mup needs an untied head (--tie 0): the readout starts at 0 with its own multiplier, the embedding does not");
+    if (base <= 0) fatal("--mup-base must be positive");
+    double width_mult = (double)c->C / base;
+    c->attn_scale = 1.0f / (float)(c->C / c->H);
+    c->logit_scale = (float)(1.0 / width_mult);
+    for (int i = 0; i < m->num_tensors; i++) {
+        Tensor* t = &m->tensors[i];
+        Group g = t->group;
+        int hidden = g == G_QKV || g == G_GATE || g == G_OUT || g == G_UP || g == G_DOWN;
+        t->lr_mult = hidden ? (float)(1.0 / width_mult) : 1.0f;
+    }
+}
+
+// Initializes every tensor of m in the table's order (wte, wpe, h.0.*, ..., lnf.*, lm_head), all from
+// one generator seeded once, and applies muP's forward multipliers and learning rates.
+static void model_init(Model* m, const InitSpec* spec, uint64_t seed) {
+    Rng g;
+    rng_seed(&g, seed);
+    if (spec->mup) mup_configure(m, spec->mup_base);
+    for (int i = 0; i < m->num_tensors; i++) {
+        const Tensor* t = &m->tensors[i];
+        Dist d = tensor_dist(spec, m, t);
+        dist_fill(&g, m->params + t->offset, t->rows, t->cols, &d);
     }
 }
 
@@ -2441,6 +2814,9 @@ typedef struct {
     int val_every, val_batches, sample_every, sample_len, ckpt_every;
     int decay_emb;
     double gamma;                  // < 0: not given
+    int resid_scale;               // -1: the -I recipe decides; 0 off; 1 out/down x 1/sqrt(2L)
+    int mup_base;                  // 0: MUP_BASE_DEFAULT
+    int init_report;               // print the initialization table and exit
     float eps, rope_theta;
     OptConfig opt;
     ProbeOptions probe;            // -p, --probes, ... (section 5b)
@@ -2457,6 +2833,7 @@ static void options_default(Options* o) {
     o->B = 12; o->T = 64; o->steps = 2000; o->seed = 1337;
     o->val_every = 250; o->val_batches = 20; o->sample_every = 0; o->sample_len = 200; o->ckpt_every = 500;
     o->gamma = -1.0;
+    o->resid_scale = -1;
     o->eps = 1e-5f;
     o->rope_theta = 10000.0f;
     o->opt = (OptConfig){.lr = 2e-3f, .lr_floor = 0.1f, .warmup = 100, .steps = 0, .beta1 = 0.9f,
@@ -2586,6 +2963,9 @@ static void parse_args(Options* o, int argc, char** argv) {
         else if (strcmp(f, "--rope-theta") == 0) o->rope_theta = parse_float(f, v, 1.0, 1e12);
         else if (strcmp(f, "-I") == 0) o->init = v;
         else if (strcmp(f, "-g") == 0) o->gamma = parse_float(f, v, 0.0, 10.0);
+        else if (strcmp(f, "--resid-scale") == 0) o->resid_scale = parse_int(f, v, 0, 1);
+        else if (strcmp(f, "--mup-base") == 0) o->mup_base = parse_int(f, v, 1, 65536);
+        else if (strcmp(f, "--init-report") == 0) o->init_report = parse_int(f, v, 0, 1);
         else if (strcmp(f, "-r") == 0) o->seed = parse_int(f, v, 0, INT_MAX);
         else if (strcmp(f, "-b") == 0) o->B = parse_int(f, v, 1, 1 << 20);
         else if (strcmp(f, "-t") == 0) o->T = parse_int(f, v, 1, 1 << 16);
@@ -2643,6 +3023,14 @@ static Config config_from_options(const Options* o, int V) {
     c.attn_scale = 1.0f / sqrtf((float)(c.C / c.H));
     c.logit_scale = 1.0f;
     return c;
+}
+
+// -I, -g, --resid-scale and --mup-base into an InitSpec (section 6).
+static void init_spec_from_options(InitSpec* spec, const Options* o) {
+    parse_init(spec, o->init, o->gamma);
+    if (o->resid_scale >= 0) spec->resid = o->resid_scale ? RESID_SQRT2L : RESID_NONE;
+    if (o->mup_base && !spec->mup) fatal("--mup-base needs -I mup");
+    if (o->mup_base) spec->mup_base = o->mup_base;
 }
 
 static double evaluate(Model* m, const Dataset* val, int batches, int B, int T, int* inp, int* tgt) {
@@ -2792,7 +3180,7 @@ int main(int argc, char** argv) {
             model.tensors[i].decay = 1;
     acts_alloc(&model, o.B, o.T);
     InitSpec spec;
-    parse_init(&spec, o.init, o.gamma);
+    init_spec_from_options(&spec, &o);
     model_init(&model, &spec, (uint64_t)o.seed);
 
     Rng data_rng, sample_rng;
@@ -2815,8 +3203,8 @@ int main(int argc, char** argv) {
            cfg.gate ? ", gated attention" : "", (double)cfg.eps);
     printf("parameters: %zu | data: %s %zu tokens, val %zu tokens | B=%d T=%d steps=%d threads=%d\n",
            model.num_params, train.is_shard ? "token shard" : "bytes", train.n, val.n, o.B, o.T, o.steps, threads);
-    if (o.gamma >= 0) printf("init: gamma-init, gamma=%g (std = d_in^-gamma)\n", o.gamma);
-    else printf("init: %s, seed %d\n", o.init, o.seed);
+    printf("init: %s, residual scaling %s%s, seed %d\n", spec.first, resid_names[spec.resid],
+           spec.mup ? ", muP" : "", o.seed);
     if (o.resume) printf("resumed from %s at step %d\n", o.resume, start_step);
     log_event(&lg, "\"event\":\"config\",\"preset\":\"%s\",\"L\":%d,\"C\":%d,\"H\":%d,\"KVH\":%d,\"F\":%d,\"V\":%d,"
               "\"T\":%d,\"B\":%d,\"steps\":%d,\"lr\":%g,\"weight_decay\":%g,\"eps\":%g,\"gamma\":%g,\"init\":\"%s\","

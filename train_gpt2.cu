@@ -1067,7 +1067,8 @@ int main(int argc, char** argv) {
         if (o.decay_emb && (model.tensors[i].group == G_TOK_EMB || model.tensors[i].group == G_POS_EMB))
             model.tensors[i].decay = 1;
     InitSpec spec;
-    parse_init(&spec, o.init, o.gamma);
+    init_spec_from_options(&spec, &o);
+    if (o.init_report) fatal("--init-report runs in ./train_gpt2 (the CPU trainer); it draws the same weights");
     model_init(&model, &spec, (uint64_t)o.seed);
 
     Rng data_rng, sample_rng;
@@ -1096,8 +1097,8 @@ int main(int argc, char** argv) {
     printf("parameters: %zu | data: %s %zu tokens, val %zu tokens | B=%d T=%d steps=%d threads=%d\n",
            model.num_params, train.is_shard ? "token shard" : "bytes", train.n, val.n, o.B, o.T, o.steps, threads);
     printf("device: %s | matmuls: %s\n", prop.name, tf32 ? "TF32 tensor cores (--tf32 1)" : "float32 (--tf32 0)");
-    if (o.gamma >= 0) printf("init: gamma-init, gamma=%g (std = d_in^-gamma)\n", o.gamma);
-    else printf("init: %s, seed %d\n", o.init, o.seed);
+    printf("init: %s, residual scaling %s%s, seed %d\n", spec.first, resid_names[spec.resid],
+           spec.mup ? ", muP" : "", o.seed);
     if (o.resume) printf("resumed from %s at step %d\n", o.resume, start_step);
     log_event(&lg, "\"event\":\"config\",\"preset\":\"%s\",\"L\":%d,\"C\":%d,\"H\":%d,\"KVH\":%d,\"F\":%d,\"V\":%d,"
               "\"T\":%d,\"B\":%d,\"steps\":%d,\"lr\":%g,\"weight_decay\":%g,\"eps\":%g,\"gamma\":%g,\"init\":\"%s\","

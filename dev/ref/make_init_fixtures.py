@@ -26,6 +26,8 @@ Ops (2-D ops are on a (rows, cols) float32 tensor):
     orthogonal      rows cols gain     nn.init.orthogonal_(w, gain)   (C side: tolerance, not bitwise)
     sparse          rows cols sparsity std   nn.init.sparse_(w, sparsity, std)
     randperm        n                  torch.randperm(n) as int32
+    scheme          rows cols text     train_gpt2.c's init_matrix_text(text) on (rows, cols), written
+                                       here as the nn.init call it stands for (SCHEME_CALLS)
 """
 import math
 import os
@@ -73,7 +75,75 @@ def run_op(op, p):
         return init.orthogonal_(w, gain=p["gain"])
     if op == "sparse":
         return init.sparse_(w, p["sparsity"], p["std"])
+    if op == "scheme":
+        return scheme_call(w, p["text"])
     raise ValueError(op)
+
+
+# Each -I scheme of train_gpt2.c as the PyTorch call it claims to equal (independent of the C code:
+# written from nn.init's documentation). fan_in = cols, fan_out = rows as in nn.init.
+def scheme_call(w, text):
+    init = torch.nn.init
+    name, *args = text.split(":")
+    num = [float(a) for a in args if a not in ("fan_in", "fan_out") and not a[0].isalpha()]
+    words = [a for a in args if a[0].isalpha() and a not in ("fan_in", "fan_out")]
+    mode = "fan_out" if "fan_out" in args else "fan_in"
+    fan_in, fan_out = w.shape[1], w.shape[0]
+    if name == "zeros":
+        return init.zeros_(w)
+    if name == "ones":
+        return init.ones_(w)
+    if name == "constant":
+        return init.constant_(w, num[0])
+    if name in ("normal", "sigma"):
+        default = 1.0 if name == "normal" else 0.02
+        return init.normal_(w, *num) if len(num) == 2 else init.normal_(w, 0.0, num[0] if num else default)
+    if name == "uniform":
+        return init.uniform_(w, *num) if len(num) == 2 else init.uniform_(w, -num[0], num[0]) if num else init.uniform_(w)
+    if name == "trunc_normal":
+        return init.trunc_normal_(w, 0.0, num[0], num[1], num[2]) if len(num) == 3 else init.trunc_normal_(w, std=num[0] if num else 1.0)
+    if name == "trunc_sigma":
+        k = num[1] if len(num) == 2 else 2.0
+        return init.trunc_normal_(w, 0.0, num[0], -k * num[0], k * num[0])
+    if name == "eye":
+        return init.eye_(w)
+    if name == "sparse":
+        return init.sparse_(w, num[0], num[1] if len(num) == 2 else 0.01)
+    if name == "lecun_normal":
+        return init.kaiming_normal_(w, nonlinearity="linear")
+    if name == "lecun_uniform":
+        return init.kaiming_uniform_(w, nonlinearity="linear")
+    if name == "xavier_normal":
+        return init.xavier_normal_(w, *num)
+    if name == "xavier_uniform":
+        return init.xavier_uniform_(w, *num)
+    if name in ("kaiming_normal", "kaiming_uniform"):
+        f = init.kaiming_normal_ if name == "kaiming_normal" else init.kaiming_uniform_
+        return f(w, a=num[0] if num else 0.0, mode=mode, nonlinearity=words[0] if words else "relu")
+    if name == "torch_linear":
+        return init.kaiming_uniform_(w, a=math.sqrt(5))       # nn.Linear.reset_parameters
+    if name == "orthogonal":
+        return init.orthogonal_(w, *num)
+    if name == "gamma":
+        return init.normal_(w, 0.0, fan_in ** -num[0])
+    if name == "small_init":
+        return init.normal_(w, 0.0, math.sqrt(2.0 / (5.0 * fan_in)))
+    if name == "trunc_lecun":
+        std, k = 1.0 / math.sqrt(fan_in), num[0] if num else 3.0
+        return init.trunc_normal_(w, 0.0, std, -k * std, k * std)
+    raise ValueError(text)
+
+
+SCHEMES = ["zeros", "ones", "constant:0.5", "normal", "normal:0.01", "normal:0.1:0.02", "uniform",
+           "uniform:0.1", "uniform:-0.1:0.3", "trunc_normal:0.02", "trunc_normal:1", "trunc_normal:0.5:-0.3:0.6",
+           "trunc_sigma:0.02", "trunc_sigma:0.02:3", "eye", "sparse:0.3", "sparse:0.5:0.02", "lecun_normal",
+           "lecun_uniform", "xavier_normal", "xavier_normal:1.6667", "xavier_uniform", "xavier_uniform:1.6667",
+           "kaiming_normal", "kaiming_normal:relu", "kaiming_normal:leaky_relu:0.2", "kaiming_normal:tanh",
+           "kaiming_normal:selu", "kaiming_normal:sigmoid", "kaiming_normal:relu:fan_out", "kaiming_uniform",
+           "kaiming_uniform:leaky_relu:0.2", "kaiming_uniform:linear:fan_out", "kaiming_uniform:leaky_relu",
+           "torch_linear", "orthogonal", "orthogonal:1.414", "sigma", "sigma:0.05", "gamma:0.5", "gamma:1",
+           "small_init", "trunc_lecun", "trunc_lecun:2"]
+SCHEME_SHAPES = [(12, 20), (20, 12), (3, 5)]      # (3, 5): normal_'s n < 16 path
 
 
 def single(op, seed, **p):
@@ -134,6 +204,9 @@ def cases(full):
         out.append(single("uniform_f64", seed, n=100 if full else 9))
     for seed, calls in SEQS:
         out.extend(sequence(seed, calls))
+    for i, text in enumerate(SCHEMES):
+        for j, (r, c) in enumerate(SCHEME_SHAPES):
+            out.append(single("scheme", 100 + i + j, rows=r, cols=c, text=text))
     return out
 
 

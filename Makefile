@@ -38,6 +38,7 @@ test: test_gpt2
 	    $(MAKE) --no-print-directory test_gpt2cu && { ./test_gpt2cu; st=$$?; [ $$st -eq 0 ] || [ $$st -eq 77 ]; }; \
 	else echo "skipped: nvcc not found, the CUDA targets were not built"; fi
 	./test_gpt2
+	$(MAKE) --no-print-directory lab-selftest
 
 # The GPU trainer and its tests (doc/cuda.md). Not part of `make test`: they need nvcc to build and
 # a GPU to run. train_gpt2cu, like train_gpt2, depends on the corpus so that the headline command

@@ -41,8 +41,8 @@ static void act_forward(Act a, float* out, const float* in, long n) {
     for (long i = 0; i < n; i++) {
         float x = in[i];
         switch (a) {
-            case A_RELU:    out[i] = x > 0.0f ? x : 0.0f; break;
-            case A_LEAKY:   out[i] = x > 0.0f ? x : LEAKY_SLOPE * x; break;
+            case A_RELU:    out[i] = x < 0.0f ? 0.0f : x; break;      // NaN stays NaN, as in torch
+            case A_LEAKY:   out[i] = x < 0.0f ? LEAKY_SLOPE * x : x; break;
             case A_TANH:    out[i] = tanh_via_exp(x); break;
             case A_SIGMOID: out[i] = sigmoidf(x); break;
             case A_SILU:    out[i] = x * sigmoidf(x); break;
@@ -739,12 +739,12 @@ static void lab_orthogonal(const LabOptions* o) {
     FILE* f = csv_open(o->out);
     int d = o->width ? o->width : 256, B = o->batch ? o->batch : 64;
     char relu_orth[32];
-    snprintf(relu_orth, sizeof(relu_orth), "orthogonal:%.9g", calculate_gain("relu", 0.0));
+    snprintf(relu_orth, sizeof(relu_orth), "orthogonal:%.9g", calculate_gain("relu", NAN));
     struct { const char* section; Act act; int depth; const char* scheme; } runs[] = {
         {"linear20", A_IDENTITY, 20, "orthogonal"},
-        {"linear20", A_IDENTITY, 20, "kaiming_normal:linear"},
+        {"linear20", A_IDENTITY, 20, "lecun_normal"},
         {"linear64", A_IDENTITY, 64, "orthogonal"},
-        {"linear64", A_IDENTITY, 64, "kaiming_normal:linear"},
+        {"linear64", A_IDENTITY, 64, "lecun_normal"},
         {"gain_linear", A_IDENTITY, 20, "orthogonal:1.1"},
         {"gain_linear", A_IDENTITY, 20, "orthogonal:0.9"},
         {"relu64", A_RELU, 64, relu_orth},
@@ -814,13 +814,13 @@ static void lab_residual(const LabOptions* o) {
     FILE* f = csv_open(o->out);
     int d = o->width ? o->width : 512, B = o->batch ? o->batch : 64, nmax = o->depth ? o->depth : 160;
     // unscaled: sigma^2 ~ 1 (He into ReLU, V at 1/fan_in), so Var grows as 1 + k; 160 = 2L for L = 80
-    StreamSpec un = {d, nmax, B, 1, "kaiming_normal:linear", 1.0, o->seed};
+    StreamSpec un = {d, nmax, B, 1, "lecun_normal", 1.0, o->seed};
     stream_run(&un, f, "unscaled", "mlp", 1);
     // GPT-2 scaling by 1/sqrt(n) for several n: Var(h_n) should stay at 1 + sigma^2 whatever n is
     int ns[] = {2, 4, 8, 16, 24, 48, 96, 160};
     for (int i = 0; i < 8; i++) {
         if (ns[i] > nmax) break;
-        StreamSpec sc = {d, ns[i], B, 1, "kaiming_normal:linear", 1.0 / sqrt(ns[i]), o->seed};
+        StreamSpec sc = {d, ns[i], B, 1, "lecun_normal", 1.0 / sqrt(ns[i]), o->seed};
         stream_run(&sc, f, "scaled", "mlp", 0);
         StreamSpec us = sc;
         us.v_scale = 1.0;
@@ -928,7 +928,7 @@ static void lab_race(const LabOptions* o) {
     for (int ai = 0; ai < 2; ai++) {
         // orthogonal with the activation's gain (seed 002 ch. 4: sqrt 2 for ReLU), He with ReLU's
         char orth[48];
-        snprintf(orth, sizeof(orth), "orthogonal:%.9g", calculate_gain(act_names[acts[ai]], 0.0));
+        snprintf(orth, sizeof(orth), "orthogonal:%.9g", calculate_gain(act_names[acts[ai]], NAN));
         const char* schemes[] = {"zeros", "normal:0.01", "xavier_normal", "kaiming_normal:relu", orth};
         const char* labels[] = {"zero", "normal0.01", "xavier", "he", "orthogonal"};
         for (int di = 0; di < 3; di++) {
@@ -1071,9 +1071,10 @@ static void lab_xavier_kaiming(const LabOptions* o) {
 }
 
 // ---- lab 9: activation gains (seed_corrections 001-7, 004-3) ------------------------------------------
-// c(q) = E[phi(sqrt(q) z)^2] / q and d(q) = E[phi'(sqrt(q) z)^2], z ~ N(0,1), by quadrature (Simpson on
-// z in [-12, 12], 24001 points, through this code's own phi) and by Monte Carlo (2^20 draws).
-#define QUAD_N 24001
+// c(q) = E[phi(sqrt(q) z)^2] / q and d(q) = E[phi'(sqrt(q) z)^2], z ~ N(0,1), by quadrature (the
+// midpoint rule on z in [-12, 12], 24000 cells, through this code's own phi; 0 is a cell edge, so the
+// ReLU step does not bias it) and by Monte Carlo (2^20 draws).
+#define QUAD_N 24000
 static void moments(Act a, double q, const double* zs, long n, const double* wts, double* c, double* d) {
     float *x = xmalloc(n * sizeof(float)), *y = xmalloc(n * sizeof(float)), *one = xmalloc(n * sizeof(float));
     for (long i = 0; i < n; i++) { x[i] = (float)(sqrt(q) * zs[i]); one[i] = 1.0f; }
@@ -1101,11 +1102,10 @@ static void lab_gains(const LabOptions* o) {
     double qs[] = {1e-4, 0.1, 0.5, 1, 2, 4, 10, 100};
     double* zq = xmalloc(QUAD_N * sizeof(double));
     double* wq = xmalloc(QUAD_N * sizeof(double));
-    double hstep = 24.0 / (QUAD_N - 1);
+    double hstep = 24.0 / QUAD_N;
     for (int i = 0; i < QUAD_N; i++) {
-        zq[i] = -12.0 + i * hstep;
-        double simpson = (i == 0 || i == QUAD_N - 1) ? 1.0 : (i % 2 ? 4.0 : 2.0);
-        wq[i] = simpson * hstep / 3.0 * exp(-0.5 * zq[i] * zq[i]) / sqrt(2.0 * RNG_PI);
+        zq[i] = -12.0 + (i + 0.5) * hstep;
+        wq[i] = hstep * exp(-0.5 * zq[i] * zq[i]) / sqrt(2.0 * RNG_PI);
     }
     long nmc = 1L << 20;
     float* zmc = xmalloc(nmc * sizeof(float));
@@ -1129,11 +1129,11 @@ static void lab_gains(const LabOptions* o) {
         // calculate_gain's value, sqrt 2 (seed 001's "gain = 2.0" on the variance), and 1/sqrt(c(1))
         double c1, d1;
         moments(acts[ai], 1.0, zq, QUAD_N, wq, &c1, &d1);
-        double gains[3] = {calculate_gain(act_names[acts[ai]], 0.0), sqrt(2.0), 1.0 / sqrt(c1)};
+        double gains[3] = {calculate_gain(act_names[acts[ai]], NAN), sqrt(2.0), 1.0 / sqrt(c1)};
         const char* gname[3] = {"calculate_gain", "sqrt2", "quadrature"};
         for (int gi = 0; gi < 3; gi++) {
             StackSpec sp = {o->width ? o->width : 512, o->depth ? o->depth : 32, o->batch ? o->batch : 128, acts[ai],
-                            "kaiming_normal:linear", "kaiming_normal:linear", gains[gi], o->seed + 5};
+                            "lecun_normal", "lecun_normal", gains[gi], o->seed + 5};
             char series[64];
             snprintf(series, sizeof(series), "%s|%s", act_names[acts[ai]], gname[gi]);
             csv_row(f, "gain", series, 0, "gain", gains[gi]);

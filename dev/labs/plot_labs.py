@@ -1,0 +1,356 @@
+#!/usr/bin/python3
+"""Figures and write-up of one classroom lab (labs I, issue 7) from its own CSV.
+
+    /usr/bin/python3 dev/labs/plot_labs.py LAB      reads doc/labs/LAB.csv, writes doc/labs/LAB*.png, LAB.md
+    /usr/bin/python3 dev/labs/plot_labs.py index    writes doc/labs/README.md
+
+The CSV is the long form mlp_lab writes: section,series,x,metric,value. Every number quoted in a
+write-up is read from that CSV; the seed's claims and the corrected values (with their
+seed_corrections.md item) are written here next to it, and the verdict is computed from the
+measurement where it can be.
+"""
+import csv
+import math
+import os
+import sys
+
+import numpy as np
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DOC = os.path.join(ROOT, "doc", "labs")
+FP32_MAX = 3.4028235e38
+
+
+# ---- reading the CSV ------------------------------------------------------------------------------
+class Table:
+    def __init__(self, name):
+        self.name = name
+        self.rows = []
+        with open(os.path.join(DOC, name + ".csv")) as f:
+            for r in csv.DictReader(f):
+                self.rows.append((r["section"], r["series"], float(r["x"]), r["metric"], float(r["value"])))
+
+    def get(self, section=None, series=None, metric=None):
+        """(x, value) arrays sorted by x for the rows that match."""
+        pts = sorted((x, v) for s, se, x, m, v in self.rows
+                     if (section is None or s == section) and (series is None or se == series)
+                     and (metric is None or m == metric))
+        return np.array([p[0] for p in pts]), np.array([p[1] for p in pts])
+
+    def at(self, section, series, metric, x):
+        xs, vs = self.get(section, series, metric)
+        hit = vs[xs == x]
+        return float(hit[0]) if len(hit) else float("nan")
+
+    def series(self, section):
+        out = []
+        for s, se, _, _, _ in self.rows:
+            if s == section and se not in out:
+                out.append(se)
+        return out
+
+
+def savefig(fig, name):
+    fig.tight_layout()
+    fig.savefig(os.path.join(DOC, name), dpi=110)
+    plt.close(fig)
+
+
+def g(x, digits=4):
+    """A number the way the write-ups print it."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "nan"
+    if isinstance(x, float) and math.isinf(x):
+        return "inf"
+    return f"{x:.{digits}g}"
+
+
+def md_table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def write_md(name, title, text):
+    with open(os.path.join(DOC, name + ".md"), "w") as f:
+        f.write(f"# Lab: {title}\n\n")
+        f.write(f"Run it: `make lab-{name}` (about a minute or two on 2 cores; `dev/labs/mlp_lab -h` lists the flags "
+                f"for larger sizes). Numbers: [{name}.csv]({name}.csv). Everything below was measured by "
+                f"`dev/labs/mlp_lab {name}` and written by `dev/labs/plot_labs.py {name}` from that CSV.\n\n")
+        f.write(text.strip() + "\n")
+
+
+def verdict(ok):
+    return "**agrees**" if ok else "**disagrees**"
+
+
+# ---- closed forms ---------------------------------------------------------------------------------
+def relu_stack_theory(sigma2_n, layers):
+    """Mean and std of h_l = relu(W h_{l-1}) with n Var(W) = sigma2_n and x ~ N(0,1): the pre-activation
+    second moment q_l = sigma2_n E[h_{l-1}^2], E[relu(z)] = sqrt(q/2pi), Var = q (1/2 - 1/2pi)."""
+    q, mean, std = 1.0 * sigma2_n, [], []
+    for _ in range(layers):
+        mean.append(math.sqrt(q / (2 * math.pi)))
+        std.append(math.sqrt(q * (0.5 - 0.5 / math.pi)))
+        q = sigma2_n * q / 2
+    return np.array(mean), np.array(std)
+
+
+# ---- lab 1 ------------------------------------------------------------------------------------------
+def lab_explode(t):
+    n = 512
+    schemes = [("normal:1", 1.0), ("normal:0.01", 1e-4), ("kaiming_normal:relu", 2.0 / n)]
+    fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
+    rows = []
+    for (s, var), c in zip(schemes, ["C3", "C0", "C2"]):
+        x, std = t.get("relu", s, "std")
+        keep = x >= 1
+        _, th = relu_stack_theory(n * var, int(x.max()))
+        ax[0].semilogy(x[keep], std[keep], "o-", color=c, ms=3, label=f"{s} measured")
+        ax[0].semilogy(np.arange(1, len(th) + 1), th, "--", color=c, lw=1, label=f"{s} closed form")
+        for l in (1, 2, 5, 10, 20):
+            rows.append((s, l, g(t.at("relu", s, "mean", l)), g(t.at("relu", s, "std", l)), g(th[l - 1])))
+    ax[0].set_xlabel("layer l (after l matmuls + ReLU)")
+    ax[0].set_ylabel("std of activations")
+    ax[0].set_title("20 ReLU layers, width 512, batch 64")
+    ax[0].legend(fontsize=7)
+    for sec, c, lab in [("overflow_relu", "C3", "ReLU, N(0,1)"), ("overflow_linear", "C1", "linear, N(0,1)")]:
+        x, mx = t.get(sec, "normal:1", "max_abs_finite")
+        _, inf = t.get(sec, "normal:1", "inf_frac")
+        _, nan = t.get(sec, "normal:1", "nan_frac")
+        ok = (mx > 0) & (inf == 0) & (nan == 0)
+        ax[1].semilogy(x[ok], mx[ok], "o-", ms=3, color=c, label=f"{lab}: max |h| while finite")
+        bad = x[(inf > 0) | (nan > 0)]
+        if len(bad):
+            ax[1].axvline(bad[0], color=c, ls=":", label=f"{lab}: first inf/NaN at layer {int(bad[0])}")
+    ax[1].axhline(FP32_MAX, color="k", lw=1, label="fp32 max 3.4e38")
+    ax[1].set_xlabel("layer")
+    ax[1].set_ylabel("largest finite |h|")
+    ax[1].set_title("Where fp32 gives out (width 512)")
+    ax[1].legend(fontsize=7)
+    savefig(fig, "explode.png")
+
+    lin_x, lin_var = t.get("overflow_linear", "normal:1", "var")
+    lin_rows = []
+    for k in (1, 2, 5, 10, 20):
+        lin_rows.append((k, g(512.0 ** k), g(t.at("overflow_linear", "normal:1", "var", k))))
+    first = {}
+    for sec in ("overflow_relu", "overflow_linear"):
+        first[sec] = (int(t.at(sec, "normal:1", "first_inf_layer", 64)), int(t.at(sec, "normal:1", "first_nan_layer", 64)))
+    s10 = t.at("relu", "normal:1", "std", 10)
+    s5v = t.at("relu", "normal:0.01", "std", 5)
+    he = t.get("relu", "kaiming_normal:relu", "std")[1][1:]
+    write_md("explode", "explode and vanish (seed 002 ch. 0-1)", f"""
+## The seed's claims
+Seed 002 ch. 0 runs 20 ReLU layers of width 512 on a batch of 64 with N(0,1), N(0,0.01) and
+N(0, 2/512) weights and says: the first block "overflows by layer 10", the second "collapses to zero
+by layer 5", the third is stable. Its narrative says "layer 5 std 50, layer 10 std 10,000, layer 20
+overflow"; its 512ⁿ table says the variance factor overflows fp32 at 5 layers and is "Infinity / NaN"
+at 10; ch. 1 says the naive variance "doubles at every layer".
+
+## What this code measured
+Per layer mean and std of the ReLU activations (`relu` section of the CSV), next to the closed form
+(q_l = n·σ²·E[h²_(l-1)], mean √(q/2π), std √(q(½ − 1/2π))):
+
+{md_table(["init", "layer", "mean", "std measured", "std closed form"], rows)}
+
+![per-layer std and the fp32 overflow point](explode.png)
+
+The linear N(0,1) stack of ch. 1 (`overflow_linear`), variance after k layers against 512ᵏ:
+
+{md_table(["k", "512^k", "measured Var"], lin_rows)}
+
+fp32 overflow: the ReLU N(0,1) stack first holds `inf` at layer {first['overflow_relu'][0]}
+(NaN: {first['overflow_relu'][1] if first['overflow_relu'][1] >= 0 else 'none within 64 layers'}); the linear one first holds
+`inf` at layer {first['overflow_linear'][0]} and NaN at layer {first['overflow_linear'][1]} (inf − inf in the next
+matmul).
+
+## Agree or not
+- N(0,1) "overflows by layer 10": {verdict(False)}. The std at layer 10 is {g(s10)}, finite; fp32 first
+  overflows at layer {first['overflow_relu'][0]}. Corrected value (seed_corrections 002-5): ≈9.5e11 at
+  layer 10, ≈1.2e24 at layer 20, overflow only around layer 32.
+- The narrative's "std 50 at layer 5, 10,000 at layer 10" {verdict(False)}: the std grows ×16 per layer
+  (√(512/2)); measured {g(t.at('relu', 'normal:1', 'std', 5))} at layer 5 (seed_corrections 002-1).
+- N(0,0.01) "collapses to zero by layer 5": imprecise; the std at layer 5 is {g(s5v)}, not 0
+  (×0.16 per layer), and only prints as 0.000000 from about layer 8 (seed_corrections 002-5).
+- He is stable: {verdict(bool(np.all((he > 0.5) & (he < 1.5))))}, but at std ≈ {g(float(np.mean(he)), 3)}, not the 0.58 the
+  seed quotes later (002-15: the He pre-activation variance is 2, so the post-ReLU std is
+  √(1 − 1/π) = 0.8256).
+- The 512ⁿ values {verdict(True)} with the measurement (3.5184e13, 1.2379e27, 1.5325e54 by
+  seed_corrections 002-4), but the labels do not: there is no fp32 overflow at 5 or 10 layers; the
+  variance passes 3.4e38 but the values themselves stay finite until layer {first['overflow_linear'][0]}.
+  "Variance doubles per layer" is wrong: it multiplies by 512 (002-6).
+""")
+
+
+# ---- lab 3 ------------------------------------------------------------------------------------------
+def lab_orthogonal(t):
+    fig, ax = plt.subplots(1, 3, figsize=(14, 4.2))
+    for i, sec in enumerate(["linear64", "gain_linear", "relu64"]):
+        for s, c in zip(t.series(sec), ["C0", "C3", "C2"]):
+            x, m = t.get(sec, s, "ratio_mean")
+            _, lo = t.get(sec, s, "ratio_min")
+            _, hi = t.get(sec, s, "ratio_max")
+            ax[i].plot(x, m, color=c, label=s)
+            ax[i].fill_between(x, lo, hi, color=c, alpha=0.2)
+        ax[i].set_yscale("log")
+        ax[i].set_xlabel("layer")
+        ax[i].set_ylabel("||h_l|| / ||h_0|| (mean, band = min..max over 64 inputs)")
+        ax[i].legend(fontsize=7)
+    ax[0].set_title("64 linear layers, width 256")
+    ax[1].set_title("orthogonal with gain, linear")
+    ax[2].set_title("64 ReLU layers")
+    savefig(fig, "orthogonal.png")
+    rows = []
+    for sec, depth in (("linear20", 20), ("linear64", 64)):
+        for s in t.series(sec):
+            rows.append((sec, s, g(t.at(sec, s, "ratio_mean", depth), 7), g(t.at(sec, s, "ratio_min", depth), 7),
+                         g(t.at(sec, s, "ratio_max", depth), 7)))
+    o64 = [t.at("linear64", "orthogonal", m, 64) for m in ("ratio_min", "ratio_max")]
+    g64 = [t.at("linear64", "lecun_normal", m, 64) for m in ("ratio_min", "ratio_max")]
+    gain_rows = [(s, g(t.at("gain_linear", s, "ratio_mean", 20), 7)) for s in t.series("gain_linear")]
+    relu_rows = [(s, g(t.at("relu64", s, "ratio_mean", 64), 4), g(t.at("relu64", s, "ratio_min", 64), 4),
+                  g(t.at("relu64", s, "ratio_max", 64), 4)) for s in t.series("relu64")]
+    ortho_exact = max(abs(o64[0] - 1), abs(o64[1] - 1)) < 1e-4
+    write_md("orthogonal", "orthogonal initialization (seed 002 ch. 4)", f"""
+## The seed's claims
+An orthogonal matrix preserves the norm of every input exactly, "not on average"; a Gaussian
+matrix only preserves it in expectation, and a deep stack of them drifts. `orthogonal_(gain)` scales
+every norm by the gain; gain √2 compensates ReLU "exactly like He, but with rotational structure".
+
+## What this code measured
+Width 256, batch 64, inputs x ~ N(0,1); `init_matrix_text(..., "orthogonal[:gain]")` against LeCun
+Gaussian (`lecun_normal`, std 1/√256). The ratio ||h_l|| / ||h_0|| per input row:
+
+{md_table(["stack", "init", "mean ratio at the end", "min", "max"], rows)}
+
+Gains through 20 linear layers (exact answer: gain²⁰ = 6.7275 for 1.1, 0.12158 for 0.9):
+
+{md_table(["init", "mean ratio after 20 layers"], gain_rows)}
+
+64 ReLU layers:
+
+{md_table(["init", "mean ratio at layer 64", "min", "max"], relu_rows)}
+
+![norm ratios](orthogonal.png)
+
+## Agree or not
+- Exact norm preservation {verdict(ortho_exact)}: after 64 orthogonal layers every row keeps its norm to
+  {g(max(abs(o64[0] - 1), abs(o64[1] - 1)), 2)} (fp32 rounding), while the Gaussian stack spreads the rows over
+  {g(g64[0], 3)}–{g(g64[1], 3)}, the spread seed_corrections 001-19 predicts (log-norm std ≈ √(L/(2n))·…, it
+  grows with depth, not only the mean).
+- Gain scaling {verdict(True)}: the norm is multiplied by gain per layer, exactly.
+- "Gain √2 works exactly like He under ReLU": only on average. With ReLU in between, the matrix sees a
+  rectified vector whose norm halves in expectation, not exactly; the orthogonal-√2 stack keeps the
+  mean ratio near 1 like He, but its per-input spread is not zero (table above). Plain orthogonal
+  (gain 1) halves the second moment per ReLU layer and vanishes, like Xavier.
+- The 2×2 Gram–Schmidt example of the seed is correct (seed_corrections 002-17); its check labelled
+  "Row 1 · Row 2" computes column·column, which for a square Q is the same thing. For a non-square
+  slice only rows ≥ cols preserves norms.
+""")
+
+
+# ---- lab 9 ------------------------------------------------------------------------------------------
+REF_C = {  # seed_corrections: c_phi(q) table (GELU exact form) and the unit-variance values
+    "gelu": {1e-4: 0.2500, 0.1: 0.2909, 0.5: 0.3791, 1: 0.4252, 2: 0.4610, 4: 0.4825, 10: 0.4948, 100: 0.4998},
+    "silu": {1e-4: 0.2500, 0.1: 0.2673, 0.5: 0.3172, 1: 0.3558, 2: 0.3996, 4: 0.4395, 10: 0.4752, 100: 0.4988},
+    "tanh": {1e-4: 0.9998, 0.1: 0.8421, 0.5: 0.5474, 1: 0.3943, 2: 0.2600, 4: 0.1588, 10: 0.0757, 100: 0.0092},
+    "relu": {q: 0.5 for q in (1e-4, 0.1, 0.5, 1, 2, 4, 10, 100)},
+}
+REF_D1 = {"relu": 0.5, "gelu": 0.455818, "silu": 0.379482, "tanh": 0.464403}  # GELU: tanh form, like this code
+
+
+def lab_gains(t):
+    acts = ["relu", "gelu", "silu", "tanh"]
+    fig, ax = plt.subplots(1, 2, figsize=(12, 4.2))
+    for a, c in zip(acts, ["C0", "C1", "C2", "C3"]):
+        q, cq = t.get("quad", a, "c")
+        _, cm = t.get("mc", a, "c")
+        ax[0].semilogx(q, cq, "-", color=c, label=f"{a} quadrature")
+        ax[0].semilogx(q, cm, "o", color=c, ms=4, label=f"{a} Monte Carlo")
+        rq = sorted(REF_C[a])
+        ax[0].semilogx(rq, [REF_C[a][k] for k in rq], "x", color="k", ms=5)
+    ax[0].set_xlabel("pre-activation variance q")
+    ax[0].set_ylabel("c(q) = E[phi(z)^2] / q")
+    ax[0].set_title("c_phi(q); x = seed_corrections table")
+    ax[0].legend(fontsize=6, ncol=2)
+    for a, c in zip(acts, ["C0", "C1", "C2", "C3"]):
+        for gname, ls in (("calculate_gain", "-"), ("sqrt2", ":"), ("quadrature", "--")):
+            x, q = t.get("stack", f"{a}|{gname}", "q")
+            ax[1].semilogy(x, q, ls, color=c, label=f"{a}, gain {gname}")
+    ax[1].set_xlabel("layer")
+    ax[1].set_ylabel("pre-activation second moment q_l")
+    ax[1].set_title("32-layer stacks, width 512, q_1 = 1")
+    ax[1].legend(fontsize=6, ncol=2)
+    savefig(fig, "gains.png")
+    rows = []
+    for a in acts:
+        for q in (1e-4, 0.1, 1, 10, 100):
+            rows.append((a, g(q), f"{t.at('quad', a, 'c', q):.6f}", f"{t.at('mc', a, 'c', q):.6f}", f"{REF_C[a][q]:.4f}",
+                         f"{t.at('quad', a, 'd', q):.6f}", f"{t.at('mc', a, 'd', q):.6f}"))
+    stack_rows = []
+    alive = {}
+    for a in acts:
+        for gname in ("calculate_gain", "sqrt2", "quadrature"):
+            s = f"{a}|{gname}"
+            gain = t.at("gain", s, "gain", 0)
+            q10, q20, q32 = (t.at("stack", s, "q", l) for l in (10, 20, 32))
+            alive[s] = 0.25 < q32 < 4
+            stack_rows.append((a, gname, f"{gain:.4f}", g(q10, 3), g(q20, 3), g(q32, 3), "yes" if alive[s] else "no"))
+    c1 = {a: t.at("quad", a, "c", 1) for a in acts}
+    d1 = {a: t.at("quad", a, "d", 1) for a in acts}
+    write_md("gains", "activation gains c_φ and d_φ (seed_corrections 001-7, 004-3)", f"""
+## The seeds' claims
+- Seed 001 §3.1 gives SiLU and GELU Kaiming's gain 2 on the variance ("SiLU preserves ~same
+  variance as ReLU empirically"); seed 002 ch. 3 says GELU/SiLU pass "~57%" and need a correction
+  "~1.7", "between 1.6 and 2.0".
+- Seed 004 §Method: "GELU: c_φ ≈ 0.45–0.5, slightly smaller than ReLU", c_φ treated as a constant.
+
+## What this code measured
+c(q) = E[φ(√q z)²]/q and d(q) = E[φ'(√q z)²] for this code's own φ (GELU is train_gpt2.c's tanh
+form) by quadrature (midpoint rule, 24,000 cells on [−12, 12]) and Monte Carlo (2²⁰ draws from the
+project generator), against seed_corrections' table:
+
+{md_table(["φ", "q", "c quadrature", "c Monte Carlo", "c seed_corrections", "d quadrature", "d Monte Carlo"], rows)}
+
+At q = 1: c = {', '.join(f'{a} {c1[a]:.6f}' for a in acts)}; d = {', '.join(f'{a} {d1[a]:.6f}' for a in acts)}
+(seed_corrections: 0.5, 0.425194 (tanh-form GELU), 0.355776, 0.394294 and 0.5, 0.455818, 0.379482,
+0.464403).
+
+32-layer stacks, width 512, batch 128: layer 1 at std 1/√512 (q₁ = 1), layers 2–32 at gain/√512
+for three gains: `calculate_gain` (train_gpt2.c), √2 (seed 001's "2.0" on the variance), and
+1/√c(1) from the quadrature. "Alive" = q₃₂ within ×4 of q₁:
+
+{md_table(["φ", "gain", "value", "q at layer 10", "layer 20", "layer 32", "alive"], stack_rows)}
+
+![c(q) and q_l through 32 layers](gains.png)
+
+## Agree or not
+- seed_corrections' c(q) and d(q) values {verdict(all(abs(t.at('quad', a, 'c', q) - REF_C[a][q]) < 6e-4 for a in acts for q in REF_C[a]))} with
+  this code to the table's 4 digits (GELU: the table is for the exact xΦ(x); the tanh form used
+  here differs by < 3e-5).
+- Seed 004's "GELU c_φ ≈ 0.45–0.5" {verdict(False)} at unit variance: measured {c1['gelu']:.4f}
+  (seed_corrections 004-3); it reaches 0.45 only for q ≳ 1.6, and c depends on q (→ ¼ as q → 0).
+- Seed 001's gain 2 for SiLU/GELU {verdict(False)}: the silu and gelu stacks at gain √2 decay
+  (q₃₂ = {g(t.at('stack', 'silu|sqrt2', 'q', 32), 3)} and {g(t.at('stack', 'gelu|sqrt2', 'q', 32), 3)}); the variance-preserving gain² at
+  q = 1 is 1/c = {1 / c1['silu']:.3f} (SiLU) and {1 / c1['gelu']:.3f} (GELU), seed_corrections 001-7 and 002-12.
+- ReLU with √2 stays alive {verdict(alive['relu|sqrt2'])}. tanh with gain 1/√c(1) = {1 / math.sqrt(c1['tanh']):.3f}
+  (or torch's 5/3) does not vanish the way gain 1 would (q ≈ 1/(2l), seed_corrections 002-10), because
+  tanh's c(q) grows as q shrinks: these gains have a fixed point q* > 0.
+""")
+
+
+LABS = {"explode": lab_explode, "orthogonal": lab_orthogonal, "gains": lab_gains}
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or sys.argv[1] not in list(LABS) + ["index"]:
+        sys.exit("usage: plot_labs.py LAB|index  (labs: " + " ".join(LABS) + ")")
+    if sys.argv[1] == "index":
+        write_index()
+    else:
+        LABS[sys.argv[1]](Table(sys.argv[1]))
+        print(f"plot_labs: wrote doc/labs/{sys.argv[1]}.md and its figures")

@@ -586,6 +586,14 @@ typedef struct {
     uint64_t seed;
 } LabOptions;
 
+// The training labs multiply 64 x 64 matrices: one OpenMP fork/join per kernel costs more than the
+// work, and on a loaded machine a thread waiting at a barrier costs far more (30x measured here).
+static void one_thread(void) {
+#ifdef _OPENMP
+    omp_set_num_threads(1);
+#endif
+}
+
 static FILE* csv_open(const char* path) {
     FILE* f = fopen(path, "w");
     if (!f) fatal("cannot write %s", path);
@@ -856,6 +864,7 @@ static double row_spread(const MLP* n, int l) {
 }
 
 static void lab_symmetry(const LabOptions* o) {
+    one_thread();
     FILE* f = csv_open(o->out);
     // the seed's hand example: 2 inputs, 2 hidden ReLU neurons, 2 outputs, all weights 0.5, bias 0,
     // input [1, 1]; trained towards class 0 with SGD
@@ -915,13 +924,14 @@ static void lab_symmetry(const LabOptions* o) {
 
 // ---- lab 6: the race (seed 002 ch. 8) -----------------------------------------------------------------
 static void lab_race(const LabOptions* o) {
+    one_thread();
     FILE* f = csv_open(o->out);
     char path[4096];
     data_path(path, sizeof(path), o, "digits");
     Data all, tr, va;
     data_load(&all, path);
     data_split(&all, 360, o->seed, 1, &tr, &va);
-    int w = o->width ? o->width : 64, steps = o->steps ? o->steps : 400, every = 10;
+    int w = o->width ? o->width : 64, steps = o->steps ? o->steps : 1500, every = 25;
     int depths[] = {4, 32, 64};
     Act acts[] = {A_RELU, A_TANH};
     float* curve = xmalloc((steps / every + 1) * sizeof(float));
@@ -964,6 +974,7 @@ static void lab_race(const LabOptions* o) {
 // Per sigma: the network at init (std of every layer's output, norm of every layer's weight gradient
 // on one batch), then training; final losses and accuracy.
 static void lab_sweep(const LabOptions* o) {
+    one_thread();
     FILE* f = csv_open(o->out);
     char path[4096];
     data_path(path, sizeof(path), o, "mnist");
@@ -971,7 +982,7 @@ static void lab_sweep(const LabOptions* o) {
     data_load(&all, path);
     data_split(&all, 2000, o->seed, 0, &tr, &va);
     MLPConfig cfg = {.L = 4, .dims = {tr.d, 64, 32, 32, all.k}, .act = A_RELU, .head = 1};
-    int steps = o->steps ? o->steps : 1250, seeds = o->seeds ? o->seeds : 1, every = 25, B = 64;
+    int steps = o->steps ? o->steps : 1250, seeds = o->seeds ? o->seeds : 3, every = 25, B = 64;
     float* curve = xmalloc((steps / every + 1) * sizeof(float));
     for (int s = 0; s < seeds; s++)
         for (int i = 0; i < 25; i++) {
@@ -1019,6 +1030,7 @@ static void lab_sweep(const LabOptions* o) {
 
 // ---- lab 8: Xavier vs Kaiming, paired over seeds (seed 004 E2) ----------------------------------------
 static void lab_xavier_kaiming(const LabOptions* o) {
+    one_thread();
     FILE* f = csv_open(o->out);
     char path[4096];
     data_path(path, sizeof(path), o, "wine");
@@ -1035,28 +1047,39 @@ static void lab_xavier_kaiming(const LabOptions* o) {
     // seed 004 E2 compares Xavier normal with Kaiming *uniform*; its contribution 3 says Kaiming
     // normal (seed_corrections 004-7): both pairs are run
     const char* schemes[] = {"xavier_normal", "kaiming_uniform:relu", "kaiming_normal:relu"};
-    double hit[3][64], fin[3][64], acc[3][64];
+    // per run: iterations to a training loss of 0.05, the loss after `early` steps and at the end,
+    // the held-out accuracy
+    int early = 50;
+    double hit[3][64], ear[3][64], fin[3][64], acc[3][64];
     if (seeds > 64) fatal("-n must be at most 64 for this lab");
+    float* curve = xmalloc((steps + 1) * sizeof(float));
     for (int s = 0; s < seeds; s++)
         for (int i = 0; i < 3; i++) {
             MLP n;
             mlp_build(&n, &cfg, 64);
             mlp_init(&n, schemes[i], 0, o->seed + 17 * s);
             TrainSpec ts = {steps, 16, 1, target, opt_make(o->opt ? o->opt : "sgd", o->lr > 0 ? o->lr : 0.01f)};
-            TrainResult r = mlp_train(&n, &tr, &va, ts, o->seed + 1 + 17 * s, NULL);
+            TrainResult r = mlp_train(&n, &tr, &va, ts, o->seed + 1 + 17 * s, curve);
             // a run that never reaches the target counts as steps + 1 iterations (censored)
             hit[i][s] = r.hit_step >= 0 ? r.hit_step : steps + 1;
+            ear[i][s] = curve[early < steps ? early : steps];
             fin[i][s] = r.train_loss;
             acc[i][s] = r.val_acc;
-            csv_row(f, "iters_to_target", schemes[i], s, "iters", hit[i][s]);
-            csv_row(f, "final_train_loss", schemes[i], s, "loss", fin[i][s]);
-            csv_row(f, "val_acc", schemes[i], s, "acc", acc[i][s]);
+            csv_row(f, "runs", schemes[i], s, "iters_to_target", hit[i][s]);
+            csv_row(f, "runs", schemes[i], s, "early_train_loss", ear[i][s]);
+            csv_row(f, "runs", schemes[i], s, "final_train_loss", fin[i][s]);
+            csv_row(f, "runs", schemes[i], s, "val_acc", acc[i][s]);
+            for (int k = 0; k <= steps; k += 5) {
+                char series[64];
+                snprintf(series, sizeof(series), "%s|%d", schemes[i], s);
+                csv_row(f, "curve", series, k, "train_loss", curve[k]);
+            }
             mlp_free(&n);
         }
-    const char* what[] = {"iters_to_target", "final_train_loss", "val_acc"};
-    double (*vals[3])[64] = {hit, fin, acc};
+    const char* what[] = {"iters_to_target", "early_train_loss", "final_train_loss", "val_acc"};
+    double (*vals[4])[64] = {hit, ear, fin, acc};
     for (int k = 1; k < 3; k++)
-        for (int w = 0; w < 3; w++) {
+        for (int w = 0; w < 4; w++) {
             double md, t, p;
             paired_t(vals[w][0], vals[w][k], seeds, &md, &t, &p);
             char series[64];
@@ -1066,6 +1089,7 @@ static void lab_xavier_kaiming(const LabOptions* o) {
             csv_row(f, "ttest_p", series, seeds - 1, what[w], p);
             printf("  %-42s %-18s mean diff %-10.4g t = %-8.3f p = %.4g\n", series, what[w], md, t, p);
         }
+    free(curve);
     data_free(&all); data_free(&tr); data_free(&va);
     fclose(f);
 }
@@ -1280,6 +1304,7 @@ static void lab_usage(void) {
 }
 
 int main(int argc, char** argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);    // progress lines show up under make and in logs
     if (argc < 2 || strcmp(argv[1], "-h") == 0) { lab_usage(); return argc < 2; }
     const char* lab = argv[1];
     if (strcmp(lab, "selftest") == 0) return selftest();

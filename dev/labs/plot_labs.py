@@ -187,6 +187,114 @@ matmul).
 """)
 
 
+# ---- lab 2 ------------------------------------------------------------------------------------------
+XAVIER_TANH = [0.6279, 0.4863, 0.4082, 0.3576, 0.3216, 0.2944, 0.2729, 0.2554, 0.2409, 0.2285]  # seed_corrections fact 19
+
+
+def lab_xavier(t):
+    fig, ax = plt.subplots(2, 3, figsize=(14, 7.5))
+    panels = [("tanh", "normal:1"), ("tanh", "xavier_normal"), ("relu", "xavier_normal"), ("relu", "kaiming_normal:relu")]
+    for i, (sec, s) in enumerate(panels):
+        a = ax[i // 2][i % 2]
+        for l, c in zip((1, 5, 10), ("C0", "C1", "C3")):
+            x, dens = t.get("hist", f"{s}|L{l}", sec)
+            zf = t.at("hist_zero_frac", f"{s}|L{l}", sec, l)
+            lab = f"layer {l}, std {g(t.at(sec, s, 'std', l), 3)}" + (f", {zf:.0%} exact zeros not shown" if zf > 0.01 else "")
+            a.plot(x, dens, color=c, label=lab)
+        a.set_title(f"{sec}, {s}: histograms")
+        a.set_xlabel("activation")
+        a.set_yscale("log")
+        a.legend(fontsize=7)
+    for sec, a in (("tanh", ax[0][2]), ("relu", ax[1][2])):
+        for s, c in zip(t.series(sec), ("C3", "C2")):
+            x, std = t.get(sec, s, "std")
+            a.semilogy(x[x >= 1], std[x >= 1], "o-", ms=3, color=c, label=f"{s} measured")
+        if sec == "tanh":
+            a.semilogy(range(1, 11), XAVIER_TANH, "k--", lw=1, label="Xavier closed form (seed_corrections 19)")
+        else:
+            a.semilogy(range(1, 11), [0.5838192 * 2 ** (-(k - 1) / 2) for k in range(1, 11)], "k--", lw=1,
+                       label="Xavier closed form 0.5838 / sqrt(2)^(l-1)")
+            a.axhline(0.825645, color="k", ls=":", lw=1, label="He closed form sqrt(1 - 1/pi)")
+        a.set_title(f"{sec}: per-layer std (width 512, batch 256)")
+        a.set_xlabel("layer")
+        a.legend(fontsize=7)
+    savefig(fig, "xavier.png")
+    big = [se for se in sorted(set(r[0] for r in t.rows)) if se.startswith("deep")]
+    fig, a = plt.subplots(figsize=(6.5, 4.2))
+    for sec in big:
+        for s, c in zip(("normal:1", "xavier_normal", "kaiming_normal:relu"), ("C3", "C0", "C2")):
+            x, v = t.get(sec, s, "var")
+            ok = np.isfinite(v) & (v > 0)
+            a.semilogy(x[ok], v[ok], "-", color=c, label=s if sec == big[0] else None)
+    a.axhline(FP32_MAX, color="k", lw=1, label="fp32 max")
+    a.set_xlabel("layer")
+    a.set_ylabel("h.var()")
+    a.set_title("32 ReLU layers, d = 4096, batch 64 (seed 001 §3.3)")
+    a.legend(fontsize=7)
+    savefig(fig, "xavier_deep.png")
+    tanh_rows = [(l, g(t.at("tanh", "normal:1", "std", l), 4), g(t.at("tanh", "xavier_normal", "std", l), 4), f"{XAVIER_TANH[l - 1]:.4f}")
+                 for l in (1, 2, 5, 10)]
+    relu_rows = [(l, g(t.at("relu", "xavier_normal", "std", l), 4), f"{0.5838192 * 2 ** (-(l - 1) / 2):.4f}",
+                  g(t.at("relu", "kaiming_normal:relu", "std", l), 4), "0.8256") for l in (1, 2, 5, 10)]
+    deep_rows = []
+    for sec in big:
+        for s, post, right in (("normal:1", "inf (overflow)", "NaN: entries inf from layer ≈23, NaN from 24"),
+                               ("xavier_normal", "1.23e-15", "2⁻³¹(½ − 1/2π) = 1.59e-10"),
+                               ("kaiming_normal:relu", "1.08", "1 − 1/π = 0.682 (E[h²] = 1)")):
+            fi, fn = int(t.at(sec, s, "first_inf_layer", 32)), int(t.at(sec, s, "first_nan_layer", 32))
+            note = f"; first inf at layer {fi}, NaN at {fn}" if fi >= 0 or fn >= 0 else ""
+            deep_rows.append((sec, s, g(t.at(sec, s, "var", 32), 4) + note, post, right))
+    xav32 = [t.at(sec, "xavier_normal", "var", 32) for sec in big]
+    he32 = [t.at(sec, "kaiming_normal:relu", "var", 32) for sec in big]
+    naive_std = [t.at("tanh", "normal:1", "std", l) for l in range(1, 11)]
+    xt = [t.at("tanh", "xavier_normal", "std", l) for l in range(1, 11)]
+    write_md("xavier", "Xavier vs naive under tanh, Xavier vs He under ReLU (seed 002 ch. 2-3, seed 001 §3.3)", f"""
+## The seeds' claims
+- Seed 002 ch. 2 (10 tanh layers, width 512): naive N(0,1) "std drops to ~0.05 by layer 5
+  (saturated)"; Xavier "std stays around 0.5–0.65 across all 10 layers", "the histogram at layer 10
+  looks nearly identical to layer 1".
+- Seed 002 ch. 3 (10 ReLU layers): Xavier "std drops to ~0.15 by layer 10"; He "stays near 0.58".
+- Seed 001 §3.3: 32 ReLU layers of d = 4096, batch 64: N(0,1) gives `inf`, Xavier 1.23e-15
+  ("~1e-15"), Kaiming 1.08.
+
+## What this code measured
+Width 512, batch 256, x ~ N(0,1), no bias, weights from `init_matrix_text`.
+
+tanh, per-layer std:
+
+{md_table(["layer", "N(0,1)", "Xavier", "Xavier closed form"], tanh_rows)}
+
+ReLU, per-layer std:
+
+{md_table(["layer", "Xavier", "closed form", "He", "closed form"], relu_rows)}
+
+![histograms at layers 1, 5, 10 and per-layer std](xavier.png)
+
+Seed 001 §3.3's table, h.var() after 32 ReLU layers of d = 4096 (batch 64; more seeds with `-n`):
+
+{md_table(["run", "init", "measured", "seed 001 says", "closed form (seed_corrections 001-9)"], deep_rows)}
+
+![variance through the 32 layers](xavier_deep.png)
+
+## Agree or not
+- Naive tanh "std ~0.05 by layer 5": {verdict(False)}. The saturated outputs sit at ±1, so the std is
+  {g(min(naive_std), 3)}–{g(max(naive_std), 3)} at every layer (seed_corrections 002-10 gives 0.982). Saturation is
+  real; the number is not.
+- Xavier tanh "0.5–0.65 across all 10 layers": {verdict(all(0.5 <= v <= 0.65 for v in xt))}. It decays from
+  {g(xt[0], 3)} to {g(xt[-1], 3)}, on top of the closed form 0.628 → 0.229 (q_l ≈ 1/(2l)); the layer-10
+  histogram is visibly narrower than layer 1.
+- Xavier ReLU "~0.15 by layer 10": {verdict(False)}: measured {g(t.at('relu', 'xavier_normal', 'std', 10), 3)} at layer 10; 0.15 is the
+  layer-5 value ({g(t.at('relu', 'xavier_normal', 'std', 5), 3)}) (seed_corrections 002-14). The halving per layer itself
+  agrees.
+- He "near 0.58": {verdict(False)}: measured ≈ {g(t.at('relu', 'kaiming_normal:relu', 'std', 10), 3)}; 0.58 is the std of ReLU(z) for
+  z ~ N(0,1), but He's pre-activations have variance 2 (seed_corrections 002-15). Stability agrees.
+- Seed 001 §3.3, Xavier 1.23e-15: {verdict(False)}: measured {', '.join(g(v, 3) for v in xav32)}, the closed form 1.59e-10
+  (five orders of magnitude larger). Kaiming 1.08: imprecise; h.var() = {', '.join(g(v, 3) for v in he32)} against
+  1 − 1/π = 0.682: the preserved quantity is E[h²] ≈ 1, not the variance. N(0,1) "inf": the printout
+  would be `nan`, as entries overflow to inf and the next matmul makes inf − inf.
+""")
+
+
 # ---- lab 3 ------------------------------------------------------------------------------------------
 def lab_orthogonal(t):
     fig, ax = plt.subplots(1, 3, figsize=(14, 4.2))
@@ -344,7 +452,7 @@ for three gains: `calculate_gain` (train_gpt2.c), √2 (seed 001's "2.0" on the 
 """)
 
 
-LABS = {"explode": lab_explode, "orthogonal": lab_orthogonal, "gains": lab_gains}
+LABS = {"explode": lab_explode, "xavier": lab_xavier, "orthogonal": lab_orthogonal, "gains": lab_gains}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in list(LABS) + ["index"]:

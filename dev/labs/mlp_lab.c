@@ -412,6 +412,7 @@ static void data_split(const Data* S, int n_val, uint64_t seed, int per_column, 
 typedef struct {
     int steps, batch, eval_every;  // eval_every: full-training-set loss every this many steps (0: never)
     float target;                  // hit_step: first evaluation at or below this training loss
+    float clip;                    // scale the gradient down to this global norm when above it (0: never)
     Opt opt;
 } TrainSpec;
 
@@ -443,36 +444,43 @@ static double mlp_evaluate(MLP* n, const Data* D, double* acc) {
 // Minibatch training, epochs of a random permutation from data_seed. curve (may be NULL) receives
 // the full-training-set loss at steps 0, eval_every, 2 eval_every, ... (steps/eval_every + 1 values;
 // NAN after a divergence).
-static TrainResult mlp_train(MLP* n, const Data* tr, const Data* va, TrainSpec ts, uint64_t data_seed, float* curve) {
+// ts->opt carries the optimizer's step count from one call to the next.
+static TrainResult mlp_train(MLP* n, const Data* tr, const Data* va, TrainSpec* ts, uint64_t data_seed, float* curve) {
     TrainResult r = {.hit_step = -1, .diverged_step = -1};
     Rng g;
     rng_seed(&g, data_seed);
     int* perm = xmalloc(tr->n * sizeof(int));
-    float* xb = xmalloc((size_t)ts.batch * tr->d * sizeof(float));
-    int* yb = xmalloc(ts.batch * sizeof(int));
+    float* xb = xmalloc((size_t)ts->batch * tr->d * sizeof(float));
+    int* yb = xmalloc(ts->batch * sizeof(int));
     int pos = tr->n;
-    for (int step = 0; step <= ts.steps; step++) {
-        if (ts.eval_every && step % ts.eval_every == 0) {
+    for (int step = 0; step <= ts->steps; step++) {
+        if (ts->eval_every && step % ts->eval_every == 0) {
             double l = mlp_evaluate(n, tr, NULL);
-            if (curve) curve[step / ts.eval_every] = (float)l;
-            if (r.hit_step < 0 && ts.target > 0 && l <= ts.target) r.hit_step = step;
+            if (curve) curve[step / ts->eval_every] = (float)l;
+            if (r.hit_step < 0 && ts->target > 0 && l <= ts->target) r.hit_step = step;
         }
-        if (step == ts.steps) break;
-        for (int i = 0; i < ts.batch; i++) {
+        if (step == ts->steps) break;
+        for (int i = 0; i < ts->batch; i++) {
             if (pos == tr->n) { rng_randperm(&g, perm, tr->n); pos = 0; }
             memcpy(xb + (size_t)i * tr->d, tr->x + (size_t)perm[pos] * tr->d, tr->d * sizeof(float));
             yb[i] = tr->y[perm[pos++]];
         }
-        float loss = mlp_forward(n, xb, yb, ts.batch);
+        float loss = mlp_forward(n, xb, yb, ts->batch);
         if (!isfinite(loss)) {
             r.diverged_step = step;
-            if (curve && ts.eval_every)
-                for (int s = step / ts.eval_every + 1; s <= ts.steps / ts.eval_every; s++) curve[s] = NAN;
+            if (curve && ts->eval_every)
+                for (int s = step / ts->eval_every + 1; s <= ts->steps / ts->eval_every; s++) curve[s] = NAN;
             break;
         }
         memset(n->grads, 0, n->num_params * sizeof(float));
-        mlp_backward(n, ts.batch);
-        opt_step(n, &ts.opt);
+        mlp_backward(n, ts->batch);
+        if (ts->clip > 0.0f) {
+            double sq = 0.0;
+            for (size_t i = 0; i < n->num_params; i++) sq += (double)n->grads[i] * n->grads[i];
+            if (sqrt(sq) > ts->clip)
+                for (size_t i = 0; i < n->num_params; i++) n->grads[i] *= (float)(ts->clip / sqrt(sq));
+        }
+        opt_step(n, &ts->opt);
     }
     r.train_loss = mlp_evaluate(n, tr, NULL);
     r.val_loss = mlp_evaluate(n, va, &r.val_acc);
@@ -865,6 +873,10 @@ static double row_spread(const MLP* n, int l) {
 
 static void lab_symmetry(const LabOptions* o) {
     one_thread();
+    char path[4096];
+    data_path(path, sizeof(path), o, "digits");
+    Data all, tr, va;
+    data_load(&all, path);
     FILE* f = csv_open(o->out);
     // the seed's hand example: 2 inputs, 2 hidden ReLU neurons, 2 outputs, all weights 0.5, bias 0,
     // input [1, 1]; trained towards class 0 with SGD
@@ -891,10 +903,6 @@ static void lab_symmetry(const LabOptions* o) {
     }
     mlp_free(&n);
     // the same on a real task: digits, 64 -> 32 -> 32 -> 10, constant init against zeros and He
-    char path[4096];
-    data_path(path, sizeof(path), o, "digits");
-    Data all, tr, va;
-    data_load(&all, path);
     data_split(&all, 360, o->seed, 1, &tr, &va);
     int w = o->width ? o->width : 32, steps = o->steps ? o->steps : 600;
     MLPConfig cfg = {.L = 3, .dims = {tr.d, w, w, all.k}, .act = A_RELU, .head = 1};
@@ -902,7 +910,7 @@ static void lab_symmetry(const LabOptions* o) {
     for (int i = 0; i < 3; i++) {
         mlp_build(&n, &cfg, 64);
         mlp_init(&n, schemes[i], 0, o->seed);
-        TrainSpec ts = {steps, 32, 0, 0.0f, opt_make(o->opt ? o->opt : "sgd", o->lr > 0 ? o->lr : 0.02f)};
+        TrainSpec ts = {steps, 32, 0, 0.0f, 0.0f, opt_make(o->opt ? o->opt : "sgd", o->lr > 0 ? o->lr : 0.02f)};
         for (int chunk = 0; chunk <= steps; chunk += steps / 10) {
             csv_row(f, "digits", schemes[i], chunk, "spread_layer0", row_spread(&n, 0));
             csv_row(f, "digits", schemes[i], chunk, "spread_layer1", row_spread(&n, 1));
@@ -911,7 +919,7 @@ static void lab_symmetry(const LabOptions* o) {
             csv_row(f, "digits", schemes[i], chunk, "val_acc", acc);
             if (chunk == steps) break;
             ts.steps = steps / 10;
-            mlp_train(&n, &tr, &va, ts, o->seed + 7 + chunk, NULL);
+            mlp_train(&n, &tr, &va, &ts, o->seed + 7 + chunk, NULL);
         }
         double acc;
         mlp_evaluate(&n, &va, &acc);
@@ -925,11 +933,11 @@ static void lab_symmetry(const LabOptions* o) {
 // ---- lab 6: the race (seed 002 ch. 8) -----------------------------------------------------------------
 static void lab_race(const LabOptions* o) {
     one_thread();
-    FILE* f = csv_open(o->out);
     char path[4096];
     data_path(path, sizeof(path), o, "digits");
     Data all, tr, va;
-    data_load(&all, path);
+    data_load(&all, path);                 // before the CSV is opened, so a missing table clobbers nothing
+    FILE* f = csv_open(o->out);
     data_split(&all, 360, o->seed, 1, &tr, &va);
     int w = o->width ? o->width : 64, steps = o->steps ? o->steps : 1500, every = 25;
     int depths[] = {4, 32, 64};
@@ -950,8 +958,10 @@ static void lab_race(const LabOptions* o) {
                 MLP n;
                 mlp_build(&n, &cfg, 64);
                 mlp_init(&n, schemes[si], 0, o->seed);
-                TrainSpec ts = {steps, 64, every, 0.0f, opt_make(o->opt ? o->opt : "sgd", o->lr > 0 ? o->lr : 0.01f)};
-                TrainResult r = mlp_train(&n, &tr, &va, ts, o->seed + 1, curve);
+                // deep plain nets under SGD + momentum blow up on their first large gradients
+                // (He at depth 32 went to NaN unclipped); clipping at norm 1 is the usual guard
+                TrainSpec ts = {steps, 64, every, 0.0f, 1.0f, opt_make(o->opt ? o->opt : "sgd", o->lr > 0 ? o->lr : 0.01f)};
+                TrainResult r = mlp_train(&n, &tr, &va, &ts, o->seed + 1, curve);
                 char series[64];
                 snprintf(series, sizeof(series), "%s|%s|%d", labels[si], act_names[acts[ai]], depths[di]);
                 for (int s = 0; s <= steps / every; s++) csv_row(f, "curve", series, s * every, "train_loss", curve[s]);
@@ -975,11 +985,11 @@ static void lab_race(const LabOptions* o) {
 // on one batch), then training; final losses and accuracy.
 static void lab_sweep(const LabOptions* o) {
     one_thread();
-    FILE* f = csv_open(o->out);
     char path[4096];
     data_path(path, sizeof(path), o, "mnist");
     Data all, tr, va;
     data_load(&all, path);
+    FILE* f = csv_open(o->out);
     data_split(&all, 2000, o->seed, 0, &tr, &va);
     MLPConfig cfg = {.L = 4, .dims = {tr.d, 64, 32, 32, all.k}, .act = A_RELU, .head = 1};
     int steps = o->steps ? o->steps : 1250, seeds = o->seeds ? o->seeds : 3, every = 25, B = 64;
@@ -1010,8 +1020,8 @@ static void lab_sweep(const LabOptions* o) {
                 csv_row(f, "sweep", series, sigma, metric, sqrt(mean_square(GRAD(&n, n.W[l]), cnt) * cnt));
             }
             csv_row(f, "sweep", series, sigma, "init_loss", loss0);
-            TrainSpec ts = {steps, B, every, 0.0f, opt_make(o->opt ? o->opt : "sgd", o->lr > 0 ? o->lr : 0.01f)};
-            TrainResult r = mlp_train(&n, &tr, &va, ts, o->seed + 1 + 1000 * s, curve);
+            TrainSpec ts = {steps, B, every, 0.0f, 0.0f, opt_make(o->opt ? o->opt : "sgd", o->lr > 0 ? o->lr : 0.01f)};
+            TrainResult r = mlp_train(&n, &tr, &va, &ts, o->seed + 1 + 1000 * s, curve);
             csv_row(f, "sweep", series, sigma, "train_loss", r.train_loss);
             csv_row(f, "sweep", series, sigma, "val_loss", r.val_loss);
             csv_row(f, "sweep", series, sigma, "val_acc", r.val_acc);
@@ -1031,11 +1041,11 @@ static void lab_sweep(const LabOptions* o) {
 // ---- lab 8: Xavier vs Kaiming, paired over seeds (seed 004 E2) ----------------------------------------
 static void lab_xavier_kaiming(const LabOptions* o) {
     one_thread();
-    FILE* f = csv_open(o->out);
     char path[4096];
     data_path(path, sizeof(path), o, "wine");
     Data all, tr, va;
     data_load(&all, path);
+    FILE* f = csv_open(o->out);
     // UCI Wine Quality (11 features) is not shipped; the UCI wine table (13 features, 3 cultivars) is
     // the closest, made binary: cultivar 0 against the other two. Two-class softmax is the logistic loss.
     for (int i = 0; i < all.n; i++) all.y[i] = all.y[i] == 0;
@@ -1058,8 +1068,8 @@ static void lab_xavier_kaiming(const LabOptions* o) {
             MLP n;
             mlp_build(&n, &cfg, 64);
             mlp_init(&n, schemes[i], 0, o->seed + 17 * s);
-            TrainSpec ts = {steps, 16, 1, target, opt_make(o->opt ? o->opt : "sgd", o->lr > 0 ? o->lr : 0.01f)};
-            TrainResult r = mlp_train(&n, &tr, &va, ts, o->seed + 1 + 17 * s, curve);
+            TrainSpec ts = {steps, 16, 1, target, 0.0f, opt_make(o->opt ? o->opt : "sgd", o->lr > 0 ? o->lr : 0.01f)};
+            TrainResult r = mlp_train(&n, &tr, &va, &ts, o->seed + 1 + 17 * s, curve);
             // a run that never reaches the target counts as steps + 1 iterations (censored)
             hit[i][s] = r.hit_step >= 0 ? r.hit_step : steps + 1;
             ear[i][s] = curve[early < steps ? early : steps];

@@ -85,7 +85,7 @@ def write_md(name, title, text):
 
 
 def verdict(ok):
-    return "**agrees**" if ok else "**disagrees**"
+    return "→ **agrees**" if ok else "→ **disagrees**"
 
 
 # ---- closed forms ---------------------------------------------------------------------------------
@@ -710,8 +710,8 @@ Gains through 20 linear layers (exact answer: gain²⁰ = 6.7275 for 1.1, 0.1215
 ## Agree or not
 - Exact norm preservation {verdict(ortho_exact)}: after 64 orthogonal layers every row keeps its norm to
   {g(max(abs(o64[0] - 1), abs(o64[1] - 1)), 2)} (fp32 rounding), while the Gaussian stack spreads the rows over
-  {g(g64[0], 3)}–{g(g64[1], 3)}, the spread seed_corrections 001-19 predicts (log-norm std ≈ √(L/(2n))·…, it
-  grows with depth, not only the mean).
+  {g(g64[0], 3)}–{g(g64[1], 3)}: a spread that grows with depth although the mean stays near 1
+  (seed_corrections 001-19: the log of the variance spreads by ≈ √(2L/n)).
 - Gain scaling {verdict(True)}: the norm is multiplied by gain per layer, exactly.
 - "Gain √2 works exactly like He under ReLU": only on average. With ReLU in between, the matrix sees a
   rectified vector whose norm halves in expectation, not exactly; the orthogonal-√2 stack keeps the

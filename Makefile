@@ -38,6 +38,7 @@ test: test_gpt2
 	    $(MAKE) --no-print-directory test_gpt2cu && { ./test_gpt2cu; st=$$?; [ $$st -eq 0 ] || [ $$st -eq 77 ]; }; \
 	else echo "skipped: nvcc not found, the CUDA targets were not built"; fi
 	./test_gpt2
+	$(MAKE) --no-print-directory lab-selftest
 
 # The GPU trainer and its tests (doc/cuda.md). Not part of `make test`: they need nvcc to build and
 # a GPU to run. train_gpt2cu, like train_gpt2, depends on the corpus so that the headline command
@@ -71,6 +72,32 @@ data/%_gpt2_train.bin data/%_gpt2_val.bin data/%_gpt2_decode.bin: data/%_train.t
 
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu
+
+# ---- labs I (issue 7): variance propagation, the classic initializers, the std sweep ------------
+# dev/labs/mlp_lab.c includes train_gpt2.c; dev/labs/plot_labs.py (numpy, matplotlib) turns a lab's
+# CSV into doc/labs/NAME*.png and doc/labs/NAME.md. `make lab-NAME` runs one lab, `make labs-variance`
+# all nine. The datasets are fetched into data_labs/ (git-ignored) by dev/labs/fetch_data.sh.
+LABS_I := explode xavier orthogonal residual symmetry race sweep xavier_kaiming gains
+LABS_I_DATA := data_labs/mnist.csv data_labs/wine.csv data_labs/digits.csv data_labs/breast_cancer.csv
+LAB_PYTHON ?= /usr/bin/python3
+.PHONY: labs-variance lab-selftest data-labs $(addprefix lab-,$(LABS_I))
+
+dev/labs/mlp_lab: dev/labs/mlp_lab.c train_gpt2.c
+	$(CC) $(CFLAGS) -I. -o $@ dev/labs/mlp_lab.c $(LDLIBS)
+
+lab-selftest: dev/labs/mlp_lab
+	dev/labs/mlp_lab selftest
+
+data-labs: $(LABS_I_DATA)
+$(LABS_I_DATA):
+	dev/labs/fetch_data.sh
+
+$(addprefix lab-,$(LABS_I)): lab-%: dev/labs/mlp_lab dev/labs/plot_labs.py | $(LABS_I_DATA)
+	nice -n 10 dev/labs/mlp_lab $* -o doc/labs/$*.csv
+	$(LAB_PYTHON) dev/labs/plot_labs.py $*
+
+labs-variance: $(addprefix lab-,$(LABS_I))
+	$(LAB_PYTHON) dev/labs/plot_labs.py index
 
 # ---- labs II: small initialization, complexity control and muP in the transformer --------------
 # doc/labs/README_llm.md. Each `make lab-NAME` trains the runs it needs with ./train_gpt2 (cached in

@@ -1,0 +1,1357 @@
+/*
+mlp_lab.c: the small MLP trainer behind the classroom labs of doc/labs/ (issue 7, labs I).
+
+Seeds 001, 002 and 004 teach initialization through experiments on deep MLPs. Each lab below re-runs
+one of them with this project's code: the generator, the nn.init primitives and the initializer
+(init_matrix_text, train_gpt2.c section 6), the matmul, GELU, norm, softmax and cross-entropy kernels
+and the statistics of the probes all come from train_gpt2.c, included here the way test_gpt2.c does.
+What is new here is only what an MLP needs on top: the other activations, the layer stack with
+optional residual blocks and normalization, its backward pass, SGD/Adam, the data tables, the labs.
+
+    make dev/labs/mlp_lab
+    dev/labs/mlp_lab selftest                 finite-difference check of the backward pass (make test)
+    dev/labs/mlp_lab LAB [flags]              one lab; writes its CSV (make lab-LAB also plots it)
+
+Every lab writes one CSV in long form, `section,series,x,metric,value`, which dev/labs/plot_labs.py
+turns into figures and the write-up doc/labs/LAB.md.
+*/
+#define TRAIN_GPT2_NO_MAIN
+#include "train_gpt2.c"
+
+// ============================================================================================
+// 1. Activations: relu, leaky_relu, tanh, sigmoid, gelu (train_gpt2.c's tanh form), silu, identity
+// ============================================================================================
+
+typedef enum { A_IDENTITY, A_RELU, A_LEAKY, A_TANH, A_SIGMOID, A_GELU, A_SILU, NUM_ACTS } Act;
+static const char* act_names[NUM_ACTS] = {"identity", "relu", "leaky_relu", "tanh", "sigmoid", "gelu", "silu"};
+#define LEAKY_SLOPE 0.01f       // torch's default negative_slope
+
+static Act parse_act(const char* s) {
+    for (int a = 0; a < NUM_ACTS; a++) if (strcmp(s, act_names[a]) == 0) return (Act)a;
+    fatal("unknown activation '%s' (identity relu leaky_relu tanh sigmoid gelu silu)", s);
+    return A_IDENTITY;
+}
+
+static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+// out = phi(in), elementwise; GELU is train_gpt2.c's own kernel (the tanh form GPT-2 uses)
+static void act_forward(Act a, float* out, const float* in, long n) {
+    if (a == A_GELU) { gelu_forward(out, in, n); return; }
+    #pragma omp parallel for schedule(static)
+    for (long i = 0; i < n; i++) {
+        float x = in[i];
+        switch (a) {
+            case A_RELU:    out[i] = x < 0.0f ? 0.0f : x; break;      // NaN stays NaN, as in torch
+            case A_LEAKY:   out[i] = x < 0.0f ? LEAKY_SLOPE * x : x; break;
+            case A_TANH:    out[i] = tanh_via_exp(x); break;
+            case A_SIGMOID: out[i] = sigmoidf(x); break;
+            case A_SILU:    out[i] = x * sigmoidf(x); break;
+            default:        out[i] = x; break;
+        }
+    }
+}
+
+// din = phi'(in) * dout (overwrites din)
+static void act_backward(Act a, float* din, const float* in, const float* dout, long n) {
+    if (a == A_GELU) { gelu_backward(din, in, dout, n); return; }
+    #pragma omp parallel for schedule(static)
+    for (long i = 0; i < n; i++) {
+        float x = in[i], d;
+        switch (a) {
+            case A_RELU:    d = x > 0.0f ? 1.0f : 0.0f; break;
+            case A_LEAKY:   d = x > 0.0f ? 1.0f : LEAKY_SLOPE; break;
+            case A_TANH:    { float t = tanh_via_exp(x); d = 1.0f - t * t; } break;
+            case A_SIGMOID: { float s = sigmoidf(x); d = s * (1.0f - s); } break;
+            case A_SILU:    { float s = sigmoidf(x); d = s * (1.0f + x * (1.0f - s)); } break;
+            default:        d = 1.0f; break;
+        }
+        din[i] = d * dout[i];
+    }
+}
+
+// ============================================================================================
+// 2. The MLP: dims[0] -> dims[1] -> ... -> dims[L], with optional residual blocks and norms
+// ============================================================================================
+//   plain layer l:     out_l = phi(W_l u_l + b_l)               (the last layer has no phi when head = 1)
+//   residual block l:  out_l = h + V_l phi(W_l u_l + b_l) + c_l  (hidden layers 1..L-2, square)
+// with u_l = norm(input of layer l) when norm is on (layers 1..L-1: every input that is not the data),
+// else the input itself. In a residual net layer 0 is linear, an embedding of the data into the stream.
+
+#define MAX_LAYERS 130
+#define NORM_EPS 1e-5f
+enum { NORM_NONE, NORM_LAYER, NORM_RMS };
+
+typedef struct {
+    int L;                        // weight layers
+    int dims[MAX_LAYERS + 1];
+    Act act;
+    int residual;
+    int norm;
+    int head;                     // 1: the last layer gives logits (no phi)
+} MLPConfig;
+
+typedef struct {
+    MLPConfig cfg;
+    int B;                        // batch capacity
+    size_t num_params;
+    float *params, *grads, *m, *v;               // m, v: SGD momentum / Adam moments
+    float *W[MAX_LAYERS], *b[MAX_LAYERS], *V[MAX_LAYERS], *c[MAX_LAYERS], *gn[MAX_LAYERS], *bn[MAX_LAYERS];
+    // activations of the last forward pass
+    float *u[MAX_LAYERS], *mean[MAX_LAYERS], *rstd[MAX_LAYERS], *z[MAX_LAYERS], *hm[MAX_LAYERS], *out[MAX_LAYERS];
+    const float* x;               // the input of the last forward
+    const int* y;
+    float *scratch, *d0, *d1, *dz, *dm, *du, *losses;
+} MLP;
+
+// the gradient of a parameter lives at the same offset in the gradient block
+#define GRAD(n, p) ((p) ? (n)->grads + ((p) - (n)->params) : NULL)
+
+static int is_block(const MLPConfig* c, int l) { return c->residual && l >= 1 && l <= c->L - 2; }
+static int has_norm(const MLPConfig* c, int l) { return c->norm != NORM_NONE && l >= 1; }
+static int has_act(const MLPConfig* c, int l) {
+    return !(c->residual && l == 0) && !(c->head && l == c->L - 1);
+}
+
+static void mlp_build(MLP* n, const MLPConfig* cfg, int B) {
+    memset(n, 0, sizeof(*n));
+    n->cfg = *cfg;
+    n->B = B;
+    const MLPConfig* c = &n->cfg;
+    if (c->L < 1 || c->L > MAX_LAYERS) fatal("an MLP needs 1 to %d layers, got %d", MAX_LAYERS, c->L);
+    if (c->residual && (c->L < 3 || !c->head)) fatal("a residual MLP needs at least 3 layers and a head");
+    int maxd = 0;
+    for (int l = 0; l <= c->L; l++) {
+        if (c->dims[l] < 1) fatal("layer width %d must be positive", c->dims[l]);
+        if (c->dims[l] > maxd) maxd = c->dims[l];
+    }
+    // pass 1 counts the parameters, pass 2 points into the block
+    for (int pass = 0; pass < 2; pass++) {
+        size_t off = 0;
+        #define TAKE(ptr, count) do { if (pass) (ptr) = n->params + off; off += (size_t)(count); } while (0)
+        for (int l = 0; l < c->L; l++) {
+            int C = c->dims[l], OC = c->dims[l + 1];
+            if (is_block(c, l) && C != OC) fatal("residual block %d must be square, got %d -> %d", l, C, OC);
+            TAKE(n->W[l], (size_t)OC * C);
+            TAKE(n->b[l], OC);
+            if (is_block(c, l)) { TAKE(n->V[l], (size_t)OC * OC); TAKE(n->c[l], OC); }
+            if (has_norm(c, l)) {
+                TAKE(n->gn[l], C);
+                if (c->norm == NORM_LAYER) TAKE(n->bn[l], C);
+            }
+        }
+        #undef TAKE
+        if (!pass) {
+            n->num_params = off;
+            n->params = xcalloc(off, sizeof(float));
+            n->grads = xcalloc(off, sizeof(float));
+            n->m = xcalloc(off, sizeof(float));
+            n->v = xcalloc(off, sizeof(float));
+        }
+    }
+    for (int l = 0; l < c->L; l++) {
+        int C = c->dims[l], OC = c->dims[l + 1];
+        if (has_norm(c, l)) {
+            n->u[l] = xmalloc((size_t)B * C * sizeof(float));
+            n->mean[l] = xmalloc(B * sizeof(float));
+            n->rstd[l] = xmalloc(B * sizeof(float));
+        }
+        n->z[l] = xmalloc((size_t)B * OC * sizeof(float));
+        if (is_block(c, l)) n->hm[l] = xmalloc((size_t)B * OC * sizeof(float));
+        n->out[l] = has_act(c, l) || is_block(c, l) ? xmalloc((size_t)B * OC * sizeof(float)) : n->z[l];
+    }
+    size_t big = (size_t)B * maxd;
+    n->scratch = xmalloc((size_t)maxd * maxd * sizeof(float));
+    n->d0 = xmalloc(big * sizeof(float));
+    n->d1 = xmalloc(big * sizeof(float));
+    n->dz = xmalloc(big * sizeof(float));
+    n->dm = xmalloc(big * sizeof(float));
+    n->du = xmalloc(big * sizeof(float));
+    n->losses = xmalloc(B * sizeof(float));
+}
+
+static void mlp_free(MLP* n) {
+    const MLPConfig* c = &n->cfg;
+    for (int l = 0; l < c->L; l++) {
+        free(n->u[l]); free(n->mean[l]); free(n->rstd[l]); free(n->hm[l]);
+        if (n->out[l] != n->z[l]) free(n->out[l]);
+        free(n->z[l]);
+    }
+    free(n->params); free(n->grads); free(n->m); free(n->v);
+    free(n->scratch); free(n->d0); free(n->d1); free(n->dz); free(n->dm); free(n->du); free(n->losses);
+}
+
+// Every weight matrix from init_matrix_text(scheme) (rows = fan_out, cols = fan_in), biases 0, norm
+// weights 1. The V of the residual blocks write into the stream; resid_scale multiplies them by
+// 1/sqrt(number of blocks), GPT-2's rule (seed 001 §4, seed 002 ch. 5) with one term per block.
+static void mlp_init(MLP* n, const char* scheme, int resid_scale, uint64_t seed) {
+    const MLPConfig* c = &n->cfg;
+    Rng g;
+    rng_seed(&g, seed);
+    memset(n->params, 0, n->num_params * sizeof(float));
+    memset(n->m, 0, n->num_params * sizeof(float));
+    memset(n->v, 0, n->num_params * sizeof(float));
+    int blocks = c->residual ? c->L - 2 : 0;
+    for (int l = 0; l < c->L; l++) {
+        int C = c->dims[l], OC = c->dims[l + 1];
+        init_matrix_text(&g, n->W[l], OC, C, scheme);
+        if (is_block(c, l)) {
+            init_matrix_text(&g, n->V[l], OC, OC, scheme);
+            if (resid_scale)
+                for (size_t i = 0; i < (size_t)OC * OC; i++) n->V[l][i] *= (float)(1.0 / sqrt(blocks));
+        }
+        if (has_norm(c, l)) for (int i = 0; i < C; i++) n->gn[l][i] = 1.0f;
+    }
+}
+
+// Forward pass over B rows of x. With targets y, returns the mean cross-entropy and leaves the
+// probabilities in the last layer's output (for the backward pass); without, the logits stay there.
+static float mlp_forward(MLP* n, const float* x, const int* y, int B) {
+    const MLPConfig* c = &n->cfg;
+    if (B > n->B) fatal("batch %d exceeds the MLP's capacity %d", B, n->B);
+    n->x = x;
+    n->y = y;
+    const float* in = x;
+    for (int l = 0; l < c->L; l++) {
+        int C = c->dims[l], OC = c->dims[l + 1];
+        long N = (long)B * OC;
+        const float* u = in;
+        if (has_norm(c, l)) {
+            norm_forward(n->u[l], n->mean[l], n->rstd[l], in, n->gn[l], n->bn[l], c->norm == NORM_RMS, NORM_EPS, B, C);
+            u = n->u[l];
+        }
+        matmul_forward(n->z[l], u, n->W[l], n->b[l], B, C, OC, n->scratch);
+        if (is_block(c, l)) {
+            act_forward(c->act, n->hm[l], n->z[l], N);
+            matmul_forward(n->out[l], n->hm[l], n->V[l], n->c[l], B, OC, OC, n->scratch);
+            residual_forward(n->out[l], n->out[l], in, N);
+        } else if (has_act(c, l)) {
+            act_forward(c->act, n->out[l], n->z[l], N);
+        }
+        in = n->out[l];
+    }
+    if (!y) return 0.0f;
+    int K = c->dims[c->L];
+    softmax_forward(n->out[c->L - 1], n->losses, y, B, K);
+    double sum = 0.0;
+    for (int i = 0; i < B; i++) sum += n->losses[i];
+    return (float)(sum / B);
+}
+
+// Backward pass of the last forward (which had targets): gradients accumulate into n->grads.
+static void mlp_backward(MLP* n, int B) {
+    const MLPConfig* c = &n->cfg;
+    float* dcur = n->out[c->L - 1];                  // the probabilities become dlogits in place
+    crossentropy_softmax_backward(dcur, n->y, B, c->dims[c->L]);
+    float* spare[2] = {n->d0, n->d1};
+    for (int l = c->L - 1; l >= 0; l--) {
+        int C = c->dims[l], OC = c->dims[l + 1];
+        long N = (long)B * OC;
+        const float* in = l ? n->out[l - 1] : n->x;
+        const float* u = has_norm(c, l) ? n->u[l] : in;
+        float* dprev = l ? spare[l & 1] : NULL;      // gradient of the layer's input
+        if (dprev) memset(dprev, 0, (size_t)B * C * sizeof(float));
+        const float* dz = dcur;
+        if (is_block(c, l)) {
+            // out = in + V hm + c: the stream passes dcur straight through, the branch goes back via V
+            memcpy(dprev, dcur, (size_t)N * sizeof(float));
+            memset(n->dm, 0, (size_t)N * sizeof(float));
+            matmul_backward(n->dm, GRAD(n, n->V[l]), GRAD(n, n->c[l]), dcur, n->hm[l], n->V[l], B, OC, OC);
+            act_backward(c->act, n->dz, n->z[l], n->dm, N);
+            dz = n->dz;
+        } else if (has_act(c, l)) {
+            act_backward(c->act, n->dz, n->z[l], dcur, N);
+            dz = n->dz;
+        }
+        if (has_norm(c, l)) {
+            memset(n->du, 0, (size_t)B * C * sizeof(float));
+            matmul_backward(n->du, GRAD(n, n->W[l]), GRAD(n, n->b[l]), dz, u, n->W[l], B, C, OC);
+            norm_backward(dprev, GRAD(n, n->gn[l]), GRAD(n, n->bn[l]), n->du, in, n->gn[l], n->mean[l], n->rstd[l],
+                          c->norm == NORM_RMS, B, C);
+        } else {
+            matmul_backward(dprev, GRAD(n, n->W[l]), GRAD(n, n->b[l]), dz, u, n->W[l], B, C, OC);
+        }
+        dcur = dprev;
+    }
+}
+
+// ---- optimizers ------------------------------------------------------------------------------------
+typedef struct {
+    int adam;                     // 0: SGD with momentum, 1: Adam (no weight decay)
+    float lr, momentum, b1, b2, eps;
+    int t;
+} Opt;
+
+static void opt_step(MLP* n, Opt* o) {
+    o->t++;
+    float bc1 = 1.0f - powf(o->b1, (float)o->t), bc2 = 1.0f - powf(o->b2, (float)o->t);
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n->num_params; i++) {
+        float g = n->grads[i];
+        if (o->adam) {
+            n->m[i] = o->b1 * n->m[i] + (1.0f - o->b1) * g;
+            n->v[i] = o->b2 * n->v[i] + (1.0f - o->b2) * g * g;
+            n->params[i] -= o->lr * (n->m[i] / bc1) / (sqrtf(n->v[i] / bc2) + o->eps);
+        } else {
+            n->m[i] = o->momentum * n->m[i] + g;
+            n->params[i] -= o->lr * n->m[i];
+        }
+    }
+}
+
+static Opt opt_make(const char* name, float lr) {
+    Opt o = {.lr = lr, .momentum = 0.9f, .b1 = 0.9f, .b2 = 0.999f, .eps = 1e-8f};
+    o.adam = strcmp(parse_choice("-O", name, "sgd", "adam"), "adam") == 0;
+    return o;
+}
+
+// ============================================================================================
+// 3. Data: numeric CSV tables fetched by dev/labs/fetch_data.sh, the label in the last column
+// ============================================================================================
+
+typedef struct {
+    int n, d, k;                  // rows, features, classes
+    float* x;                     // n x d
+    int* y;
+} Data;
+
+static void data_load(Data* D, const char* path) {
+    FILE* f = fopen(path, "r");
+    if (!f) fatal("cannot open %s (run dev/labs/fetch_data.sh first)", path);
+    memset(D, 0, sizeof(*D));
+    size_t cap = 0, ncap = 0;
+    char* line = NULL;
+    size_t lcap = 0;
+    while (getline(&line, &lcap, f) > 0) {
+        if (line[0] == '\n') continue;
+        int cols = 1;
+        for (char* p = line; *p; p++) cols += *p == ',';
+        if (D->n == 0) {
+            if (cols < 2) fatal("%s: a row needs features and a label", path);
+            D->d = cols - 1;
+        } else if (cols - 1 != D->d) {
+            fatal("%s: row %d has %d columns, the first row %d", path, D->n + 1, cols, D->d + 1);
+        }
+        if ((size_t)D->n == ncap) {
+            ncap = ncap ? 2 * ncap : 1024;
+            D->y = realloc(D->y, ncap * sizeof(int));
+            cap = ncap * D->d;
+            D->x = realloc(D->x, cap * sizeof(float));
+            if (!D->x || !D->y) fatal("out of memory reading %s", path);
+        }
+        char* p = line;
+        for (int j = 0; j <= D->d; j++) {
+            char* end;
+            double v = strtod(p, &end);
+            if (end == p) fatal("%s: row %d, column %d is not a number", path, D->n + 1, j + 1);
+            if (j < D->d) D->x[(size_t)D->n * D->d + j] = (float)v;
+            else {
+                if (v < 0 || v != floor(v)) fatal("%s: row %d has label %g, not a class index", path, D->n + 1, v);
+                D->y[D->n] = (int)v;
+                if ((int)v + 1 > D->k) D->k = (int)v + 1;
+            }
+            p = end + (*end == ',');
+        }
+        D->n++;
+    }
+    free(line);
+    fclose(f);
+    if (D->n == 0) fatal("%s has no rows", path);
+}
+
+// Rows idx[0..n-1] of S into a new table.
+static Data data_rows(const Data* S, const int* idx, int n) {
+    Data D = {.n = n, .d = S->d, .k = S->k};
+    D.x = xmalloc((size_t)n * S->d * sizeof(float));
+    D.y = xmalloc(n * sizeof(int));
+    for (int i = 0; i < n; i++) {
+        memcpy(D.x + (size_t)i * S->d, S->x + (size_t)idx[i] * S->d, S->d * sizeof(float));
+        D.y[i] = S->y[idx[i]];
+    }
+    return D;
+}
+
+static void data_free(Data* D) { free(D->x); free(D->y); }
+
+// A random split (torch.randperm from the seed) into train and the last n_val rows, then both
+// standardized with the training statistics: per column for tables, one mean and std over all
+// pixels for images (per-pixel scaling would blow up the border pixels that are almost always 0).
+static void data_split(const Data* S, int n_val, uint64_t seed, int per_column, Data* tr, Data* va) {
+    if (n_val <= 0 || n_val >= S->n) fatal("cannot hold out %d of %d rows", n_val, S->n);
+    int* perm = xmalloc(S->n * sizeof(int));
+    Rng g;
+    rng_seed(&g, seed);
+    rng_randperm(&g, perm, S->n);
+    *tr = data_rows(S, perm, S->n - n_val);
+    *va = data_rows(S, perm + S->n - n_val, n_val);
+    free(perm);
+    int groups = per_column ? S->d : 1;
+    for (int j = 0; j < groups; j++) {
+        double sum = 0.0, sq = 0.0;
+        long cnt = 0;
+        for (int i = 0; i < tr->n; i++)
+            for (int jj = j; jj < (per_column ? j + 1 : S->d); jj++) {
+                double v = tr->x[(size_t)i * S->d + jj];
+                sum += v; sq += v * v; cnt++;
+            }
+        double mu = sum / cnt, sd = sqrt(fmax(sq / cnt - mu * mu, 0.0));
+        if (sd < 1e-12) sd = 1.0;      // a constant column carries no information: centre it only
+        Data* sets[2] = {tr, va};
+        for (int s = 0; s < 2; s++)
+            for (int i = 0; i < sets[s]->n; i++)
+                for (int jj = j; jj < (per_column ? j + 1 : S->d); jj++) {
+                    float* v = &sets[s]->x[(size_t)i * S->d + jj];
+                    *v = (float)((*v - mu) / sd);
+                }
+    }
+}
+
+// ============================================================================================
+// 4. Training and evaluation
+// ============================================================================================
+
+typedef struct {
+    int steps, batch, eval_every;  // eval_every: full-training-set loss every this many steps (0: never)
+    float target;                  // hit_step: first evaluation at or below this training loss
+    float clip;                    // scale the gradient down to this global norm when above it (0: never)
+    Opt opt;
+} TrainSpec;
+
+typedef struct {
+    double train_loss, val_loss, val_acc;
+    int hit_step;                  // -1: never reached the target
+    int diverged_step;             // -1: the loss stayed finite
+} TrainResult;
+
+// Mean loss and accuracy over a table, in batches of the MLP's capacity.
+static double mlp_evaluate(MLP* n, const Data* D, double* acc) {
+    double loss = 0.0;
+    long correct = 0;
+    int K = n->cfg.dims[n->cfg.L];
+    for (int i0 = 0; i0 < D->n; i0 += n->B) {
+        int B = D->n - i0 < n->B ? D->n - i0 : n->B;
+        loss += mlp_forward(n, D->x + (size_t)i0 * D->d, D->y + i0, B) * (double)B;
+        const float* p = n->out[n->cfg.L - 1];
+        for (int i = 0; i < B; i++) {
+            int best = 0;
+            for (int k = 1; k < K; k++) if (p[(long)i * K + k] > p[(long)i * K + best]) best = k;
+            correct += best == D->y[i0 + i];
+        }
+    }
+    if (acc) *acc = (double)correct / D->n;
+    return loss / D->n;
+}
+
+// Minibatch training, epochs of a random permutation from data_seed. curve (may be NULL) receives
+// the full-training-set loss at steps 0, eval_every, 2 eval_every, ... (steps/eval_every + 1 values;
+// NAN after a divergence).
+// ts->opt carries the optimizer's step count from one call to the next.
+static TrainResult mlp_train(MLP* n, const Data* tr, const Data* va, TrainSpec* ts, uint64_t data_seed, float* curve) {
+    TrainResult r = {.hit_step = -1, .diverged_step = -1};
+    Rng g;
+    rng_seed(&g, data_seed);
+    int* perm = xmalloc(tr->n * sizeof(int));
+    float* xb = xmalloc((size_t)ts->batch * tr->d * sizeof(float));
+    int* yb = xmalloc(ts->batch * sizeof(int));
+    int pos = tr->n;
+    for (int step = 0; step <= ts->steps; step++) {
+        if (ts->eval_every && step % ts->eval_every == 0) {
+            double l = mlp_evaluate(n, tr, NULL);
+            if (curve) curve[step / ts->eval_every] = (float)l;
+            if (r.hit_step < 0 && ts->target > 0 && l <= ts->target) r.hit_step = step;
+        }
+        if (step == ts->steps) break;
+        for (int i = 0; i < ts->batch; i++) {
+            if (pos == tr->n) { rng_randperm(&g, perm, tr->n); pos = 0; }
+            memcpy(xb + (size_t)i * tr->d, tr->x + (size_t)perm[pos] * tr->d, tr->d * sizeof(float));
+            yb[i] = tr->y[perm[pos++]];
+        }
+        float loss = mlp_forward(n, xb, yb, ts->batch);
+        if (!isfinite(loss)) {
+            r.diverged_step = step;
+            if (curve && ts->eval_every)
+                for (int s = step / ts->eval_every + 1; s <= ts->steps / ts->eval_every; s++) curve[s] = NAN;
+            break;
+        }
+        memset(n->grads, 0, n->num_params * sizeof(float));
+        mlp_backward(n, ts->batch);
+        if (ts->clip > 0.0f) {
+            double sq = 0.0;
+            for (size_t i = 0; i < n->num_params; i++) sq += (double)n->grads[i] * n->grads[i];
+            if (sqrt(sq) > ts->clip)
+                for (size_t i = 0; i < n->num_params; i++) n->grads[i] *= (float)(ts->clip / sqrt(sq));
+        }
+        opt_step(n, &ts->opt);
+    }
+    r.train_loss = mlp_evaluate(n, tr, NULL);
+    r.val_loss = mlp_evaluate(n, va, &r.val_acc);
+    free(perm); free(xb); free(yb);
+    return r;
+}
+
+// ============================================================================================
+// 5. Deep stacks at initialization: z_l = W_l h_{l-1}, h_l = phi(z_l), a fresh W_l per layer
+// ============================================================================================
+// The propagation labs need widths (4096) and depths (64) whose weights would not fit in memory all
+// at once, and no training, so each layer's matrix is drawn, applied and dropped.
+
+typedef struct {
+    int width, depth, batch;
+    Act act;
+    const char* scheme;           // init_matrix_text scheme of every layer
+    const char* first;            // layer 1's scheme (NULL: scheme)
+    double gain;                  // layers 2..depth are multiplied by this after drawing
+    uint64_t seed;                // weights; the input is N(0, 1) from seed + 1
+} StackSpec;
+
+typedef void (*LayerHook)(int l, const float* z, const float* h, const float* h0, int B, int d, void* ctx);
+
+// Runs the stack; hook(l, ...) sees layer l's pre-activation z and output h (l = 0: h = input).
+static void stack_run(const StackSpec* s, LayerHook hook, void* ctx) {
+    size_t N = (size_t)s->batch * s->width, M = (size_t)s->width * s->width;
+    float *W = xmalloc(M * sizeof(float)), *scratch = xmalloc(M * sizeof(float));
+    float *h0 = xmalloc(N * sizeof(float)), *h = xmalloc(N * sizeof(float)), *z = xmalloc(N * sizeof(float));
+    Rng gw, gx;
+    rng_seed(&gw, s->seed);
+    rng_seed(&gx, s->seed + 1);
+    init_normal(&gx, h0, N, 0.0f, 1.0f);
+    memcpy(h, h0, N * sizeof(float));
+    hook(0, NULL, h, h0, s->batch, s->width, ctx);
+    for (int l = 1; l <= s->depth; l++) {
+        init_matrix_text(&gw, W, s->width, s->width, l == 1 && s->first ? s->first : s->scheme);
+        if (l > 1 && s->gain != 1.0)
+            for (size_t i = 0; i < M; i++) W[i] *= (float)s->gain;
+        matmul_forward(z, h, W, NULL, s->batch, s->width, s->width, scratch);
+        act_forward(s->act, h, z, (long)N);
+        hook(l, z, h, h0, s->batch, s->width, ctx);
+    }
+    free(W); free(scratch); free(h0); free(h); free(z);
+}
+
+// ============================================================================================
+// 6. Statistics: the paired t-test of lab 8
+// ============================================================================================
+
+// Continued fraction of the regularized incomplete beta I_x(a, b), evaluated bottom-up-free with the
+// modified Lentz method (Press et al., Numerical Recipes §6.4 give the fraction's coefficients:
+// d_{2m+1} = -(a+m)(a+b+m)x / ((a+2m)(a+2m+1)), d_{2m} = m(b-m)x / ((a+2m-1)(a+2m))).
+static double betacf(double a, double b, double x) {
+    const double tiny = 1e-300;
+    double c = 1.0, d = 1.0 - (a + b) * x / (a + 1.0);
+    if (fabs(d) < tiny) d = tiny;
+    d = 1.0 / d;
+    double f = d;
+    for (int m = 1; m <= 10000; m++) {
+        for (int odd = 0; odd < 2; odd++) {
+            double num = odd ? -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
+                             : m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m));
+            d = 1.0 + num * d;
+            if (fabs(d) < tiny) d = tiny;
+            c = 1.0 + num / c;
+            if (fabs(c) < tiny) c = tiny;
+            d = 1.0 / d;
+            f *= c * d;
+            if (odd && fabs(c * d - 1.0) < 1e-15) return f;
+        }
+    }
+    return f;
+}
+
+// I_x(a, b) = x^a (1-x)^b / (a B(a,b)) * cf, using the symmetry I_x(a,b) = 1 - I_{1-x}(b,a) where the
+// fraction converges slowly (x > (a+1)/(a+b+2)).
+static double incomplete_beta(double a, double b, double x) {
+    if (x <= 0.0) return 0.0;
+    if (x >= 1.0) return 1.0;
+    double lnfront = lgamma(a + b) - lgamma(a) - lgamma(b) + a * log(x) + b * log1p(-x);
+    if (x < (a + 1.0) / (a + b + 2.0)) return exp(lnfront) * betacf(a, b, x) / a;
+    return 1.0 - exp(lnfront) * betacf(b, a, 1.0 - x) / b;
+}
+
+// Two-sided p-value of Student's t with df degrees of freedom: P(|T| > |t|) = I_{df/(df+t^2)}(df/2, 1/2).
+static double student_t_p(double t, double df) { return incomplete_beta(0.5 * df, 0.5, df / (df + t * t)); }
+
+// Paired t-test on n pairs: t = mean(d) / (sd(d) / sqrt(n)), d = a - b, df = n - 1.
+static void paired_t(const double* a, const double* b, int n, double* mean_diff, double* t, double* p) {
+    double m = 0.0, s = 0.0;
+    for (int i = 0; i < n; i++) m += a[i] - b[i];
+    m /= n;
+    for (int i = 0; i < n; i++) s += (a[i] - b[i] - m) * (a[i] - b[i] - m);
+    double se = sqrt(s / (n - 1) / n);
+    *mean_diff = m;
+    *t = se > 0.0 ? m / se : (m == 0.0 ? 0.0 : copysign(INFINITY, m));
+    *p = se > 0.0 ? student_t_p(*t, n - 1) : (m == 0.0 ? 1.0 : 0.0);
+}
+
+// ============================================================================================
+// 7. The labs
+// ============================================================================================
+
+typedef struct {
+    const char* out;              // the CSV
+    const char* data_dir;
+    int width, depth, batch, seeds, steps, big_width;
+    float lr;
+    const char* opt;
+    uint64_t seed;
+} LabOptions;
+
+// The training labs multiply 64 x 64 matrices: one OpenMP fork/join per kernel costs more than the
+// work, and on a loaded machine a thread waiting at a barrier costs far more (30x measured here).
+static void one_thread(void) {
+#ifdef _OPENMP
+    omp_set_num_threads(1);
+#endif
+}
+
+static FILE* csv_open(const char* path) {
+    FILE* f = fopen(path, "w");
+    if (!f) fatal("cannot write %s", path);
+    fprintf(f, "section,series,x,metric,value\n");
+    return f;
+}
+
+static void csv_row(FILE* f, const char* section, const char* series, double x, const char* metric, double v) {
+    fprintf(f, "%s,%s,%.9g,%s,%.9g\n", section, series, x, metric, v);
+}
+
+static double mean_square(const float* a, long n) {
+    double s = 0.0;
+    for (long i = 0; i < n; i++) s += (double)a[i] * a[i];
+    return s / n;
+}
+
+static void data_path(char* buf, size_t cap, const LabOptions* o, const char* name) {
+    snprintf(buf, cap, "%s/%s.csv", o->data_dir, name);
+}
+
+// ---- lab 1: explode / vanish (seed 002 ch. 0-1) ------------------------------------------------------
+typedef struct { FILE* f; const char* section; const char* series; int first_inf, first_nan; } StackLog;
+
+// per layer: mean and std of h (the seed's printout), E[z^2], max |h|, and where inf / NaN first appear
+static void hook_stats(int l, const float* z, const float* h, const float* h0, int B, int d, void* ctx) {
+    (void)h0;
+    StackLog* s = ctx;
+    long N = (long)B * d;
+    Stats st = stats_of(h, NULL, N);
+    long inf = 0, nan = 0;
+    double mx = 0.0;
+    for (long i = 0; i < N; i++) {
+        if (isnan(h[i])) nan++;
+        else if (isinf(h[i])) inf++;
+        else if (fabs(h[i]) > mx) mx = fabs(h[i]);
+    }
+    if (inf && s->first_inf < 0) s->first_inf = l;
+    if (nan && s->first_nan < 0) s->first_nan = l;
+    csv_row(s->f, s->section, s->series, l, "mean", st.mean);
+    csv_row(s->f, s->section, s->series, l, "std", st.std);
+    csv_row(s->f, s->section, s->series, l, "var", st.std * st.std);
+    csv_row(s->f, s->section, s->series, l, "max_abs_finite", mx);
+    csv_row(s->f, s->section, s->series, l, "inf_frac", (double)inf / N);
+    csv_row(s->f, s->section, s->series, l, "nan_frac", (double)nan / N);
+    if (z) csv_row(s->f, s->section, s->series, l, "q", mean_square(z, N));
+}
+
+static void run_stack_logged(FILE* f, const char* section, const StackSpec* sp) {
+    StackLog s = {f, section, sp->scheme, -1, -1};
+    stack_run(sp, hook_stats, &s);
+    csv_row(f, section, sp->scheme, sp->depth, "first_inf_layer", s.first_inf);
+    csv_row(f, section, sp->scheme, sp->depth, "first_nan_layer", s.first_nan);
+    printf("  %-12s %-20s first inf at layer %d, first NaN at layer %d\n", section, sp->scheme, s.first_inf, s.first_nan);
+}
+
+static void lab_explode(const LabOptions* o) {
+    FILE* f = csv_open(o->out);
+    int d = o->width ? o->width : 512, depth = o->depth ? o->depth : 20;
+    const char* schemes[] = {"normal:1", "normal:0.01", "kaiming_normal:relu"};
+    // seed 002 ch. 0's code: 20 ReLU layers, batch 64, width 512
+    for (int i = 0; i < 3; i++) {
+        StackSpec sp = {d, depth, o->batch ? o->batch : 64, A_RELU, schemes[i], NULL, 1.0, o->seed};
+        run_stack_logged(f, "relu", &sp);
+    }
+    // where fp32 gives out: the N(0,1) stacks continued to 64 layers, ReLU and linear (seed 002 ch. 1's
+    // numpy code is the linear one; its 512^n table is the variance of that stack)
+    StackSpec relu = {d, 64, o->batch ? o->batch : 64, A_RELU, "normal:1", NULL, 1.0, o->seed};
+    run_stack_logged(f, "overflow_relu", &relu);
+    StackSpec lin = {d, 64, o->batch ? o->batch : 64, A_IDENTITY, "normal:1", NULL, 1.0, o->seed};
+    run_stack_logged(f, "overflow_linear", &lin);
+    fclose(f);
+}
+
+// ---- lab 2: Xavier vs naive under tanh, Xavier vs He under ReLU (seed 002 ch. 2-3, seed 001 §3.3) ----
+#define HIST_BINS 60
+typedef struct { StackLog log; float lo, hi; } HistLog;
+
+static void hook_hist(int l, const float* z, const float* h, const float* h0, int B, int d, void* ctx) {
+    HistLog* hl = ctx;
+    hook_stats(l, z, h, h0, B, d, &hl->log);
+    if (l != 1 && l != 5 && l != 10) return;
+    long N = (long)B * d, count[HIST_BINS] = {0}, zeros = 0;
+    for (long i = 0; i < N; i++) {
+        if (h[i] == 0.0f) { zeros++; continue; }     // ReLU's exact zeros are counted apart
+        int k = (int)floorf((h[i] - hl->lo) / (hl->hi - hl->lo) * HIST_BINS);
+        if (k >= 0 && k < HIST_BINS) count[k]++;
+    }
+    char series[96];
+    snprintf(series, sizeof(series), "%s|L%d", hl->log.series, l);
+    double w = (hl->hi - hl->lo) / HIST_BINS;
+    for (int k = 0; k < HIST_BINS; k++)
+        csv_row(hl->log.f, "hist", series, hl->lo + (k + 0.5) * w, hl->log.section, count[k] / (N * w));
+    csv_row(hl->log.f, "hist_zero_frac", series, l, hl->log.section, (double)zeros / N);
+}
+
+static void lab_xavier(const LabOptions* o) {
+    FILE* f = csv_open(o->out);
+    int d = o->width ? o->width : 512, B = o->batch ? o->batch : 256;
+    struct { const char* section; Act act; const char* a; const char* b; float lo, hi; } cases[] = {
+        {"tanh", A_TANH, "normal:1", "xavier_normal", -1.0f, 1.0f},
+        {"relu", A_RELU, "xavier_normal", "kaiming_normal:relu", 0.0f, 3.0f},
+    };
+    for (int c = 0; c < 2; c++) {
+        const char* sch[2] = {cases[c].a, cases[c].b};
+        for (int i = 0; i < 2; i++) {
+            StackSpec sp = {d, 10, B, cases[c].act, sch[i], NULL, 1.0, o->seed};
+            HistLog hl = {{f, cases[c].section, sch[i], -1, -1}, cases[c].lo, cases[c].hi};
+            stack_run(&sp, hook_hist, &hl);
+        }
+    }
+    // seed 001 §3.3: 32 ReLU layers of d = 4096, x ~ N(0,1), batch 64; h.var() after layer 32.
+    // For a square layer fan-in and fan-out Kaiming are the same matrix.
+    int big = o->big_width ? o->big_width : 4096, seeds = o->seeds ? o->seeds : 1;
+    const char* big_schemes[] = {"normal:1", "xavier_normal", "kaiming_normal:relu"};
+    for (int s = 0; s < seeds; s++)
+        for (int i = 0; i < 3; i++) {
+            StackSpec sp = {big, 32, 64, A_RELU, big_schemes[i], NULL, 1.0, o->seed + 100 * s};
+            char section[32];
+            snprintf(section, sizeof(section), "deep%d_s%d", big, s);
+            run_stack_logged(f, section, &sp);
+        }
+    fclose(f);
+}
+
+// ---- lab 3: orthogonal matrices preserve norms exactly (seed 002 ch. 4) ----------------------------
+// per layer: the ratio ||h_l|| / ||h_0|| of every input row, its mean, min and max over the batch
+typedef struct { FILE* f; const char* section; const char* series; } NormLog;
+
+static void hook_norms(int l, const float* z, const float* h, const float* h0, int B, int d, void* ctx) {
+    (void)z;
+    NormLog* s = ctx;
+    double mean = 0.0, mn = INFINITY, mx = 0.0;
+    for (int b = 0; b < B; b++) {
+        double n0 = 0.0, n1 = 0.0;
+        for (int j = 0; j < d; j++) {
+            n0 += (double)h0[(long)b * d + j] * h0[(long)b * d + j];
+            n1 += (double)h[(long)b * d + j] * h[(long)b * d + j];
+        }
+        double r = sqrt(n1 / n0);
+        mean += r / B;
+        if (r < mn) mn = r;
+        if (r > mx) mx = r;
+    }
+    csv_row(s->f, s->section, s->series, l, "ratio_mean", mean);
+    csv_row(s->f, s->section, s->series, l, "ratio_min", mn);
+    csv_row(s->f, s->section, s->series, l, "ratio_max", mx);
+}
+
+static void lab_orthogonal(const LabOptions* o) {
+    FILE* f = csv_open(o->out);
+    int d = o->width ? o->width : 256, B = o->batch ? o->batch : 64;
+    char relu_orth[32];
+    snprintf(relu_orth, sizeof(relu_orth), "orthogonal:%.9g", calculate_gain("relu", NAN));
+    struct { const char* section; Act act; int depth; const char* scheme; } runs[] = {
+        {"linear20", A_IDENTITY, 20, "orthogonal"},
+        {"linear20", A_IDENTITY, 20, "lecun_normal"},
+        {"linear64", A_IDENTITY, 64, "orthogonal"},
+        {"linear64", A_IDENTITY, 64, "lecun_normal"},
+        {"gain_linear", A_IDENTITY, 20, "orthogonal:1.1"},
+        {"gain_linear", A_IDENTITY, 20, "orthogonal:0.9"},
+        {"relu64", A_RELU, 64, relu_orth},
+        {"relu64", A_RELU, 64, "kaiming_normal:relu"},
+        {"relu64", A_RELU, 64, "orthogonal"},
+    };
+    for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
+        StackSpec sp = {d, runs[i].depth, B, runs[i].act, runs[i].scheme, NULL, 1.0, o->seed};
+        NormLog nl = {f, runs[i].section, runs[i].scheme};
+        stack_run(&sp, hook_norms, &nl);
+        printf("  %-12s %s done\n", runs[i].section, runs[i].scheme);
+    }
+    fclose(f);
+}
+
+// ---- lab 4: the residual stream (seed 001 §4, seed 002 ch. 5) ----------------------------------------
+// h_{k+1} = h_k + f_k(h_k) over n sublayers, f(h) = V phi(W rmsnorm(h)) (the pre-norm MLP sublayer of
+// a transformer) or, for the GPT-2 XL check of seed 002 ch. 5, the linear sublayer f(h) = V rmsnorm(h).
+// Records Var(h_k) / Var(h_0) for every k.
+typedef struct {
+    int width, n, batch;
+    int mlp;                      // 1: V phi(W norm h) with W He, phi ReLU; 0: V norm h
+    const char* v_scheme;
+    double v_scale;               // V is multiplied by this (GPT-2: 1/sqrt(n))
+    uint64_t seed;
+} StreamSpec;
+
+static void stream_run(const StreamSpec* s, FILE* f, const char* section, const char* series, int every_layer) {
+    size_t N = (size_t)s->batch * s->width, M = (size_t)s->width * s->width;
+    float *W = xmalloc(M * sizeof(float)), *scratch = xmalloc(M * sizeof(float));
+    float *h = xmalloc(N * sizeof(float)), *u = xmalloc(N * sizeof(float)), *a = xmalloc(N * sizeof(float));
+    float *o = xmalloc(N * sizeof(float)), *ones = xmalloc(s->width * sizeof(float)), *rstd = xmalloc(s->batch * sizeof(float));
+    for (int i = 0; i < s->width; i++) ones[i] = 1.0f;
+    Rng gw, gx;
+    rng_seed(&gw, s->seed);
+    rng_seed(&gx, s->seed + 1);
+    init_normal(&gx, h, N, 0.0f, 1.0f);
+    double var0 = stats_of(h, NULL, (long)N).std, sub = 0.0;
+    var0 *= var0;
+    if (every_layer) csv_row(f, section, series, 0, "var_ratio", 1.0);
+    for (int k = 1; k <= s->n; k++) {
+        norm_forward(u, NULL, rstd, h, ones, NULL, 1, NORM_EPS, s->batch, s->width);
+        const float* in = u;
+        if (s->mlp) {
+            init_matrix_text(&gw, W, s->width, s->width, "kaiming_normal:relu");
+            matmul_forward(a, u, W, NULL, s->batch, s->width, s->width, scratch);
+            act_forward(A_RELU, a, a, (long)N);
+            in = a;
+        }
+        init_matrix_text(&gw, W, s->width, s->width, s->v_scheme);
+        for (size_t i = 0; i < M; i++) W[i] *= (float)s->v_scale;
+        matmul_forward(o, in, W, NULL, s->batch, s->width, s->width, scratch);
+        Stats so = stats_of(o, NULL, (long)N);
+        sub += so.std * so.std / s->n;
+        residual_forward(h, h, o, (long)N);
+        if (every_layer || k == s->n) {
+            Stats sh = stats_of(h, NULL, (long)N);
+            csv_row(f, section, series, every_layer ? k : s->n, "var_ratio", sh.std * sh.std / var0);
+        }
+    }
+    // the sublayer variance sigma^2 (in units of Var h_0) that the law 1 + n sigma^2 needs
+    csv_row(f, section, series, s->n, "sublayer_var", sub / var0);
+    free(W); free(scratch); free(h); free(u); free(a); free(o); free(ones); free(rstd);
+}
+
+static void lab_residual(const LabOptions* o) {
+    FILE* f = csv_open(o->out);
+    int d = o->width ? o->width : 512, B = o->batch ? o->batch : 64, nmax = o->depth ? o->depth : 160;
+    // unscaled: sigma^2 ~ 1 (He into ReLU, V at 1/fan_in), so Var grows as 1 + k; 160 = 2L for L = 80
+    StreamSpec un = {d, nmax, B, 1, "lecun_normal", 1.0, o->seed};
+    stream_run(&un, f, "unscaled", "mlp", 1);
+    // GPT-2 scaling by 1/sqrt(n) for several n: Var(h_n) should stay at 1 + sigma^2 whatever n is
+    int ns[] = {2, 4, 8, 16, 24, 48, 96, 160};
+    for (int i = 0; i < 8; i++) {
+        if (ns[i] > nmax) break;
+        StreamSpec sc = {d, ns[i], B, 1, "lecun_normal", 1.0 / sqrt(ns[i]), o->seed};
+        stream_run(&sc, f, "scaled", "mlp", 0);
+        StreamSpec us = sc;
+        us.v_scale = 1.0;
+        stream_run(&us, f, "unscaled_final", "mlp", 0);
+        printf("  n = %d done\n", ns[i]);
+    }
+    // GPT-2 XL (seed 002 ch. 5): d = 1600, 2L = 96 linear sublayers with N(0, 0.02^2), unscaled and
+    // with 0.02 / sqrt(96)
+    int xl = o->big_width ? o->big_width : 1600;
+    StreamSpec g1 = {xl, 96, B, 0, "normal:0.02", 1.0, o->seed};
+    stream_run(&g1, f, "gpt2xl", "unscaled", 1);
+    StreamSpec g2 = g1;
+    g2.v_scale = 1.0 / sqrt(96.0);
+    stream_run(&g2, f, "gpt2xl", "scaled", 1);
+    fclose(f);
+}
+
+// ---- lab 5: symmetry (seed 002 ch. 7) -----------------------------------------------------------------
+// The largest distance between two hidden neurons of layer 0 (rows of W_0, with their biases): 0 means
+// every neuron of the layer computes the same function.
+static double row_spread(const MLP* n, int l) {
+    int C = n->cfg.dims[l], OC = n->cfg.dims[l + 1];
+    double worst = 0.0;
+    for (int i = 1; i < OC; i++) {
+        double s = (n->b[l][i] - n->b[l][0]) * (n->b[l][i] - n->b[l][0]);
+        for (int j = 0; j < C; j++) {
+            double diff = n->W[l][(long)i * C + j] - n->W[l][j];
+            s += diff * diff;
+        }
+        if (sqrt(s) > worst) worst = sqrt(s);
+    }
+    return worst;
+}
+
+static void lab_symmetry(const LabOptions* o) {
+    one_thread();
+    char path[4096];
+    data_path(path, sizeof(path), o, "digits");
+    Data all, tr, va;
+    data_load(&all, path);
+    FILE* f = csv_open(o->out);
+    // the seed's hand example: 2 inputs, 2 hidden ReLU neurons, 2 outputs, all weights 0.5, bias 0,
+    // input [1, 1]; trained towards class 0 with SGD
+    MLPConfig tiny = {.L = 2, .dims = {2, 2, 2}, .act = A_RELU, .head = 1};
+    MLP n;
+    mlp_build(&n, &tiny, 1);
+    mlp_init(&n, "constant:0.5", 0, o->seed);
+    float x[2] = {1.0f, 1.0f};
+    int y[1] = {0};
+    Opt opt = opt_make("sgd", 0.1f);
+    opt.momentum = 0.0f;
+    for (int step = 0; step <= 20; step++) {
+        float loss = mlp_forward(&n, x, y, 1);
+        csv_row(f, "tiny", "hidden", step, "h0", n.out[0][0]);
+        csv_row(f, "tiny", "hidden", step, "h1", n.out[0][1]);
+        csv_row(f, "tiny", "hidden", step, "w00", n.W[0][0]);
+        csv_row(f, "tiny", "hidden", step, "w10", n.W[0][2]);
+        csv_row(f, "tiny", "hidden", step, "loss", loss);
+        csv_row(f, "tiny", "hidden", step, "spread", row_spread(&n, 0));
+        if (step == 20) break;
+        memset(n.grads, 0, n.num_params * sizeof(float));
+        mlp_backward(&n, 1);
+        opt_step(&n, &opt);
+    }
+    mlp_free(&n);
+    // the same on a real task: digits, 64 -> 32 -> 32 -> 10, constant init against zeros and He
+    data_split(&all, 360, o->seed, 1, &tr, &va);
+    int w = o->width ? o->width : 32, steps = o->steps ? o->steps : 600;
+    MLPConfig cfg = {.L = 3, .dims = {tr.d, w, w, all.k}, .act = A_RELU, .head = 1};
+    const char* schemes[] = {"constant:0.05", "zeros", "kaiming_normal:relu"};
+    for (int i = 0; i < 3; i++) {
+        mlp_build(&n, &cfg, 64);
+        mlp_init(&n, schemes[i], 0, o->seed);
+        TrainSpec ts = {steps, 32, 0, 0.0f, 0.0f, opt_make(o->opt ? o->opt : "sgd", o->lr > 0 ? o->lr : 0.02f)};
+        for (int chunk = 0; chunk <= steps; chunk += steps / 10) {
+            csv_row(f, "digits", schemes[i], chunk, "spread_layer0", row_spread(&n, 0));
+            csv_row(f, "digits", schemes[i], chunk, "spread_layer1", row_spread(&n, 1));
+            double acc, loss = mlp_evaluate(&n, &va, &acc);
+            csv_row(f, "digits", schemes[i], chunk, "val_loss", loss);
+            csv_row(f, "digits", schemes[i], chunk, "val_acc", acc);
+            if (chunk == steps) break;
+            ts.steps = steps / 10;
+            mlp_train(&n, &tr, &va, &ts, o->seed + 7 + chunk, NULL);
+        }
+        double acc;
+        mlp_evaluate(&n, &va, &acc);
+        printf("  %-20s val acc %.3f, layer-0 neuron spread %.3g\n", schemes[i], acc, row_spread(&n, 0));
+        mlp_free(&n);
+    }
+    data_free(&all); data_free(&tr); data_free(&va);
+    fclose(f);
+}
+
+// ---- lab 6: the race (seed 002 ch. 8) -----------------------------------------------------------------
+static void lab_race(const LabOptions* o) {
+    one_thread();
+    char path[4096];
+    data_path(path, sizeof(path), o, "digits");
+    Data all, tr, va;
+    data_load(&all, path);                 // before the CSV is opened, so a missing table clobbers nothing
+    FILE* f = csv_open(o->out);
+    data_split(&all, 360, o->seed, 1, &tr, &va);
+    int w = o->width ? o->width : 64, steps = o->steps ? o->steps : 1500, every = 25;
+    int depths[] = {4, 32, 64};
+    Act acts[] = {A_RELU, A_TANH};
+    float* curve = xmalloc((steps / every + 1) * sizeof(float));
+    for (int ai = 0; ai < 2; ai++) {
+        // orthogonal with the activation's gain (seed 002 ch. 4: sqrt 2 for ReLU), He with ReLU's
+        char orth[48];
+        snprintf(orth, sizeof(orth), "orthogonal:%.9g", calculate_gain(act_names[acts[ai]], NAN));
+        const char* schemes[] = {"zeros", "normal:0.01", "xavier_normal", "kaiming_normal:relu", orth};
+        const char* labels[] = {"zero", "normal0.01", "xavier", "he", "orthogonal"};
+        for (int di = 0; di < 3; di++) {
+            MLPConfig cfg = {.L = depths[di], .act = acts[ai], .head = 1};
+            cfg.dims[0] = tr.d;
+            for (int l = 1; l < cfg.L; l++) cfg.dims[l] = w;
+            cfg.dims[cfg.L] = all.k;
+            for (int si = 0; si < 5; si++) {
+                MLP n;
+                mlp_build(&n, &cfg, 64);
+                mlp_init(&n, schemes[si], 0, o->seed);
+                // deep plain nets under SGD + momentum blow up on their first large gradients
+                // (He at depth 32 went to NaN unclipped); clipping at norm 1 is the usual guard
+                TrainSpec ts = {steps, 64, every, 0.0f, 1.0f, opt_make(o->opt ? o->opt : "sgd", o->lr > 0 ? o->lr : 0.01f)};
+                TrainResult r = mlp_train(&n, &tr, &va, &ts, o->seed + 1, curve);
+                char series[64];
+                snprintf(series, sizeof(series), "%s|%s|%d", labels[si], act_names[acts[ai]], depths[di]);
+                for (int s = 0; s <= steps / every; s++) csv_row(f, "curve", series, s * every, "train_loss", curve[s]);
+                csv_row(f, "final", series, depths[di], "train_loss", r.train_loss);
+                csv_row(f, "final", series, depths[di], "val_loss", r.val_loss);
+                csv_row(f, "final", series, depths[di], "val_acc", r.val_acc);
+                csv_row(f, "final", series, depths[di], "diverged_step", r.diverged_step);
+                printf("  %-30s train %.3f  val acc %.3f%s\n", series, r.train_loss, r.val_acc,
+                       r.diverged_step >= 0 ? "  (diverged)" : "");
+                mlp_free(&n);
+            }
+        }
+    }
+    free(curve);
+    data_free(&all); data_free(&tr); data_free(&va);
+    fclose(f);
+}
+
+// ---- lab 7: the std sweep (seed 004 E1) ---------------------------------------------------------------
+// Per sigma: the network at init (std of every layer's output, norm of every layer's weight gradient
+// on one batch), then training; final losses and accuracy.
+static void lab_sweep(const LabOptions* o) {
+    one_thread();
+    char path[4096];
+    data_path(path, sizeof(path), o, "mnist");
+    Data all, tr, va;
+    data_load(&all, path);
+    FILE* f = csv_open(o->out);
+    data_split(&all, 2000, o->seed, 0, &tr, &va);
+    MLPConfig cfg = {.L = 4, .dims = {tr.d, 64, 32, 32, all.k}, .act = A_RELU, .head = 1};
+    int steps = o->steps ? o->steps : 1250, seeds = o->seeds ? o->seeds : 3, every = 25, B = 64;
+    float* curve = xmalloc((steps / every + 1) * sizeof(float));
+    for (int s = 0; s < seeds; s++)
+        for (int i = 0; i < 25; i++) {
+            double sigma = pow(10.0, -4.0 + 5.0 * i / 24.0);
+            char scheme[48], series[48];
+            snprintf(scheme, sizeof(scheme), "normal:%.9g", sigma);
+            snprintf(series, sizeof(series), "s%d", s);
+            MLP n;
+            mlp_build(&n, &cfg, B);
+            mlp_init(&n, scheme, 0, o->seed + 1000 * s);
+            // at init: one batch forward and backward
+            float loss0 = mlp_forward(&n, tr.x, tr.y, B);
+            for (int l = 0; l < cfg.L; l++) {
+                char metric[32];
+                snprintf(metric, sizeof(metric), "init_std_L%d", l + 1);
+                Stats st = stats_of(n.out[l], NULL, (long)B * cfg.dims[l + 1]);
+                if (l < cfg.L - 1) csv_row(f, "sweep", series, sigma, metric, st.std);
+            }
+            memset(n.grads, 0, n.num_params * sizeof(float));
+            if (isfinite(loss0)) mlp_backward(&n, B);
+            for (int l = 0; l < cfg.L; l++) {
+                char metric[32];
+                snprintf(metric, sizeof(metric), "init_gradnorm_L%d", l + 1);
+                long cnt = (long)cfg.dims[l] * cfg.dims[l + 1];
+                csv_row(f, "sweep", series, sigma, metric, sqrt(mean_square(GRAD(&n, n.W[l]), cnt) * cnt));
+            }
+            csv_row(f, "sweep", series, sigma, "init_loss", loss0);
+            TrainSpec ts = {steps, B, every, 0.0f, 0.0f, opt_make(o->opt ? o->opt : "sgd", o->lr > 0 ? o->lr : 0.01f)};
+            TrainResult r = mlp_train(&n, &tr, &va, &ts, o->seed + 1 + 1000 * s, curve);
+            csv_row(f, "sweep", series, sigma, "train_loss", r.train_loss);
+            csv_row(f, "sweep", series, sigma, "val_loss", r.val_loss);
+            csv_row(f, "sweep", series, sigma, "val_acc", r.val_acc);
+            csv_row(f, "sweep", series, sigma, "diverged_step", r.diverged_step);
+            char cs[64];
+            snprintf(cs, sizeof(cs), "s%d|%.3g", s, sigma);
+            for (int k = 0; k <= steps / every; k++) csv_row(f, "curve", cs, k * every, "train_loss", curve[k]);
+            printf("  sigma %-9.3g init loss %-10.4g final train %-8.4f val acc %.4f%s\n", sigma, loss0, r.train_loss,
+                   r.val_acc, r.diverged_step >= 0 ? " (diverged)" : "");
+            mlp_free(&n);
+        }
+    free(curve);
+    data_free(&all); data_free(&tr); data_free(&va);
+    fclose(f);
+}
+
+// ---- lab 8: Xavier vs Kaiming, paired over seeds (seed 004 E2) ----------------------------------------
+static void lab_xavier_kaiming(const LabOptions* o) {
+    one_thread();
+    char path[4096];
+    data_path(path, sizeof(path), o, "wine");
+    Data all, tr, va;
+    data_load(&all, path);
+    FILE* f = csv_open(o->out);
+    // UCI Wine Quality (11 features) is not shipped; the UCI wine table (13 features, 3 cultivars) is
+    // the closest, made binary: cultivar 0 against the other two. Two-class softmax is the logistic loss.
+    for (int i = 0; i < all.n; i++) all.y[i] = all.y[i] == 0;
+    all.k = 2;
+    data_split(&all, 36, o->seed, 1, &tr, &va);
+    MLPConfig cfg = {.L = 4, .dims = {tr.d, 16, 32, 32, 2}, .act = A_RELU, .head = 1};
+    int seeds = o->seeds ? o->seeds : 10, steps = o->steps ? o->steps : 300;
+    float target = 0.05f;
+    // seed 004 E2 compares Xavier normal with Kaiming *uniform*; its contribution 3 says Kaiming
+    // normal (seed_corrections 004-7): both pairs are run
+    const char* schemes[] = {"xavier_normal", "kaiming_uniform:relu", "kaiming_normal:relu"};
+    // per run: iterations to a training loss of 0.05, the loss after `early` steps and at the end,
+    // the held-out accuracy
+    int early = 50;
+    double hit[3][64], ear[3][64], fin[3][64], acc[3][64];
+    if (seeds > 64) fatal("-n must be at most 64 for this lab");
+    float* curve = xmalloc((steps + 1) * sizeof(float));
+    for (int s = 0; s < seeds; s++)
+        for (int i = 0; i < 3; i++) {
+            MLP n;
+            mlp_build(&n, &cfg, 64);
+            mlp_init(&n, schemes[i], 0, o->seed + 17 * s);
+            TrainSpec ts = {steps, 16, 1, target, 0.0f, opt_make(o->opt ? o->opt : "sgd", o->lr > 0 ? o->lr : 0.01f)};
+            TrainResult r = mlp_train(&n, &tr, &va, &ts, o->seed + 1 + 17 * s, curve);
+            // a run that never reaches the target counts as steps + 1 iterations (censored)
+            hit[i][s] = r.hit_step >= 0 ? r.hit_step : steps + 1;
+            ear[i][s] = curve[early < steps ? early : steps];
+            fin[i][s] = r.train_loss;
+            acc[i][s] = r.val_acc;
+            csv_row(f, "runs", schemes[i], s, "iters_to_target", hit[i][s]);
+            csv_row(f, "runs", schemes[i], s, "early_train_loss", ear[i][s]);
+            csv_row(f, "runs", schemes[i], s, "final_train_loss", fin[i][s]);
+            csv_row(f, "runs", schemes[i], s, "val_acc", acc[i][s]);
+            for (int k = 0; k <= steps; k += 5) {
+                char series[64];
+                snprintf(series, sizeof(series), "%s|%d", schemes[i], s);
+                csv_row(f, "curve", series, k, "train_loss", curve[k]);
+            }
+            mlp_free(&n);
+        }
+    const char* what[] = {"iters_to_target", "early_train_loss", "final_train_loss", "val_acc"};
+    double (*vals[4])[64] = {hit, ear, fin, acc};
+    for (int k = 1; k < 3; k++)
+        for (int w = 0; w < 4; w++) {
+            double md, t, p;
+            paired_t(vals[w][0], vals[w][k], seeds, &md, &t, &p);
+            char series[64];
+            snprintf(series, sizeof(series), "xavier_normal-%s", schemes[k]);
+            csv_row(f, "ttest_mean_diff", series, seeds - 1, what[w], md);
+            csv_row(f, "ttest_t", series, seeds - 1, what[w], t);
+            csv_row(f, "ttest_p", series, seeds - 1, what[w], p);
+            printf("  %-42s %-18s mean diff %-10.4g t = %-8.3f p = %.4g\n", series, what[w], md, t, p);
+        }
+    free(curve);
+    data_free(&all); data_free(&tr); data_free(&va);
+    fclose(f);
+}
+
+// ---- lab 9: activation gains (seed_corrections 001-7, 004-3) ------------------------------------------
+// c(q) = E[phi(sqrt(q) z)^2] / q and d(q) = E[phi'(sqrt(q) z)^2], z ~ N(0,1), by quadrature (the
+// midpoint rule on z in [-12, 12], 24000 cells, through this code's own phi; 0 is a cell edge, so the
+// ReLU step does not bias it) and by Monte Carlo (2^20 draws).
+#define QUAD_N 24000
+static void moments(Act a, double q, const double* zs, long n, const double* wts, double* c, double* d) {
+    float *x = xmalloc(n * sizeof(float)), *y = xmalloc(n * sizeof(float)), *one = xmalloc(n * sizeof(float));
+    for (long i = 0; i < n; i++) { x[i] = (float)(sqrt(q) * zs[i]); one[i] = 1.0f; }
+    act_forward(a, y, x, n);
+    double sc = 0.0, sd = 0.0;
+    for (long i = 0; i < n; i++) sc += wts[i] * (double)y[i] * y[i];
+    act_backward(a, y, x, one, n);
+    for (long i = 0; i < n; i++) sd += wts[i] * (double)y[i] * y[i];
+    *c = sc / q;
+    *d = sd;
+    free(x); free(y); free(one);
+}
+
+typedef struct { FILE* f; const char* series; } QLog;
+
+static void hook_q(int l, const float* z, const float* h, const float* h0, int B, int d, void* ctx) {
+    (void)h; (void)h0;
+    QLog* s = ctx;
+    if (z) csv_row(s->f, "stack", s->series, l, "q", mean_square(z, (long)B * d));
+}
+
+static void lab_gains(const LabOptions* o) {
+    FILE* f = csv_open(o->out);
+    Act acts[] = {A_RELU, A_GELU, A_SILU, A_TANH};
+    double qs[] = {1e-4, 0.1, 0.5, 1, 2, 4, 10, 100};
+    double* zq = xmalloc(QUAD_N * sizeof(double));
+    double* wq = xmalloc(QUAD_N * sizeof(double));
+    double hstep = 24.0 / QUAD_N;
+    for (int i = 0; i < QUAD_N; i++) {
+        zq[i] = -12.0 + (i + 0.5) * hstep;
+        wq[i] = hstep * exp(-0.5 * zq[i] * zq[i]) / sqrt(2.0 * RNG_PI);
+    }
+    long nmc = 1L << 20;
+    float* zmc = xmalloc(nmc * sizeof(float));
+    double* zmcd = xmalloc(nmc * sizeof(double));
+    double* wmc = xmalloc(nmc * sizeof(double));
+    Rng g;
+    rng_seed(&g, o->seed);
+    init_normal(&g, zmc, nmc, 0.0f, 1.0f);
+    for (long i = 0; i < nmc; i++) { zmcd[i] = zmc[i]; wmc[i] = 1.0 / nmc; }
+    for (int ai = 0; ai < 4; ai++) {
+        for (int qi = 0; qi < 8; qi++) {
+            double cq, dq, cm, dm;
+            moments(acts[ai], qs[qi], zq, QUAD_N, wq, &cq, &dq);
+            moments(acts[ai], qs[qi], zmcd, nmc, wmc, &cm, &dm);
+            csv_row(f, "quad", act_names[acts[ai]], qs[qi], "c", cq);
+            csv_row(f, "quad", act_names[acts[ai]], qs[qi], "d", dq);
+            csv_row(f, "mc", act_names[acts[ai]], qs[qi], "c", cm);
+            csv_row(f, "mc", act_names[acts[ai]], qs[qi], "d", dm);
+        }
+        // 32-layer stacks, z_1 ~ N(0,1) (layer 1 at 1/fan_in), then layers 2..32 with gain g:
+        // calculate_gain's value, sqrt 2 (seed 001's "gain = 2.0" on the variance), and 1/sqrt(c(1))
+        double c1, d1;
+        moments(acts[ai], 1.0, zq, QUAD_N, wq, &c1, &d1);
+        double gains[3] = {calculate_gain(act_names[acts[ai]], NAN), sqrt(2.0), 1.0 / sqrt(c1)};
+        const char* gname[3] = {"calculate_gain", "sqrt2", "quadrature"};
+        for (int gi = 0; gi < 3; gi++) {
+            StackSpec sp = {o->width ? o->width : 512, o->depth ? o->depth : 32, o->batch ? o->batch : 128, acts[ai],
+                            "lecun_normal", "lecun_normal", gains[gi], o->seed + 5};
+            char series[64];
+            snprintf(series, sizeof(series), "%s|%s", act_names[acts[ai]], gname[gi]);
+            csv_row(f, "gain", series, 0, "gain", gains[gi]);
+            QLog ql = {f, series};
+            stack_run(&sp, hook_q, &ql);
+        }
+        printf("  %-6s c(1) = %.6f  d(1) = %.6f  calculate_gain = %.6f  1/sqrt(c(1)) = %.6f\n", act_names[acts[ai]], c1, d1,
+               gains[0], gains[2]);
+    }
+    free(zq); free(wq); free(zmc); free(zmcd); free(wmc);
+    fclose(f);
+}
+
+// ============================================================================================
+// 8. Self-test: the backward pass against centred finite differences, and the t distribution
+// ============================================================================================
+
+static int st_pass, st_fail;
+static void st_check(int ok, const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%s ", ok ? "ok  " : "FAIL");
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    ok ? st_pass++ : st_fail++;
+}
+
+// Which side of 0 every pre-activation of the last forward is on, hashed: a finite difference across a
+// ReLU kink measures the jump, not the derivative, so such parameters are skipped (and counted).
+static uint64_t kink_signature(const MLP* n, int B) {
+    uint64_t h = 1469598103934665603ull;
+    if (n->cfg.act != A_RELU && n->cfg.act != A_LEAKY) return h;
+    for (int l = 0; l < n->cfg.L; l++)
+        if (has_act(&n->cfg, l) || is_block(&n->cfg, l))
+            for (long i = 0; i < (long)B * n->cfg.dims[l + 1]; i++) h = (h ^ (uint64_t)(n->z[l][i] > 0.0f)) * 1099511628211ull;
+    return h;
+}
+
+// Every parameter's gradient of one small MLP against (L(p + e) - L(p - e)) / 2e, from float forwards:
+// pass when |fd - grad| <= 1e-4 + 2e-2 |fd|. Biases and norm parameters are randomized first so that
+// their gradients are not those of the special initial values.
+static void fd_check(const MLPConfig* cfg, const char* what) {
+    int B = 5;
+    MLP n;
+    mlp_build(&n, cfg, B);
+    mlp_init(&n, "xavier_normal", cfg->residual, 11);
+    Rng g;
+    rng_seed(&g, 12);
+    float* noise = xmalloc(n.num_params * sizeof(float));
+    init_normal(&g, noise, n.num_params, 0.0f, 0.3f);
+    for (int l = 0; l < cfg->L; l++) {
+        for (int i = 0; i < cfg->dims[l + 1]; i++) n.b[l][i] += noise[i];
+        if (n.c[l]) for (int i = 0; i < cfg->dims[l + 1]; i++) n.c[l][i] += noise[i + 1];
+        if (n.gn[l]) for (int i = 0; i < cfg->dims[l]; i++) n.gn[l][i] += noise[i + 2];
+        if (n.bn[l]) for (int i = 0; i < cfg->dims[l]; i++) n.bn[l][i] += noise[i + 3];
+    }
+    float* x = xmalloc((size_t)B * cfg->dims[0] * sizeof(float));
+    init_normal(&g, x, (size_t)B * cfg->dims[0], 0.0f, 1.0f);
+    int y[5] = {0, 2, 1, 2, 0};
+    mlp_forward(&n, x, y, B);
+    memset(n.grads, 0, n.num_params * sizeof(float));
+    mlp_backward(&n, B);
+    double worst = 0.0;
+    size_t bad = 0, skipped = 0;
+    const float eps = 2e-3f;
+    for (size_t i = 0; i < n.num_params; i++) {
+        float keep = n.params[i];
+        n.params[i] = keep + eps;
+        double lp = mlp_forward(&n, x, y, B);
+        uint64_t sp = kink_signature(&n, B);
+        n.params[i] = keep - eps;
+        double lm = mlp_forward(&n, x, y, B);
+        uint64_t sm = kink_signature(&n, B);
+        n.params[i] = keep;
+        if (sp != sm) { skipped++; continue; }
+        double fd = (lp - lm) / (2.0 * eps), err = fabs(fd - n.grads[i]);
+        if (err / (1e-4 + 2e-2 * fabs(fd)) > worst) worst = err / (1e-4 + 2e-2 * fabs(fd));
+        bad += err > 1e-4 + 2e-2 * fabs(fd);
+    }
+    st_check(bad == 0 && skipped * 10 < n.num_params, "%-40s %zu parameters (%zu across a kink), worst error %.2f of tolerance",
+             what, n.num_params, skipped, worst);
+    free(noise); free(x);
+    mlp_free(&n);
+}
+
+static int selftest(void) {
+    for (int a = 0; a < NUM_ACTS; a++) {
+        MLPConfig c = {.L = 4, .dims = {4, 6, 5, 5, 3}, .act = (Act)a, .head = 1};
+        char what[64];
+        snprintf(what, sizeof(what), "backward, plain %s", act_names[a]);
+        fd_check(&c, what);
+    }
+    MLPConfig ln = {.L = 4, .dims = {4, 6, 5, 5, 3}, .act = A_TANH, .norm = NORM_LAYER, .head = 1};
+    fd_check(&ln, "backward, plain tanh + LayerNorm");
+    MLPConfig rs = {.L = 4, .dims = {4, 6, 6, 6, 3}, .act = A_GELU, .residual = 1, .norm = NORM_RMS, .head = 1};
+    fd_check(&rs, "backward, residual gelu + RMSNorm");
+    MLPConfig rl = {.L = 5, .dims = {4, 6, 6, 6, 6, 3}, .act = A_SILU, .residual = 1, .norm = NORM_LAYER, .head = 1};
+    fd_check(&rl, "backward, residual silu + LayerNorm");
+    MLPConfig r0 = {.L = 4, .dims = {4, 6, 6, 6, 3}, .act = A_RELU, .residual = 1, .head = 1};
+    fd_check(&r0, "backward, residual relu, no norm");
+    // Student t: P(|T| > 1) = 1/2 at df = 1 (Cauchy); the 5% two-sided point of df = 9 is 2.262157;
+    // the 1% point of df = 30 is 2.749996; large df tends to the normal (P(|Z| > 1.959964) = 0.05)
+    struct { double t, df, p; } tv[] = {{1.0, 1, 0.5}, {2.262157163, 9, 0.05}, {2.749995654, 30, 0.01}, {1.959963985, 1e7, 0.05}, {0.0, 5, 1.0}};
+    for (int i = 0; i < 5; i++) {
+        double p = student_t_p(tv[i].t, tv[i].df);
+        st_check(fabs(p - tv[i].p) < 1e-6, "Student t: P(|T| > %g), df %g = %.8f (want %g)", tv[i].t, tv[i].df, p, tv[i].p);
+    }
+    // paired t of a known sample: d = a - b = {1, 2, 3, 4}: mean 2.5, sd 1.2910, t = 3.8730, df 3
+    double a[4] = {2, 4, 6, 8}, b[4] = {1, 2, 3, 4}, md, t, p;
+    paired_t(a, b, 4, &md, &t, &p);
+    st_check(fabs(t - 3.872983346) < 1e-6 && fabs(md - 2.5) < 1e-12, "paired t of d = 1..4: t = %.6f (want 3.872983)", t);
+    // Adam's first step moves every parameter by lr against the sign of its gradient
+    MLPConfig c1 = {.L = 1, .dims = {2, 2}, .act = A_IDENTITY, .head = 1};
+    MLP n;
+    mlp_build(&n, &c1, 1);
+    mlp_init(&n, "constant:0.5", 0, 1);
+    float x[2] = {1.0f, -2.0f};
+    int y[1] = {1};
+    mlp_forward(&n, x, y, 1);
+    memset(n.grads, 0, n.num_params * sizeof(float));
+    mlp_backward(&n, 1);
+    float before = n.params[0], g0 = n.grads[0];
+    Opt o = opt_make("adam", 0.01f);
+    opt_step(&n, &o);
+    st_check(fabsf(n.params[0] - (before - 0.01f * (g0 > 0 ? 1.0f : -1.0f))) < 1e-6f, "Adam's first step is lr * sign(g)");
+    mlp_free(&n);
+    printf("selftest: %d passed, %d failed\n", st_pass, st_fail);
+    return st_fail ? 1 : 0;
+}
+
+// ============================================================================================
+// 9. The command line
+// ============================================================================================
+
+static void lab_usage(void) {
+    printf("usage: dev/labs/mlp_lab LAB [flags]     (doc/labs/README.md describes the labs)\n"
+           "labs: selftest explode xavier orthogonal residual symmetry race sweep xavier_kaiming gains\n"
+           "  -o FILE   the CSV (default doc/labs/LAB.csv)\n"
+           "  -d DIR    the tables of dev/labs/fetch_data.sh (default data_labs)\n"
+           "  -w N      width          -l N  depth (layers, sublayers)     -b N  batch\n"
+           "  -n N      seeds          -s N  training steps                -W N  the big width (xavier: 4096, residual: 1600)\n"
+           "  -r LR     learning rate  -O sgd|adam                         -x N  base seed (default 42)\n");
+}
+
+int main(int argc, char** argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);    // progress lines show up under make and in logs
+    if (argc < 2 || strcmp(argv[1], "-h") == 0) { lab_usage(); return argc < 2; }
+    const char* lab = argv[1];
+    if (strcmp(lab, "selftest") == 0) return selftest();
+    LabOptions o = {.data_dir = "data_labs", .seed = 42};
+    char out[4096];
+    snprintf(out, sizeof(out), "doc/labs/%s.csv", lab);
+    o.out = out;
+    for (int i = 2; i < argc; i += 2) {
+        const char* fl = argv[i];
+        if (i + 1 >= argc) fatal("flag %s needs a value", fl);
+        const char* v = argv[i + 1];
+        if (!strcmp(fl, "-o")) o.out = v;
+        else if (!strcmp(fl, "-d")) o.data_dir = v;
+        else if (!strcmp(fl, "-w")) o.width = (int)parse_int(fl, v, 2, 16384);
+        else if (!strcmp(fl, "-l")) o.depth = (int)parse_int(fl, v, 1, 1000);
+        else if (!strcmp(fl, "-b")) o.batch = (int)parse_int(fl, v, 1, 65536);
+        else if (!strcmp(fl, "-n")) o.seeds = (int)parse_int(fl, v, 2, 64);
+        else if (!strcmp(fl, "-s")) o.steps = (int)parse_int(fl, v, 10, 10000000);
+        else if (!strcmp(fl, "-W")) o.big_width = (int)parse_int(fl, v, 2, 16384);
+        else if (!strcmp(fl, "-r")) o.lr = (float)parse_float(fl, v, 1e-8, 10.0);
+        else if (!strcmp(fl, "-O")) o.opt = parse_choice(fl, v, "sgd", "adam");
+        else if (!strcmp(fl, "-x")) o.seed = (uint64_t)parse_int(fl, v, 0, 1L << 40);
+        else fatal("unknown flag %s (mlp_lab -h)", fl);
+    }
+    struct { const char* name; void (*run)(const LabOptions*); } labs[] = {
+        {"explode", lab_explode}, {"xavier", lab_xavier}, {"orthogonal", lab_orthogonal},
+        {"residual", lab_residual}, {"symmetry", lab_symmetry}, {"race", lab_race}, {"sweep", lab_sweep},
+        {"xavier_kaiming", lab_xavier_kaiming}, {"gains", lab_gains},
+    };
+    for (size_t i = 0; i < sizeof(labs) / sizeof(labs[0]); i++)
+        if (strcmp(lab, labs[i].name) == 0) {
+            double t0 = now_ms();
+            printf("lab %s -> %s\n", lab, o.out);
+            labs[i].run(&o);
+            printf("lab %s: %.1f s\n", lab, (now_ms() - t0) / 1000.0);
+            return 0;
+        }
+    fatal("unknown lab '%s' (mlp_lab -h)", lab);
+    return 1;
+}

@@ -29,16 +29,16 @@ train_gpt2: train_gpt2.c | data
 test_gpt2: test_gpt2.c train_gpt2.c test/fixture.h
 	$(CC) $(CFLAGS) -o $@ test_gpt2.c $(LDLIBS)
 
-# The tests run the trainer binary too (resume, determinism, bad input), but never need data/.
+# The tests run the trainer binary too (resume, determinism, bad input) and the MLP labs' self-test
+# (dev/labs/mlp_lab selftest, counted in the total), but never need data/.
 # Where nvcc exists, the CUDA tests are compiled (so a CUDA build error fails the tests) and run;
 # without a GPU ./test_gpt2cu says it skips and exits 77.
-test: test_gpt2
+test: test_gpt2 dev/labs/mlp_lab
 	$(CC) $(CFLAGS) -o train_gpt2 train_gpt2.c $(LDLIBS)
 	@if command -v $(NVCC) >/dev/null 2>&1; then \
 	    $(MAKE) --no-print-directory test_gpt2cu && { ./test_gpt2cu; st=$$?; [ $$st -eq 0 ] || [ $$st -eq 77 ]; }; \
 	else echo "skipped: nvcc not found, the CUDA targets were not built"; fi
 	./test_gpt2
-	$(MAKE) --no-print-directory lab-selftest
 
 # The GPU trainer and its tests (doc/cuda.md). Not part of `make test`: they need nvcc to build and
 # a GPU to run. train_gpt2cu, like train_gpt2, depends on the corpus so that the headline command

@@ -1586,6 +1586,27 @@ static void test_trainer(void) {
     if (system(cmd) != 0) printf("  (could not remove %s)\n", tmpdir);
 }
 
+// ---- 6. the MLP labs' self-test (dev/labs/mlp_lab.c: its own backward passes and statistics) ---------
+// Run as a program, like the trainer; its checks count in this runner's total.
+static void test_lab_selftest(void) {
+    printf("MLP labs: dev/labs/mlp_lab selftest\n");
+    fflush(stdout);
+    if (access("dev/labs/mlp_lab", X_OK) != 0) { check(0, "dev/labs/mlp_lab is missing: run `make test`"); return; }
+    FILE* p = popen("dev/labs/mlp_lab selftest 2>&1", "r");
+    if (!p) { check(0, "cannot run dev/labs/mlp_lab"); return; }
+    char line[1024];
+    int passed = -1, failed = -1;
+    while (fgets(line, sizeof(line), p)) {
+        if (sscanf(line, "selftest: %d passed, %d failed", &passed, &failed) == 2) continue;
+        printf("  %s", line);
+    }
+    int st = pclose(p);
+    if (passed < 0 || st == -1 || !WIFEXITED(st)) { check(0, "dev/labs/mlp_lab selftest did not finish"); return; }
+    n_passed += passed;
+    n_failed += failed;
+    check(WEXITSTATUS(st) == (failed ? 1 : 0), "mlp_lab selftest: %d passed, %d failed, exit %d", passed, failed, WEXITSTATUS(st));
+}
+
 int main(void) {
     test_fixtures();
     test_init_fixture();
@@ -1597,6 +1618,7 @@ int main(void) {
     test_finite_differences();
     test_probes();
     test_trainer();
+    test_lab_selftest();
     printf("%d passed, %d failed\n", n_passed, n_failed);
     return n_failed ? 1 : 0;
 }

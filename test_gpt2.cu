@@ -75,6 +75,7 @@ static void test_gpu_fixture(const char* path, int tf32) {
         float* logits = xmalloc((size_t)BT * c.V * sizeof(float));
         gpu_matmul_forward(dlogits, gm.a.lnf, c.tied ? gm.p[K_WTE] : gm.p[K_LMHEAD], NULL, BT, c.C, c.V);
         cudaCheck(cudaMemcpy(logits, dlogits, (size_t)BT * c.V * sizeof(float), cudaMemcpyDeviceToHost));
+        for (long i = 0; i < (long)BT * c.V; i++) logits[i] *= c.logit_scale;     // muP's 1/width_mult
         FixtureEntry* want = fixture_get(&fx, "logits");
         if (tf32) {
             double r = rel_l2(logits, want);
@@ -147,7 +148,7 @@ static void test_gpu_fixture(const char* path, int tf32) {
 }
 
 static void test_fixtures(void) {
-    const char* names[] = {"gpt2", "gpt2_gate", "llama", "llama_gate", "llama_mha", "mixed"};
+    const char* names[] = {"gpt2", "gpt2_gate", "llama", "llama_gate", "llama_mha", "mixed", "mup"};
     for (int tf32 = 0; tf32 <= 1; tf32++) {
         printf("PyTorch fixtures on the GPU, %s\n", tf32 ? "TF32 matmuls (looser tolerance)" : "float32 matmuls");
         for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {

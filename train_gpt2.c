@@ -2023,7 +2023,7 @@ static void probes_free(Probes* pr) {
 //   2. dist_fill() draws the Dist with the section-2 primitives, call for call what nn.init does,
 //      so `init_matrix_text(g, w, rows, cols, "xavier_uniform")` after rng_seed(g, s) equals
 //      torch.manual_seed(s); nn.init.xavier_uniform_(torch.empty(rows, cols)) bit for bit
-//      (orthogonal: to ~1e-6, section 2). Shapes follow PyTorch: (rows, cols) = (fan_out, fan_in).
+//      (orthogonal: to 5e-6, its QR differs, section 2). Shapes follow PyTorch: (rows, cols) = (fan_out, fan_in).
 //   3. a recipe (gpt2, llama, olmo_mitchell, mup, ...) picks a scheme per parameter group plus a
 //      residual factor per tensor: InitSpec, parse_init(), model_init().
 
@@ -2092,6 +2092,7 @@ typedef struct {
 
 // A parsed scheme: "NAME[:ARG[:ARG...]]". Numbers go to arg[]; kaiming_* also take words.
 typedef struct {
+    char text[64];        // as given
     char name[24];
     int nargs;
     double arg[3];
@@ -2134,8 +2135,9 @@ static int scheme_index(const char* name) {
 // "kaiming_uniform:leaky_relu:0.2:fan_out" -> name, nonlin, args. fatal() on anything else.
 static void parse_scheme(Scheme* s, const char* text) {
     memset(s, 0, sizeof(*s));
-    char buf[128];
+    char buf[sizeof(s->text)];
     if (strlen(text) >= sizeof(buf)) fatal("initializer '%.40s...' is too long", text);
+    snprintf(s->text, sizeof(s->text), "%s", text);
     snprintf(buf, sizeof(buf), "%s", text);
     char* save = NULL;
     char* tok = strtok_r(buf, ":", &save);
@@ -2187,9 +2189,14 @@ static Dist scheme_dist(const Scheme* s, int rows, int cols, int matrix, int d_m
     const double* a = s->arg;
     double fan_in = cols, fan_out = rows;
     if (schemes[scheme_index(n)].fans && !matrix) fatal("initializer '%s' needs a matrix (fans), not a vector", n);
+    // Constants are right for norm weights (1) and biases (0). For a weight matrix they are seed 002
+    // ch. 7's symmetry problem: units with equal weights in and out compute the same thing, get the
+    // same gradient and never separate; all zeros is even a stationary point (init_report flags it).
     if (!strcmp(n, "zeros")) return dist_const(0.0);
     if (!strcmp(n, "ones")) return dist_const(1.0);
     if (!strcmp(n, "constant")) return dist_const(a[0]);
+    // The two raw distributions: Var N(m, s^2) = s^2, Var U(a, b) = (b - a)^2 / 12. PyTorch's order
+    // of arguments (mean, std) and (a, b); one number is a std or a symmetric bound.
     if (!strcmp(n, "normal")) return s->nargs == 2 ? dist_normal(a[0], a[1]) : dist_normal(0.0, s->nargs ? a[0] : 1.0);
     if (!strcmp(n, "uniform")) return s->nargs == 2 ? dist_uniform(a[0], a[1]) : s->nargs ? dist_uniform(-a[0], a[0]) : dist_uniform(0.0, 1.0);
     if (!strcmp(n, "trunc_normal")) {
@@ -2205,7 +2212,10 @@ static Dist scheme_dist(const Scheme* s, int rows, int cols, int matrix, int d_m
         double k = s->nargs == 2 ? a[1] : 2.0;
         return dist_trunc(a[0], -k * a[0], k * a[0]);
     }
+    // eye: W x copies the first min(rows, cols) coordinates of x; norm-preserving when square
     if (!strcmp(n, "eye")) { Dist d = dist_of(D_EYE); d.gain = 1.0; return d; }
+    // sparse (Martens 2010): N(0, std^2) with ceil(S rows) zeros in each column, so each input feeds
+    // only a fraction 1 - S of the units; Var = std^2 (1 - zeros/rows)
     if (!strcmp(n, "sparse")) {
         Dist d = dist_of(D_SPARSE);
         d.sparsity = a[0];
@@ -2323,7 +2333,7 @@ static double dist_std(const Dist* d, int rows, int cols) {
 // `scheme` is the -I syntax for one scheme, e.g. "xavier_normal", "xavier_uniform:1.6667",
 // "kaiming_normal:relu", "kaiming_uniform:leaky_relu:0.2", "lecun_normal", "orthogonal:1.414",
 // "normal:0.01", "uniform:-0.1:0.1", "trunc_normal:0.02", "zeros", "constant:0.5", "eye", ...
-// Equal to torch.manual_seed + the nn.init call on torch.empty(rows, cols) (orthogonal: ~1e-6).
+// Equal to torch.manual_seed + the nn.init call on torch.empty(rows, cols) (orthogonal: to 5e-6).
 static void init_matrix_text(Rng* g, float* w, int rows, int cols, const char* scheme) {
     Scheme s;
     parse_scheme(&s, scheme);
@@ -2380,12 +2390,13 @@ static const struct { const char* name; const char* spec; int resid, mup; const 
     // x 1/width_mult, embeddings with a width-independent N(0, 1) (nn.Embedding's default), the readout
     // zero with a forward multiplier 1/width_mult, attention 1/d_head. See mup_configure().
     {"mup", "lecun_normal,emb=normal:1,pos=normal:1,head=zeros", RESID_NONE, 1,
-     "muP: hidden N(0,1/fan_in) lr/width_mult, emb N(0,1), head 0 x 1/width_mult, attn 1/d_head"},
+     "muP (untied head): hidden N(0,1/fan_in) lr/width_mult, emb N(0,1), head 0 x 1/width_mult, attn 1/d_head"},
 };
 #define NUM_RECIPES ((int)(sizeof(recipes) / sizeof(recipes[0])))
 
-// -I SCHEME_OR_RECIPE[,GROUP=SCHEME...] into spec (on top of what it holds).
-static void parse_init_text(InitSpec* spec, const char* text) {
+// -I SCHEME_OR_RECIPE[,GROUP=SCHEME...] into spec (on top of what it holds). A recipe's own text is
+// read with recipes off: "small_init" is both a recipe and the scheme it applies.
+static void parse_init_text(InitSpec* spec, const char* text, int recipes_on) {
     char buf[512];
     if (strlen(text) >= sizeof(buf)) fatal("-I is too long");
     snprintf(buf, sizeof(buf), "%s", text);
@@ -2394,9 +2405,9 @@ static void parse_init_text(InitSpec* spec, const char* text) {
     for (char* tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save), first = 0) {
         char* eq = strchr(tok, '=');
         if (first && !eq) {
-            for (int r = 0; r < NUM_RECIPES; r++)
+            for (int r = 0; r < NUM_RECIPES && recipes_on; r++)
                 if (strcmp(tok, recipes[r].name) == 0) {
-                    parse_init_text(spec, recipes[r].spec);
+                    parse_init_text(spec, recipes[r].spec, 0);
                     spec->resid = recipes[r].resid;
                     spec->mup = recipes[r].mup;
                     snprintf(spec->first, sizeof(spec->first), "%s", tok);
@@ -2428,9 +2439,9 @@ static void parse_init(InitSpec* spec, const char* text, double gamma) {
     if (gamma >= 0.0) {
         char g[64];
         snprintf(g, sizeof(g), "gamma:%.17g", gamma);
-        parse_init_text(spec, g);
+        parse_init_text(spec, g, 1);
     } else {
-        parse_init_text(spec, text);
+        parse_init_text(spec, text, 1);
     }
 }
 
@@ -2500,6 +2511,77 @@ static void model_init(Model* m, const InitSpec* spec, uint64_t seed) {
         Dist d = tensor_dist(spec, m, t);
         dist_fill(&g, m->params + t->offset, t->rows, t->cols, &d);
     }
+}
+
+// --init-report: seed 001 §6.1's table of every tensor (expected against measured statistics), then
+// each block's effect on the residual stream's variance for one batch, Var(out)/Var(in), with a
+// warning outside [0.5, 2]. It flags the symmetry trap of seed 002 ch. 7: when the MLP's hidden units
+// all have the same incoming weights (rows of up/gate, and biases) and the same outgoing weights
+// (columns of down), they compute the same thing, receive the same gradient, and no step can ever
+// separate them: the layer acts as one unit (-I zeros shows it). Equal rows alone are harmless when
+// the units' gradients differ, e.g. a zero readout or zero out/down projections (zero_resid, muP).
+static int columns_equal(const float* w, int rows, int cols) {
+    for (int r = 0; r < rows; r++)
+        for (int k = 1; k < cols; k++)
+            if (w[(size_t)r * cols + k] != w[(size_t)r * cols]) return 0;
+    return 1;
+}
+
+static void init_report(Model* m, const InitSpec* spec, const int* tokens, int B, int T) {
+    const Config* c = &m->cfg;
+    printf("init: %s, residual scaling %s%s; L=%d C=%d\n", spec->first, resid_names[spec->resid],
+           spec->mup ? ", muP" : "", c->L, c->C);
+    printf("%-18s %-10s %-30s %6s %10s | %10s %10s %10s %10s\n", "tensor", "shape", "scheme", "lr x",
+           "expect std", "mean", "std", "min", "max");
+    int symmetric = 0;
+    for (int i = 0; i < m->num_tensors; i++) {
+        const Tensor* t = &m->tensors[i];
+        const float* w = m->params + t->offset;
+        Scheme sc = tensor_scheme(spec, t);
+        Dist d = tensor_dist(spec, m, t);
+        double f = resid_factor(spec, t, c->L);
+        char shape[24], desc[96];
+        if (t->cols > 1) snprintf(shape, sizeof(shape), "%dx%d", t->rows, t->cols);
+        else snprintf(shape, sizeof(shape), "%d", t->rows);
+        if (f != 1.0) snprintf(desc, sizeof(desc), "%s x%.4g", sc.text, f);
+        else snprintf(desc, sizeof(desc), "%s", sc.text);
+        Stats st = stats_of(w, NULL, (long)t->numel);
+        printf("%-18s %-10s %-30.30s %6.4g %10.4g | %10.3e %10.4g %10.4g %10.4g\n", t->name, shape, desc,
+               (double)t->lr_mult, dist_std(&d, t->rows, t->cols), st.mean, st.std, st.min, st.max);
+    }
+    // the MLP's hidden units: rows of up (and gate, and their biases) = columns of down (transposed)
+    for (int l = 0; l < c->L; l++) {
+        int equal = columns_equal(PW(m, K_WDOWN, l), c->C, c->F);
+        int in_kinds[4] = {K_WUP, K_BUP, K_WGATE, K_BGATE};
+        for (int k = 0; k < 4 && equal; k++) {
+            const float* w = PW(m, in_kinds[k], l);
+            int cols = in_kinds[k] == K_WUP || in_kinds[k] == K_WGATE ? c->C : 1;
+            for (int r = 1; w && r < c->F && equal; r++) equal = !memcmp(w, w + (size_t)r * cols, cols * sizeof(float));
+        }
+        if (equal) {
+            printf("warning: h.%d.mlp: all %d hidden units have identical weights in and out: they get identical "
+                   "gradients and stay identical (seed 002 ch. 7)\n", l, c->F);
+            symmetric++;
+        }
+    }
+    if (c->attn_scale != 1.0f / sqrtf((float)(c->C / c->H)) || c->logit_scale != 1.0f)
+        printf("muP: attention scale %.6g (1/d_head), logit multiplier %.6g (1/width_mult, base width %d)\n",
+               (double)c->attn_scale, (double)c->logit_scale, spec->mup_base);
+    model_forward(m, tokens, NULL, B, T);
+    long n = (long)B * T * c->C, stride = (long)m->B * m->T * c->C;
+    printf("forward pass on one batch (B=%d T=%d): variance of the residual stream\n", B, T);
+    printf("%-8s %12s %12s %10s\n", "block", "Var(in)", "Var(out)", "out/in");
+    int warned = 0;
+    for (int l = 0; l < c->L; l++) {
+        Stats a = stats_of(m->a.res + l * stride, NULL, n), b = stats_of(m->a.res + (l + 1) * stride, NULL, n);
+        double ratio = (b.std * b.std) / (a.std * a.std);
+        int off = !(ratio >= 0.5 && ratio <= 2.0);
+        warned += off;
+        printf("h.%-6d %12.4e %12.4e %10.4g%s\n", l, a.std * a.std, b.std * b.std, ratio,
+               a.std == 0.0 ? "   warning: the stream is exactly 0" : off ? "   warning: outside [0.5, 2]" : "");
+    }
+    if (warned) printf("warning: %d of %d blocks outside [0.5, 2]\n", warned, c->L);
+    if (symmetric) printf("warning: %d of %d MLPs are symmetric: each trains as a single hidden unit\n", symmetric, c->L);
 }
 
 // ============================================================================================
@@ -2864,12 +2946,16 @@ static void usage(void) {
            "  --norm layernorm|rmsnorm  --mlp gelu|swiglu  --pos learned|rope  --bias 0|1  --tie 0|1\n"
            "            override one switch of the preset\n"
            "  --rope-theta X  RoPE base (default %g)\n"
-           "initialization\n"
-           "  -I SPEC   SCHEME[,GROUP=SCHEME...] (default %s). Schemes: gpt2 (N(0,0.02), out/down\n"
-           "            / sqrt(2L)), normal[:std], gamma:G, zeros, ones, constant:C.\n"
-           "            Groups: emb pos qkv gate out up down head norm bias\n"
-           "  -g G      gamma-init (seed 000 §4.2): every matrix N(0, d_in^-2G), embeddings\n"
-           "            N(0, d^-2G), norms 1, biases 0; overrides -I\n"
+           "initialization (doc/initializers.md; the recipes and schemes are listed below)\n"
+           "  -I SPEC   RECIPE_OR_SCHEME[,GROUP=SCHEME...] (default %s): the scheme applies to every\n"
+           "            weight group, GROUP=SCHEME overrides one group; norms start at 1, biases at 0\n"
+           "            unless overridden. Groups: emb pos qkv gate out up down head norm bias\n"
+           "  -g G      gamma-init, = -I gamma:G (seed 000 §4.2): N(0, fan_in^-2G), wte/wpe (n, d): d^-2G\n"
+           "  --resid-scale 0|1  multiply attn.wo and mlp.wdown by 1/sqrt(2L), with any scheme\n"
+           "            (default: as the recipe says; 0 also turns off a recipe's depth factors)\n"
+           "  --mup-base N  muP's base width, width_mult = C/N (default %d; needs -I mup)\n"
+           "  --init-report 1  print every tensor's scheme, expected and measured statistics and the\n"
+           "            blocks' variance ratios on one batch, then exit without training\n"
            "  -r SEED   seed of initialization, data order and sampling (default %d)\n"
            "training\n"
            "  -b N      batch size (default %d)    -t N  sequence length (default %d)\n"
@@ -2889,9 +2975,14 @@ static void usage(void) {
            "  -h        this help\n"
            "threads: OMP_NUM_THREADS. Same seed, flags and thread count give the same losses.\n",
            d.train_path, d.val_path, d.preset, d.L, d.C, d.H, (double)d.eps, (double)d.rope_theta, d.init,
-           d.seed, d.B, d.T, d.steps, (double)d.opt.lr, d.opt.warmup, (double)d.opt.lr_floor,
+           MUP_BASE_DEFAULT, d.seed, d.B, d.T, d.steps, (double)d.opt.lr, d.opt.warmup, (double)d.opt.lr_floor,
            (double)d.opt.weight_decay, (double)d.opt.clip, (double)d.opt.beta1, (double)d.opt.beta2,
            (double)d.opt.adam_eps, d.val_every, d.val_batches, d.sample_every, d.sample_len, d.ckpt_every);
+    printf("-I recipes\n");
+    for (int i = 0; i < NUM_RECIPES; i++) printf("  %-15s %s\n", recipes[i].name, recipes[i].help);
+    printf("-I schemes (fan_in = columns, fan_out = rows of a (out, in) weight; PyTorch's nn.init, bit for bit)\n");
+    for (int i = 0; i < NUM_SCHEMES; i++) printf("  %-15s %s\n", schemes[i].name, schemes[i].help);
+    printf("  kaiming NONLIN: linear sigmoid tanh relu (default) leaky_relu selu gelu silu; PARAM: leaky_relu's slope\n");
     printf("probes (doc/probes.md; they do not change training, except --spike-skip 1)\n"
            "  -p N      run the probes at step 0 and every N steps, into DIR/log.jsonl (default 0 = off)\n"
            "  --probes LIST  comma-separated subset (default all): act grad weight normscale resflow\n"
@@ -3186,6 +3277,13 @@ int main(int argc, char** argv) {
     Rng data_rng, sample_rng;
     rng_seed(&data_rng, (uint64_t)o.seed + 1);
     rng_seed(&sample_rng, (uint64_t)o.seed + 2);
+    if (o.init_report) {        // a batch of the training data, the one step 1 would see
+        int* inp = xmalloc((size_t)o.B * o.T * sizeof(int));
+        int* tgt = xmalloc((size_t)o.B * o.T * sizeof(int));
+        dataset_random_batch(&train, &data_rng, inp, tgt, o.B, o.T);
+        init_report(&model, &spec, inp, o.B, o.T);
+        exit(0);
+    }
     int start_step = 0;
     if (o.resume) start_step = checkpoint_load(&model, o.resume, &data_rng, &sample_rng);
     if (o.out_dir && mkdir(o.out_dir, 0755) != 0 && errno != EEXIST)

@@ -123,6 +123,19 @@ static void fixture_model(Fixture* fx, const char* base, Model* m, int* B, int* 
     }
     check(missing == 0 && params_in_fixture == m->num_tensors, "%s: %d tensors match the reference's names and shapes",
           base, m->num_tensors);
+    // muP fixtures (model_mup.bin) also carry the forward multipliers and the per-tensor learning-rate
+    // multipliers that train_gpt2.c's mup_configure sets
+    FixtureEntry* sc = fixture_get(fx, "scales");
+    if (sc) {
+        m->cfg.attn_scale = (float)entry_at(sc, 0);
+        m->cfg.logit_scale = (float)entry_at(sc, 1);
+        for (int i = 0; i < m->num_tensors; i++) {
+            char key[160];
+            snprintf(key, sizeof(key), "lr_mult/%s", m->tensors[i].name);
+            FixtureEntry* e = fixture_get(fx, key);
+            m->tensors[i].lr_mult = e ? (float)entry_at(e, 0) : NAN;
+        }
+    }
     int nb = *B, nt = *T;
     *inp = xmalloc((size_t)nb * nt * sizeof(int));
     *tgt = xmalloc((size_t)nb * nt * sizeof(int));

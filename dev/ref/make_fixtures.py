@@ -35,6 +35,12 @@ FIXTURES = [  # name, seed, config, B, T
     ("mixed", 1005, replace(BASE, norm="rmsnorm", mlp="gelu", pos="learned", bias=True, tied=False,
                             gate=True, KVH=2), 2, 7),
 ]
+# muP (train_gpt2.c mup_configure) at width_mult 2 (C = 16, base 8): attention q.k/hd, logits x 1/2,
+# hidden matrices (q k v gate o, MLP) lr x 1/2; embeddings, norms, biases and the readout lr x 1.
+MUP_WIDTH_MULT = 2.0
+MUP = replace(LLAMA, attn_scale=1.0 / LLAMA.hd, logit_scale=1.0 / MUP_WIDTH_MULT, gate=True)
+MUP_HIDDEN = ("attn.wq", "attn.wk", "attn.wv", "attn.wg", "attn.wo", "mlp.wgate", "mlp.wup", "mlp.wdown")
+MUP_MULTS = {n: 1.0 / MUP_WIDTH_MULT for n, s in param_shapes(MUP) if n.split(".", 2)[-1] in MUP_HIDDEN}
 
 
 # --- fixture file writer / reader ------------------------------------------------------------------
@@ -98,7 +104,9 @@ def cfg_ints(cfg, B, T):
                      B, T], dtype="<i4")
 
 
-def make_one(name, seed, cfg, B, T):
+def make_one(name, seed, cfg, B, T, mults=None):
+    """mults (muP): name -> lr multiplier; the file then also holds "scales" = [attn_scale,
+    logit_scale] and "lr_mult/NAME" for every tensor."""
     init = init_tensors(cfg, seed)
     tokens = torch.randint(0, cfg.V, (B, T + 1), dtype=torch.int32)
     idx, tgt = tokens[:, :T], tokens[:, 1:]
@@ -123,7 +131,7 @@ def make_one(name, seed, cfg, B, T):
         norm = clip_grads(P.values(), clip)
         lr = lr_at(s, HP["lr"], HP["warmup"], HP["steps"], HP["lr_floor"])
         adamw_step(P, {n: p.grad for n, p in P.items()}, state, s + 1, lr,
-                   HP["beta1"], HP["beta2"], HP["adam_eps"], HP["weight_decay"], decay)
+                   HP["beta1"], HP["beta2"], HP["adam_eps"], HP["weight_decay"], decay, mults)
         step_loss.append(float(l)); step_lr.append(lr); step_norm.append(norm)
     assert step_norm[0] > clip, "clipping must be active on step 0"
     assert step_loss[0] == float(loss)
@@ -132,6 +140,9 @@ def make_one(name, seed, cfg, B, T):
                    clip, HP["warmup"], HP["steps"], HP["lr_floor"], HP["rope_theta"]], dtype="<f8")
     f8 = lambda t: t.detach().double().numpy().astype("<f8")
     entries = [("config", cfg_ints(cfg, B, T)), ("hparams", hp), ("tokens", tokens.numpy().astype("<i4"))]
+    if mults is not None:
+        entries += [("scales", np.array([cfg.attn_scale, cfg.logit_scale], dtype="<f8"))]
+        entries += [(f"lr_mult/{n}", np.array([mults.get(n, 1.0)], dtype="<f8")) for n in P]
     entries += [(f"param/{n}", init[n].numpy().astype("<f4")) for n in P]
     entries += [("logits", f8(logits)), ("loss", np.array([float(loss)], dtype="<f8"))]
     entries += [(f"grad/{n}", f8(grads0[n])) for n in P]
@@ -249,3 +260,4 @@ if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
     for name, seed, cfg, B, T in FIXTURES:
         make_one(name, seed, cfg, B, T)
+    make_one("mup", 1006, MUP, 2, 7, MUP_MULTS)

@@ -27,7 +27,11 @@ Ops (2-D ops are on a (rows, cols) float32 tensor):
     sparse          rows cols sparsity std   nn.init.sparse_(w, sparsity, std)
     randperm        n                  torch.randperm(n) as int32
     scheme          rows cols text     train_gpt2.c's init_matrix_text(text) on (rows, cols), written
-                                       here as the nn.init call it stands for (SCHEME_CALLS)
+                                       here as the nn.init call it stands for (scheme_call)
+    model           preset recipe      a whole model initialized by the -I recipe: every tensor, in
+                                       train_gpt2.c's table order (wte, wpe, h.0.*, h.1.*, lnf.*,
+                                       lm_head), concatenated; one generator seeded once; each
+                                       tensor drawn the way the recipe's own code draws it (recipe_call)
 """
 import math
 import os
@@ -35,6 +39,9 @@ import struct
 import sys
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from model import Config, param_shapes  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 OUT = os.path.join(ROOT, "test", "fixtures", "init_torch.bin")
@@ -175,6 +182,96 @@ SEQS = [
 ]
 
 
+# --- whole-model recipes ---------------------------------------------------------------------------
+# Tiny models of both presets (gate on, to cover attn.wg); train_gpt2.c builds the same from the name.
+TINY = dict(V=12, maxT=4, L=2, C=8, H=2, F=16)
+PRESETS = {
+    "gpt2": Config(**TINY, KVH=2, norm="layernorm", mlp="gelu", pos="learned", bias=True, tied=True, gate=True),
+    "llama": Config(**TINY, KVH=1, norm="rmsnorm", mlp="swiglu", pos="rope", bias=False, tied=False, gate=True),
+}
+MODEL_CASES = [("gpt2", r) for r in ("gpt2", "hf_llama", "zero_resid", "depth_scaled", "small_init", "deepnet",
+                                     "gamma:0.75", "xavier_uniform,out=zeros,emb=normal:0.01")] + \
+              [("llama", r) for r in ("llama", "olmo_mitchell", "mup", "deepnet", "gpt2", "kaiming_uniform:tanh")]
+
+
+def table_order(cfg):
+    """(name, shape, layer) in train_gpt2.c's tensor table order: param_shapes is kind by kind over
+    the layers; the table is layer by layer (a stable sort keeps the kinds' order inside a layer)."""
+    def key(item):
+        name = item[0]
+        if name.startswith("h."):
+            return (1, int(name.split(".")[1]))
+        return (0 if name in ("wte", "wpe") else 2, 0)
+    out = []
+    for name, shape in sorted(param_shapes(cfg), key=key):
+        out.append((name, shape, int(name.split(".")[1]) if name.startswith("h.") else -1))
+    return out
+
+
+def group_of(name):
+    kind = name.split(".")[-1]
+    if name in ("wte", "wpe", "lm_head"):
+        return {"wte": "emb", "wpe": "pos", "lm_head": "head"}[name]
+    if kind == "w":
+        return "norm"
+    if kind == "b" or kind.startswith("b"):
+        return "bias"
+    return {"wq": "qkv", "wk": "qkv", "wv": "qkv", "wg": "gate", "wo": "out", "wgate": "up", "wup": "up",
+            "wdown": "down"}[kind]
+
+
+def recipe_call(recipe, cfg, name, w, layer):
+    """Draws one tensor the way the recipe's source does (nanoGPT, HF, OLMo, DeepNet, mup, seed 002)."""
+    init, g = torch.nn.init, group_of(name)
+    if g == "norm":
+        return init.ones_(w)
+    if g == "bias":
+        return init.zeros_(w)
+    fan_in, L, kind = w.shape[1], cfg.L, name.split(".")[-1]
+    resid = kind in ("wo", "wdown")
+    if recipe == "gpt2":                        # nanoGPT _init_weights + c_proj special case
+        return init.normal_(w, 0.0, 0.02 / math.sqrt(2 * L) if resid else 0.02)
+    if recipe == "hf_llama":                    # LlamaPreTrainedModel._init_weights
+        return init.normal_(w, 0.0, 0.02)
+    if recipe == "zero_resid":
+        return init.zeros_(w) if resid else init.normal_(w, 0.0, 0.02)
+    if recipe == "depth_scaled":                # 0.02 / sqrt(2 (layer_id + 1)) on the output projections
+        return init.normal_(w, 0.0, 0.02 / (2 * (layer + 1)) ** 0.5 if resid else 0.02)
+    if recipe == "small_init":                  # GPT-NeoX small_init_init_method(dim)
+        return init.normal_(w, 0.0, math.sqrt(2 / (5 * cfg.C)))
+    if recipe == "deepnet":                     # torchscale DeepNet: xavier_normal_(p, gain=beta)
+        beta = (8 * L) ** -0.25 if resid or kind in ("wv", "wup", "wgate") else 1.0
+        return init.xavier_normal_(w, gain=beta)
+    if recipe == "olmo_mitchell":               # OLMo init_weights, InitFnType.mitchell, cutoff 3
+        std = 1.0 / math.sqrt(2 * fan_in * (layer + 1)) if resid else 1.0 / math.sqrt(fan_in)
+        return init.trunc_normal_(w, mean=0.0, std=std, a=-3.0 * std, b=3.0 * std)
+    if recipe == "mup":                         # mup package: MuReadout zero, hidden 1/fan_in, nn.Embedding
+        if g == "head":
+            return init.zeros_(w)
+        return init.normal_(w, 0.0, 1.0) if g in ("emb", "pos") else init.kaiming_normal_(w, nonlinearity="linear")
+    if recipe == "llama":                       # seed 002 ch. 5: embeddings 1/sqrt(d), He, residual / sqrt(2L)
+        if g in ("emb", "pos"):
+            return init.normal_(w, 0.0, 1.0 / math.sqrt(cfg.C))
+        return init.normal_(w, 0.0, math.sqrt(2.0) / math.sqrt(fan_in) / math.sqrt(2 * L)) if resid else \
+            init.kaiming_normal_(w, nonlinearity="relu")
+    if recipe == "gamma:0.75":                  # seed 000 §4.2, wte/wpe (n, d): d^-gamma
+        return init.normal_(w, 0.0, fan_in ** -0.75)
+    if recipe == "kaiming_uniform:tanh":
+        return init.kaiming_uniform_(w, nonlinearity="tanh")
+    if recipe == "xavier_uniform,out=zeros,emb=normal:0.01":
+        return init.zeros_(w) if g == "out" else init.normal_(w, 0.0, 0.01) if g == "emb" else init.xavier_uniform_(w)
+    raise ValueError(recipe)
+
+
+def model_case(preset, recipe, seed):
+    cfg = PRESETS[preset]
+    torch.manual_seed(seed)
+    parts = []
+    for name, shape, layer in table_order(cfg):
+        parts.append(recipe_call(recipe, cfg, name, torch.empty(shape), layer).flatten())
+    return (f"model/seed={seed!r}/" + fmt(preset=preset, recipe=recipe), torch.cat(parts))
+
+
 def cases(full):
     out = []
     for seed in SEEDS:
@@ -207,6 +304,8 @@ def cases(full):
     for i, text in enumerate(SCHEMES):
         for j, (r, c) in enumerate(SCHEME_SHAPES):
             out.append(single("scheme", 100 + i + j, rows=r, cols=c, text=text))
+    for i, (preset, recipe) in enumerate(MODEL_CASES):
+        out.append(model_case(preset, recipe, 500 + i))
     return out
 
 

@@ -613,6 +613,16 @@ static void csv_row(FILE* f, const char* section, const char* series, double x, 
     fprintf(f, "%s,%s,%.9g,%s,%.9g\n", section, series, x, metric, v);
 }
 
+// The end of a training run (and its loss curve, one point every `every` steps) as CSV rows.
+static void csv_result(FILE* f, const char* section, const char* series, double x, const TrainResult* r,
+                       const char* curve_series, const float* curve, int steps, int every) {
+    csv_row(f, section, series, x, "train_loss", r->train_loss);
+    csv_row(f, section, series, x, "val_loss", r->val_loss);
+    csv_row(f, section, series, x, "val_acc", r->val_acc);
+    csv_row(f, section, series, x, "diverged_step", r->diverged_step);
+    for (int k = 0; k <= steps / every; k++) csv_row(f, "curve", curve_series, k * every, "train_loss", curve[k]);
+}
+
 static double mean_square(const float* a, long n) {
     double s = 0.0;
     for (long i = 0; i < n; i++) s += (double)a[i] * a[i];
@@ -964,11 +974,7 @@ static void lab_race(const LabOptions* o) {
                 TrainResult r = mlp_train(&n, &tr, &va, &ts, o->seed + 1, curve);
                 char series[64];
                 snprintf(series, sizeof(series), "%s|%s|%d", labels[si], act_names[acts[ai]], depths[di]);
-                for (int s = 0; s <= steps / every; s++) csv_row(f, "curve", series, s * every, "train_loss", curve[s]);
-                csv_row(f, "final", series, depths[di], "train_loss", r.train_loss);
-                csv_row(f, "final", series, depths[di], "val_loss", r.val_loss);
-                csv_row(f, "final", series, depths[di], "val_acc", r.val_acc);
-                csv_row(f, "final", series, depths[di], "diverged_step", r.diverged_step);
+                csv_result(f, "final", series, depths[di], &r, series, curve, steps, every);
                 printf("  %-30s train %.3f  val acc %.3f%s\n", series, r.train_loss, r.val_acc,
                        r.diverged_step >= 0 ? "  (diverged)" : "");
                 mlp_free(&n);
@@ -1022,13 +1028,9 @@ static void lab_sweep(const LabOptions* o) {
             csv_row(f, "sweep", series, sigma, "init_loss", loss0);
             TrainSpec ts = {steps, B, every, 0.0f, 0.0f, opt_make(o->opt ? o->opt : "sgd", o->lr > 0 ? o->lr : 0.01f)};
             TrainResult r = mlp_train(&n, &tr, &va, &ts, o->seed + 1 + 1000 * s, curve);
-            csv_row(f, "sweep", series, sigma, "train_loss", r.train_loss);
-            csv_row(f, "sweep", series, sigma, "val_loss", r.val_loss);
-            csv_row(f, "sweep", series, sigma, "val_acc", r.val_acc);
-            csv_row(f, "sweep", series, sigma, "diverged_step", r.diverged_step);
             char cs[64];
             snprintf(cs, sizeof(cs), "s%d|%.3g", s, sigma);
-            for (int k = 0; k <= steps / every; k++) csv_row(f, "curve", cs, k * every, "train_loss", curve[k]);
+            csv_result(f, "sweep", series, sigma, &r, cs, curve, steps, every);
             printf("  sigma %-9.3g init loss %-10.4g final train %-8.4f val acc %.4f%s\n", sigma, loss0, r.train_loss,
                    r.val_acc, r.diverged_step >= 0 ? " (diverged)" : "");
             mlp_free(&n);

@@ -851,7 +851,7 @@ INDEX = [
 
 def write_index():
     lines = ["# Classroom labs I: variance propagation, the classic initializers, the std sweep", "",
-             "Each lab re-runs one experiment of the seeds (doc/ and /work/shared/seeds: 001, 002, 004) with this",
+             "Each lab re-runs one experiment of the seeds (../shared/seeds/: 001, 002, 004) with this",
              "project's own code and says where the text's numbers hold and where they do not (with the",
              "corrected values of seed_corrections.md). The trainer is `dev/labs/mlp_lab.c`: it includes",
              "`train_gpt2.c` (like `test_gpt2.c`) and uses its generator, `init_matrix_text`, `calculate_gain`,",

@@ -613,16 +613,16 @@ static inline float vexpf(float x) {
 //    width of the model (C, 4C, head size). With AVX2 (16 registers of 8 floats) the classic 6 x 16
 //    (12 + 2 + 1). The loops are plain C with constant trip counts: GCC at -O3 -march=native unrolls
 //    them and keeps acc[][] in registers (objdump -d: vbroadcastss + vfmadd231ps, no spills).
-// 2. Packing. The kernel wants, for each k, MR consecutive values of A and NR consecutive values of
-//    Bm. pack_a / pack_b copy a block of each operand into exactly that order (panels of MR rows /
-//    NR columns, zero-padded at the edges), whatever its strides were: transposes cost a copy of a
-//    block, not a slow inner loop, and the kernel only ever streams contiguous memory.
+// 2. Packing Bm. The kernel wants, for each k, NR consecutive values of Bm. pack_b copies a block
+//    of Bm into exactly that order (panels of NR columns, zero-padded at the edge), whatever its
+//    strides were: the transposed W of the forward pass costs one copy of a block, not a slow
+//    inner loop. A needs no copy: its MR values per k are broadcast one at a time, from MR rows
+//    (sak = 1) or from one contiguous run (sam = 1, dout read as dout^T).
 // 3. Cache blocking. Cm is cut into MC x NC macro tiles, the unit of work of a thread, and K into
-//    slices of KC. For one slice the packed A block (MC x KC) and Bm block (KC x NC), 256 KB each
-//    with AVX-512, stay in the core's L2 cache (1 MB on the machine of doc/performance.md) while
-//    every micro-tile of the macro tile uses them, and one Bm panel (KC x NR, 32 KB) stays in the
-//    48 KB L1 while the A panels stream past it. Every element brought from memory into L2 is used
-//    MC or NC times.
+//    slices of KC. For one slice the packed Bm block (KC x NC, 256 KB with AVX-512) and the
+//    A block (MC x KC) stay in the core's L2 cache (1 MB on the machine of doc/performance.md)
+//    while every micro-tile of the macro tile uses them, and one Bm panel (KC x NR, 32 KB) stays
+//    in the 48 KB L1 while the rows of A pass. Every element brought into L2 is used MC or NC times.
 // 4. Threads. Macro tiles are independent (each owns its part of Cm), handed out dynamically.
 //
 // Determinism: the kernel loads the current Cm values into its accumulators and adds the k terms
@@ -639,50 +639,39 @@ static inline float vexpf(float x) {
 #define MC (32 * MR)
 #define NC (8 * NR)
 
-// The micro-kernel: c[MR x NR] (row stride ldc) = (load ? c : 0) + sum over k < kc of the outer
-// product of column k of the A panel and row k of the Bm panel.
-static inline void micro_kernel(int kc, const float* ap, const float* bp, float* c, long ldc, int load) {
+// The micro-kernel: c[MR x NR] (row stride ldc) = (load ? c : 0) + sum over k < kc of
+// A[i][k] * bp[k][j], with A[i][k] at a[i * sam + k * sak] and bp a packed panel of Bm.
+static inline void micro_kernel(int kc, const float* a, long sam, long sak, const float* bp,
+                                float* c, long ldc, int load) {
     float acc[MR][NR];
     for (int i = 0; i < MR; i++)
         for (int j = 0; j < NR; j++) acc[i][j] = load ? c[i * ldc + j] : 0.0f;
-    for (int k = 0; k < kc; k++, ap += MR, bp += NR)
-        for (int i = 0; i < MR; i++)
-            for (int j = 0; j < NR; j++) acc[i][j] += ap[i] * bp[j];
+    for (int k = 0; k < kc; k++, a += sak, bp += NR)
+        for (int i = 0; i < MR; i++) {
+            float ai = a[i * sam];
+            for (int j = 0; j < NR; j++) acc[i][j] += ai * bp[j];
+        }
     for (int i = 0; i < MR; i++)
         for (int j = 0; j < NR; j++) c[i * ldc + j] = acc[i][j];
 }
 
-// An mr x nr tile at the edge of Cm (mr <= MR, nr <= NR): the kernel runs on a full-size copy.
-static void edge_tile(int kc, const float* ap, const float* bp, float* c, long ldc, int mr, int nr, int load) {
-    float t[MR * NR];
+// An mr x nr tile at the edge of Cm (mr <= MR, nr <= NR): the kernel runs on zero-padded copies of
+// the mr rows of A and of the tile.
+static void edge_tile(int kc, const float* a, long sam, long sak, const float* bp, float* c, long ldc,
+                      int mr, int nr, int load) {
+    float ta[KC * MR], tc[MR * NR];
+    for (int k = 0; k < kc; k++)
+        for (int i = 0; i < MR; i++) ta[k * MR + i] = i < mr ? a[i * sam + k * sak] : 0.0f;
     for (int i = 0; i < MR; i++)
-        for (int j = 0; j < NR; j++) t[i * NR + j] = load && i < mr && j < nr ? c[i * ldc + j] : 0.0f;
-    micro_kernel(kc, ap, bp, t, NR, 1);
+        for (int j = 0; j < NR; j++) tc[i * NR + j] = load && i < mr && j < nr ? c[i * ldc + j] : 0.0f;
+    micro_kernel(kc, ta, 1, MR, bp, tc, NR, 1);
     for (int i = 0; i < mr; i++)
-        for (int j = 0; j < nr; j++) c[i * ldc + j] = t[i * NR + j];
-}
-
-// Copies rows [0, mc) x columns [0, kc) of A into panels of MR rows: panel p holds, k by k, the MR
-// values A[p*MR + r][k] side by side; rows past mc are zero.
-// The loop order follows the stride that is 1: along a row of A (sak = 1) or down a column
-// (sam = 1: dout read as dout^T for the weight gradient).
-static void pack_a(float* ap, const float* A, long sam, long sak, int mc, int kc) {
-    for (int p = 0; p < mc; p += MR, ap += MR * kc) {
-        int h = mc - p < MR ? mc - p : MR;
-        const float* a = A + (long)p * sam;
-        if (sak == 1) {
-            for (int r = 0; r < MR; r++)
-                for (int k = 0; k < kc; k++) ap[k * MR + r] = r < h ? a[r * sam + k] : 0.0f;
-        } else {
-            for (int k = 0; k < kc; k++)
-                for (int r = 0; r < MR; r++) ap[k * MR + r] = r < h ? a[r * sam + k * sak] : 0.0f;
-        }
-    }
+        for (int j = 0; j < nr; j++) c[i * ldc + j] = tc[i * NR + j];
 }
 
 // Copies rows [0, kc) x columns [0, nc) of Bm into panels of NR columns: panel p holds, k by k, the
 // NR values Bm[k][p*NR + j]; columns past nc are zero. The loop order follows the stride that is 1:
-// along a row of Bm (sbn = 1) or down a column (sbk = 1, a transposed W in the forward pass).
+// along a row of Bm (sbn = 1) or down a column (sbk = 1, the transposed W of the forward pass).
 static void pack_b(float* bp, const float* Bm, long sbk, long sbn, int kc, int nc) {
     for (int p = 0; p < nc; p += NR, bp += NR * kc) {
         int w = nc - p < NR ? nc - p : NR;
@@ -697,10 +686,9 @@ static void pack_b(float* bp, const float* Bm, long sbk, long sbn, int kc, int n
     }
 }
 
-// Each thread's packed blocks: thread-local, so they exist once per thread and the training step
+// Each thread's packed block: thread-local, so it exists once per thread and the training step
 // allocates nothing. 64-byte aligned: one cache line, one AVX-512 register.
-static __thread float pack_abuf[MC * KC] __attribute__((aligned(64)));
-static __thread float pack_bbuf[KC * NC] __attribute__((aligned(64)));
+static __thread float pack_buf[KC * NC] __attribute__((aligned(64)));
 
 static void gemm(int M, int N, int K, const float* A, long sam, long sak, const float* Bm, long sbk, long sbn,
                  float* Cm, long ldc, int accumulate) {
@@ -718,14 +706,13 @@ static void gemm(int M, int N, int K, const float* A, long sam, long sak, const 
             int mb = M - i0 < mc ? M - i0 : mc, nb = N - j0 < NC ? N - j0 : NC;
             for (int k0 = 0; k0 < K; k0 += KC) {
                 int kc = K - k0 < KC ? K - k0 : KC, load = accumulate || k0 > 0;
-                pack_a(pack_abuf, A + i0 * sam + k0 * sak, sam, sak, mb, kc);
-                pack_b(pack_bbuf, Bm + k0 * sbk + j0 * sbn, sbk, sbn, kc, nb);
+                pack_b(pack_buf, Bm + k0 * sbk + j0 * sbn, sbk, sbn, kc, nb);
                 for (int j = 0; j < nb; j += NR)            // one Bm panel in L1 ...
-                    for (int i = 0; i < mb; i += MR) {      // ... while the A panels pass
-                        const float *ap = pack_abuf + (long)i * kc, *bp = pack_bbuf + (long)j * kc;
+                    for (int i = 0; i < mb; i += MR) {      // ... while the rows of A pass
+                        const float *a = A + (i0 + i) * sam + k0 * sak, *bp = pack_buf + (long)j * kc;
                         float* c = Cm + (long)(i0 + i) * ldc + j0 + j;
-                        if (mb - i >= MR && nb - j >= NR) micro_kernel(kc, ap, bp, c, ldc, load);
-                        else edge_tile(kc, ap, bp, c, ldc, mb - i < MR ? mb - i : MR, nb - j < NR ? nb - j : NR, load);
+                        if (mb - i >= MR && nb - j >= NR) micro_kernel(kc, a, sam, sak, bp, c, ldc, load);
+                        else edge_tile(kc, a, sam, sak, bp, c, ldc, mb - i < MR ? mb - i : MR, nb - j < NR ? nb - j : NR, load);
                     }
             }
         }
@@ -898,7 +885,7 @@ static void rope_apply(float* x, const float* cs, int B, int T, int nh, int hd, 
 static void causal_softmax_row(float* a, int t, int T, float scale) {
     float mx = -FLT_MAX, sum = 0.0f;
     #pragma omp simd reduction(max : mx)
-    for (int s = 0; s <= t; s++) mx = fmaxf(mx, a[s] * scale);
+    for (int s = 0; s <= t; s++) mx = a[s] * scale > mx ? a[s] * scale : mx;
     #pragma omp simd reduction(+ : sum)
     for (int s = 0; s <= t; s++) {
         a[s] = vexpf(a[s] * scale - mx);
@@ -1062,7 +1049,7 @@ static void softmax_forward(float* logits, float* losses, const int* targets, in
         float* z = logits + (long)bt * V;
         float mx = -FLT_MAX;
         #pragma omp simd reduction(max : mx)
-        for (int i = 0; i < V; i++) mx = fmaxf(mx, z[i]);
+        for (int i = 0; i < V; i++) mx = z[i] > mx ? z[i] : mx;
         float zt = targets ? z[targets[bt]] - mx : 0.0f;
         double sum = 0.0;
         #pragma omp simd reduction(+ : sum)

@@ -81,7 +81,7 @@ def ours(c, steps, warmup, threads, shard):
     cmd = ["./train_gpt2", "-i", shard, "-j", shard, "-V", str(c["V"]), "-a", c["preset"],
            "-L", str(c["L"]), "-C", str(c["C"]), "-H", str(c["H"]), "-b", str(c["B"]), "-t", str(c["T"]),
            "-x", str(warmup + steps), "-v", "0", "-S", "0", "-n", "0"]
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_WAIT_POLICY="PASSIVE")
     out, rss = run_measured(cmd, env)
     ms = [float(x) for x in re.findall(r"^step +\d+/\d+ \|.*\| ([0-9.]+) ms \|", out, re.M)]
     if len(ms) != warmup + steps:

@@ -574,6 +574,11 @@ static void init_sparse(Rng* g, float* w, int rows, int cols, float sparsity, fl
 // 4. Layers. Each forward is followed by its backward. Shapes: B batch, T time, C width,
 //    OC output channels, BT = B*T rows. Backward functions ACCUMULATE (+=) into gradients,
 //    so a tensor used twice (the tied embedding) collects both contributions.
+//    Speed (doc/performance.md): the matmuls are nearly all the work and have their own routine
+//    (gemm); the other loops are single passes that GCC vectorizes. A sum along a row is marked
+//    `omp simd reduction`, which lets it keep one partial sum per vector lane: a different order
+//    than left to right, but a fixed one, so results stay reproducible. Threads split rows (or
+//    channels, where rows would collide), never one sum, so results do not depend on their number.
 // ============================================================================================
 
 // ---- exp, in a form the compiler vectorizes ----------------------------------------------------

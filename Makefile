@@ -1,7 +1,8 @@
 # Build, data, tests, benchmarks. `make help` lists the targets.
 CC ?= gcc
 CFLAGS ?= -O3 -march=native -Wall -Wextra -Wno-unused-function
-CFLAGS += -fopenmp
+# -fno-math-errno lets sqrtf vectorize (AdamW); nothing here reads errno after a math function.
+CFLAGS += -fopenmp -fno-math-errno
 LDLIBS = -lm
 NVCC ?= nvcc
 # CUDA: no -arch=native (CI and this machine have nvcc but no GPU): A100 (sm_80) and H100 (sm_90)
@@ -10,7 +11,7 @@ NVCCFLAGS ?= -O3 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,co
 NVCCFLAGS += -Xcompiler -Wall,-Wextra,-Wno-unused-function,-fopenmp
 NVLDLIBS = -lcublas -lgomp -lm
 
-.PHONY: all test data data-gpt2 clean help deps
+.PHONY: all test data data-gpt2 clean help deps bench
 all: train_gpt2 test_gpt2
 
 help:
@@ -20,6 +21,7 @@ help:
 	@echo "make test         build and run test_gpt2 (no Python, no data, no GPU needed)"
 	@echo "make train_gpt2cu the trainer on one NVIDIA GPU (builds without a GPU; see doc/cuda.md)"
 	@echo "make test_gpt2cu  GPU-vs-CPU/PyTorch parity tests (then ./test_gpt2cu on a GPU machine)"
+	@echo "make bench        training-step speed vs PyTorch, FMA peak, MFU (doc/performance.md; ~10 min)"
 	@echo "make deps         install the Debian packages the dev/ tools use (torch, numpy, matplotlib)"
 
 # The trainer depends on the corpus so that `make train_gpt2 && ./train_gpt2` works on a fresh clone.
@@ -51,6 +53,16 @@ test_gpt2cu: test_gpt2.cu train_gpt2.cu train_gpt2.c test/fixture.h
 
 data: data/moby_train.txt data/moby_val.txt
 
+# The benchmark (doc/performance.md) needs Debian's python3-torch, libopenblas0-pthread and
+# libtcmalloc-minimal4 (make deps) but no data: it trains on synthetic tokens. BENCH_ARGS passes
+# flags to the driver, e.g. make bench BENCH_ARGS="--configs cfgM-gpt2 --reps 1".
+bench: dev/bench/fma_peak
+	$(CC) $(CFLAGS) -o train_gpt2 train_gpt2.c $(LDLIBS)
+	/usr/bin/python3 dev/bench/bench.py $(BENCH_ARGS)
+
+dev/bench/fma_peak: dev/bench/fma_peak.c
+	$(CC) -O2 -march=native -fopenmp -Wall -Wextra -o $@ $<
+
 deps:
 	dev/install_deps.sh
 
@@ -71,7 +83,7 @@ data/%_gpt2_train.bin data/%_gpt2_val.bin data/%_gpt2_decode.bin: data/%_train.t
 	dev/data/tokenize_gpt2.sh --val data/$*_val.txt data/$*_train.txt data/$*_gpt2
 
 clean:
-	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu
+	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu dev/bench/fma_peak dev/labs/mlp_lab dev/labs/llm_compose
 
 # ---- labs I (issue 7): variance propagation, the classic initializers, the std sweep ------------
 # dev/labs/mlp_lab.c includes train_gpt2.c; dev/labs/plot_labs.py (numpy, matplotlib) turns a lab's

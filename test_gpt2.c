@@ -49,7 +49,7 @@ static void test_model_fixture(const char* path) {
     // from the final norm's output, the way the forward's last matmul does
     {
         float* logits = xmalloc((size_t)B * T * c.V * sizeof(float));
-        matmul_forward(logits, m.a.lnf, c.tied ? m.p[K_WTE] : m.p[K_LMHEAD], NULL, B * T, c.C, c.V, m.a.wt);
+        matmul_forward(logits, m.a.lnf, c.tied ? m.p[K_WTE] : m.p[K_LMHEAD], NULL, B * T, c.C, c.V);
         for (long i = 0; i < (long)B * T * c.V; i++) logits[i] *= c.logit_scale;     // muP's 1/width_mult
         double worst, ratio = compare(logits, fixture_get(&fx, "logits"), FX_ATOL, FX_RTOL, &worst);
         check(ratio <= 1.0, "%s: all %d x %d logits within tolerance (worst diff %.2e)", base, B * T, c.V, worst);
@@ -534,14 +534,14 @@ static void test_deep_relu(void) {
     const char* inits[2] = {"kaiming_normal:relu", "xavier_normal"};
     double want[2] = {1.0, pow(0.5, L)};
     float *x = xmalloc((size_t)B * d * sizeof(float)), *y = xmalloc((size_t)B * d * sizeof(float));
-    float *W = xmalloc((size_t)d * d * sizeof(float)), *wt = xmalloc((size_t)d * d * sizeof(float));
+    float* W = xmalloc((size_t)d * d * sizeof(float));
     for (int k = 0; k < 2; k++) {
         Rng g;
         rng_seed(&g, 31 + k);
         init_normal(&g, x, (size_t)B * d, 0.0f, 1.0f);
         for (int l = 0; l < L; l++) {
             init_matrix_text(&g, W, d, d, inits[k]);
-            matmul_forward(y, x, W, NULL, B, d, d, wt);
+            matmul_forward(y, x, W, NULL, B, d, d);
             for (long i = 0; i < (long)B * d; i++) x[i] = y[i] > 0 ? y[i] : 0.0f;
         }
         double e2 = 0.0;
@@ -550,7 +550,7 @@ static void test_deep_relu(void) {
         // finite-width spread of log E[h^2] is ~ sqrt(2 L / d) = 0.18 (seed_corrections 001-19): band x/1.8
         check(e2 / want[k] > 1 / 1.8 && e2 / want[k] < 1.8, "%-20s E[h^2] after %d ReLU layers %.4g (theory %.4g)", inits[k], L, e2, want[k]);
     }
-    free(x); free(y); free(W); free(wt);
+    free(x); free(y); free(W);
 }
 
 // ---- 2. finite differences of every layer's backward pass ------------------------------------------
@@ -624,12 +624,12 @@ static void fd_norm_fwd(OpCase* o) {
 static void fd_norm_bwd(OpCase* o, const float* dout) {
     norm_backward(o->din[0], o->din[1], o->d[2] ? NULL : o->din[2], dout, o->in[0], o->in[1], o->aux[0], o->aux[1], o->d[2], o->d[0], o->d[1]);
 }
-// matmul: in[0] = x [N,C], in[1] = W [OC,C], in[2] = bias; d = N, C, OC; aux[0] = transpose scratch
-static void fd_matmul_fwd(OpCase* o) { matmul_forward(o->out, o->in[0], o->in[1], o->in[2], o->d[0], o->d[1], o->d[2], o->aux[0]); }
+// matmul: in[0] = x [N,C], in[1] = W [OC,C], in[2] = bias; d = N, C, OC
+static void fd_matmul_fwd(OpCase* o) { matmul_forward(o->out, o->in[0], o->in[1], o->in[2], o->d[0], o->d[1], o->d[2]); }
 static void fd_matmul_bwd(OpCase* o, const float* dout) {
     matmul_backward(o->din[0], o->din[1], o->din[2], dout, o->in[0], o->in[1], o->d[0], o->d[1], o->d[2]);
 }
-// attention: in = q, k, v; d = B, T, H, KVH, hd; aux[0] = att, aux[1] = datt
+// attention: in = q, k, v; d = B, T, H, KVH, hd; aux[0] = att, aux[1] = backward scratch
 static void fd_attn_fwd(OpCase* o) {
     attention_forward(o->out, o->aux[0], o->in[0], o->in[1], o->in[2], o->d[0], o->d[1], o->d[2], o->d[3], o->d[4], o->f);
 }
@@ -637,14 +637,16 @@ static void fd_attn_bwd(OpCase* o, const float* dout) {
     attention_backward(o->din[0], o->din[1], o->din[2], o->aux[1], dout, o->aux[0], o->in[0], o->in[1], o->in[2],
                        o->d[0], o->d[1], o->d[2], o->d[3], o->d[4], o->f);
 }
-// RoPE: in[0] = x; d = B, T, nh, hd. Forward rotates a copy; backward rotates dout back.
+// RoPE: in[0] = x; d = B, T, nh, hd; aux[1] = the cos/sin table for theta = f. Forward rotates a
+// copy; backward rotates dout back.
 static void fd_rope_fwd(OpCase* o) {
     memcpy(o->out, o->in[0], o->out_n * sizeof(float));
-    rope_apply(o->out, o->d[0], o->d[1], o->d[2], o->d[3], o->f, 1.0f);
+    rope_table(o->aux[1], o->d[1], o->d[3], o->f);
+    rope_apply(o->out, o->aux[1], o->d[0], o->d[1], o->d[2], o->d[3], 1.0f);
 }
 static void fd_rope_bwd(OpCase* o, const float* dout) {
     memcpy(o->aux[0], dout, o->out_n * sizeof(float));
-    rope_apply(o->aux[0], o->d[0], o->d[1], o->d[2], o->d[3], o->f, -1.0f);
+    rope_apply(o->aux[0], o->aux[1], o->d[0], o->d[1], o->d[2], o->d[3], -1.0f);
     for (size_t i = 0; i < o->out_n; i++) o->din[0][i] += o->aux[0][i];
 }
 // gate: in[0] = y [BT, H*hd], in[1] = gate pre-activation [BT,H]; d = BT, H, hd; aux[0] = gate
@@ -735,19 +737,19 @@ static void test_finite_differences(void) {
         fd_case(&g, rms ? "rmsnorm" : "layernorm", fd_norm_fwd, fd_norm_bwd, rms ? 2 : 3, in_n, std, N * C, aux_n, d, 1e-5f);
     }
     {
-        size_t in_n[3] = {N * C, OC * C, OC}, aux_n[4] = {C * OC, 0, 0, 0};
+        size_t in_n[3] = {N * C, OC * C, OC}, aux_n[4] = {0, 0, 0, 0};
         float std[3] = {1.0f, 0.5f, 0.5f};
         int d[6] = {N, C, OC};
         fd_case(&g, "matmul", fd_matmul_fwd, fd_matmul_bwd, 3, in_n, std, N * OC, aux_n, d, 0.0f);
     }
     {
-        size_t in_n[3] = {B * T * H * hd, B * T * KVH * hd, B * T * KVH * hd}, aux_n[4] = {B * H * T * T, B * H * T * T, 0, 0};
+        size_t in_n[3] = {B * T * H * hd, B * T * KVH * hd, B * T * KVH * hd}, aux_n[4] = {B * H * T * T, attention_scratch_floats(T), 0, 0};
         float std[3] = {1.0f, 1.0f, 1.0f};
         int d[6] = {B, T, H, KVH, hd};
         fd_case(&g, "attention (GQA 4/2)", fd_attn_fwd, fd_attn_bwd, 3, in_n, std, B * T * H * hd, aux_n, d, 0.5f);
     }
     {
-        size_t in_n[3] = {B * T * H * hd}, aux_n[4] = {B * T * H * hd, 0, 0, 0};
+        size_t in_n[3] = {B * T * H * hd}, aux_n[4] = {B * T * H * hd, T * hd, 0, 0};
         float std[3] = {1.0f};
         int d[6] = {B, T, H, hd};
         fd_case(&g, "rope", fd_rope_fwd, fd_rope_bwd, 1, in_n, std, B * T * H * hd, aux_n, d, 10000.0f);

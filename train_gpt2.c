@@ -72,6 +72,31 @@ static void* (xcalloc)(size_t count, size_t size) {
     return p;
 }
 
+// OpenMP's thread count and this thread's number (1 and 0 when compiled without OpenMP).
+static int thread_count(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+static int thread_id(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+static int in_parallel(void) {
+#ifdef _OPENMP
+    return omp_in_parallel();
+#else
+    return 0;
+#endif
+}
+
 static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -549,81 +574,169 @@ static void init_sparse(Rng* g, float* w, int rows, int cols, float sparsity, fl
 // 4. Layers. Each forward is followed by its backward. Shapes: B batch, T time, C width,
 //    OC output channels, BT = B*T rows. Backward functions ACCUMULATE (+=) into gradients,
 //    so a tensor used twice (the tied embedding) collects both contributions.
+//    Speed (doc/performance.md): the matmuls are nearly all the work and have their own routine
+//    (gemm); the other loops are single passes that GCC vectorizes. A sum along a row is marked
+//    `omp simd reduction`, which lets it keep one partial sum per vector lane: a different order
+//    than left to right, but a fixed one, so results stay reproducible. Threads split rows (or
+//    channels, where rows would collide), never one sum, so results do not depend on their number.
 // ============================================================================================
 
-// ---- the matrix multiply -------------------------------------------------------------------
-// Everything below is one kernel: Cm[M,N] (+)= A[M,K] * Bm[K,N], with Bm row-major (rows of N
-// contiguous floats) and A read through two strides, so that A can be a matrix or a transposed
-// one without copying. Each output element is summed over k in order 0..K-1 by one thread, so
-// the result does not depend on the number of threads.
-//
-// Register tiling: a tile of MR x NR outputs lives in MR*NR accumulators while k runs, so every
-// A value loaded is used NR times and every Bm value MR times. With NR = 32 the inner j-loop is
-// two 16-wide AVX-512 FMAs (four 8-wide AVX2 ones) that GCC emits at -O3 -march=native.
-#define MR 6
-#define NR 32
+// ---- exp, in a form the compiler vectorizes ----------------------------------------------------
+// libm's expf is a function call per element: a loop that calls it stays scalar, and the softmaxes
+// and activations are such loops. vexpf is the textbook method in plain arithmetic, which GCC turns
+// into AVX-512 / AVX2 code: x = n ln2 + r with n = round(x / ln2) and |r| <= ln2 / 2; exp(r) by its
+// Taylor series to degree 7 (truncation error r^8/8! < 6e-9); 2^n by writing n + 127 into the
+// exponent bits of a float. Relative error about 1e-7 (1-2 ulp) against expf; exp(x) below
+// exp(-87.33), the smallest normal float, is 0; above 88.72 it is +inf; NaN stays NaN.
+static inline float vexpf(float x) {
+    float xc = x < -88.0f ? -88.0f : x > 88.8f ? 88.8f : x;    // keeps n in [-127, 128]
+    // round to nearest: adding 1.5 * 2^23 pushes the fraction bits out of the float
+    float n = (xc * 1.44269504f + 12582912.0f) - 12582912.0f;
+    float r = (xc - n * 0.693145751953125f) - n * 1.428606765330187e-6f;   // ln2 in two parts
+    float p = 1.0f + r * (1.0f + r * (1.0f / 2 + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 +
+              r * (1.0f / 720 + r * (1.0f / 5040)))))));
+    int32_t bits = ((int32_t)(n == n ? n : 0.0f) + 127) * (1 << 23);      // 2^n
+    float two_n;
+    memcpy(&two_n, &bits, sizeof(two_n));
+    return x < -87.33f ? 0.0f : p * two_n;
+}
 
-static void gemm_tile(int mr, int nr, int K, const float* A, long sam, long sak,
-                      const float* Bm, long ldb, float* Cm, long ldc, int accumulate) {
+// ---- the matrix multiply -------------------------------------------------------------------
+// Every product of the model is one routine, gemm: Cm[M,N] (+)= A[M,K] Bm[K,N], with A and Bm read
+// through a row and a column stride each, so that a transposed operand is just other strides:
+//   forward   out[BT,OC]  = inp[BT,C]  W^T       A = inp, Bm = W read column-wise
+//   backward  dinp[BT,C] += dout[BT,OC] W        A = dout, Bm = W
+//             dW[OC,C]   += dout^T inp           A = dout read column-wise, Bm = inp
+// The naive triple loop does 2 loads per multiply-add and reuses nothing between output elements,
+// so it runs at the speed of memory. The loop nest below reuses every load many times:
+//
+// 1. Register tile (the micro-kernel). An MR x NR block of Cm is kept in vector registers while k
+//    runs; each step loads MR values of A and NR of Bm and does MR*NR multiply-adds, so each loaded
+//    A value is used NR times and each Bm value MR times. With AVX-512 (32 registers of 16 floats)
+//    8 x 32 is 16 accumulator registers + 2 for the row of Bm + 1 for the broadcast A value: enough
+//    independent accumulators to cover the FMA latency (4 cycles x 2 units), and 32 divides every
+//    width of the model (C, 4C, head size). With AVX2 (16 registers of 8 floats) the classic 6 x 16
+//    (12 + 2 + 1). The loops are plain C with constant trip counts: GCC at -O3 -march=native unrolls
+//    them and keeps acc[][] in registers (objdump -d: vbroadcastss + vfmadd231ps, no spills).
+// 2. Packing Bm. The kernel wants, for each k, NR consecutive values of Bm. pack_b copies a block
+//    of Bm into exactly that order (panels of NR columns, zero-padded at the edge), whatever its
+//    strides were: the transposed W of the forward pass costs one copy of a block, not a slow
+//    inner loop. A needs no copy: its MR values per k are broadcast one at a time, from MR rows
+//    (sak = 1) or from one contiguous run (sam = 1, dout read as dout^T).
+// 3. Cache blocking. Cm is cut into MC x NC macro tiles, the unit of work of a thread, and K into
+//    slices of KC. For one slice the packed Bm block (KC x NC, 256 KB with AVX-512) and the
+//    A block (MC x KC) stay in the core's L2 cache (1 MB on the machine of doc/performance.md)
+//    while every micro-tile of the macro tile uses them, and one Bm panel (KC x NR, 32 KB) stays
+//    in the 48 KB L1 while the rows of A pass. Every element brought into L2 is used MC or NC times.
+// 4. Threads. Macro tiles are independent (each owns its part of Cm), handed out dynamically.
+//
+// Determinism: the kernel loads the current Cm values into its accumulators and adds the k terms
+// in order 0..K-1, slice after slice, so every output is the same sequence of fused multiply-adds
+// whatever MC, NC, KC or the number of threads: results do not depend on blocking or threads.
+#if defined(__AVX512F__)
+#define MR 8
+#define NR 32
+#else
+#define MR 6
+#define NR 16
+#endif
+#define KC 256
+#define MC (32 * MR)
+#define NC (8 * NR)
+
+// The micro-kernel: c[MR x NR] (row stride ldc) = (load ? c : 0) + sum over k < kc of
+// A[i][k] * bp[k][j], with A[i][k] at a[i * sam + k * sak] and bp a packed panel of Bm.
+static inline void micro_kernel(int kc, const float* a, long sam, long sak, const float* bp,
+                                float* c, long ldc, int load) {
     float acc[MR][NR];
     for (int i = 0; i < MR; i++)
-        for (int j = 0; j < NR; j++) acc[i][j] = (accumulate && i < mr && j < nr) ? Cm[i * ldc + j] : 0.0f;
-    if (mr == MR && nr == NR) {
-        for (int k = 0; k < K; k++) {            // the hot loop: full tile, constant trip counts
-            const float* b = Bm + (long)k * ldb;
-            for (int i = 0; i < MR; i++) {
-                float a = A[i * sam + k * sak];
-                for (int j = 0; j < NR; j++) acc[i][j] += a * b[j];
-            }
+        for (int j = 0; j < NR; j++) acc[i][j] = load ? c[i * ldc + j] : 0.0f;
+    for (int k = 0; k < kc; k++, a += sak, bp += NR)
+        for (int i = 0; i < MR; i++) {
+            float ai = a[i * sam];
+            for (int j = 0; j < NR; j++) acc[i][j] += ai * bp[j];
         }
-    } else {
-        for (int k = 0; k < K; k++) {            // edge tiles: same arithmetic, runtime bounds
-            const float* b = Bm + (long)k * ldb;
-            for (int i = 0; i < mr; i++) {
-                float a = A[i * sam + k * sak];
-                for (int j = 0; j < nr; j++) acc[i][j] += a * b[j];
-            }
-        }
-    }
+    for (int i = 0; i < MR; i++)
+        for (int j = 0; j < NR; j++) c[i * ldc + j] = acc[i][j];
+}
+
+// An mr x nr tile at the edge of Cm (mr <= MR, nr <= NR): the kernel runs on zero-padded copies of
+// the mr rows of A and of the tile.
+static void edge_tile(int kc, const float* a, long sam, long sak, const float* bp, float* c, long ldc,
+                      int mr, int nr, int load) {
+    float ta[KC * MR], tc[MR * NR];
+    for (int k = 0; k < kc; k++)
+        for (int i = 0; i < MR; i++) ta[k * MR + i] = i < mr ? a[i * sam + k * sak] : 0.0f;
+    for (int i = 0; i < MR; i++)
+        for (int j = 0; j < NR; j++) tc[i * NR + j] = load && i < mr && j < nr ? c[i * ldc + j] : 0.0f;
+    micro_kernel(kc, ta, 1, MR, bp, tc, NR, 1);
     for (int i = 0; i < mr; i++)
-        for (int j = 0; j < nr; j++) Cm[i * ldc + j] = acc[i][j];
+        for (int j = 0; j < nr; j++) c[i * ldc + j] = tc[i * NR + j];
 }
 
-static void gemm(int M, int N, int K, const float* A, long sam, long sak,
-                 const float* Bm, long ldb, float* Cm, long ldc, int accumulate) {
-    int mt = (M + MR - 1) / MR, nt = (N + NR - 1) / NR;
-    // column tiles outermost: the K x NR panel of Bm stays in cache while the row tiles pass
-    #pragma omp parallel for collapse(2) schedule(static)
-    for (int jt = 0; jt < nt; jt++) {
-        for (int it = 0; it < mt; it++) {
-            int i0 = it * MR, j0 = jt * NR;
-            int mr = M - i0 < MR ? M - i0 : MR, nr = N - j0 < NR ? N - j0 : NR;
-            gemm_tile(mr, nr, K, A + (long)i0 * sam, sam, sak, Bm + j0, ldb,
-                      Cm + (long)i0 * ldc + j0, ldc, accumulate);
+// Copies rows [0, kc) x columns [0, nc) of Bm into panels of NR columns: panel p holds, k by k, the
+// NR values Bm[k][p*NR + j]; columns past nc are zero. The loop order follows the stride that is 1:
+// along a row of Bm (sbn = 1) or down a column (sbk = 1, the transposed W of the forward pass).
+static void pack_b(float* bp, const float* Bm, long sbk, long sbn, int kc, int nc) {
+    for (int p = 0; p < nc; p += NR, bp += NR * kc) {
+        int w = nc - p < NR ? nc - p : NR;
+        const float* b = Bm + (long)p * sbn;
+        if (sbn == 1) {
+            for (int k = 0; k < kc; k++)
+                for (int j = 0; j < NR; j++) bp[k * NR + j] = j < w ? b[k * sbk + j] : 0.0f;
+        } else {
+            for (int j = 0; j < NR; j++)
+                for (int k = 0; k < kc; k++) bp[k * NR + j] = j < w ? b[j * sbn + k * sbk] : 0.0f;
         }
     }
 }
 
-// out[BT,OC] = inp[BT,C] W[OC,C]^T + bias[OC]. W is transposed into scratch[C,OC] first so that
-// the kernel streams contiguous rows of it; the copy costs C*OC against BT*C*OC multiply-adds.
-static void matmul_forward(float* out, const float* inp, const float* W, const float* bias,
-                           int BT, int C, int OC, float* scratch) {
-    #pragma omp parallel for schedule(static)
-    for (int o = 0; o < OC; o++)
-        for (int c = 0; c < C; c++) scratch[(long)c * OC + o] = W[(long)o * C + c];
-    gemm(BT, OC, C, inp, C, 1, scratch, OC, out, OC, 0);
+// Each thread's packed block: thread-local, so it exists once per thread and the training step
+// allocates nothing. 64-byte aligned: one cache line, one AVX-512 register.
+static __thread float pack_buf[KC * NC] __attribute__((aligned(64)));
+
+static void gemm(int M, int N, int K, const float* A, long sam, long sak, const float* Bm, long sbk, long sbn,
+                 float* Cm, long ldc, int accumulate) {
+    // Small products would leave threads idle with MC-row tiles: cut rows finer, to at least two
+    // tiles per thread (a multiple of MR rows; results do not depend on it). Called inside a
+    // parallel region (attention, one head per thread), gemm runs on the calling thread alone.
+    int threads = in_parallel() ? 1 : thread_count();
+    int nt = (N + NC - 1) / NC, mc = MC;
+    while (mc > MR && (long)nt * ((M + mc - 1) / mc) < 2L * threads) mc -= MR;
+    int mt = (M + mc - 1) / mc;
+    #pragma omp parallel for collapse(2) schedule(dynamic)
+    for (int jt = 0; jt < nt; jt++)
+        for (int it = 0; it < mt; it++) {
+            int i0 = it * mc, j0 = jt * NC;
+            int mb = M - i0 < mc ? M - i0 : mc, nb = N - j0 < NC ? N - j0 : NC;
+            for (int k0 = 0; k0 < K; k0 += KC) {
+                int kc = K - k0 < KC ? K - k0 : KC, load = accumulate || k0 > 0;
+                pack_b(pack_buf, Bm + k0 * sbk + j0 * sbn, sbk, sbn, kc, nb);
+                for (int j = 0; j < nb; j += NR)            // one Bm panel in L1 ...
+                    for (int i = 0; i < mb; i += MR) {      // ... while the rows of A pass
+                        const float *a = A + (i0 + i) * sam + k0 * sak, *bp = pack_buf + (long)j * kc;
+                        float* c = Cm + (long)(i0 + i) * ldc + j0 + j;
+                        if (mb - i >= MR && nb - j >= NR) micro_kernel(kc, a, sam, sak, bp, c, ldc, load);
+                        else edge_tile(kc, a, sam, sak, bp, c, ldc, mb - i < MR ? mb - i : MR, nb - j < NR ? nb - j : NR, load);
+                    }
+            }
+        }
+}
+
+// out[BT,OC] = inp[BT,C] W[OC,C]^T + bias[OC]: the bias is written first and the products added to it.
+static void matmul_forward(float* out, const float* inp, const float* W, const float* bias, int BT, int C, int OC) {
     if (bias) {
         #pragma omp parallel for schedule(static)
-        for (int bt = 0; bt < BT; bt++)
-            for (int o = 0; o < OC; o++) out[(long)bt * OC + o] += bias[o];
+        for (int bt = 0; bt < BT; bt++) memcpy(out + (long)bt * OC, bias, (size_t)OC * sizeof(float));
     }
+    gemm(BT, OC, C, inp, C, 1, W, 1, C, out, OC, bias != NULL);
 }
 
 // dinp[BT,C] += dout[BT,OC] W[OC,C];  dW[OC,C] += dout^T inp;  dbias[OC] += sum over rows of dout
 static void matmul_backward(float* dinp, float* dW, float* dbias, const float* dout,
                             const float* inp, const float* W, int BT, int C, int OC) {
-    if (dinp) gemm(BT, C, OC, dout, OC, 1, W, C, dinp, C, 1);
-    gemm(OC, C, BT, dout, 1, OC, inp, C, dW, C, 1);   // A = dout^T through strides (1, OC)
+    if (dinp) gemm(BT, C, OC, dout, OC, 1, W, C, 1, dinp, C, 1);
+    gemm(OC, C, BT, dout, 1, OC, inp, C, 1, dW, C, 1);   // A = dout^T: strides (1, OC)
     if (dbias) {
         #pragma omp parallel for schedule(static)
         for (int o0 = 0; o0 < OC; o0 += 64) {
@@ -677,12 +790,13 @@ static void norm_forward(float* out, float* mean, float* rstd, const float* inp,
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float* x = inp + (long)n * C;
-        float m = 0.0f;
+        float m = 0.0f, v = 0.0f;
         if (!rms) {
+            #pragma omp simd reduction(+ : m)
             for (int c = 0; c < C; c++) m += x[c];
             m /= C;
         }
-        float v = 0.0f;
+        #pragma omp simd reduction(+ : v)
         for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
         v /= C;
         float s = 1.0f / sqrtf(v + eps);
@@ -706,6 +820,7 @@ static void norm_backward(float* dinp, float* dw, float* db, const float* dout, 
         const float* d = dout + (long)n * C;
         float m = rms ? 0.0f : mean[n], s = rstd[n];
         float g_mean = 0.0f, gx_mean = 0.0f;
+        #pragma omp simd reduction(+ : g_mean, gx_mean)
         for (int c = 0; c < C; c++) {
             float g = d[c] * w[c];
             g_mean += g;
@@ -733,19 +848,29 @@ static void norm_backward(float* dinp, float* dw, float* db, const float* dout, 
 // ---- rotary position embedding (llama preset) --------------------------------------------------
 // Each head vector is split into pairs (2j, 2j+1); pair j at position t turns by the angle
 // t * theta^(-2j/hd). A rotation is orthogonal, so the backward pass is the rotation by -angle.
+// The cosines and sines depend only on (t, j): rope_table computes them once (cs [T, hd/2, 2]),
+// when the activations are allocated, and every rotation reads them.
+static void rope_table(float* cs, int T, int hd, float theta) {
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < hd / 2; j++) {
+            double ang = t * pow((double)theta, -2.0 * j / hd);
+            cs[((long)t * (hd / 2) + j) * 2] = (float)cos(ang);
+            cs[((long)t * (hd / 2) + j) * 2 + 1] = (float)sin(ang);
+        }
+}
+
 // x is [B*T, nh*hd]; sign = +1 forward, -1 backward (applied to the gradient in place).
-static void rope_apply(float* x, int B, int T, int nh, int hd, float theta, float sign) {
+static void rope_apply(float* x, const float* cs, int B, int T, int nh, int hd, float sign) {
     #pragma omp parallel for schedule(static)
     for (int bt = 0; bt < B * T; bt++) {
-        int t = bt % T;
+        const float* ct = cs + (long)(bt % T) * hd;
         for (int h = 0; h < nh; h++) {
             float* v = x + ((long)bt * nh + h) * hd;
             for (int j = 0; j < hd / 2; j++) {
-                double ang = t * pow((double)theta, -2.0 * j / hd);
-                float cs = (float)cos(ang), sn = sign * (float)sin(ang);
+                float c = ct[2 * j], sn = sign * ct[2 * j + 1];
                 float a = v[2 * j], b = v[2 * j + 1];
-                v[2 * j] = a * cs - b * sn;
-                v[2 * j + 1] = a * sn + b * cs;
+                v[2 * j] = a * c - b * sn;
+                v[2 * j + 1] = a * sn + b * c;
             }
         }
     }
@@ -756,71 +881,91 @@ static void rope_apply(float* x, int B, int T, int nh, int hd, float theta, floa
 // multi-head attention). att [B,H,T,T] keeps the softmax probabilities for the backward pass
 // (and for the attention-sink probe, seed 000 eq. 5). y [BT, H*hd].
 //   A = softmax(scale * q k^T + causal mask),  y = A v
-static void attention_forward(float* y, float* att, const float* q, const float* k, const float* v,
-                              int B, int T, int H, int KVH, int hd, float scale) {
-    int group = H / KVH;
-    #pragma omp parallel for collapse(3) schedule(static)
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++)
-            for (int t = 0; t < T; t++) {
-                const float* qt = q + ((long)(b * T + t) * H + h) * hd;
-                float* a = att + (((long)b * H + h) * T + t) * T;
-                int kh = h / group;
-                float mx = -FLT_MAX;
-                for (int s = 0; s <= t; s++) {
-                    const float* ks = k + ((long)(b * T + s) * KVH + kh) * hd;
-                    float dot = 0.0f;
-                    for (int i = 0; i < hd; i++) dot += qt[i] * ks[i];
-                    a[s] = dot * scale;
-                    if (a[s] > mx) mx = a[s];
-                }
-                float sum = 0.0f;
-                for (int s = 0; s <= t; s++) { a[s] = expf(a[s] - mx); sum += a[s]; }
-                for (int s = 0; s <= t; s++) a[s] /= sum;
-                for (int s = t + 1; s < T; s++) a[s] = 0.0f;
-                float* yt = y + ((long)(b * T + t) * H + h) * hd;
-                for (int i = 0; i < hd; i++) yt[i] = 0.0f;
-                for (int s = 0; s <= t; s++) {
-                    const float* vs = v + ((long)(b * T + s) * KVH + kh) * hd;
-                    for (int i = 0; i < hd; i++) yt[i] += a[s] * vs[i];
-                }
-            }
+// Per head these are two matrix products, done by gemm on one thread (the heads are the parallel
+// loop). Queries go in blocks of ATT_QB rows: the rows [t0, t0+n) see only the keys [0, t0+n), so
+// the products skip the masked upper triangle of A except inside the diagonal blocks.
+#define ATT_QB 64
+
+// Row t of A in place: softmax over keys 0..t of scale * (the scores there), zeros after t.
+static void causal_softmax_row(float* a, int t, int T, float scale) {
+    float mx = -FLT_MAX, sum = 0.0f;
+    #pragma omp simd reduction(max : mx)
+    for (int s = 0; s <= t; s++) mx = a[s] * scale > mx ? a[s] * scale : mx;
+    #pragma omp simd reduction(+ : sum)
+    for (int s = 0; s <= t; s++) {
+        a[s] = vexpf(a[s] * scale - mx);
+        sum += a[s];
+    }
+    float inv = 1.0f / sum;
+    for (int s = 0; s <= t; s++) a[s] *= inv;
+    for (int s = t + 1; s < T; s++) a[s] = 0.0f;
 }
 
-// With P = scale * q k^T and A = softmax(P):
-//   dv_s += sum_t A[t,s] dy_t ;  dA[t,s] = dy_t . v_s ;  dP[t,s] = A[t,s] (dA[t,s] - sum_s' A dA)
-//   dq_t += scale * sum_s dP[t,s] k_s ;  dk_s += scale * sum_t dP[t,s] q_t
-// Heads that share a kv head write to the same dk/dv, so one thread owns each (b, kv head).
-static void attention_backward(float* dq, float* dk, float* dv, float* datt, const float* dy,
+static void attention_forward(float* y, float* att, const float* q, const float* k, const float* v,
+                              int B, int T, int H, int KVH, int hd, float scale) {
+    int group = H / KVH, qd = H * hd, kvd = KVH * hd;
+    #pragma omp parallel for collapse(2) schedule(dynamic)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            int kh = h / group;
+            const float* qb = q + (long)b * T * qd + h * hd;      // rows t, stride qd
+            const float* kb = k + (long)b * T * kvd + kh * hd;    // rows s, stride kvd
+            const float* vb = v + (long)b * T * kvd + kh * hd;
+            float* ab = att + ((long)b * H + h) * T * T;
+            float* yb = y + (long)b * T * qd + h * hd;
+            for (int t0 = 0; t0 < T; t0 += ATT_QB) {
+                int n = T - t0 < ATT_QB ? T - t0 : ATT_QB, keys = t0 + n;
+                gemm(n, keys, hd, qb + (long)t0 * qd, qd, 1, kb, 1, kvd, ab + (long)t0 * T, T, 0);   // q k^T
+                for (int t = t0; t < t0 + n; t++) causal_softmax_row(ab + (long)t * T, t, T, scale);
+                gemm(n, hd, keys, ab + (long)t0 * T, T, 1, vb, kvd, 1, yb + (long)t0 * qd, qd, 0);   // A v
+            }
+        }
+}
+
+// Floats of scratch attention_backward needs: one ATT_QB x T block of dP per thread.
+static long attention_scratch_floats(int T) { return (long)thread_count() * (T < ATT_QB ? T : ATT_QB) * T; }
+
+// With P = scale * q k^T and A = softmax(P), per head and block of query rows:
+//   dA = dy v^T ;  dP[t,s] = A[t,s] (dA[t,s] - sum_s' A[t,s'] dA[t,s'])
+//   dq += scale * dP k ;  dk += scale * dP^T q ;  dv += A^T dy
+// dA and dP share one block of scratch per thread, never a [B,H,T,T] buffer. Heads that share a kv
+// head write the same dk/dv, so one thread owns each (b, kv head).
+static void attention_backward(float* dq, float* dk, float* dv, float* scratch, const float* dy,
                                const float* att, const float* q, const float* k, const float* v,
                                int B, int T, int H, int KVH, int hd, float scale) {
-    int group = H / KVH;
-    #pragma omp parallel for collapse(2) schedule(static)
+    int group = H / KVH, qd = H * hd, kvd = KVH * hd;
+    #pragma omp parallel for collapse(2) schedule(dynamic)
     for (int b = 0; b < B; b++)
-        for (int kh = 0; kh < KVH; kh++)
-            for (int h = kh * group; h < (kh + 1) * group; h++)
-                for (int t = 0; t < T; t++) {
-                    const float* a = att + (((long)b * H + h) * T + t) * T;
-                    float* da = datt + (((long)b * H + h) * T + t) * T;
-                    const float* dyt = dy + ((long)(b * T + t) * H + h) * hd;
-                    const float* qt = q + ((long)(b * T + t) * H + h) * hd;
-                    float* dqt = dq + ((long)(b * T + t) * H + h) * hd;
-                    float adot = 0.0f;
-                    for (int s = 0; s <= t; s++) {
-                        const float* vs = v + ((long)(b * T + s) * KVH + kh) * hd;
-                        float* dvs = dv + ((long)(b * T + s) * KVH + kh) * hd;
-                        float d = 0.0f;
-                        for (int i = 0; i < hd; i++) { d += dyt[i] * vs[i]; dvs[i] += a[s] * dyt[i]; }
-                        da[s] = d;
-                        adot += a[s] * d;
+        for (int kh = 0; kh < KVH; kh++) {
+            float* dp = scratch + (long)thread_id() * (T < ATT_QB ? T : ATT_QB) * T;
+            const float* kb = k + (long)b * T * kvd + kh * hd;
+            const float* vb = v + (long)b * T * kvd + kh * hd;
+            float* dkb = dk + (long)b * T * kvd + kh * hd;
+            float* dvb = dv + (long)b * T * kvd + kh * hd;
+            for (int h = kh * group; h < (kh + 1) * group; h++) {
+                const float* ab = att + ((long)b * H + h) * T * T;
+                const float* qb = q + (long)b * T * qd + h * hd;
+                const float* dyb = dy + (long)b * T * qd + h * hd;
+                float* dqb = dq + (long)b * T * qd + h * hd;
+                for (int t0 = 0; t0 < T; t0 += ATT_QB) {
+                    int n = T - t0 < ATT_QB ? T - t0 : ATT_QB, keys = t0 + n;
+                    gemm(n, keys, hd, dyb + (long)t0 * qd, qd, 1, vb, 1, kvd, dp, keys, 0);      // dA = dy v^T
+                    for (int r = 0; r < n; r++) {
+                        int t = t0 + r;
+                        const float* a = ab + (long)t * T;
+                        float* d = dp + (long)r * keys;
+                        float adot = 0.0f;
+                        #pragma omp simd reduction(+ : adot)
+                        for (int s = 0; s <= t; s++) adot += a[s] * d[s];
+                        for (int s = 0; s <= t; s++) d[s] = a[s] * (d[s] - adot) * scale;
+                        for (int s = t + 1; s < keys; s++) d[s] = 0.0f;
                     }
-                    for (int s = 0; s <= t; s++) {
-                        float dp = a[s] * (da[s] - adot) * scale;
-                        const float* ks = k + ((long)(b * T + s) * KVH + kh) * hd;
-                        float* dks = dk + ((long)(b * T + s) * KVH + kh) * hd;
-                        for (int i = 0; i < hd; i++) { dqt[i] += dp * ks[i]; dks[i] += dp * qt[i]; }
-                    }
+                    gemm(n, hd, keys, dp, keys, 1, kb, kvd, 1, dqb + (long)t0 * qd, qd, 1);      // dq += dP k
+                    gemm(keys, hd, n, dp, 1, keys, qb + (long)t0 * qd, qd, 1, dkb, kvd, 1);      // dk += dP^T q
+                    gemm(keys, hd, n, ab + (long)t0 * T, 1, T, dyb + (long)t0 * qd, qd, 1, dvb, kvd, 1); // dv += A^T dy
                 }
+            }
+        }
 }
 
 // ---- the attention gate: seed 000 eqs. (3)-(4) -------------------------------------------------
@@ -830,7 +975,7 @@ static void gate_forward(float* out, float* gate, const float* y, int BT, int H,
     #pragma omp parallel for schedule(static)
     for (int bt = 0; bt < BT; bt++)
         for (int h = 0; h < H; h++) {
-            float g = 1.0f / (1.0f + expf(-gate[(long)bt * H + h]));
+            float g = 1.0f / (1.0f + vexpf(-gate[(long)bt * H + h]));
             gate[(long)bt * H + h] = g;
             for (int i = 0; i < hd; i++) out[((long)bt * H + h) * hd + i] = g * y[((long)bt * H + h) * hd + i];
         }
@@ -843,6 +988,7 @@ static void gate_backward(float* dy, float* dgpre, const float* dout, const floa
     for (int bt = 0; bt < BT; bt++)
         for (int h = 0; h < H; h++) {
             float g = gate[(long)bt * H + h], s = 0.0f;
+            #pragma omp simd reduction(+ : s)
             for (int i = 0; i < hd; i++) {
                 long j = ((long)bt * H + h) * hd + i;
                 s += dout[j] * y[j];
@@ -855,9 +1001,9 @@ static void gate_backward(float* dy, float* dgpre, const float* dout, const floa
 // ---- MLP activations -----------------------------------------------------------------------------
 // GELU, tanh form (GPT-2): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 #define GELU_K 0.7978845608028654f
-// tanh(u) = 1 - 2 / (exp(2u) + 1): libm's tanhf costs about four expf (it was a quarter of a
-// training step); this form is exact to ~1e-7 absolute, and saturates correctly (exp -> inf or 0).
-static inline float tanh_via_exp(float u) { return 1.0f - 2.0f / (expf(2.0f * u) + 1.0f); }
+// tanh(u) = 1 - 2 / (exp(2u) + 1): libm's tanhf costs about four expf and does not vectorize; this
+// form is exact to ~2e-7 absolute, and saturates correctly (exp -> inf or 0).
+static inline float tanh_via_exp(float u) { return 1.0f - 2.0f / (vexpf(2.0f * u) + 1.0f); }
 static void gelu_forward(float* out, const float* inp, long N) {
     #pragma omp parallel for schedule(static)
     for (long i = 0; i < N; i++) {
@@ -880,14 +1026,14 @@ static void gelu_backward(float* dinp, const float* inp, const float* dout, long
 // SwiGLU (llama preset): out = silu(a) * u with silu(a) = a * sigmoid(a); a = x W_gate^T, u = x W_up^T
 static void swiglu_forward(float* out, const float* a, const float* u, long N) {
     #pragma omp parallel for schedule(static)
-    for (long i = 0; i < N; i++) out[i] = a[i] / (1.0f + expf(-a[i])) * u[i];
+    for (long i = 0; i < N; i++) out[i] = a[i] / (1.0f + vexpf(-a[i])) * u[i];
 }
 
 // d silu(a)/da = s (1 + a (1 - s)) with s = sigmoid(a)
 static void swiglu_backward(float* da, float* du, const float* a, const float* u, const float* dout, long N) {
     #pragma omp parallel for schedule(static)
     for (long i = 0; i < N; i++) {
-        float s = 1.0f / (1.0f + expf(-a[i]));
+        float s = 1.0f / (1.0f + vexpf(-a[i]));
         du[i] = dout[i] * a[i] * s;
         da[i] = dout[i] * u[i] * s * (1.0f + a[i] * (1.0f - s));
     }
@@ -907,10 +1053,15 @@ static void softmax_forward(float* logits, float* losses, const int* targets, in
     for (int bt = 0; bt < BT; bt++) {
         float* z = logits + (long)bt * V;
         float mx = -FLT_MAX;
-        for (int i = 0; i < V; i++) if (z[i] > mx) mx = z[i];
+        #pragma omp simd reduction(max : mx)
+        for (int i = 0; i < V; i++) mx = z[i] > mx ? z[i] : mx;
         float zt = targets ? z[targets[bt]] - mx : 0.0f;
         double sum = 0.0;
-        for (int i = 0; i < V; i++) { z[i] = expf(z[i] - mx); sum += z[i]; }
+        #pragma omp simd reduction(+ : sum)
+        for (int i = 0; i < V; i++) {
+            z[i] = vexpf(z[i] - mx);
+            sum += z[i];
+        }
         float inv = (float)(1.0 / sum);
         for (int i = 0; i < V; i++) z[i] *= inv;
         // -log p = log(sum) - (z_t - max): exact even where p itself underflows
@@ -1039,8 +1190,9 @@ typedef struct {
     float *logits;                        // BT x V: logits, then probabilities, then their gradient
     float *losses;                        // BT
     // gradients of activations, reused by every layer of the backward pass
-    float *dres, *dln, *dq, *dk, *dv, *datt, *dy, *dy2, *dgate, *dup, *dgpre, *dh, *tmp;
-    float *wt;                            // transposed weight for matmul_forward
+    float *dres, *dln, *dq, *dk, *dv, *dy, *dy2, *dgate, *dup, *dgpre, *dh, *tmp;
+    float *datt;                          // attention_backward's scratch (attention_scratch_floats)
+    float *rope_cs;                       // T x hd/2 x (cos, sin) of RoPE (rope_table), or NULL
 } Acts;
 
 typedef struct {
@@ -1146,7 +1298,12 @@ static void acts_alloc(Model* m, int B, int T) {
     a->dq = xmalloc(BT * qd * sizeof(float));
     a->dk = xmalloc(BT * kvd * sizeof(float));
     a->dv = xmalloc(BT * kvd * sizeof(float));
-    a->datt = xmalloc(B * H * T * T * sizeof(float));
+    a->datt = xmalloc(attention_scratch_floats(T) * sizeof(float));
+    a->rope_cs = NULL;
+    if (c->rope) {
+        a->rope_cs = xmalloc(T * hd * sizeof(float));
+        rope_table(a->rope_cs, T, hd, c->rope_theta);
+    }
     a->dy = xmalloc(BT * qd * sizeof(float));
     a->dy2 = xmalloc(BT * qd * sizeof(float));
     a->dgate = xmalloc(BT * H * sizeof(float));
@@ -1154,10 +1311,6 @@ static void acts_alloc(Model* m, int B, int T) {
     a->dgpre = xmalloc(BT * F * sizeof(float));
     a->dh = xmalloc(BT * F * sizeof(float));
     a->tmp = xmalloc(BT * (C > qd ? C : qd) * sizeof(float));
-    long wt = V * C;
-    if (qd * C > wt) wt = qd * C;
-    if (F * C > wt) wt = F * C;
-    a->wt = xmalloc(wt * sizeof(float));
     m->tokens = xmalloc(BT * sizeof(int));
     m->targets = xmalloc(BT * sizeof(int));
 }
@@ -1168,7 +1321,7 @@ static void model_free(Model* m) {
                      a->yatt, a->gate, a->ln2, a->ln2_mean, a->ln2_rstd, a->up, a->gpre,
                      a->hact, a->lnf, a->lnf_mean, a->lnf_rstd, a->logits, a->losses, a->dres, a->dln,
                      a->dq, a->dk, a->dv, a->datt, a->dy, a->dy2, a->dgate, a->dup, a->dgpre, a->dh,
-                     a->tmp, a->wt};
+                     a->tmp, a->rope_cs};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) free(bufs[i]);
     if (a->ygated != a->yatt) free(a->ygated);
     free(m->params); free(m->grads); free(m->m); free(m->v);
@@ -1203,37 +1356,37 @@ static float model_forward(Model* m, const int* tokens, const int* targets, int 
         // attention sublayer: xmid = x + Attn(Norm1(x))
         norm_forward(ln1, a->ln1_mean + l * s_1, a->ln1_rstd + l * s_1, x, PW(m, K_LN1W, l),
                      PW(m, K_LN1B, l), c->rmsnorm, c->eps, BT, C);
-        matmul_forward(q, ln1, PW(m, K_WQ, l), PW(m, K_BQ, l), BT, C, qd, a->wt);
-        matmul_forward(k, ln1, PW(m, K_WK, l), PW(m, K_BK, l), BT, C, kvd, a->wt);
-        matmul_forward(v, ln1, PW(m, K_WV, l), PW(m, K_BV, l), BT, C, kvd, a->wt);
+        matmul_forward(q, ln1, PW(m, K_WQ, l), PW(m, K_BQ, l), BT, C, qd);
+        matmul_forward(k, ln1, PW(m, K_WK, l), PW(m, K_BK, l), BT, C, kvd);
+        matmul_forward(v, ln1, PW(m, K_WV, l), PW(m, K_BV, l), BT, C, kvd);
         if (c->rope) {
-            rope_apply(q, B, T, H, hd, c->rope_theta, 1.0f);
-            rope_apply(k, B, T, KVH, hd, c->rope_theta, 1.0f);
+            rope_apply(q, a->rope_cs, B, T, H, hd, 1.0f);
+            rope_apply(k, a->rope_cs, B, T, KVH, hd, 1.0f);
         }
         attention_forward(yatt, att, q, k, v, B, T, H, KVH, hd, c->attn_scale);
         if (c->gate) {
-            matmul_forward(gate, ln1, PW(m, K_WG, l), PW(m, K_BG, l), BT, C, H, a->wt);
+            matmul_forward(gate, ln1, PW(m, K_WG, l), PW(m, K_BG, l), BT, C, H);
             gate_forward(yg, gate, yatt, BT, H, hd);
         }
-        matmul_forward(a->tmp, yg, PW(m, K_WO, l), PW(m, K_BO, l), BT, qd, C, a->wt);
+        matmul_forward(a->tmp, yg, PW(m, K_WO, l), PW(m, K_BO, l), BT, qd, C);
         residual_forward(xmid, x, a->tmp, (long)BT * C);
         // MLP sublayer: xout = xmid + MLP(Norm2(xmid))
         norm_forward(ln2, a->ln2_mean + l * s_1, a->ln2_rstd + l * s_1, xmid, PW(m, K_LN2W, l),
                      PW(m, K_LN2B, l), c->rmsnorm, c->eps, BT, C);
-        matmul_forward(up, ln2, PW(m, K_WUP, l), PW(m, K_BUP, l), BT, C, F, a->wt);
+        matmul_forward(up, ln2, PW(m, K_WUP, l), PW(m, K_BUP, l), BT, C, F);
         if (c->swiglu) {
-            matmul_forward(gpre, ln2, PW(m, K_WGATE, l), PW(m, K_BGATE, l), BT, C, F, a->wt);
+            matmul_forward(gpre, ln2, PW(m, K_WGATE, l), PW(m, K_BGATE, l), BT, C, F);
             swiglu_forward(hact, gpre, up, (long)BT * F);
         } else {
             gelu_forward(hact, up, (long)BT * F);
         }
-        matmul_forward(a->tmp, hact, PW(m, K_WDOWN, l), PW(m, K_BDOWN, l), BT, F, C, a->wt);
+        matmul_forward(a->tmp, hact, PW(m, K_WDOWN, l), PW(m, K_BDOWN, l), BT, F, C);
         residual_forward(xout, xmid, a->tmp, (long)BT * C);
     }
     float* xL = a->res + (long)c->L * m->B * m->T * C;
     norm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, xL, m->p[K_LNFW], m->p[K_LNFB], c->rmsnorm, c->eps, BT, C);
     const float* head = c->tied ? m->p[K_WTE] : m->p[K_LMHEAD];
-    matmul_forward(a->logits, a->lnf, head, NULL, BT, C, c->V, a->wt);
+    matmul_forward(a->logits, a->lnf, head, NULL, BT, C, c->V);
     if (c->logit_scale != 1.0f)
         for (long i = 0; i < (long)BT * c->V; i++) a->logits[i] *= c->logit_scale;
     softmax_forward(a->logits, a->losses, targets, BT, c->V);
@@ -1247,7 +1400,11 @@ static float model_forward(Model* m, const int* tokens, const int* targets, int 
     return m->loss;
 }
 
-static void model_zero_grad(Model* m) { memset(m->grads, 0, m->num_params * sizeof(float)); }
+// In parallel: on a large model this is a pass over hundreds of MB, and two cores write faster than one.
+static void model_zero_grad(Model* m) {
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < m->num_params; i++) m->grads[i] = 0.0f;
+}
 
 // Backward pass of the last forward (which must have had targets). Gradients accumulate into
 // m->grads (zero them first with model_zero_grad).
@@ -1305,8 +1462,8 @@ static void model_backward(Model* m, int B, int T) {
         memset(a->dv, 0, (size_t)BT * kvd * sizeof(float));
         attention_backward(a->dq, a->dk, a->dv, a->datt, dyatt, att, q, k, v, B, T, H, KVH, hd, c->attn_scale);
         if (c->rope) {
-            rope_apply(a->dq, B, T, H, hd, c->rope_theta, -1.0f);
-            rope_apply(a->dk, B, T, KVH, hd, c->rope_theta, -1.0f);
+            rope_apply(a->dq, a->rope_cs, B, T, H, hd, -1.0f);
+            rope_apply(a->dk, a->rope_cs, B, T, KVH, hd, -1.0f);
         }
         matmul_backward(a->dln, GW(m, K_WQ, l), GW(m, K_BQ, l), a->dq, ln1, PW(m, K_WQ, l), BT, C, qd);
         matmul_backward(a->dln, GW(m, K_WK, l), GW(m, K_BK, l), a->dk, ln1, PW(m, K_WK, l), BT, C, kvd);
@@ -1794,7 +1951,7 @@ static void probe_coord(Probes* pr, Model* m) {
     }
     // by now the logits buffer holds their gradient, so the logits are recomputed from the final norm
     float* logits = xmalloc((size_t)BT * c->V * sizeof(float));
-    matmul_forward(logits, a->lnf, c->tied ? m->p[K_WTE] : m->p[K_LMHEAD], NULL, (int)BT, c->C, c->V, a->wt);
+    matmul_forward(logits, a->lnf, c->tied ? m->p[K_WTE] : m->p[K_LMHEAD], NULL, (int)BT, c->C, c->V);
     double v = stats_of(logits, NULL, BT * c->V).abs_mean * fabs(c->logit_scale);
     probe_emit(pr, P_COORD, -1, "logits", v, 1, keys, &width);
     free(logits);
@@ -2607,20 +2764,23 @@ static float lr_at(const OptConfig* o, int step) {
     return (float)(floor_lr + 0.5 * (1.0 + cos(M_PI * ratio)) * (o->lr - floor_lr));
 }
 
-// sqrt(sum g^2) over every gradient, summed in fixed chunks so the result is reproducible.
+// sqrt(sum g^2) over every gradient, summed in GN_CHUNKS fixed chunks (each in vector-lane partial
+// sums) and then in chunk order, so the result does not depend on the number of threads.
+#define GN_CHUNKS 256
 static double grad_norm(const Model* m) {
-    size_t chunk = 1 << 16, nchunks = (m->num_params + chunk - 1) / chunk;
-    double* partial = xcalloc(nchunks, sizeof(double));
+    double partial[GN_CHUNKS];
+    size_t n = m->num_params, chunk = (n + GN_CHUNKS - 1) / GN_CHUNKS;
     #pragma omp parallel for schedule(static)
-    for (size_t ci = 0; ci < nchunks; ci++) {
-        size_t i1 = (ci + 1) * chunk < m->num_params ? (ci + 1) * chunk : m->num_params;
+    for (int ci = 0; ci < GN_CHUNKS; ci++) {
+        size_t i0 = ci * chunk < n ? ci * chunk : n, i1 = i0 + chunk < n ? i0 + chunk : n;
+        const float* g = m->grads;
         double s = 0.0;
-        for (size_t i = ci * chunk; i < i1; i++) s += (double)m->grads[i] * m->grads[i];
+        #pragma omp simd reduction(+ : s)
+        for (size_t i = i0; i < i1; i++) s += (double)g[i] * g[i];
         partial[ci] = s;
     }
     double total = 0.0;
-    for (size_t ci = 0; ci < nchunks; ci++) total += partial[ci];
-    free(partial);
+    for (int ci = 0; ci < GN_CHUNKS; ci++) total += partial[ci];
     return sqrt(total);
 }
 
@@ -2631,6 +2791,8 @@ static double grad_norm(const Model* m) {
 // seed 003 writes the decay as theta - lambda C theta without defining C; C = lr (the scheduled
 // learning rate) is the only reading under which its lambda = 1 makes sense (seed_corrections 003-2).
 // lr is the scheduled rate times the tensor's multiplier (muP, seed 001 §5), for both terms.
+// The loop is one pass over four arrays (memory-bound on a large model); it vectorizes when sqrtf
+// may skip setting errno (-fno-math-errno, in the Makefile; v is never negative, so it never would).
 static void adamw_step(Model* m, const OptConfig* o, float sched_lr, int t, float grad_scale) {
     double bc1 = 1.0 - pow(o->beta1, t), bc2 = sqrt(1.0 - pow(o->beta2, t));
     for (int ti = 0; ti < m->num_tensors; ti++) {
@@ -3332,10 +3494,7 @@ static void run_setup(Run* r) {
 static void run_header(const Run* r, const Engine* e) {
     const Options* o = &r->o;
     const Config* c = &r->model.cfg;
-    int threads = 1;
-#ifdef _OPENMP
-    threads = omp_get_max_threads();
-#endif
+    int threads = thread_count();
     printf("model: %s preset, L=%d C=%d H=%d KVH=%d F=%d V=%d maxT=%d, %s, %s, %s%s%s, eps=%g\n",
            o->preset, c->L, c->C, c->H, c->KVH, c->F, c->V, c->maxT, c->rmsnorm ? "RMSNorm" : "LayerNorm",
            c->swiglu ? "SwiGLU" : "GELU", c->rope ? "RoPE" : "learned positions", c->tied ? ", tied head" : "",

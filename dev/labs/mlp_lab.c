@@ -100,7 +100,7 @@ typedef struct {
     float *u[MAX_LAYERS], *mean[MAX_LAYERS], *rstd[MAX_LAYERS], *z[MAX_LAYERS], *hm[MAX_LAYERS], *out[MAX_LAYERS];
     const float* x;               // the input of the last forward
     const int* y;
-    float *scratch, *d0, *d1, *dz, *dm, *du, *losses;
+    float *d0, *d1, *dz, *dm, *du, *losses;
 } MLP;
 
 // the gradient of a parameter lives at the same offset in the gradient block
@@ -160,7 +160,6 @@ static void mlp_build(MLP* n, const MLPConfig* cfg, int B) {
         n->out[l] = has_act(c, l) || is_block(c, l) ? xmalloc((size_t)B * OC * sizeof(float)) : n->z[l];
     }
     size_t big = (size_t)B * maxd;
-    n->scratch = xmalloc((size_t)maxd * maxd * sizeof(float));
     n->d0 = xmalloc(big * sizeof(float));
     n->d1 = xmalloc(big * sizeof(float));
     n->dz = xmalloc(big * sizeof(float));
@@ -177,7 +176,7 @@ static void mlp_free(MLP* n) {
         free(n->z[l]);
     }
     free(n->params); free(n->grads); free(n->m); free(n->v);
-    free(n->scratch); free(n->d0); free(n->d1); free(n->dz); free(n->dm); free(n->du); free(n->losses);
+    free(n->d0); free(n->d1); free(n->dz); free(n->dm); free(n->du); free(n->losses);
 }
 
 // Every weight matrix from init_matrix_text(scheme) (rows = fan_out, cols = fan_in), biases 0, norm
@@ -219,10 +218,10 @@ static float mlp_forward(MLP* n, const float* x, const int* y, int B) {
             norm_forward(n->u[l], n->mean[l], n->rstd[l], in, n->gn[l], n->bn[l], c->norm == NORM_RMS, NORM_EPS, B, C);
             u = n->u[l];
         }
-        matmul_forward(n->z[l], u, n->W[l], n->b[l], B, C, OC, n->scratch);
+        matmul_forward(n->z[l], u, n->W[l], n->b[l], B, C, OC);
         if (is_block(c, l)) {
             act_forward(c->act, n->hm[l], n->z[l], N);
-            matmul_forward(n->out[l], n->hm[l], n->V[l], n->c[l], B, OC, OC, n->scratch);
+            matmul_forward(n->out[l], n->hm[l], n->V[l], n->c[l], B, OC, OC);
             residual_forward(n->out[l], n->out[l], in, N);
         } else if (has_act(c, l)) {
             act_forward(c->act, n->out[l], n->z[l], N);
@@ -508,7 +507,7 @@ typedef void (*LayerHook)(int l, const float* z, const float* h, const float* h0
 // Runs the stack; hook(l, ...) sees layer l's pre-activation z and output h (l = 0: h = input).
 static void stack_run(const StackSpec* s, LayerHook hook, void* ctx) {
     size_t N = (size_t)s->batch * s->width, M = (size_t)s->width * s->width;
-    float *W = xmalloc(M * sizeof(float)), *scratch = xmalloc(M * sizeof(float));
+    float* W = xmalloc(M * sizeof(float));
     float *h0 = xmalloc(N * sizeof(float)), *h = xmalloc(N * sizeof(float)), *z = xmalloc(N * sizeof(float));
     Rng gw, gx;
     rng_seed(&gw, s->seed);
@@ -520,11 +519,11 @@ static void stack_run(const StackSpec* s, LayerHook hook, void* ctx) {
         init_matrix_text(&gw, W, s->width, s->width, l == 1 && s->first ? s->first : s->scheme);
         if (l > 1 && s->gain != 1.0)
             for (size_t i = 0; i < M; i++) W[i] *= (float)s->gain;
-        matmul_forward(z, h, W, NULL, s->batch, s->width, s->width, scratch);
+        matmul_forward(z, h, W, NULL, s->batch, s->width, s->width);
         act_forward(s->act, h, z, (long)N);
         hook(l, z, h, h0, s->batch, s->width, ctx);
     }
-    free(W); free(scratch); free(h0); free(h); free(z);
+    free(W); free(h0); free(h); free(z);
 }
 
 // ============================================================================================
@@ -800,7 +799,7 @@ typedef struct {
 
 static void stream_run(const StreamSpec* s, FILE* f, const char* section, const char* series, int every_layer) {
     size_t N = (size_t)s->batch * s->width, M = (size_t)s->width * s->width;
-    float *W = xmalloc(M * sizeof(float)), *scratch = xmalloc(M * sizeof(float));
+    float* W = xmalloc(M * sizeof(float));
     float *h = xmalloc(N * sizeof(float)), *u = xmalloc(N * sizeof(float)), *a = xmalloc(N * sizeof(float));
     float *o = xmalloc(N * sizeof(float)), *ones = xmalloc(s->width * sizeof(float)), *rstd = xmalloc(s->batch * sizeof(float));
     for (int i = 0; i < s->width; i++) ones[i] = 1.0f;
@@ -816,13 +815,13 @@ static void stream_run(const StreamSpec* s, FILE* f, const char* section, const 
         const float* in = u;
         if (s->mlp) {
             init_matrix_text(&gw, W, s->width, s->width, "kaiming_normal:relu");
-            matmul_forward(a, u, W, NULL, s->batch, s->width, s->width, scratch);
+            matmul_forward(a, u, W, NULL, s->batch, s->width, s->width);
             act_forward(A_RELU, a, a, (long)N);
             in = a;
         }
         init_matrix_text(&gw, W, s->width, s->width, s->v_scheme);
         for (size_t i = 0; i < M; i++) W[i] *= (float)s->v_scale;
-        matmul_forward(o, in, W, NULL, s->batch, s->width, s->width, scratch);
+        matmul_forward(o, in, W, NULL, s->batch, s->width, s->width);
         Stats so = stats_of(o, NULL, (long)N);
         sub += so.std * so.std / s->n;
         residual_forward(h, h, o, (long)N);
@@ -833,7 +832,7 @@ static void stream_run(const StreamSpec* s, FILE* f, const char* section, const 
     }
     // the sublayer variance sigma^2 (in units of Var h_0) that the law 1 + n sigma^2 needs
     csv_row(f, section, series, s->n, "sublayer_var", sub / var0);
-    free(W); free(scratch); free(h); free(u); free(a); free(o); free(ones); free(rstd);
+    free(W); free(h); free(u); free(a); free(o); free(ones); free(rstd);
 }
 
 static void lab_residual(const LabOptions* o) {

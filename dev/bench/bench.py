@@ -1,0 +1,227 @@
+"""`make bench`: training-step speed of train_gpt2 against PyTorch, on this machine, in one command.
+
+    make bench                                     # everything (about 10 minutes on 2 quiet cores)
+    /usr/bin/python3 dev/bench/bench.py --configs cfgM-gpt2,classroom --reps 2 --no-scaling
+
+For each configuration the trainer (./train_gpt2, built by `make bench`) and the same model and step
+in PyTorch (dev/bench/torch_step.py, on dev/ref/model.py) run alternately, A B A B ..., `--reps`
+times each, so that both see the same machine noise; each run times `--steps` steps after
+`--warmup` untimed ones and the table reports the median step. A step is what the trainer times:
+draw a batch, forward, backward, gradient norm and clipping, AdamW.
+
+Tokens are synthetic: uniformly random ids, written to an llm.c token shard in out/bench/. The speed
+of a step does not depend on which tokens it sees (no data-dependent branch in either program).
+
+FLOPs per step, the usual matmul count (multiply-add = 2 FLOPs; forward 2, backward 4 per weight
+and token), plus the causal attention products:
+    6 * B*T * P_mm  +  6 * B * L * T^2 * C
+P_mm = the weights of every matrix multiply, the LM head included (tied or not; embeddings
+otherwise excluded). The attention term counts the causal half of q k^T and A v (forward 2*T^2*C
+per layer and sequence, backward twice that). Norms, activations, softmax and AdamW are not
+counted: they are work, but not FLOPs the hardware peak is about.
+MFU = achieved GFLOP/s / the FMA peak of dev/bench/fma_peak (measured here, same command).
+"""
+import argparse
+import array
+import glob
+import json
+import os
+import random
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+OUT = os.path.join(ROOT, "out", "bench")
+
+# name: trainer flags (preset, L, C, H, V, B, T); the classroom config is train_gpt2's default
+# model and batch (byte-level vocabulary)
+CONFIGS = {
+    "cfgM-gpt2": dict(preset="gpt2", L=12, C=768, H=12, V=50257, B=4, T=64),
+    "cfgM-llama": dict(preset="llama", L=12, C=768, H=12, V=50257, B=4, T=64),
+    "cfgS-gpt2": dict(preset="gpt2", L=6, C=384, H=6, V=50257, B=8, T=256),
+    "cfgS-llama": dict(preset="llama", L=6, C=384, H=6, V=50257, B=8, T=256),
+    "classroom": dict(preset="gpt2", L=4, C=128, H=4, V=256, B=12, T=64),
+}
+# steps are cheap in the classroom config: time more of them
+STEP_FACTOR = {"classroom": 8}
+
+
+def flops_per_step(c):
+    llama = c["preset"] == "llama"
+    C, L, F = c["C"], c["L"], 4 * c["C"]
+    per_layer = 4 * C * C + (3 if llama else 2) * C * F     # q k v o; up (+ gate) and down
+    p_mm = L * per_layer + c["V"] * C
+    return 6 * c["B"] * c["T"] * p_mm + 6 * c["B"] * L * c["T"] ** 2 * C
+
+
+def run_measured(cmd, env):
+    """Runs cmd; returns (stdout, its peak RSS in MiB)."""
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out = p.stdout.read()
+    err = p.stderr.read()
+    _, status, usage = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        sys.exit(f"bench: {' '.join(cmd)} failed (exit {p.returncode}): {err.strip()[-500:]}")
+    return out, usage.ru_maxrss / 1024.0
+
+
+def write_shard(path, V, n=1 << 18):
+    """n uniformly random token ids below V, as an llm.c token shard (int32 header, uint16 ids)."""
+    rng = random.Random(V)
+    with open(path, "wb") as f:
+        f.write(array.array("i", [20240520, 1, n] + [0] * 253).tobytes())
+        f.write(array.array("H", [rng.randrange(V) for _ in range(n)]).tobytes())
+
+
+def ours(c, steps, warmup, threads, shard):
+    cmd = ["./train_gpt2", "-i", shard, "-j", shard, "-V", str(c["V"]), "-a", c["preset"],
+           "-L", str(c["L"]), "-C", str(c["C"]), "-H", str(c["H"]), "-b", str(c["B"]), "-t", str(c["T"]),
+           "-x", str(warmup + steps), "-v", "0", "-S", "0", "-n", "0"]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_WAIT_POLICY="PASSIVE")
+    out, rss = run_measured(cmd, env)
+    ms = [float(x) for x in re.findall(r"^step +\d+/\d+ \|.*\| ([0-9.]+) ms \|", out, re.M)]
+    if len(ms) != warmup + steps:
+        sys.exit(f"bench: expected {warmup + steps} step lines from train_gpt2, got {len(ms)}")
+    return ms[warmup:], rss
+
+
+def torch_env(threads):
+    """PyTorch as an expert runs it on this machine (dev/bench/torch_step.py's docstring)."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), TCMALLOC_RELEASE_RATE="0",
+               OMP_WAIT_POLICY="PASSIVE")
+    env.pop("OPENBLAS_CORETYPE", None)      # preset to Haswell here: it forces 256-bit kernels
+    tc = sorted(glob.glob("/usr/lib/*/libtcmalloc_minimal.so.4"))
+    if not tc:
+        sys.exit("bench: libtcmalloc_minimal.so.4 not found (dev/install_deps.sh installs it)")
+    env["LD_PRELOAD"] = tc[0]
+    return env
+
+
+def pytorch(c, steps, warmup, threads):
+    cmd = ["/usr/bin/python3", "dev/bench/torch_step.py", "--preset", c["preset"], "-L", str(c["L"]),
+           "-C", str(c["C"]), "-H", str(c["H"]), "-V", str(c["V"]), "-B", str(c["B"]), "-T", str(c["T"]),
+           "--threads", str(threads), "--steps", str(steps), "--warmup", str(warmup)]
+    out, rss = run_measured(cmd, torch_env(threads))
+    r = json.loads(out.strip().splitlines()[-1])
+    if not any("openblas" in lib for lib in r["libs"]):
+        sys.exit(f"bench: PyTorch did not load OpenBLAS ({r['libs']}); install libopenblas0-pthread")
+    return r["ms"], rss, r
+
+
+def fma_peak(threads):
+    out = subprocess.run(["dev/bench/fma_peak", "1", str(threads)], capture_output=True, text=True,
+                         check=True).stdout
+    return {int(t): float(g) for t, g in re.findall(r"threads (\d+) gflops ([0-9.]+)", out)}
+
+
+def loadavg():
+    return open("/proc/loadavg").read().split()[0]
+
+
+def machine():
+    cpu = "unknown CPU"
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    flags = open("/proc/cpuinfo").read()
+    return f"{cpu}, {os.cpu_count()} cores{', AVX-512' if 'avx512f' in flags else ''}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description="train_gpt2 vs PyTorch, training-step speed (see the docstring)")
+    ap.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated subset of: " + ", ".join(CONFIGS))
+    ap.add_argument("--reps", type=int, default=3, help="A B alternations per config (default 3)")
+    ap.add_argument("--steps", type=int, default=4, help="timed steps per run (default 4)")
+    ap.add_argument("--warmup", type=int, default=2, help="untimed steps per run (default 2)")
+    ap.add_argument("--threads", type=int, default=os.cpu_count(), help="threads of both (default: cores)")
+    ap.add_argument("--scaling", default="cfgM-gpt2",
+                    help="configs also run with 1 thread, alternated with the others (default cfgM-gpt2; '' = none)")
+    ap.add_argument("--no-torch", action="store_true", help="time train_gpt2 only")
+    ap.add_argument("--peak", type=float, default=0.0,
+                    help="GFLOP/s for MFU instead of the peak measured now (on a busy machine the measured one is low)")
+    ap.add_argument("--out", default=os.path.join(OUT, "latest.md"))
+    a = ap.parse_args()
+    names = [n for n in a.configs.split(",") if n]
+    for n in names + [n for n in a.scaling.split(",") if n]:
+        if n not in CONFIGS:
+            sys.exit(f"bench: unknown config '{n}' (have: {', '.join(CONFIGS)})")
+    scaling = {n for n in a.scaling.split(",") if n}
+    os.chdir(ROOT)
+    os.makedirs(OUT, exist_ok=True)
+
+    load0 = loadavg()
+    peak = fma_peak(a.threads)
+    print(f"FMA peak: {peak[1]:.1f} GFLOP/s on 1 thread, {peak[a.threads]:.1f} on {a.threads} (load {load0})", flush=True)
+    rows, torch_info = [], None
+    for n in names:
+        c = CONFIGS[n]
+        shard = os.path.join(OUT, f"random_V{c['V']}.bin")
+        if not os.path.exists(shard):
+            write_shard(shard, c["V"])
+        steps = a.steps * STEP_FACTOR.get(n, 1)
+        A, Bt, A1, rss_a, rss_b = [], [], [], 0.0, 0.0
+        for rep in range(a.reps):
+            ms, rss = ours(c, steps, a.warmup, a.threads, shard)
+            A.append(statistics.median(ms))
+            rss_a = max(rss_a, rss)
+            if not a.no_torch:
+                ms, rss, torch_info = pytorch(c, steps, a.warmup, a.threads)
+                Bt.append(statistics.median(ms))
+                rss_b = max(rss_b, rss)
+            if n in scaling and a.threads > 1:
+                ms, _ = ours(c, steps, a.warmup, 1, shard)
+                A1.append(statistics.median(ms))
+            print(f"  {n} rep {rep + 1}/{a.reps}: ours {A[-1]:.1f} ms" +
+                  (f", PyTorch {Bt[-1]:.1f} ms" if Bt else "") + (f", ours 1 thread {A1[-1]:.1f} ms" if A1 else "") +
+                  f" (load {loadavg()})", flush=True)
+        rows.append(dict(name=n, c=c, ours=statistics.median(A), torch=statistics.median(Bt) if Bt else None,
+                         one=statistics.median(A1) if A1 else None, rss_a=rss_a, rss_b=rss_b, load=loadavg()))
+
+    # ---- the table ---------------------------------------------------------------------------
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    P = a.peak or peak[a.threads]
+    lines = [f"# make bench: train_gpt2 vs PyTorch ({time.strftime('%Y-%m-%d %H:%M')}, commit {commit or '?'})", "",
+             f"machine: {machine()}; {a.threads} threads for both; FMA peak {peak[a.threads]:.1f} GFLOP/s "
+             f"({peak[1]:.1f} on 1 thread; dev/bench/fma_peak)" + (f"; MFU against --peak {P:.1f}" if a.peak else ""),
+             f"load average (1 min): {load0} at the start, {loadavg()} at the end (2 cores: above ~0.5 "
+             "other work shares them; ratios hold, absolute numbers drop)"]
+    if torch_info:
+        lines.append(f"PyTorch {torch_info['torch']}, {torch_info['threads']} threads, loaded: "
+                     f"{', '.join(torch_info['libs'])}; OPENBLAS_CORETYPE unset, TCMALLOC_RELEASE_RATE=0, "
+                     "OMP_WAIT_POLICY=PASSIVE")
+    lines += [f"median of {a.reps} alternating runs x {a.steps} timed steps (after {a.warmup} warm-up); "
+              "tokens: synthetic (random ids)",
+              "FLOPs/step = 6*B*T*P_mm + 6*B*L*T^2*C (P_mm: matmul weights incl. LM head); MFU = GFLOP/s / FMA peak",
+              "",
+              "| config | model | B x T | ours ms/step | ours tok/s | GFLOP/s | MFU | PyTorch ms/step | "
+              "PyTorch tok/s | ours/PyTorch | peak MiB ours / PyTorch | load |",
+              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        c, tok = r["c"], r["c"]["B"] * r["c"]["T"]
+        gf = flops_per_step(c) / (r["ours"] / 1e3) / 1e9
+        t = r["torch"]
+        lines.append(f"| {r['name']} | {c['preset']} L{c['L']} C{c['C']} H{c['H']} V{c['V']} | {c['B']}x{c['T']} | "
+                     f"{r['ours']:.1f} | {tok / r['ours'] * 1e3:.0f} | {gf:.1f} | {100 * gf / P:.1f}% | "
+                     + (f"{t:.1f} | {tok / t * 1e3:.0f} | {t / r['ours']:.2f}x | " if t else "- | - | - | ")
+                     + f"{r['rss_a']:.0f} / {r['rss_b']:.0f} | {r['load']} |")
+    for r in rows:
+        if r["one"]:
+            lines.append("")
+            lines.append(f"thread scaling, {r['name']}: 1 thread {r['one']:.1f} ms/step, {a.threads} threads "
+                         f"{r['ours']:.1f} ms/step: {r['one'] / r['ours']:.2f}x "
+                         f"(FMA peak scales {peak[a.threads] / peak[1]:.2f}x)")
+    text = "\n".join(lines) + "\n"
+    print()
+    print(text, end="")
+    with open(a.out, "w") as f:
+        f.write(text)
+    print(f"\nwritten to {os.path.relpath(a.out, ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1195,6 +1195,40 @@ typedef struct {
     float *rope_cs;                       // T x hd/2 x (cos, sin) of RoPE (rope_table), or NULL
 } Acts;
 
+// One block's slices of the activation buffers. The per-layer strides are the buffers' full sizes
+// (rows = the B x T they were allocated for), not the current batch's. A macro rather than a function
+// so that train_gpt2.cu's device buffers (GpuActs: the same field names) take their slices the same way.
+typedef struct {
+    float *x, *xmid, *xout;               // the stream entering the block, after attention, after the MLP
+    float *ln1, *ln1_mean, *ln1_rstd, *ln2, *ln2_mean, *ln2_rstd;
+    float *q, *k, *v, *att, *yatt, *gate, *yg;    // yg: the gated output, or yatt without the gate
+    float *up, *gpre, *hact;              // gpre: SwiGLU only
+} LayerActs;
+
+#define LAYER_ACTS(la, a, c, l, rows, maxT)                                                          \
+    do {                                                                                             \
+        long s_c_ = (long)(rows) * (c)->C, s_1_ = (long)(rows), hd_ = (c)->C / (c)->H;               \
+        (la).x = (a)->res + (l) * s_c_;                                                              \
+        (la).xmid = (a)->resmid + (l) * s_c_;                                                        \
+        (la).xout = (a)->res + ((l) + 1) * s_c_;                                                     \
+        (la).ln1 = (a)->ln1 + (l) * s_c_;                                                            \
+        (la).ln1_mean = (a)->ln1_mean + (l) * s_1_;                                                  \
+        (la).ln1_rstd = (a)->ln1_rstd + (l) * s_1_;                                                  \
+        (la).ln2 = (a)->ln2 + (l) * s_c_;                                                            \
+        (la).ln2_mean = (a)->ln2_mean + (l) * s_1_;                                                  \
+        (la).ln2_rstd = (a)->ln2_rstd + (l) * s_1_;                                                  \
+        (la).q = (a)->q + (l) * s_1_ * (c)->H * hd_;                                                 \
+        (la).k = (a)->k + (l) * s_1_ * (c)->KVH * hd_;                                               \
+        (la).v = (a)->v + (l) * s_1_ * (c)->KVH * hd_;                                               \
+        (la).att = (a)->att + (l) * s_1_ * (maxT) * (c)->H;                                          \
+        (la).yatt = (a)->yatt + (l) * s_1_ * (c)->H * hd_;                                           \
+        (la).gate = (a)->gate + (l) * s_1_ * (c)->H;                                                 \
+        (la).yg = (c)->gate ? (a)->ygated + (l) * s_1_ * (c)->H * hd_ : (la).yatt;                   \
+        (la).up = (a)->up + (l) * s_1_ * (c)->F;                                                     \
+        (la).hact = (a)->hact + (l) * s_1_ * (c)->F;                                                 \
+        (la).gpre = (c)->swiglu ? (a)->gpre + (l) * s_1_ * (c)->F : NULL;                            \
+    } while (0)
+
 typedef struct {
     Config cfg;
     int num_tensors;
@@ -1344,44 +1378,37 @@ static float model_forward(Model* m, const int* tokens, const int* targets, int 
     }
     embedding_forward(a->res, tokens, m->p[K_WTE], m->p[K_WPE], B, T, C);
     for (int l = 0; l < c->L; l++) {
-        // stride of per-layer slices is computed from the full buffer size, not from B x T
-        long s_c = (long)m->B * m->T * C, s_1 = (long)m->B * m->T;
-        float *x = a->res + l * s_c, *xmid = a->resmid + l * s_c, *xout = a->res + (l + 1) * s_c;
-        float *ln1 = a->ln1 + l * s_c, *ln2 = a->ln2 + l * s_c;
-        float *q = a->q + l * s_1 * qd, *k = a->k + l * s_1 * kvd, *v = a->v + l * s_1 * kvd;
-        float *att = a->att + l * s_1 * m->T * H, *yatt = a->yatt + l * s_1 * qd;
-        float *gate = a->gate + l * s_1 * H, *yg = c->gate ? a->ygated + l * s_1 * qd : yatt;
-        float *up = a->up + l * s_1 * F, *hact = a->hact + l * s_1 * F;
-        float *gpre = c->swiglu ? a->gpre + l * s_1 * F : NULL;
+        LayerActs la;
+        LAYER_ACTS(la, a, c, l, (long)m->B * m->T, m->T);
         // attention sublayer: xmid = x + Attn(Norm1(x))
-        norm_forward(ln1, a->ln1_mean + l * s_1, a->ln1_rstd + l * s_1, x, PW(m, K_LN1W, l),
+        norm_forward(la.ln1, la.ln1_mean, la.ln1_rstd, la.x, PW(m, K_LN1W, l),
                      PW(m, K_LN1B, l), c->rmsnorm, c->eps, BT, C);
-        matmul_forward(q, ln1, PW(m, K_WQ, l), PW(m, K_BQ, l), BT, C, qd);
-        matmul_forward(k, ln1, PW(m, K_WK, l), PW(m, K_BK, l), BT, C, kvd);
-        matmul_forward(v, ln1, PW(m, K_WV, l), PW(m, K_BV, l), BT, C, kvd);
+        matmul_forward(la.q, la.ln1, PW(m, K_WQ, l), PW(m, K_BQ, l), BT, C, qd);
+        matmul_forward(la.k, la.ln1, PW(m, K_WK, l), PW(m, K_BK, l), BT, C, kvd);
+        matmul_forward(la.v, la.ln1, PW(m, K_WV, l), PW(m, K_BV, l), BT, C, kvd);
         if (c->rope) {
-            rope_apply(q, a->rope_cs, B, T, H, hd, 1.0f);
-            rope_apply(k, a->rope_cs, B, T, KVH, hd, 1.0f);
+            rope_apply(la.q, a->rope_cs, B, T, H, hd, 1.0f);
+            rope_apply(la.k, a->rope_cs, B, T, KVH, hd, 1.0f);
         }
-        attention_forward(yatt, att, q, k, v, B, T, H, KVH, hd, c->attn_scale);
+        attention_forward(la.yatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd, c->attn_scale);
         if (c->gate) {
-            matmul_forward(gate, ln1, PW(m, K_WG, l), PW(m, K_BG, l), BT, C, H);
-            gate_forward(yg, gate, yatt, BT, H, hd);
+            matmul_forward(la.gate, la.ln1, PW(m, K_WG, l), PW(m, K_BG, l), BT, C, H);
+            gate_forward(la.yg, la.gate, la.yatt, BT, H, hd);
         }
-        matmul_forward(a->tmp, yg, PW(m, K_WO, l), PW(m, K_BO, l), BT, qd, C);
-        residual_forward(xmid, x, a->tmp, (long)BT * C);
+        matmul_forward(a->tmp, la.yg, PW(m, K_WO, l), PW(m, K_BO, l), BT, qd, C);
+        residual_forward(la.xmid, la.x, a->tmp, (long)BT * C);
         // MLP sublayer: xout = xmid + MLP(Norm2(xmid))
-        norm_forward(ln2, a->ln2_mean + l * s_1, a->ln2_rstd + l * s_1, xmid, PW(m, K_LN2W, l),
+        norm_forward(la.ln2, la.ln2_mean, la.ln2_rstd, la.xmid, PW(m, K_LN2W, l),
                      PW(m, K_LN2B, l), c->rmsnorm, c->eps, BT, C);
-        matmul_forward(up, ln2, PW(m, K_WUP, l), PW(m, K_BUP, l), BT, C, F);
+        matmul_forward(la.up, la.ln2, PW(m, K_WUP, l), PW(m, K_BUP, l), BT, C, F);
         if (c->swiglu) {
-            matmul_forward(gpre, ln2, PW(m, K_WGATE, l), PW(m, K_BGATE, l), BT, C, F);
-            swiglu_forward(hact, gpre, up, (long)BT * F);
+            matmul_forward(la.gpre, la.ln2, PW(m, K_WGATE, l), PW(m, K_BGATE, l), BT, C, F);
+            swiglu_forward(la.hact, la.gpre, la.up, (long)BT * F);
         } else {
-            gelu_forward(hact, up, (long)BT * F);
+            gelu_forward(la.hact, la.up, (long)BT * F);
         }
-        matmul_forward(a->tmp, hact, PW(m, K_WDOWN, l), PW(m, K_BDOWN, l), BT, F, C);
-        residual_forward(xout, xmid, a->tmp, (long)BT * C);
+        matmul_forward(a->tmp, la.hact, PW(m, K_WDOWN, l), PW(m, K_BDOWN, l), BT, F, C);
+        residual_forward(la.xout, la.xmid, a->tmp, (long)BT * C);
     }
     float* xL = a->res + (long)c->L * m->B * m->T * C;
     norm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, xL, m->p[K_LNFW], m->p[K_LNFB], c->rmsnorm, c->eps, BT, C);
@@ -1413,7 +1440,7 @@ static void model_backward(Model* m, int B, int T) {
     Acts* a = &m->a;
     int BT = B * T, C = c->C, H = c->H, KVH = c->KVH, hd = C / H, F = c->F;
     int qd = H * hd, kvd = KVH * hd;
-    long s_c = (long)m->B * m->T * C, s_1 = (long)m->B * m->T;
+    long s_c = (long)m->B * m->T * C;     // the stride of one layer's slice of res
     // loss -> logits -> final norm
     crossentropy_softmax_backward(a->logits, m->targets, BT, c->V);
     if (c->logit_scale != 1.0f)
@@ -1427,49 +1454,44 @@ static void model_backward(Model* m, int B, int T) {
                   a->lnf_mean, a->lnf_rstd, c->rmsnorm, BT, C);
     // blocks in reverse; a->dres carries d loss / d residual stream
     for (int l = c->L - 1; l >= 0; l--) {
-        float *x = a->res + l * s_c, *xmid = a->resmid + l * s_c;
-        float *ln1 = a->ln1 + l * s_c, *ln2 = a->ln2 + l * s_c;
-        float *q = a->q + l * s_1 * qd, *k = a->k + l * s_1 * kvd, *v = a->v + l * s_1 * kvd;
-        float *att = a->att + l * s_1 * m->T * H, *yatt = a->yatt + l * s_1 * qd;
-        float *gate = a->gate + l * s_1 * H, *yg = c->gate ? a->ygated + l * s_1 * qd : yatt;
-        float *up = a->up + l * s_1 * F, *hact = a->hact + l * s_1 * F;
-        float *gpre = c->swiglu ? a->gpre + l * s_1 * F : NULL;
+        LayerActs la;
+        LAYER_ACTS(la, a, c, l, (long)m->B * m->T, m->T);
         // MLP sublayer
         memset(a->dh, 0, (size_t)BT * F * sizeof(float));
-        matmul_backward(a->dh, GW(m, K_WDOWN, l), GW(m, K_BDOWN, l), a->dres, hact, PW(m, K_WDOWN, l), BT, F, C);
+        matmul_backward(a->dh, GW(m, K_WDOWN, l), GW(m, K_BDOWN, l), a->dres, la.hact, PW(m, K_WDOWN, l), BT, F, C);
         memset(a->dln, 0, (size_t)BT * C * sizeof(float));
         if (c->swiglu) {
-            swiglu_backward(a->dgpre, a->dup, gpre, up, a->dh, (long)BT * F);
-            matmul_backward(a->dln, GW(m, K_WGATE, l), GW(m, K_BGATE, l), a->dgpre, ln2, PW(m, K_WGATE, l), BT, C, F);
+            swiglu_backward(a->dgpre, a->dup, la.gpre, la.up, a->dh, (long)BT * F);
+            matmul_backward(a->dln, GW(m, K_WGATE, l), GW(m, K_BGATE, l), a->dgpre, la.ln2, PW(m, K_WGATE, l), BT, C, F);
         } else {
-            gelu_backward(a->dup, up, a->dh, (long)BT * F);
+            gelu_backward(a->dup, la.up, a->dh, (long)BT * F);
         }
-        matmul_backward(a->dln, GW(m, K_WUP, l), GW(m, K_BUP, l), a->dup, ln2, PW(m, K_WUP, l), BT, C, F);
-        norm_backward(a->dres, GW(m, K_LN2W, l), GW(m, K_LN2B, l), a->dln, xmid, PW(m, K_LN2W, l),
-                      a->ln2_mean + l * s_1, a->ln2_rstd + l * s_1, c->rmsnorm, BT, C);
+        matmul_backward(a->dln, GW(m, K_WUP, l), GW(m, K_BUP, l), a->dup, la.ln2, PW(m, K_WUP, l), BT, C, F);
+        norm_backward(a->dres, GW(m, K_LN2W, l), GW(m, K_LN2B, l), a->dln, la.xmid, PW(m, K_LN2W, l),
+                      la.ln2_mean, la.ln2_rstd, c->rmsnorm, BT, C);
         // attention sublayer
         memset(a->dy, 0, (size_t)BT * qd * sizeof(float));
-        matmul_backward(a->dy, GW(m, K_WO, l), GW(m, K_BO, l), a->dres, yg, PW(m, K_WO, l), BT, qd, C);
+        matmul_backward(a->dy, GW(m, K_WO, l), GW(m, K_BO, l), a->dres, la.yg, PW(m, K_WO, l), BT, qd, C);
         memset(a->dln, 0, (size_t)BT * C * sizeof(float));
         float* dyatt = a->dy;
         if (c->gate) {
-            gate_backward(a->dy2, a->dgate, a->dy, yatt, gate, BT, H, hd);
-            matmul_backward(a->dln, GW(m, K_WG, l), GW(m, K_BG, l), a->dgate, ln1, PW(m, K_WG, l), BT, C, H);
+            gate_backward(a->dy2, a->dgate, a->dy, la.yatt, la.gate, BT, H, hd);
+            matmul_backward(a->dln, GW(m, K_WG, l), GW(m, K_BG, l), a->dgate, la.ln1, PW(m, K_WG, l), BT, C, H);
             dyatt = a->dy2;
         }
         memset(a->dq, 0, (size_t)BT * qd * sizeof(float));
         memset(a->dk, 0, (size_t)BT * kvd * sizeof(float));
         memset(a->dv, 0, (size_t)BT * kvd * sizeof(float));
-        attention_backward(a->dq, a->dk, a->dv, a->datt, dyatt, att, q, k, v, B, T, H, KVH, hd, c->attn_scale);
+        attention_backward(a->dq, a->dk, a->dv, a->datt, dyatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd, c->attn_scale);
         if (c->rope) {
             rope_apply(a->dq, a->rope_cs, B, T, H, hd, -1.0f);
             rope_apply(a->dk, a->rope_cs, B, T, KVH, hd, -1.0f);
         }
-        matmul_backward(a->dln, GW(m, K_WQ, l), GW(m, K_BQ, l), a->dq, ln1, PW(m, K_WQ, l), BT, C, qd);
-        matmul_backward(a->dln, GW(m, K_WK, l), GW(m, K_BK, l), a->dk, ln1, PW(m, K_WK, l), BT, C, kvd);
-        matmul_backward(a->dln, GW(m, K_WV, l), GW(m, K_BV, l), a->dv, ln1, PW(m, K_WV, l), BT, C, kvd);
-        norm_backward(a->dres, GW(m, K_LN1W, l), GW(m, K_LN1B, l), a->dln, x, PW(m, K_LN1W, l),
-                      a->ln1_mean + l * s_1, a->ln1_rstd + l * s_1, c->rmsnorm, BT, C);
+        matmul_backward(a->dln, GW(m, K_WQ, l), GW(m, K_BQ, l), a->dq, la.ln1, PW(m, K_WQ, l), BT, C, qd);
+        matmul_backward(a->dln, GW(m, K_WK, l), GW(m, K_BK, l), a->dk, la.ln1, PW(m, K_WK, l), BT, C, kvd);
+        matmul_backward(a->dln, GW(m, K_WV, l), GW(m, K_BV, l), a->dv, la.ln1, PW(m, K_WV, l), BT, C, kvd);
+        norm_backward(a->dres, GW(m, K_LN1W, l), GW(m, K_LN1B, l), a->dln, la.x, PW(m, K_LN1W, l),
+                      la.ln1_mean, la.ln1_rstd, c->rmsnorm, BT, C);
     }
     embedding_backward(m->g[K_WTE], m->g[K_WPE], a->dres, m->tokens, B, T, C);
 }

@@ -722,47 +722,42 @@ static float gpu_forward(GpuModel* gm, const int* tokens, const int* targets, in
     }
     embedding_forward_kernel<<<EW_GRID((long)BT * C)>>>(a->res, a->tokens, gm->p[K_WTE], gm->p[K_WPE], BT, T, C);
     LAUNCH_CHECK();
-    long s_c = (long)gm->B * gm->T * C, s_1 = (long)gm->B * gm->T;   // per-layer strides of the buffers
+    long s_c = (long)gm->B * gm->T * C;   // the stride of one layer's slice of res
     for (int l = 0; l < c->L; l++) {
-        float *x = a->res + l * s_c, *xmid = a->resmid + l * s_c, *xout = a->res + (l + 1) * s_c;
-        float *ln1 = a->ln1 + l * s_c, *ln2 = a->ln2 + l * s_c;
-        float *q = a->q + l * s_1 * qd, *k = a->k + l * s_1 * kvd, *v = a->v + l * s_1 * kvd;
-        float *att = a->att + l * s_1 * gm->T * H, *yatt = a->yatt + l * s_1 * qd;
-        float *gate = a->gate + l * s_1 * H, *yg = c->gate ? a->ygated + l * s_1 * qd : yatt;
-        float *up = a->up + l * s_1 * F, *hact = a->hact + l * s_1 * F;
-        float* gpre = c->swiglu ? a->gpre + l * s_1 * F : NULL;
+        LayerActs la;
+        LAYER_ACTS(la, a, c, l, (long)gm->B * gm->T, gm->T);
         // attention sublayer: xmid = x + Attn(Norm1(x))
-        gpu_norm_forward(ln1, a->ln1_mean + l * s_1, a->ln1_rstd + l * s_1, x, DPW(gm, K_LN1W, l),
+        gpu_norm_forward(la.ln1, la.ln1_mean, la.ln1_rstd, la.x, DPW(gm, K_LN1W, l),
                          DPW(gm, K_LN1B, l), c->rmsnorm, c->eps, BT, C);
-        gpu_matmul_forward(q, ln1, DPW(gm, K_WQ, l), DPW(gm, K_BQ, l), BT, C, qd);
-        gpu_matmul_forward(k, ln1, DPW(gm, K_WK, l), DPW(gm, K_BK, l), BT, C, kvd);
-        gpu_matmul_forward(v, ln1, DPW(gm, K_WV, l), DPW(gm, K_BV, l), BT, C, kvd);
+        gpu_matmul_forward(la.q, la.ln1, DPW(gm, K_WQ, l), DPW(gm, K_BQ, l), BT, C, qd);
+        gpu_matmul_forward(la.k, la.ln1, DPW(gm, K_WK, l), DPW(gm, K_BK, l), BT, C, kvd);
+        gpu_matmul_forward(la.v, la.ln1, DPW(gm, K_WV, l), DPW(gm, K_BV, l), BT, C, kvd);
         if (c->rope) {
-            gpu_rope(q, BT, T, H, hd, c->rope_theta, 1.0f);
-            gpu_rope(k, BT, T, KVH, hd, c->rope_theta, 1.0f);
+            gpu_rope(la.q, BT, T, H, hd, c->rope_theta, 1.0f);
+            gpu_rope(la.k, BT, T, KVH, hd, c->rope_theta, 1.0f);
         }
-        gpu_attention_forward(yatt, att, q, k, v, B, T, H, KVH, hd, c->attn_scale);
+        gpu_attention_forward(la.yatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd, c->attn_scale);
         if (c->gate) {
-            gpu_matmul_forward(gate, ln1, DPW(gm, K_WG, l), DPW(gm, K_BG, l), BT, C, H);
-            gate_forward_kernel<<<EW_GRID((long)BT * H)>>>(yg, gate, yatt, BT, H, hd);
+            gpu_matmul_forward(la.gate, la.ln1, DPW(gm, K_WG, l), DPW(gm, K_BG, l), BT, C, H);
+            gate_forward_kernel<<<EW_GRID((long)BT * H)>>>(la.yg, la.gate, la.yatt, BT, H, hd);
             LAUNCH_CHECK();
         }
-        gpu_matmul_forward(a->tmp, yg, DPW(gm, K_WO, l), DPW(gm, K_BO, l), BT, qd, C);
-        residual_forward_kernel<<<EW_GRID((long)BT * C)>>>(xmid, x, a->tmp, (long)BT * C);
+        gpu_matmul_forward(a->tmp, la.yg, DPW(gm, K_WO, l), DPW(gm, K_BO, l), BT, qd, C);
+        residual_forward_kernel<<<EW_GRID((long)BT * C)>>>(la.xmid, la.x, a->tmp, (long)BT * C);
         LAUNCH_CHECK();
         // MLP sublayer: xout = xmid + MLP(Norm2(xmid))
-        gpu_norm_forward(ln2, a->ln2_mean + l * s_1, a->ln2_rstd + l * s_1, xmid, DPW(gm, K_LN2W, l),
+        gpu_norm_forward(la.ln2, la.ln2_mean, la.ln2_rstd, la.xmid, DPW(gm, K_LN2W, l),
                          DPW(gm, K_LN2B, l), c->rmsnorm, c->eps, BT, C);
-        gpu_matmul_forward(up, ln2, DPW(gm, K_WUP, l), DPW(gm, K_BUP, l), BT, C, F);
+        gpu_matmul_forward(la.up, la.ln2, DPW(gm, K_WUP, l), DPW(gm, K_BUP, l), BT, C, F);
         if (c->swiglu) {
-            gpu_matmul_forward(gpre, ln2, DPW(gm, K_WGATE, l), DPW(gm, K_BGATE, l), BT, C, F);
-            swiglu_forward_kernel<<<EW_GRID((long)BT * F)>>>(hact, gpre, up, (long)BT * F);
+            gpu_matmul_forward(la.gpre, la.ln2, DPW(gm, K_WGATE, l), DPW(gm, K_BGATE, l), BT, C, F);
+            swiglu_forward_kernel<<<EW_GRID((long)BT * F)>>>(la.hact, la.gpre, la.up, (long)BT * F);
         } else {
-            gelu_forward_kernel<<<EW_GRID((long)BT * F)>>>(hact, up, (long)BT * F);
+            gelu_forward_kernel<<<EW_GRID((long)BT * F)>>>(la.hact, la.up, (long)BT * F);
         }
         LAUNCH_CHECK();
-        gpu_matmul_forward(a->tmp, hact, DPW(gm, K_WDOWN, l), DPW(gm, K_BDOWN, l), BT, F, C);
-        residual_forward_kernel<<<EW_GRID((long)BT * C)>>>(xout, xmid, a->tmp, (long)BT * C);
+        gpu_matmul_forward(a->tmp, la.hact, DPW(gm, K_WDOWN, l), DPW(gm, K_BDOWN, l), BT, F, C);
+        residual_forward_kernel<<<EW_GRID((long)BT * C)>>>(la.xout, la.xmid, a->tmp, (long)BT * C);
         LAUNCH_CHECK();
     }
     float* xL = a->res + (long)c->L * s_c;
@@ -817,7 +812,7 @@ static void gpu_backward(GpuModel* gm, int B, int T) {
     GpuActs* a = &gm->a;
     int BT = B * T, C = c->C, H = c->H, KVH = c->KVH, hd = C / H, F = c->F;
     int qd = H * hd, kvd = KVH * hd;
-    long s_c = (long)gm->B * gm->T * C, s_1 = (long)gm->B * gm->T;
+    long s_c = (long)gm->B * gm->T * C;
     float* sc = a->scratch;
     // loss -> logits -> final norm
     crossentropy_softmax_backward_kernel<<<EW_GRID((long)BT * c->V)>>>(a->logits, a->targets, BT, c->V, 1.0f / BT);
@@ -835,49 +830,44 @@ static void gpu_backward(GpuModel* gm, int B, int T) {
                       a->lnf_mean, a->lnf_rstd, c->rmsnorm, BT, C, sc);
     // blocks in reverse; a->dres carries d loss / d residual stream
     for (int l = c->L - 1; l >= 0; l--) {
-        float *x = a->res + l * s_c, *xmid = a->resmid + l * s_c;
-        float *ln1 = a->ln1 + l * s_c, *ln2 = a->ln2 + l * s_c;
-        float *q = a->q + l * s_1 * qd, *k = a->k + l * s_1 * kvd, *v = a->v + l * s_1 * kvd;
-        float *att = a->att + l * s_1 * gm->T * H, *yatt = a->yatt + l * s_1 * qd;
-        float *gate = a->gate + l * s_1 * H, *yg = c->gate ? a->ygated + l * s_1 * qd : yatt;
-        float *up = a->up + l * s_1 * F, *hact = a->hact + l * s_1 * F;
-        float* gpre = c->swiglu ? a->gpre + l * s_1 * F : NULL;
+        LayerActs la;
+        LAYER_ACTS(la, a, c, l, (long)gm->B * gm->T, gm->T);
         // MLP sublayer
         cudaCheck(cudaMemset(a->dh, 0, (size_t)BT * F * sizeof(float)));
-        gpu_matmul_backward(a->dh, DGW(gm, K_WDOWN, l), DGW(gm, K_BDOWN, l), a->dres, hact, DPW(gm, K_WDOWN, l), BT, F, C, sc);
+        gpu_matmul_backward(a->dh, DGW(gm, K_WDOWN, l), DGW(gm, K_BDOWN, l), a->dres, la.hact, DPW(gm, K_WDOWN, l), BT, F, C, sc);
         cudaCheck(cudaMemset(a->dln, 0, (size_t)BT * C * sizeof(float)));
         if (c->swiglu) {
-            swiglu_backward_kernel<<<EW_GRID((long)BT * F)>>>(a->dgpre, a->dup, gpre, up, a->dh, (long)BT * F);
+            swiglu_backward_kernel<<<EW_GRID((long)BT * F)>>>(a->dgpre, a->dup, la.gpre, la.up, a->dh, (long)BT * F);
             LAUNCH_CHECK();
-            gpu_matmul_backward(a->dln, DGW(gm, K_WGATE, l), DGW(gm, K_BGATE, l), a->dgpre, ln2, DPW(gm, K_WGATE, l), BT, C, F, sc);
+            gpu_matmul_backward(a->dln, DGW(gm, K_WGATE, l), DGW(gm, K_BGATE, l), a->dgpre, la.ln2, DPW(gm, K_WGATE, l), BT, C, F, sc);
         } else {
-            gelu_backward_kernel<<<EW_GRID((long)BT * F)>>>(a->dup, up, a->dh, (long)BT * F);
+            gelu_backward_kernel<<<EW_GRID((long)BT * F)>>>(a->dup, la.up, a->dh, (long)BT * F);
             LAUNCH_CHECK();
         }
-        gpu_matmul_backward(a->dln, DGW(gm, K_WUP, l), DGW(gm, K_BUP, l), a->dup, ln2, DPW(gm, K_WUP, l), BT, C, F, sc);
-        gpu_norm_backward(a->dres, DGW(gm, K_LN2W, l), DGW(gm, K_LN2B, l), a->dln, xmid, DPW(gm, K_LN2W, l),
-                          a->ln2_mean + l * s_1, a->ln2_rstd + l * s_1, c->rmsnorm, BT, C, sc);
+        gpu_matmul_backward(a->dln, DGW(gm, K_WUP, l), DGW(gm, K_BUP, l), a->dup, la.ln2, DPW(gm, K_WUP, l), BT, C, F, sc);
+        gpu_norm_backward(a->dres, DGW(gm, K_LN2W, l), DGW(gm, K_LN2B, l), a->dln, la.xmid, DPW(gm, K_LN2W, l),
+                          la.ln2_mean, la.ln2_rstd, c->rmsnorm, BT, C, sc);
         // attention sublayer
         cudaCheck(cudaMemset(a->dy, 0, (size_t)BT * qd * sizeof(float)));
-        gpu_matmul_backward(a->dy, DGW(gm, K_WO, l), DGW(gm, K_BO, l), a->dres, yg, DPW(gm, K_WO, l), BT, qd, C, sc);
+        gpu_matmul_backward(a->dy, DGW(gm, K_WO, l), DGW(gm, K_BO, l), a->dres, la.yg, DPW(gm, K_WO, l), BT, qd, C, sc);
         cudaCheck(cudaMemset(a->dln, 0, (size_t)BT * C * sizeof(float)));
         float* dyatt = a->dy;
         if (c->gate) {
-            gate_backward_kernel<<<EW_GRID((long)BT * H)>>>(a->dy2, a->dgate, a->dy, yatt, gate, BT, H, hd);
+            gate_backward_kernel<<<EW_GRID((long)BT * H)>>>(a->dy2, a->dgate, a->dy, la.yatt, la.gate, BT, H, hd);
             LAUNCH_CHECK();
-            gpu_matmul_backward(a->dln, DGW(gm, K_WG, l), DGW(gm, K_BG, l), a->dgate, ln1, DPW(gm, K_WG, l), BT, C, H, sc);
+            gpu_matmul_backward(a->dln, DGW(gm, K_WG, l), DGW(gm, K_BG, l), a->dgate, la.ln1, DPW(gm, K_WG, l), BT, C, H, sc);
             dyatt = a->dy2;
         }
-        gpu_attention_backward(a->dq, a->dk, a->dv, a->datt, dyatt, att, q, k, v, B, T, H, KVH, hd, c->attn_scale);
+        gpu_attention_backward(a->dq, a->dk, a->dv, a->datt, dyatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd, c->attn_scale);
         if (c->rope) {
             gpu_rope(a->dq, BT, T, H, hd, c->rope_theta, -1.0f);
             gpu_rope(a->dk, BT, T, KVH, hd, c->rope_theta, -1.0f);
         }
-        gpu_matmul_backward(a->dln, DGW(gm, K_WQ, l), DGW(gm, K_BQ, l), a->dq, ln1, DPW(gm, K_WQ, l), BT, C, qd, sc);
-        gpu_matmul_backward(a->dln, DGW(gm, K_WK, l), DGW(gm, K_BK, l), a->dk, ln1, DPW(gm, K_WK, l), BT, C, kvd, sc);
-        gpu_matmul_backward(a->dln, DGW(gm, K_WV, l), DGW(gm, K_BV, l), a->dv, ln1, DPW(gm, K_WV, l), BT, C, kvd, sc);
-        gpu_norm_backward(a->dres, DGW(gm, K_LN1W, l), DGW(gm, K_LN1B, l), a->dln, x, DPW(gm, K_LN1W, l),
-                          a->ln1_mean + l * s_1, a->ln1_rstd + l * s_1, c->rmsnorm, BT, C, sc);
+        gpu_matmul_backward(a->dln, DGW(gm, K_WQ, l), DGW(gm, K_BQ, l), a->dq, la.ln1, DPW(gm, K_WQ, l), BT, C, qd, sc);
+        gpu_matmul_backward(a->dln, DGW(gm, K_WK, l), DGW(gm, K_BK, l), a->dk, la.ln1, DPW(gm, K_WK, l), BT, C, kvd, sc);
+        gpu_matmul_backward(a->dln, DGW(gm, K_WV, l), DGW(gm, K_BV, l), a->dv, la.ln1, DPW(gm, K_WV, l), BT, C, kvd, sc);
+        gpu_norm_backward(a->dres, DGW(gm, K_LN1W, l), DGW(gm, K_LN1B, l), a->dln, la.x, DPW(gm, K_LN1W, l),
+                          la.ln1_mean, la.ln1_rstd, c->rmsnorm, BT, C, sc);
     }
     // embeddings: wte through the token buckets, wpe column by column
     int nu = bucket_tokens(gm, BT);

@@ -21,10 +21,11 @@ The last line is "N passed, N failed"; the exit status is non-zero on any failur
 #include <setjmp.h>
 #include <sys/wait.h>
 
-// fatal() in train_gpt2.c jumps back here instead of exiting, so refusals can be tested in-process.
+// fatal() in train_gpt2.c jumps back here instead of exiting, so refusals can be tested in-process
+// (its message is in fatal_msg).
 static jmp_buf fatal_jump;
 static int fatal_armed;
-#define FATAL_HOOK() do { if (fatal_armed) longjmp(fatal_jump, 1); exit(1); } while (0)
+#define FATAL_HOOK() do { if (fatal_armed) longjmp(fatal_jump, 1); fprintf(stderr, "error: %s\n", fatal_msg); exit(1); } while (0)
 #define TRAIN_GPT2_NO_MAIN
 #include "train_gpt2.c"
 
@@ -222,9 +223,9 @@ static void test_gains(void) {
     fatal_armed = 1;
     int refused = 0;
     if (setjmp(fatal_jump) == 0) calculate_gain("swish2", NAN);
-    else refused = 1;
+    else refused = strstr(fatal_msg, "'swish2'") != NULL;
     fatal_armed = 0;
-    check(refused, "calculate_gain refuses an unknown nonlinearity");
+    check(refused, "calculate_gain refuses an unknown nonlinearity: %s", fatal_msg);
 }
 
 // ---- 1c. every scheme's formula, its samples, and the initialization facts of seed_corrections ---------
@@ -299,16 +300,19 @@ static void test_scheme_sampling(void) {
         check(worst <= 1e-5, "orthogonal:1.5 on %dx%d: %s = gain^2 I to %.1e", r, cc, r < cc ? "W W^T" : "W^T W", worst);
     }
     // bad schemes are refused with one line
-    const char* bad[] = {"xavier_normal:1:2", "kaiming_normal:swish", "normal:abc", "constant", "nosuch", "uniform:1:2:3"};
-    int refused = 0;
-    fflush(stdout);         // the refusals print their line on stderr
+    // each malformed scheme and the part of it its one-line error must name
+    const char* bad[][2] = {{"xavier_normal:1:2", "'xavier_normal' takes 0 to 1 numbers, got 2"},
+                            {"kaiming_normal:swish", "'swish'"}, {"normal:abc", "'abc'"},
+                            {"constant", "'constant' takes 1 to 1 numbers, got 0"}, {"nosuch", "'nosuch'"},
+                            {"uniform:1:2:3", "'uniform' takes 0 to 2 numbers, got 3"}};
+    int n_bad = (int)(sizeof(bad) / sizeof(bad[0])), refused = 0;
     fatal_armed = 1;
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        if (setjmp(fatal_jump) == 0) init_matrix_text(&g, w, 4, 4, bad[i]);
-        else refused++;
+    for (int i = 0; i < n_bad; i++) {
+        if (setjmp(fatal_jump) == 0) init_matrix_text(&g, w, 4, 4, bad[i][0]);
+        else refused += strstr(fatal_msg, bad[i][1]) != NULL;
     }
     fatal_armed = 0;
-    check(refused == (int)(sizeof(bad) / sizeof(bad[0])), "malformed schemes refused (%d of %d)", refused, (int)(sizeof(bad) / sizeof(bad[0])));
+    check(refused == n_bad, "malformed schemes refused, each error naming the problem (%d of %d)", refused, n_bad);
     free(w);
 }
 
@@ -521,9 +525,9 @@ static void test_resid_and_mup(void) {
     int refused = 0;
     Model m;
     if (setjmp(fatal_jump) == 0) recipe_model(&m, "gpt2", 1, 32, "mup", -1, 0, 1);
-    else refused = 1;
+    else refused = strstr(fatal_msg, "--tie 0") != NULL;
     fatal_armed = 0;
-    check(refused, "-I mup with a tied head is refused");
+    check(refused, "-I mup with a tied head is refused: %s", fatal_msg);
 }
 
 // seed 001 §3.3 at a smaller size (d = 512, 8 layers, batch 64): a ReLU network initialized with

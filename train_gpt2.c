@@ -43,17 +43,17 @@ Only libc, libm and OpenMP are used. doc/model.md is the model's exact contract.
 // 1. Utilities
 // ============================================================================================
 
-// Every user-facing failure is one line on stderr and a non-zero exit. test_gpt2.c replaces
-// the exit with a longjmp (see FATAL_HOOK) so that it can check that bad input is refused.
+// Every user-facing failure is one line on stderr and a non-zero exit. test_gpt2.c replaces the
+// hook (FATAL_HOOK) with a longjmp, so that it can check in-process that bad input is refused and
+// read the message that names the problem (fatal_msg).
+static char fatal_msg[1024];
 #ifndef FATAL_HOOK
-#define FATAL_HOOK() exit(1)
+#define FATAL_HOOK() (fprintf(stderr, "error: %s\n", fatal_msg), exit(1))
 #endif
 static void fatal(const char* fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "error: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    vsnprintf(fatal_msg, sizeof(fatal_msg), fmt, ap);
     va_end(ap);
     FATAL_HOOK();
 }
@@ -582,13 +582,20 @@ static void init_sparse(Rng* g, float* w, int rows, int cols, float sparsity, fl
 // ============================================================================================
 
 // ---- exp, in a form the compiler vectorizes ----------------------------------------------------
+// HOSTDEV marks the per-element math that train_gpt2.cu's kernels call too (nvcc compiles it for the
+// GPU as well), so both trainers evaluate the same formulas in the same order.
+#ifdef __CUDACC__
+#define HOSTDEV __host__ __device__
+#else
+#define HOSTDEV
+#endif
 // libm's expf is a function call per element: a loop that calls it stays scalar, and the softmaxes
 // and activations are such loops. vexpf is the textbook method in plain arithmetic, which GCC turns
 // into AVX-512 / AVX2 code: x = n ln2 + r with n = round(x / ln2) and |r| <= ln2 / 2; exp(r) by its
 // Taylor series to degree 7 (truncation error r^8/8! < 6e-9); 2^n by writing n + 127 into the
 // exponent bits of a float. Relative error about 1e-7 (1-2 ulp) against expf; exp(x) below
 // exp(-87.33), the smallest normal float, is 0; above 88.72 it is +inf; NaN stays NaN.
-static inline float vexpf(float x) {
+HOSTDEV static inline float vexpf(float x) {
     float xc = x < -88.0f ? -88.0f : x > 88.8f ? 88.8f : x;    // keeps n in [-127, 128]
     // round to nearest: adding 1.5 * 2^23 pushes the fraction bits out of the float
     float n = (xc * 1.44269504f + 12582912.0f) - 12582912.0f;
@@ -600,6 +607,9 @@ static inline float vexpf(float x) {
     memcpy(&two_n, &bits, sizeof(two_n));
     return x < -87.33f ? 0.0f : p * two_n;
 }
+
+// sigmoid(a) = 1 / (1 + exp(-a)): the attention gate (seed 000 eq. 3) and SwiGLU
+HOSTDEV static inline float sigmoid_of(float a) { return 1.0f / (1.0f + vexpf(-a)); }
 
 // ---- the matrix multiply -------------------------------------------------------------------
 // Every product of the model is one routine, gemm: Cm[M,N] (+)= A[M,K] Bm[K,N], with A and Bm read
@@ -975,7 +985,7 @@ static void gate_forward(float* out, float* gate, const float* y, int BT, int H,
     #pragma omp parallel for schedule(static)
     for (int bt = 0; bt < BT; bt++)
         for (int h = 0; h < H; h++) {
-            float g = 1.0f / (1.0f + vexpf(-gate[(long)bt * H + h]));
+            float g = sigmoid_of(gate[(long)bt * H + h]);
             gate[(long)bt * H + h] = g;
             for (int i = 0; i < hd; i++) out[((long)bt * H + h) * hd + i] = g * y[((long)bt * H + h) * hd + i];
         }
@@ -1003,40 +1013,42 @@ static void gate_backward(float* dy, float* dgpre, const float* dout, const floa
 #define GELU_K 0.7978845608028654f
 // tanh(u) = 1 - 2 / (exp(2u) + 1): libm's tanhf costs about four expf and does not vectorize; this
 // form is exact to ~2e-7 absolute, and saturates correctly (exp -> inf or 0).
-static inline float tanh_via_exp(float u) { return 1.0f - 2.0f / (vexpf(2.0f * u) + 1.0f); }
+HOSTDEV static inline float tanh_via_exp(float u) { return 1.0f - 2.0f / (vexpf(2.0f * u) + 1.0f); }
+HOSTDEV static inline float gelu_of(float x) {
+    return 0.5f * x * (1.0f + tanh_via_exp(GELU_K * (x + 0.044715f * x * x * x)));
+}
+// d gelu / dx = (1 + th) / 2 + x (1 - th^2) GELU_K (1 + 3 * 0.044715 x^2) / 2 with th the tanh above
+HOSTDEV static inline float gelu_grad_of(float x) {
+    float th = tanh_via_exp(GELU_K * (x + 0.044715f * x * x * x));
+    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
 static void gelu_forward(float* out, const float* inp, long N) {
     #pragma omp parallel for schedule(static)
-    for (long i = 0; i < N; i++) {
-        float x = inp[i];
-        out[i] = 0.5f * x * (1.0f + tanh_via_exp(GELU_K * (x + 0.044715f * x * x * x)));
-    }
+    for (long i = 0; i < N; i++) out[i] = gelu_of(inp[i]);
 }
 
 static void gelu_backward(float* dinp, const float* inp, const float* dout, long N) {
     #pragma omp parallel for schedule(static)
-    for (long i = 0; i < N; i++) {
-        float x = inp[i];
-        float th = tanh_via_exp(GELU_K * (x + 0.044715f * x * x * x));
-        float sech2 = 1.0f - th * th;
-        float grad = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
-        dinp[i] = grad * dout[i];
-    }
+    for (long i = 0; i < N; i++) dinp[i] = gelu_grad_of(inp[i]) * dout[i];
 }
 
-// SwiGLU (llama preset): out = silu(a) * u with silu(a) = a * sigmoid(a); a = x W_gate^T, u = x W_up^T
+// SwiGLU (llama preset): out = silu(a) * u with silu(a) = a * sigmoid(a); a = x W_gate^T, u = x W_up^T.
+// d silu(a)/da = s (1 + a (1 - s)) with s = sigmoid(a).
+HOSTDEV static inline void swiglu_grad_of(float a, float u, float dout, float* da, float* du) {
+    float s = sigmoid_of(a);
+    *du = dout * a * s;
+    *da = dout * u * s * (1.0f + a * (1.0f - s));
+}
+
 static void swiglu_forward(float* out, const float* a, const float* u, long N) {
     #pragma omp parallel for schedule(static)
     for (long i = 0; i < N; i++) out[i] = a[i] / (1.0f + vexpf(-a[i])) * u[i];
 }
 
-// d silu(a)/da = s (1 + a (1 - s)) with s = sigmoid(a)
 static void swiglu_backward(float* da, float* du, const float* a, const float* u, const float* dout, long N) {
     #pragma omp parallel for schedule(static)
-    for (long i = 0; i < N; i++) {
-        float s = 1.0f / (1.0f + vexpf(-a[i]));
-        du[i] = dout[i] * a[i] * s;
-        da[i] = dout[i] * u[i] * s * (1.0f + a[i] * (1.0f - s));
-    }
+    for (long i = 0; i < N; i++) swiglu_grad_of(a[i], u[i], dout[i], &da[i], &du[i]);
 }
 
 // ---- residual ------------------------------------------------------------------------------------

@@ -452,7 +452,7 @@ static void gpu_attention_backward(float* dq, float* dk, float* dv, float* datt,
 __global__ void gate_forward_kernel(float* out, float* gate, const float* y, int BT, int H, int hd) {
     long r = (long)blockIdx.x * blockDim.x + threadIdx.x;     // r = bt * H + h
     if (r >= (long)BT * H) return;
-    float g = 1.0f / (1.0f + expf(-gate[r]));
+    float g = sigmoid_of(gate[r]);
     gate[r] = g;
     for (int i = 0; i < hd; i++) out[r * hd + i] = g * y[r * hd + i];
 }
@@ -471,39 +471,25 @@ __global__ void gate_backward_kernel(float* dy, float* dgpre, const float* dout,
 }
 
 // ---- MLP activations -----------------------------------------------------------------------------
-// GELU, tanh form (GPT-2): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), tanh as on the CPU
-__device__ float tanh_via_exp_d(float u) { return 1.0f - 2.0f / (expf(2.0f * u) + 1.0f); }
-
+// GELU (tanh form) and SwiGLU: the CPU file's per-element functions (HOSTDEV), one thread per element
 __global__ void gelu_forward_kernel(float* out, const float* inp, long N) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= N) return;
-    float x = inp[i];
-    out[i] = 0.5f * x * (1.0f + tanh_via_exp_d(GELU_K * (x + 0.044715f * x * x * x)));
+    if (i < N) out[i] = gelu_of(inp[i]);
 }
 
 __global__ void gelu_backward_kernel(float* dinp, const float* inp, const float* dout, long N) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= N) return;
-    float x = inp[i];
-    float th = tanh_via_exp_d(GELU_K * (x + 0.044715f * x * x * x));
-    float sech2 = 1.0f - th * th;
-    float grad = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
-    dinp[i] = grad * dout[i];
+    if (i < N) dinp[i] = gelu_grad_of(inp[i]) * dout[i];
 }
 
-// SwiGLU (llama preset): out = silu(a) * u, silu(a) = a sigmoid(a)
 __global__ void swiglu_forward_kernel(float* out, const float* a, const float* u, long N) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < N) out[i] = a[i] / (1.0f + expf(-a[i])) * u[i];
+    if (i < N) out[i] = a[i] / (1.0f + vexpf(-a[i])) * u[i];
 }
 
-// d silu(a)/da = s (1 + a (1 - s)) with s = sigmoid(a)
 __global__ void swiglu_backward_kernel(float* da, float* du, const float* a, const float* u, const float* dout, long N) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= N) return;
-    float s = 1.0f / (1.0f + expf(-a[i]));
-    du[i] = dout[i] * a[i] * s;
-    da[i] = dout[i] * u[i] * s * (1.0f + a[i] * (1.0f - s));
+    if (i < N) swiglu_grad_of(a[i], u[i], dout[i], &da[i], &du[i]);
 }
 
 // ---- residual, scaling ---------------------------------------------------------------------------

@@ -738,6 +738,8 @@ def lab_compose(lab):
     ax[0].set_ylabel("mean p(answer)")
     ax[0].set_title("one point per seed; bars: mean of the short runs", fontsize=9)
     ax[0].legend(fontsize=8)
+    ax[0].axhline(1 / 26, color="k", lw=0.8, ls=":", label="chance, 1/26")
+    ax[1].set_ylim(top=1.6)
     ax[1].set_xlabel("step")
     ax[1].set_ylabel("validation loss (all bytes)")
     ax[1].legend(fontsize=8)

@@ -734,11 +734,11 @@ def lab_compose(lab):
                 st, vl = val_curve(log(dd))
                 ax[1].plot(st, vl, "-" if x == cp["x"] else "--", color=f"C{i}",
                            label=f"gamma={g:g}, {x} steps" if s == cp["seeds"][0] else None)
+    ax[0].axhline(1 / 26, color="k", lw=0.8, ls=":", label="chance, 1/26")
     ax[0].set_xticks(range(3), [k[1] for k in kinds], fontsize=8)
     ax[0].set_ylabel("mean p(answer)")
     ax[0].set_title("one point per seed; bars: mean of the short runs", fontsize=9)
     ax[0].legend(fontsize=8)
-    ax[0].axhline(1 / 26, color="k", lw=0.8, ls=":", label="chance, 1/26")
     ax[1].set_ylim(top=1.6)
     ax[1].set_xlabel("step")
     ax[1].set_ylabel("validation loss (all bytes)")

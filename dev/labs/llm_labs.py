@@ -436,7 +436,7 @@ def lab_condense(lab):
                 ax[i, j].set_xticks([])
                 ax[i, j].set_yticks([])
         fig.suptitle(f"row cosine similarity C(W) of {m} (blue -1, red +1)", fontsize=10)
-        save(fig, lab.path(f"llm_condense_{m.split('.')[-1]}.png"))
+        save(fig, lab.path(f"llm_condense_{m.split('.')[-1]}.png"), dpi=60, colors=64)
 
     kinds = ["attn.wq", "attn.wk", "attn.wv", "attn.wo", "mlp.wgate", "mlp.wup", "mlp.wdown", "wte"]
     fig, ax = plt.subplots(2, 4, figsize=(14, 6))

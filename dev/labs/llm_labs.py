@@ -588,8 +588,18 @@ def lab_qkv(lab):
         for s in sc["qkv_seeds"]:
             fin = [r["ratio"] for r in rows if (r["seed"], r["tensor"]) == (s, t) and r["step"] == max(
                 x["step"] for x in rows if x["seed"] == s)]
-            print(f"  {t} seed {s}: first step moved 10% per layer {[first[(s, t, l)] for l in range(L)]}; "
+            moved = [first[(s, t, l)] for l in range(L)]
+            rho = spearman(range(L), moved) if None not in moved else float("nan")
+            print(f"  {t} seed {s}: first step moved 10% per layer {moved} (Spearman with the layer {rho:+.2f}); "
                   f"final std/std0 {' '.join(f'{v:.2f}' for v in fin)}")
+
+
+def spearman(x, y):
+    """Rank correlation, ties given their average rank."""
+    def ranks(v):
+        v = np.asarray(v, dtype=float)
+        return np.array([np.mean(np.flatnonzero(np.sort(v) == a)) for a in v])
+    return float(np.corrcoef(ranks(x), ranks(y))[0, 1])
 
 
 # ---- lab 9: muP (seed 001 §5.4-5.6) -------------------------------------------------------------------

@@ -606,7 +606,7 @@ def spearman(x, y):
 
 def mup_supported(binary):
     """Whether the trainer knows -I mup: a zero-step run of a tiny model is refused if not."""
-    r = subprocess.run([binary, "-I", "mup", "-L", "1", "-C", "16", "-H", "1", "-x", "0", "-m", "0", "-S", "1"],
+    r = subprocess.run([binary, "-a", "llama", "-I", "mup", "-L", "1", "-C", "16", "-H", "1", "-x", "0", "-m", "0", "-S", "1"],
                        capture_output=True, text=True, cwd=ROOT)
     return r.returncode == 0
 

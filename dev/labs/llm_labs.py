@@ -436,7 +436,7 @@ def lab_condense(lab):
                 ax[i, j].set_xticks([])
                 ax[i, j].set_yticks([])
         fig.suptitle(f"row cosine similarity C(W) of {m} (blue -1, red +1)", fontsize=10)
-        save(fig, lab.path(f"llm_condense_{m.split('.')[-1]}.png"))
+        save(fig, lab.path(f"llm_condense_{m.split('.')[-1]}.png"), dpi=60, colors=64)
 
     kinds = ["attn.wq", "attn.wk", "attn.wv", "attn.wo", "mlp.wgate", "mlp.wup", "mlp.wdown", "wte"]
     fig, ax = plt.subplots(2, 4, figsize=(14, 6))
@@ -588,15 +588,25 @@ def lab_qkv(lab):
         for s in sc["qkv_seeds"]:
             fin = [r["ratio"] for r in rows if (r["seed"], r["tensor"]) == (s, t) and r["step"] == max(
                 x["step"] for x in rows if x["seed"] == s)]
-            print(f"  {t} seed {s}: first step moved 10% per layer {[first[(s, t, l)] for l in range(L)]}; "
+            moved = [first[(s, t, l)] for l in range(L)]
+            rho = spearman(range(L), moved) if None not in moved else float("nan")
+            print(f"  {t} seed {s}: first step moved 10% per layer {moved} (Spearman with the layer {rho:+.2f}); "
                   f"final std/std0 {' '.join(f'{v:.2f}' for v in fin)}")
+
+
+def spearman(x, y):
+    """Rank correlation, ties given their average rank."""
+    def ranks(v):
+        v = np.asarray(v, dtype=float)
+        return np.array([np.mean(np.flatnonzero(np.sort(v) == a)) for a in v])
+    return float(np.corrcoef(ranks(x), ranks(y))[0, 1])
 
 
 # ---- lab 9: muP (seed 001 §5.4-5.6) -------------------------------------------------------------------
 
 def mup_supported(binary):
     """Whether the trainer knows -I mup: a zero-step run of a tiny model is refused if not."""
-    r = subprocess.run([binary, "-I", "mup", "-L", "1", "-C", "16", "-H", "1", "-x", "0", "-m", "0", "-S", "1"],
+    r = subprocess.run([binary, "-a", "llama", "-I", "mup", "-L", "1", "-C", "16", "-H", "1", "-x", "0", "-m", "0", "-S", "1"],
                        capture_output=True, text=True, cwd=ROOT)
     return r.returncode == 0
 
@@ -734,10 +744,12 @@ def lab_compose(lab):
                 st, vl = val_curve(log(dd))
                 ax[1].plot(st, vl, "-" if x == cp["x"] else "--", color=f"C{i}",
                            label=f"gamma={g:g}, {x} steps" if s == cp["seeds"][0] else None)
+    ax[0].axhline(1 / 26, color="k", lw=0.8, ls=":", label="chance, 1/26")
     ax[0].set_xticks(range(3), [k[1] for k in kinds], fontsize=8)
     ax[0].set_ylabel("mean p(answer)")
     ax[0].set_title("one point per seed; bars: mean of the short runs", fontsize=9)
     ax[0].legend(fontsize=8)
+    ax[1].set_ylim(top=1.6)
     ax[1].set_xlabel("step")
     ax[1].set_ylabel("validation loss (all bytes)")
     ax[1].legend(fontsize=8)

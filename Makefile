@@ -22,6 +22,8 @@ help:
 	@echo "make train_gpt2cu the trainer on one NVIDIA GPU (builds without a GPU; see doc/cuda.md)"
 	@echo "make test_gpt2cu  GPU-vs-CPU/PyTorch parity tests (then ./test_gpt2cu on a GPU machine)"
 	@echo "make bench        training-step speed vs PyTorch, FMA peak, MFU (doc/performance.md; ~10 min)"
+	@echo "make labs-variance  classroom labs I (MLPs; doc/labs/README.md); one lab: make lab-sweep"
+	@echo "make labs-llm     classroom labs II (transformer; doc/labs/README_llm.md); one lab: make lab-mup"
 	@echo "make deps         install the Debian packages the dev/ tools use (torch, numpy, matplotlib)"
 
 # The trainer depends on the corpus so that `make train_gpt2 && ./train_gpt2` works on a fresh clone.

@@ -23,7 +23,8 @@ import sys
 
 import numpy as np
 
-from llm_runs import ROOT, Runner, fmt, flags, final_val, last_probe_step, log, plt, probe, save, spread, write_csv
+from llm_runs import (ROOT, Runner, flags, final_val, fmt, label_axes, last_probe_step, log, plt, probe, save, spread,
+                      write_csv)
 
 sys.path.insert(0, os.path.join(ROOT, "dev", "plot"))
 from compare_tokens import delta_sym, difficulty_bins, read_dump  # noqa: E402
@@ -163,10 +164,7 @@ def lab_norm_eps(lab):
         ax[1].plot(st, vl, "-" if eps == 1e-5 else "--", color="C3" if g == 1.0 else "C4", alpha=0.8,
                    label=f"gamma={g:g} eps={eps:g} seed {s}")
     ax[1].set_ylim(top=3.0)
-    ax[1].set_xlabel("step")
-    ax[1].set_ylabel("validation loss (nats/byte)")
-    ax[1].set_title(f"training at d={sc['C']}, gated attention", fontsize=9)
-    ax[1].legend(fontsize=7)
+    label_axes(ax[1], "validation loss (nats/byte)", f"training at d={sc['C']}, gated attention", legend=7, title_size=9)
     save(fig, lab.path("llm_norm_eps.png"))
     summary(rows, "part", "train", ("gamma", "eps"))
 
@@ -322,10 +320,7 @@ def lab_how_small(lab):
         st, vl = val_curve(log(dd))
         ax[1].plot(st, vl, label=f"gamma={g:g}" if g != "gpt2" else "gpt2 init")
     ax[1].set_ylim(top=3.2)
-    ax[1].set_xlabel("step")
-    ax[1].set_ylabel("validation loss")
-    ax[1].set_title(f"seed {sc['seeds'][0]}", fontsize=9)
-    ax[1].legend(fontsize=8)
+    label_axes(ax[1], "validation loss", f"seed {sc['seeds'][0]}", title_size=9)
     save(fig, lab.path("llm_how_small.png"))
 
 

@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "dev", "plot"))
-from plot_run import probe, read_log  # noqa: E402,F401  (re-exported for the labs)
+from plot_run import label_axes, probe, read_log  # noqa: E402,F401  (re-exported for the labs)
 
 RUNS = os.path.join(ROOT, "out", "labs", "runs")
 

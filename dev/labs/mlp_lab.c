@@ -628,8 +628,19 @@ static double mean_square(const float* a, long n) {
     return s / n;
 }
 
-static void data_path(char* buf, size_t cap, const LabOptions* o, const char* name) {
-    snprintf(buf, cap, "%s/%s.csv", o->data_dir, name);
+// The start of a lab that trains on a table of data_labs/: one thread, the table NAME loaded into
+// *all before the CSV is opened (so a missing table clobbers no earlier result), the CSV opened.
+static FILE* lab_data_begin(const LabOptions* o, const char* name, Data* all) {
+    one_thread();
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s.csv", o->data_dir, name);
+    data_load(all, path);
+    return csv_open(o->out);
+}
+
+static void lab_data_end(FILE* f, Data* all, Data* tr, Data* va) {
+    data_free(all); data_free(tr); data_free(va);
+    fclose(f);
 }
 
 // ---- lab 1: explode / vanish (seed 002 ch. 0-1) ------------------------------------------------------
@@ -881,12 +892,8 @@ static double row_spread(const MLP* n, int l) {
 }
 
 static void lab_symmetry(const LabOptions* o) {
-    one_thread();
-    char path[4096];
-    data_path(path, sizeof(path), o, "digits");
     Data all, tr, va;
-    data_load(&all, path);
-    FILE* f = csv_open(o->out);
+    FILE* f = lab_data_begin(o, "digits", &all);
     // the seed's hand example: 2 inputs, 2 hidden ReLU neurons, 2 outputs, all weights 0.5, bias 0,
     // input [1, 1]; trained towards class 0 with SGD
     MLPConfig tiny = {.L = 2, .dims = {2, 2, 2}, .act = A_RELU, .head = 1};
@@ -935,18 +942,13 @@ static void lab_symmetry(const LabOptions* o) {
         printf("  %-20s val acc %.3f, layer-0 neuron spread %.3g\n", schemes[i], acc, row_spread(&n, 0));
         mlp_free(&n);
     }
-    data_free(&all); data_free(&tr); data_free(&va);
-    fclose(f);
+    lab_data_end(f, &all, &tr, &va);
 }
 
 // ---- lab 6: the race (seed 002 ch. 8) -----------------------------------------------------------------
 static void lab_race(const LabOptions* o) {
-    one_thread();
-    char path[4096];
-    data_path(path, sizeof(path), o, "digits");
     Data all, tr, va;
-    data_load(&all, path);                 // before the CSV is opened, so a missing table clobbers nothing
-    FILE* f = csv_open(o->out);
+    FILE* f = lab_data_begin(o, "digits", &all);
     data_split(&all, 360, o->seed, 1, &tr, &va);
     int w = o->width ? o->width : 64, steps = o->steps ? o->steps : 1500, every = 25;
     int depths[] = {4, 32, 64};
@@ -981,20 +983,15 @@ static void lab_race(const LabOptions* o) {
         }
     }
     free(curve);
-    data_free(&all); data_free(&tr); data_free(&va);
-    fclose(f);
+    lab_data_end(f, &all, &tr, &va);
 }
 
 // ---- lab 7: the std sweep (seed 004 E1) ---------------------------------------------------------------
 // Per sigma: the network at init (std of every layer's output, norm of every layer's weight gradient
 // on one batch), then training; final losses and accuracy.
 static void lab_sweep(const LabOptions* o) {
-    one_thread();
-    char path[4096];
-    data_path(path, sizeof(path), o, "mnist");
     Data all, tr, va;
-    data_load(&all, path);
-    FILE* f = csv_open(o->out);
+    FILE* f = lab_data_begin(o, "mnist", &all);
     data_split(&all, 2000, o->seed, 0, &tr, &va);
     MLPConfig cfg = {.L = 4, .dims = {tr.d, 64, 32, 32, all.k}, .act = A_RELU, .head = 1};
     int steps = o->steps ? o->steps : 1250, seeds = o->seeds ? o->seeds : 3, every = 25, B = 64;
@@ -1035,18 +1032,13 @@ static void lab_sweep(const LabOptions* o) {
             mlp_free(&n);
         }
     free(curve);
-    data_free(&all); data_free(&tr); data_free(&va);
-    fclose(f);
+    lab_data_end(f, &all, &tr, &va);
 }
 
 // ---- lab 8: Xavier vs Kaiming, paired over seeds (seed 004 E2) ----------------------------------------
 static void lab_xavier_kaiming(const LabOptions* o) {
-    one_thread();
-    char path[4096];
-    data_path(path, sizeof(path), o, "wine");
     Data all, tr, va;
-    data_load(&all, path);
-    FILE* f = csv_open(o->out);
+    FILE* f = lab_data_begin(o, "wine", &all);
     // UCI Wine Quality (11 features) is not shipped; the UCI wine table (13 features, 3 cultivars) is
     // the closest, made binary: cultivar 0 against the other two. Two-class softmax is the logistic loss.
     for (int i = 0; i < all.n; i++) all.y[i] = all.y[i] == 0;
@@ -1101,8 +1093,7 @@ static void lab_xavier_kaiming(const LabOptions* o) {
             printf("  %-42s %-18s mean diff %-10.4g t = %-8.3f p = %.4g\n", series, what[w], md, t, p);
         }
     free(curve);
-    data_free(&all); data_free(&tr); data_free(&va);
-    fclose(f);
+    lab_data_end(f, &all, &tr, &va);
 }
 
 // ---- lab 9: activation gains (seed_corrections 001-7, 004-3) ------------------------------------------

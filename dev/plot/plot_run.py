@@ -75,13 +75,13 @@ def layers_of(run):
     return run["config"]["L"] if run["config"] else 1 + max((r["layer"] for r in run["probe"]), default=0)
 
 
-def label_axes(ax, ylabel, title, xlabel="step", logy=False, legend=8):
+def label_axes(ax, ylabel, title, xlabel="step", logy=False, legend=8, title_size=None):
     """The labels every panel gets; legend is the legend's font size (None: no legend)."""
     if logy:
         ax.set_yscale("log")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set_title(title, fontsize=title_size)
     if legend:
         ax.legend(fontsize=legend)
 

@@ -20,6 +20,9 @@ otherwise excluded). The attention term counts the causal half of q k^T and A v 
 per layer and sequence, backward twice that). Norms, activations, softmax and AdamW are not
 counted: they are work, but not FLOPs the hardware peak is about.
 MFU = achieved GFLOP/s / the FMA peak of dev/bench/fma_peak (measured here, same command).
+
+The probes' cost (--probes CONFIG): runs with -p 0 alternate with runs probing every 8 steps; the
+steps between probe steps must take as long as -p 0 steps (doc/probes.md: off, probes cost nothing).
 """
 import argparse
 import array
@@ -77,16 +80,40 @@ def write_shard(path, V, n=1 << 18):
         f.write(array.array("H", [rng.randrange(V) for _ in range(n)]).tobytes())
 
 
-def ours(c, steps, warmup, threads, shard):
+def ours_steps(c, steps, warmup, threads, shard, extra=()):
+    """Runs train_gpt2; returns ([(step, ms)] of the timed steps, peak RSS in MiB)."""
     cmd = ["./train_gpt2", "-i", shard, "-j", shard, "-V", str(c["V"]), "-a", c["preset"],
            "-L", str(c["L"]), "-C", str(c["C"]), "-H", str(c["H"]), "-b", str(c["B"]), "-t", str(c["T"]),
-           "-x", str(warmup + steps), "-v", "0", "-S", "0", "-n", "0"]
+           "-x", str(warmup + steps), "-v", "0", "-S", "0", "-n", "0", *extra]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_WAIT_POLICY="PASSIVE")
     out, rss = run_measured(cmd, env)
-    ms = [float(x) for x in re.findall(r"^step +\d+/\d+ \|.*\| ([0-9.]+) ms \|", out, re.M)]
+    ms = [(int(n), float(x)) for n, x in re.findall(r"^step +(\d+)/\d+ \|.*\| ([0-9.]+) ms \|", out, re.M)]
     if len(ms) != warmup + steps:
         sys.exit(f"bench: expected {warmup + steps} step lines from train_gpt2, got {len(ms)}")
     return ms[warmup:], rss
+
+
+def ours(c, steps, warmup, threads, shard):
+    ms, rss = ours_steps(c, steps, warmup, threads, shard)
+    return [m for _, m in ms], rss
+
+
+def probe_cost(c, reps, every, warmup, threads, shard):
+    """The probes' cost (doc/probes.md): runs with -p 0 alternate with runs that probe every `every`
+    steps (all probes). Probe step s is timed in the progress line of step s + 1; the other steps of
+    a probing run execute the probe hooks and the per-step spike probe, a superset of what -p 0 does.
+    Returns the medians (off, on between probe steps, on at probe steps)."""
+    steps = 16 * every
+    off, between, at = [], [], []
+    for _ in range(reps):
+        ms, _ = ours_steps(c, steps, warmup, threads, shard)
+        off.append(statistics.median(m for _, m in ms))
+        ms, _ = ours_steps(c, steps, warmup, threads, shard, ["-p", str(every), "-o", os.path.join(OUT, "probes")])
+        between.append(statistics.median(m for n, m in ms if (n - 1) % every))
+        at.append(statistics.median(m for n, m in ms if (n - 1) % every == 0))
+        print(f"  probes rep {len(off)}/{reps}: off {off[-1]:.2f} ms, on between probe steps {between[-1]:.2f} ms, "
+              f"at probe steps {at[-1]:.1f} ms (load {loadavg()})", flush=True)
+    return statistics.median(off), statistics.median(between), statistics.median(at)
 
 
 def torch_env(threads):
@@ -141,13 +168,15 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count(), help="threads of both (default: cores)")
     ap.add_argument("--scaling", default="cfgM-gpt2",
                     help="configs also run with 1 thread, alternated with the others (default cfgM-gpt2; '' = none)")
+    ap.add_argument("--probes", default="classroom",
+                    help="config whose probe cost is measured (-p 0 against -p 8, alternated; '' = none)")
     ap.add_argument("--no-torch", action="store_true", help="time train_gpt2 only")
     ap.add_argument("--peak", type=float, default=0.0,
                     help="GFLOP/s for MFU instead of the peak measured now (on a busy machine the measured one is low)")
     ap.add_argument("--out", default=os.path.join(OUT, "latest.md"))
     a = ap.parse_args()
     names = [n for n in a.configs.split(",") if n]
-    for n in names + [n for n in a.scaling.split(",") if n]:
+    for n in names + [n for n in a.scaling.split(",") if n] + ([a.probes] if a.probes else []):
         if n not in CONFIGS:
             sys.exit(f"bench: unknown config '{n}' (have: {', '.join(CONFIGS)})")
     scaling = {n for n in a.scaling.split(",") if n}
@@ -181,6 +210,13 @@ def main():
                   f" (load {loadavg()})", flush=True)
         rows.append(dict(name=n, c=c, ours=statistics.median(A), torch=statistics.median(Bt) if Bt else None,
                          one=statistics.median(A1) if A1 else None, rss_a=rss_a, rss_b=rss_b, load=loadavg()))
+    probes = None
+    if a.probes:
+        c = CONFIGS[a.probes]
+        shard = os.path.join(OUT, f"random_V{c['V']}.bin")
+        if not os.path.exists(shard):
+            write_shard(shard, c["V"])
+        probes = probe_cost(c, a.reps, 8, a.warmup, a.threads, shard)
 
     # ---- the table ---------------------------------------------------------------------------
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
@@ -215,6 +251,11 @@ def main():
             lines.append(f"thread scaling, {r['name']}: 1 thread {r['one']:.1f} ms/step, {a.threads} threads "
                          f"{r['ours']:.1f} ms/step: {r['one'] / r['ours']:.2f}x "
                          f"(FMA peak scales {peak[a.threads] / peak[1]:.2f}x)")
+    if probes:
+        off, between, at = probes
+        lines += ["", f"probes, {a.probes} (doc/probes.md): -p 0 {off:.2f} ms/step; with every probe at -p 8, "
+                  f"the steps between probe steps {between:.2f} ms ({between / off:.3f}x of -p 0), "
+                  f"a probe step {at:.1f} ms ({at - off:.1f} ms of probes)"]
     text = "\n".join(lines) + "\n"
     print()
     print(text, end="")

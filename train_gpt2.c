@@ -684,9 +684,71 @@ static void edge_tile(int kc, const float* a, long sam, long sak, const float* b
         for (int j = 0; j < nr; j++) c[i * ldc + j] = tc[i * NR + j];
 }
 
+// The transposed copy of the forward pass: bp[k * NR + j] = b[j * sbn + k] for k < kc, j < NR (b's
+// rows past w read as zero). This plain loop is what it does; GCC cannot vectorize a transpose (each
+// element is a scalar load and a scalar store, and the profile of doc/performance.md found it about
+// a tenth of a GPT-2-sized step), so with AVX-512 and GCC the 16 x 16 blocks go through
+// transpose_block below and this loop only does the edges.
+static void pack_transposed_plain(float* bp, const float* b, long sbn, int k0, int kc, int j0, int j1, int w) {
+    for (int j = j0; j < j1; j++)
+        for (int k = k0; k < kc; k++) bp[k * NR + j] = j < w ? b[j * sbn + k] : 0.0f;
+}
+
+#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
+typedef float v16f __attribute__((vector_size(64), aligned(4)));   // may sit anywhere in W
+typedef int v16i __attribute__((vector_size(64)));
+
+// Transposes the 16 x 16 block whose rows are r[0..15], in registers. Stage b swaps the two
+// off-diagonal b x b blocks of every 2b x 2b block: the element at (row i, column c) whose bit b
+// differs between i and c moves to (i ^ b, c ^ b). After the stages b = 8, 4, 2, 1 every bit of the
+// row index has been swapped with the same bit of the column index: (i, c) -> (c, i). Each new row
+// is one two-register shuffle (__builtin_shuffle, GCC's generic vector shuffle: vpermt2ps).
+static inline void transpose_block(v16f r[16]) {
+    for (int b = 8; b >= 1; b /= 2) {
+        v16i lo, hi;   // indices 0-15 pick from the first register, 16-31 from the second
+        for (int c = 0; c < 16; c++) {
+            lo[c] = c & b ? 16 + c - b : c;   // row i (bit b clear) takes row i+b's block
+            hi[c] = c & b ? 16 + c : c + b;   // row i+b takes row i's block
+        }
+        for (int i = 0; i < 16; i++)
+            if (!(i & b)) {
+                v16f x = r[i], y = r[i + b];
+                r[i] = __builtin_shuffle(x, y, lo);
+                r[i + b] = __builtin_shuffle(x, y, hi);
+            }
+    }
+}
+
+static void pack_transposed(float* bp, const float* b, long sbn, int kc, int w) {
+    int k16 = kc / 16 * 16;
+    for (int j0 = 0; j0 < NR; j0 += 16) {
+        if (j0 + 16 > w) {   // a panel at the edge of Bm: plain
+            pack_transposed_plain(bp, b, sbn, 0, kc, j0, j0 + 16, w);
+            continue;
+        }
+        for (int k0 = 0; k0 < k16; k0 += 16) {
+            v16f r[16];
+            for (int i = 0; i < 16; i++) {   // 16 rows of W; W comes from DRAM, and 16 streams are more
+                const float* row = b + (long)(j0 + i) * sbn + k0;   // than the prefetcher follows:
+                __builtin_prefetch(row + 64);                       // ask for 4 lines ahead
+                r[i] = *(const v16f*)row;
+            }
+            transpose_block(r);
+            for (int i = 0; i < 16; i++) *(v16f*)(bp + (long)(k0 + i) * NR + j0) = r[i];         // 16 rows of bp
+        }
+        pack_transposed_plain(bp, b, sbn, k16, kc, j0, j0 + 16, w);
+    }
+}
+#else
+static void pack_transposed(float* bp, const float* b, long sbn, int kc, int w) {
+    pack_transposed_plain(bp, b, sbn, 0, kc, 0, NR, w);
+}
+#endif
+
 // Copies rows [0, kc) x columns [0, nc) of Bm into panels of NR columns: panel p holds, k by k, the
-// NR values Bm[k][p*NR + j]; columns past nc are zero. The loop order follows the stride that is 1:
-// along a row of Bm (sbn = 1) or down a column (sbk = 1, the transposed W of the forward pass).
+// NR values Bm[k][p*NR + j]; columns past nc are zero. Every product of the model reads Bm either
+// along its rows (sbn = 1) or down its columns (sbk = 1: the transposed W of the forward pass, k in
+// q k^T), and the copy follows the stride that is 1.
 static void pack_b(float* bp, const float* Bm, long sbk, long sbn, int kc, int nc) {
     for (int p = 0; p < nc; p += NR, bp += NR * kc) {
         int w = nc - p < NR ? nc - p : NR;
@@ -695,8 +757,7 @@ static void pack_b(float* bp, const float* Bm, long sbk, long sbn, int kc, int n
             for (int k = 0; k < kc; k++)
                 for (int j = 0; j < NR; j++) bp[k * NR + j] = j < w ? b[k * sbk + j] : 0.0f;
         } else {
-            for (int j = 0; j < NR; j++)
-                for (int k = 0; k < kc; k++) bp[k * NR + j] = j < w ? b[j * sbn + k * sbk] : 0.0f;
+            pack_transposed(bp, b, sbn, kc, w);   // sbk == 1
         }
     }
 }

@@ -44,8 +44,8 @@ test: test_gpt2 dev/labs/mlp_lab
 	else echo "skipped: nvcc not found, the CUDA targets were not built"; fi
 	./test_gpt2
 
-# The GPU trainer and its tests (doc/cuda.md). Not part of `make test`: they need nvcc to build and
-# a GPU to run. train_gpt2cu, like train_gpt2, depends on the corpus so that the headline command
+# The GPU trainer and its tests (doc/cuda.md). They need nvcc to build and a GPU to run; `make test`
+# builds and runs test_gpt2cu where nvcc exists (above). train_gpt2cu, like train_gpt2, depends on the corpus so that the headline command
 # `make train_gpt2cu && ./train_gpt2cu -g 1.0 -e 1e-12` works on a fresh clone.
 train_gpt2cu: train_gpt2.cu train_gpt2.c | data
 	$(NVCC) $(NVCCFLAGS) -o $@ train_gpt2.cu $(NVLDLIBS)

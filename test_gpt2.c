@@ -906,6 +906,14 @@ static int files_equal(const char* a, const char* b) {
     return eq;
 }
 
+// files_equal on the file NAME of two run directories
+static int run_files_equal(const char* run_a, const char* run_b, const char* name) {
+    char a[1024], b[1024];
+    snprintf(a, sizeof(a), "%s/%s", run_a, name);
+    snprintf(b, sizeof(b), "%s/%s", run_b, name);
+    return files_equal(a, b);
+}
+
 #define SMALL "-L 2 -C 32 -H 4 -K 2 -t 16 -b 4 -v 4 -m 2 -S 16 -u 3"
 
 static void test_resume_and_determinism(void) {
@@ -928,9 +936,9 @@ static void test_resume_and_determinism(void) {
         check(ok, "%s: losses of steps 7-12 after resuming equal the uninterrupted run's, to the last digit", presets[pi]);
         free(la);
         free(lb);
-        snprintf(a, sizeof(a), "%s/full%d/ckpt_000012.bin", tmpdir, pi);
-        snprintf(b, sizeof(b), "%s/resumed%d/ckpt_000012.bin", tmpdir, pi);
-        check(files_equal(a, b), "%s: final checkpoints (weights, AdamW state, generators) are byte-identical", presets[pi]);
+        snprintf(a, sizeof(a), "%s/full%d", tmpdir, pi);
+        snprintf(b, sizeof(b), "%s/resumed%d", tmpdir, pi);
+        check(run_files_equal(a, b, "ckpt_000012.bin"), "%s: final checkpoints (weights, AdamW state, generators) are byte-identical", presets[pi]);
     }
     snprintf(flags, sizeof(flags), SMALL " -x 12 -n 6 -o %s/again0", tmpdir);
     run_trainer(flags);
@@ -1403,9 +1411,9 @@ static void test_probes_trainer(void) {
         check(la && lb && strlen(la) > 0 && strcmp(la, lb) == 0, "%s: probes on and off give the same losses, to the last digit", presets[pi]);
         free(la);
         free(lb);
-        snprintf(a, sizeof(a), "%s/noprobe%d/ckpt_000012.bin", tmpdir, pi);
-        snprintf(b, sizeof(b), "%s/probe%d/ckpt_000012.bin", tmpdir, pi);
-        check(files_equal(a, b), "%s: and byte-identical final checkpoints", presets[pi]);
+        snprintf(a, sizeof(a), "%s/noprobe%d", tmpdir, pi);
+        snprintf(b, sizeof(b), "%s/probe%d", tmpdir, pi);
+        check(run_files_equal(a, b, "ckpt_000012.bin"), "%s: and byte-identical final checkpoints", presets[pi]);
         // every probe of the default set, at every probe step (spike at every step), all valid numbers
         snprintf(b, sizeof(b), "%s/probe%d/log.jsonl", tmpdir, pi);
         char* log = read_text(b, NULL);
@@ -1599,12 +1607,10 @@ static void test_device_engine(void) {
               "%s: losses and all %d probe lines equal the CPU engine's, to the last digit", presets[pi], probes);
         free(la);
         free(lb);
-        snprintf(a, sizeof(a), "%s/engine%d_0/ckpt_000006.bin", tmpdir, pi);
-        snprintf(b, sizeof(b), "%s/engine%d_1/ckpt_000006.bin", tmpdir, pi);
-        check(files_equal(a, b), "%s: byte-identical final checkpoints", presets[pi]);
-        snprintf(a, sizeof(a), "%s/engine%d_0/tok.csv", tmpdir, pi);
-        snprintf(b, sizeof(b), "%s/engine%d_1/tok.csv", tmpdir, pi);
-        check(files_equal(a, b), "%s: identical token-loss dumps", presets[pi]);
+        snprintf(a, sizeof(a), "%s/engine%d_0", tmpdir, pi);
+        snprintf(b, sizeof(b), "%s/engine%d_1", tmpdir, pi);
+        check(run_files_equal(a, b, "ckpt_000006.bin"), "%s: byte-identical final checkpoints", presets[pi]);
+        check(run_files_equal(a, b, "tok.csv"), "%s: identical token-loss dumps", presets[pi]);
     }
 }
 

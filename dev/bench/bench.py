@@ -72,12 +72,16 @@ def run_measured(cmd, env):
     return out, usage.ru_maxrss / 1024.0
 
 
-def write_shard(path, V, n=1 << 18):
-    """n uniformly random token ids below V, as an llm.c token shard (int32 header, uint16 ids)."""
-    rng = random.Random(V)
-    with open(path, "wb") as f:
-        f.write(array.array("i", [20240520, 1, n] + [0] * 253).tobytes())
-        f.write(array.array("H", [rng.randrange(V) for _ in range(n)]).tobytes())
+def random_shard(V, n=1 << 18):
+    """The path of out/bench/random_V{V}.bin: n uniformly random token ids below V, as an llm.c token
+    shard (int32 header, uint16 ids), written on first use."""
+    path = os.path.join(OUT, f"random_V{V}.bin")
+    if not os.path.exists(path):
+        rng = random.Random(V)
+        with open(path, "wb") as f:
+            f.write(array.array("i", [20240520, 1, n] + [0] * 253).tobytes())
+            f.write(array.array("H", [rng.randrange(V) for _ in range(n)]).tobytes())
+    return path
 
 
 def ours_steps(c, steps, warmup, threads, shard, extra=()):
@@ -189,9 +193,7 @@ def main():
     rows, torch_info = [], None
     for n in names:
         c = CONFIGS[n]
-        shard = os.path.join(OUT, f"random_V{c['V']}.bin")
-        if not os.path.exists(shard):
-            write_shard(shard, c["V"])
+        shard = random_shard(c["V"])
         steps = a.steps * STEP_FACTOR.get(n, 1)
         A, Bt, A1, rss_a, rss_b = [], [], [], 0.0, 0.0
         for rep in range(a.reps):
@@ -213,10 +215,7 @@ def main():
     probes = None
     if a.probes:
         c = CONFIGS[a.probes]
-        shard = os.path.join(OUT, f"random_V{c['V']}.bin")
-        if not os.path.exists(shard):
-            write_shard(shard, c["V"])
-        probes = probe_cost(c, a.reps, 8, a.warmup, a.threads, shard)
+        probes = probe_cost(c, a.reps, 8, a.warmup, a.threads, random_shard(c["V"]))
 
     # ---- the table ---------------------------------------------------------------------------
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()

@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
             continue;
         }
         if (kind == 1) x = (int)rng_below(KEYS);
-        int y = kind == 1 ? mod26(x + shift[HELD_A] + shift[HELD_B]) : mod26(x + SYM_SHIFT);
+        int y = kind == 1 ? answer(x, HELD_A, HELD_B) : answer(x, HELD_B, HELD_A);   // compositional : symmetric
         put_line(f, x, HELD_A, HELD_B, y);
     }
     // train_gpt2 reads T+1 bytes per row: one more line so the last block's row is complete.

@@ -26,12 +26,6 @@ typedef enum { A_IDENTITY, A_RELU, A_LEAKY, A_TANH, A_SIGMOID, A_GELU, A_SILU, N
 static const char* act_names[NUM_ACTS] = {"identity", "relu", "leaky_relu", "tanh", "sigmoid", "gelu", "silu"};
 #define LEAKY_SLOPE 0.01f       // torch's default negative_slope
 
-static Act parse_act(const char* s) {
-    for (int a = 0; a < NUM_ACTS; a++) if (strcmp(s, act_names[a]) == 0) return (Act)a;
-    fatal("unknown activation '%s' (identity relu leaky_relu tanh sigmoid gelu silu)", s);
-    return A_IDENTITY;
-}
-
 static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 // out = phi(in), elementwise; GELU is train_gpt2.c's own kernel (the tanh form GPT-2 uses)
@@ -476,8 +470,10 @@ static TrainResult mlp_train(MLP* n, const Data* tr, const Data* va, TrainSpec* 
         if (ts->clip > 0.0f) {
             double sq = 0.0;
             for (size_t i = 0; i < n->num_params; i++) sq += (double)n->grads[i] * n->grads[i];
-            if (sqrt(sq) > ts->clip)
-                for (size_t i = 0; i < n->num_params; i++) n->grads[i] *= (float)(ts->clip / sqrt(sq));
+            if (sqrt(sq) > ts->clip) {
+                float scale = (float)(ts->clip / sqrt(sq));
+                for (size_t i = 0; i < n->num_params; i++) n->grads[i] *= scale;
+            }
         }
         opt_step(n, &ts->opt);
     }
@@ -593,6 +589,11 @@ typedef struct {
     uint64_t seed;
 } LabOptions;
 
+// The optimizer of a training lab: -O and -r when given, else SGD at the lab's own learning rate.
+static Opt lab_opt(const LabOptions* o, float lr_default) {
+    return opt_make(o->opt ? o->opt : "sgd", o->lr > 0 ? o->lr : lr_default);
+}
+
 // The training labs multiply 64 x 64 matrices: one OpenMP fork/join per kernel costs more than the
 // work, and on a loaded machine a thread waiting at a barrier costs far more (30x measured here).
 static void one_thread(void) {
@@ -680,18 +681,18 @@ static void run_stack_logged(FILE* f, const char* section, const StackSpec* sp) 
 
 static void lab_explode(const LabOptions* o) {
     FILE* f = csv_open(o->out);
-    int d = o->width ? o->width : 512, depth = o->depth ? o->depth : 20;
+    int d = o->width ? o->width : 512, depth = o->depth ? o->depth : 20, B = o->batch ? o->batch : 64;
     const char* schemes[] = {"normal:1", "normal:0.01", "kaiming_normal:relu"};
     // seed 002 ch. 0's code: 20 ReLU layers, batch 64, width 512
     for (int i = 0; i < 3; i++) {
-        StackSpec sp = {d, depth, o->batch ? o->batch : 64, A_RELU, schemes[i], NULL, 1.0, o->seed};
+        StackSpec sp = {d, depth, B, A_RELU, schemes[i], NULL, 1.0, o->seed};
         run_stack_logged(f, "relu", &sp);
     }
     // where fp32 gives out: the N(0,1) stacks continued to 64 layers, ReLU and linear (seed 002 ch. 1's
     // numpy code is the linear one; its 512^n table is the variance of that stack)
-    StackSpec relu = {d, 64, o->batch ? o->batch : 64, A_RELU, "normal:1", NULL, 1.0, o->seed};
+    StackSpec relu = {d, 64, B, A_RELU, "normal:1", NULL, 1.0, o->seed};
     run_stack_logged(f, "overflow_relu", &relu);
-    StackSpec lin = {d, 64, o->batch ? o->batch : 64, A_IDENTITY, "normal:1", NULL, 1.0, o->seed};
+    StackSpec lin = {d, 64, B, A_IDENTITY, "normal:1", NULL, 1.0, o->seed};
     run_stack_logged(f, "overflow_linear", &lin);
     fclose(f);
 }
@@ -926,7 +927,7 @@ static void lab_symmetry(const LabOptions* o) {
     for (int i = 0; i < 3; i++) {
         mlp_build(&n, &cfg, 64);
         mlp_init(&n, schemes[i], 0, o->seed);
-        TrainSpec ts = {steps, 32, 0, 0.0f, 0.0f, opt_make(o->opt ? o->opt : "sgd", o->lr > 0 ? o->lr : 0.02f)};
+        TrainSpec ts = {steps, 32, 0, 0.0f, 0.0f, lab_opt(o, 0.02f)};
         for (int chunk = 0; chunk <= steps; chunk += steps / 10) {
             csv_row(f, "digits", schemes[i], chunk, "spread_layer0", row_spread(&n, 0));
             csv_row(f, "digits", schemes[i], chunk, "spread_layer1", row_spread(&n, 1));
@@ -971,7 +972,7 @@ static void lab_race(const LabOptions* o) {
                 mlp_init(&n, schemes[si], 0, o->seed);
                 // deep plain nets under SGD + momentum blow up on their first large gradients
                 // (He at depth 32 went to NaN unclipped); clipping at norm 1 is the usual guard
-                TrainSpec ts = {steps, 64, every, 0.0f, 1.0f, opt_make(o->opt ? o->opt : "sgd", o->lr > 0 ? o->lr : 0.01f)};
+                TrainSpec ts = {steps, 64, every, 0.0f, 1.0f, lab_opt(o, 0.01f)};
                 TrainResult r = mlp_train(&n, &tr, &va, &ts, o->seed + 1, curve);
                 char series[64];
                 snprintf(series, sizeof(series), "%s|%s|%d", labels[si], act_names[acts[ai]], depths[di]);
@@ -1007,11 +1008,10 @@ static void lab_sweep(const LabOptions* o) {
             mlp_init(&n, scheme, 0, o->seed + 1000 * s);
             // at init: one batch forward and backward
             float loss0 = mlp_forward(&n, tr.x, tr.y, B);
-            for (int l = 0; l < cfg.L; l++) {
+            for (int l = 0; l < cfg.L - 1; l++) {   // the hidden layers (the last one is the softmax)
                 char metric[32];
                 snprintf(metric, sizeof(metric), "init_std_L%d", l + 1);
-                Stats st = stats_of(n.out[l], NULL, (long)B * cfg.dims[l + 1]);
-                if (l < cfg.L - 1) csv_row(f, "sweep", series, sigma, metric, st.std);
+                csv_row(f, "sweep", series, sigma, metric, stats_of(n.out[l], NULL, (long)B * cfg.dims[l + 1]).std);
             }
             memset(n.grads, 0, n.num_params * sizeof(float));
             if (isfinite(loss0)) mlp_backward(&n, B);
@@ -1022,7 +1022,7 @@ static void lab_sweep(const LabOptions* o) {
                 csv_row(f, "sweep", series, sigma, metric, sqrt(mean_square(GRAD(&n, n.W[l]), cnt) * cnt));
             }
             csv_row(f, "sweep", series, sigma, "init_loss", loss0);
-            TrainSpec ts = {steps, B, every, 0.0f, 0.0f, opt_make(o->opt ? o->opt : "sgd", o->lr > 0 ? o->lr : 0.01f)};
+            TrainSpec ts = {steps, B, every, 0.0f, 0.0f, lab_opt(o, 0.01f)};
             TrainResult r = mlp_train(&n, &tr, &va, &ts, o->seed + 1 + 1000 * s, curve);
             char cs[64];
             snprintf(cs, sizeof(cs), "s%d|%.3g", s, sigma);
@@ -1054,14 +1054,13 @@ static void lab_xavier_kaiming(const LabOptions* o) {
     // the held-out accuracy
     int early = 50;
     double hit[3][64], ear[3][64], fin[3][64], acc[3][64];
-    if (seeds > 64) fatal("-n must be at most 64 for this lab");
     float* curve = xmalloc((steps + 1) * sizeof(float));
     for (int s = 0; s < seeds; s++)
         for (int i = 0; i < 3; i++) {
             MLP n;
             mlp_build(&n, &cfg, 64);
             mlp_init(&n, schemes[i], 0, o->seed + 17 * s);
-            TrainSpec ts = {steps, 16, 1, target, 0.0f, opt_make(o->opt ? o->opt : "sgd", o->lr > 0 ? o->lr : 0.01f)};
+            TrainSpec ts = {steps, 16, 1, target, 0.0f, lab_opt(o, 0.01f)};
             TrainResult r = mlp_train(&n, &tr, &va, &ts, o->seed + 1 + 17 * s, curve);
             // a run that never reaches the target counts as steps + 1 iterations (censored)
             hit[i][s] = r.hit_step >= 0 ? r.hit_step : steps + 1;
@@ -1072,11 +1071,9 @@ static void lab_xavier_kaiming(const LabOptions* o) {
             csv_row(f, "runs", schemes[i], s, "early_train_loss", ear[i][s]);
             csv_row(f, "runs", schemes[i], s, "final_train_loss", fin[i][s]);
             csv_row(f, "runs", schemes[i], s, "val_acc", acc[i][s]);
-            for (int k = 0; k <= steps; k += 5) {
-                char series[64];
-                snprintf(series, sizeof(series), "%s|%d", schemes[i], s);
-                csv_row(f, "curve", series, k, "train_loss", curve[k]);
-            }
+            char series[64];
+            snprintf(series, sizeof(series), "%s|%d", schemes[i], s);
+            for (int k = 0; k <= steps; k += 5) csv_row(f, "curve", series, k, "train_loss", curve[k]);
             mlp_free(&n);
         }
     const char* what[] = {"iters_to_target", "early_train_loss", "final_train_loss", "val_acc"};
@@ -1142,9 +1139,11 @@ static void lab_gains(const LabOptions* o) {
     init_normal(&g, zmc, nmc, 0.0f, 1.0f);
     for (long i = 0; i < nmc; i++) { zmcd[i] = zmc[i]; wmc[i] = 1.0 / nmc; }
     for (int ai = 0; ai < 4; ai++) {
+        double c1 = 0.0, d1 = 0.0;   // the quadrature's c(1), d(1)
         for (int qi = 0; qi < 8; qi++) {
             double cq, dq, cm, dm;
             moments(acts[ai], qs[qi], zq, QUAD_N, wq, &cq, &dq);
+            if (qs[qi] == 1.0) { c1 = cq; d1 = dq; }
             moments(acts[ai], qs[qi], zmcd, nmc, wmc, &cm, &dm);
             csv_row(f, "quad", act_names[acts[ai]], qs[qi], "c", cq);
             csv_row(f, "quad", act_names[acts[ai]], qs[qi], "d", dq);
@@ -1153,8 +1152,6 @@ static void lab_gains(const LabOptions* o) {
         }
         // 32-layer stacks, z_1 ~ N(0,1) (layer 1 at 1/fan_in), then layers 2..32 with gain g:
         // calculate_gain's value, sqrt 2 (seed 001's "gain = 2.0" on the variance), and 1/sqrt(c(1))
-        double c1, d1;
-        moments(acts[ai], 1.0, zq, QUAD_N, wq, &c1, &d1);
         double gains[3] = {calculate_gain(act_names[acts[ai]], NAN), sqrt(2.0), 1.0 / sqrt(c1)};
         const char* gname[3] = {"calculate_gain", "sqrt2", "quadrature"};
         for (int gi = 0; gi < 3; gi++) {

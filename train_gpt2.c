@@ -594,7 +594,8 @@ static void init_sparse(Rng* g, float* w, int rows, int cols, float sparsity, fl
 // into AVX-512 / AVX2 code: x = n ln2 + r with n = round(x / ln2) and |r| <= ln2 / 2; exp(r) by its
 // Taylor series to degree 7 (truncation error r^8/8! < 6e-9); 2^n by writing n + 127 into the
 // exponent bits of a float. Relative error about 1e-7 (1-2 ulp) against expf; exp(x) below
-// exp(-87.33), the smallest normal float, is 0; above 88.72 it is +inf; NaN stays NaN.
+// exp(-87.33), the smallest normal float, is 0; from x = 88.38 (where n rounds to 128) it is +inf,
+// a little before expf overflows at 88.72; NaN stays NaN.
 HOSTDEV static inline float vexpf(float x) {
     float xc = x < -88.0f ? -88.0f : x > 88.8f ? 88.8f : x;    // keeps n in [-127, 128]
     // round to nearest: adding 1.5 * 2^23 pushes the fraction bits out of the float
@@ -770,12 +771,13 @@ static void gemm(int M, int N, int K, const float* A, long sam, long sak, const 
                  float* Cm, long ldc, int accumulate) {
     // Small products would leave threads idle with MC-row tiles: cut rows finer, to at least two
     // tiles per thread (a multiple of MR rows; results do not depend on it). Called inside a
-    // parallel region (attention, one head per thread), gemm runs on the calling thread alone.
+    // parallel region (attention, one head per thread), gemm runs on the calling thread alone, with
+    // whole tiles (finer ones would only pack the same Bm block again).
     int threads = in_parallel() ? 1 : thread_count();
     int nt = (N + NC - 1) / NC, mc = MC;
-    while (mc > MR && (long)nt * ((M + mc - 1) / mc) < 2L * threads) mc -= MR;
+    while (threads > 1 && mc > MR && (long)nt * ((M + mc - 1) / mc) < 2L * threads) mc -= MR;
     int mt = (M + mc - 1) / mc;
-    #pragma omp parallel for collapse(2) schedule(dynamic)
+    #pragma omp parallel for collapse(2) schedule(dynamic) if (threads > 1)
     for (int jt = 0; jt < nt; jt++)
         for (int it = 0; it < mt; it++) {
             int i0 = it * mc, j0 = jt * NC;
@@ -994,7 +996,8 @@ static void attention_forward(float* y, float* att, const float* q, const float*
 }
 
 // Floats of scratch attention_backward needs: one ATT_QB x T block of dP per thread.
-static long attention_scratch_floats(int T) { return (long)thread_count() * (T < ATT_QB ? T : ATT_QB) * T; }
+static long attention_scratch_per_thread(int T) { return (long)(T < ATT_QB ? T : ATT_QB) * T; }
+static long attention_scratch_floats(int T) { return thread_count() * attention_scratch_per_thread(T); }
 
 // With P = scale * q k^T and A = softmax(P), per head and block of query rows:
 //   dA = dy v^T ;  dP[t,s] = A[t,s] (dA[t,s] - sum_s' A[t,s'] dA[t,s'])
@@ -1008,7 +1011,7 @@ static void attention_backward(float* dq, float* dk, float* dv, float* scratch, 
     #pragma omp parallel for collapse(2) schedule(dynamic)
     for (int b = 0; b < B; b++)
         for (int kh = 0; kh < KVH; kh++) {
-            float* dp = scratch + (long)thread_id() * (T < ATT_QB ? T : ATT_QB) * T;
+            float* dp = scratch + thread_id() * attention_scratch_per_thread(T);
             const float* kb = k + (long)b * T * kvd + kh * hd;
             const float* vb = v + (long)b * T * kvd + kh * hd;
             float* dkb = dk + (long)b * T * kvd + kh * hd;
@@ -1096,6 +1099,8 @@ static void gelu_backward(float* dinp, const float* inp, const float* dout, long
 
 // SwiGLU (llama preset): out = silu(a) * u with silu(a) = a * sigmoid(a); a = x W_gate^T, u = x W_up^T.
 // d silu(a)/da = s (1 + a (1 - s)) with s = sigmoid(a).
+HOSTDEV static inline float swiglu_of(float a, float u) { return a / (1.0f + vexpf(-a)) * u; }
+
 HOSTDEV static inline void swiglu_grad_of(float a, float u, float dout, float* da, float* du) {
     float s = sigmoid_of(a);
     *du = dout * a * s;
@@ -1104,7 +1109,7 @@ HOSTDEV static inline void swiglu_grad_of(float a, float u, float dout, float* d
 
 static void swiglu_forward(float* out, const float* a, const float* u, long N) {
     #pragma omp parallel for schedule(static)
-    for (long i = 0; i < N; i++) out[i] = a[i] / (1.0f + vexpf(-a[i])) * u[i];
+    for (long i = 0; i < N; i++) out[i] = swiglu_of(a[i], u[i]);
 }
 
 static void swiglu_backward(float* da, float* du, const float* a, const float* u, const float* dout, long N) {
@@ -1500,7 +1505,8 @@ static float model_forward(Model* m, const int* tokens, const int* targets, int 
     return m->loss;
 }
 
-// In parallel: on a large model this is a pass over hundreds of MB, and two cores write faster than one.
+// A pass over every gradient (hundreds of MB on a large model), split between the threads like
+// AdamW's; it is memory-bound, so a second core helps only as far as the memory bus allows.
 static void model_zero_grad(Model* m) {
     #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < m->num_params; i++) m->grads[i] = 0.0f;
@@ -2816,7 +2822,7 @@ static void init_report(Model* m, const InitSpec* spec, const int* tokens, int B
             symmetric++;
         }
     }
-    if (c->attn_scale != 1.0f / sqrtf((float)(c->C / c->H)) || c->logit_scale != 1.0f)
+    if (spec->mup)
         printf("muP: attention scale %.6g (1/d_head), logit multiplier %.6g (1/width_mult, base width %d)\n",
                (double)c->attn_scale, (double)c->logit_scale, spec->mup_base);
     model_forward(m, tokens, NULL, B, T);
@@ -3614,8 +3620,7 @@ static void run_header(const Run* r, const Engine* e) {
 static void host_recompute(Run* r, const Engine* e, const int* inp, const int* tgt) {
     e->to_host(e->ctx);
     model_forward(&r->model, inp, tgt, r->o.B, r->o.T);
-    model_zero_grad(&r->model);
-    model_backward(&r->model, r->o.B, r->o.T);
+    cpu_backward(&r->model, r->o.B, r->o.T);
 }
 
 static void run_train(Run* r, const Engine* e) {

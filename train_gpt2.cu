@@ -484,7 +484,7 @@ __global__ void gelu_backward_kernel(float* dinp, const float* inp, const float*
 
 __global__ void swiglu_forward_kernel(float* out, const float* a, const float* u, long N) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < N) out[i] = a[i] / (1.0f + vexpf(-a[i])) * u[i];
+    if (i < N) out[i] = swiglu_of(a[i], u[i]);
 }
 
 __global__ void swiglu_backward_kernel(float* da, float* du, const float* a, const float* u, const float* dout, long N) {

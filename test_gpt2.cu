@@ -116,8 +116,7 @@ static void test_gpu_fixture(const char* path, int tf32) {
         check(loss2 == loss && memcmp(first, m.grads, m.num_params * sizeof(float)) == 0,
               "%s: a second GPU forward/backward gives the same loss and gradients bit for bit", base);
         free(first);
-        Engine e = {"gpu", &gm, gpu_engine_forward, gpu_engine_probs, gpu_engine_backward, gpu_engine_grad_norm,
-                    gpu_engine_update, gpu_engine_to_host};
+        Engine e = gpu_engine(&gm, "gpu");
         fixture_check_steps(&fx, base, "GPU ", &e, &m, inp, tgt, B, T, &o);
     }
     gpu_model_free(&gm);

@@ -965,6 +965,11 @@ static void gpu_engine_update(void* gm, const OptConfig* o, float lr, int t, flo
 }
 static void gpu_engine_to_host(void* gm) { gpu_download_state((GpuModel*)gm); }
 
+static Engine gpu_engine(GpuModel* gm, const char* device) {
+    return (Engine){device, gm, gpu_engine_forward, gpu_engine_probs, gpu_engine_backward, gpu_engine_grad_norm,
+                    gpu_engine_update, gpu_engine_to_host};
+}
+
 // Flags of this binary only, taken out of argv before the shared parse_args sees it.
 static int take_gpu_flags(int* argc, char** argv, int* tf32) {
     int out = 1;
@@ -1003,8 +1008,7 @@ int main(int argc, char** argv) {
     cudaCheck(cudaGetDeviceProperties(&prop, 0));
     char device[300];
     snprintf(device, sizeof(device), "%s, %s", prop.name, tf32 ? "TF32 matmuls" : "float32 matmuls");
-    Engine e = {device, &gm, gpu_engine_forward, gpu_engine_probs, gpu_engine_backward, gpu_engine_grad_norm,
-                gpu_engine_update, gpu_engine_to_host};
+    Engine e = gpu_engine(&gm, device);
     run_train(&r, &e);
     gpu_model_free(&gm);
     cublasCheck(cublasDestroy(g_blas));

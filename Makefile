@@ -10,6 +10,8 @@ NVCC ?= nvcc
 NVCCFLAGS ?= -O3 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
 NVCCFLAGS += -Xcompiler -Wall,-Wextra,-Wno-unused-function,-fopenmp
 NVLDLIBS = -lcublas -lgomp -lm
+# The dev/ tools run on Debian's python3 (python3-torch, -numpy, -matplotlib; make deps).
+PYTHON ?= /usr/bin/python3
 
 .PHONY: all test data data-gpt2 clean help deps bench
 all: train_gpt2 test_gpt2
@@ -60,7 +62,7 @@ data: data/moby_train.txt data/moby_val.txt
 # flags to the driver, e.g. make bench BENCH_ARGS="--configs cfgM-gpt2 --reps 1".
 bench: dev/bench/fma_peak
 	$(CC) $(CFLAGS) -o train_gpt2 train_gpt2.c $(LDLIBS)
-	/usr/bin/python3 dev/bench/bench.py $(BENCH_ARGS)
+	$(PYTHON) dev/bench/bench.py $(BENCH_ARGS)
 
 dev/bench/fma_peak: dev/bench/fma_peak.c
 	$(CC) -O2 -march=native -fopenmp -Wall -Wextra -o $@ $<
@@ -93,7 +95,6 @@ clean:
 # all nine. The datasets are fetched into data_labs/ (git-ignored) by dev/labs/fetch_data.sh.
 LABS_I := explode xavier orthogonal residual symmetry race sweep xavier_kaiming gains
 LABS_I_DATA := data_labs/mnist.csv data_labs/wine.csv data_labs/digits.csv data_labs/breast_cancer.csv
-LAB_PYTHON ?= /usr/bin/python3
 .PHONY: labs-variance lab-selftest data-labs $(addprefix lab-,$(LABS_I))
 
 dev/labs/mlp_lab: dev/labs/mlp_lab.c train_gpt2.c
@@ -103,15 +104,15 @@ lab-selftest: dev/labs/mlp_lab
 	dev/labs/mlp_lab selftest
 
 data-labs: $(LABS_I_DATA)
-$(LABS_I_DATA):
+$(LABS_I_DATA) &:   # one run of the script writes all four
 	dev/labs/fetch_data.sh
 
 $(addprefix lab-,$(LABS_I)): lab-%: dev/labs/mlp_lab dev/labs/plot_labs.py | $(LABS_I_DATA)
 	nice -n 10 dev/labs/mlp_lab $* -o doc/labs/$*.csv
-	$(LAB_PYTHON) dev/labs/plot_labs.py $*
+	$(PYTHON) dev/labs/plot_labs.py $*
 
 labs-variance: $(addprefix lab-,$(LABS_I))
-	$(LAB_PYTHON) dev/labs/plot_labs.py index
+	$(PYTHON) dev/labs/plot_labs.py index
 
 # ---- labs II: small initialization, complexity control and muP in the transformer --------------
 # doc/labs/README_llm.md. Each `make lab-NAME` trains the runs it needs with ./train_gpt2 (cached in
@@ -125,7 +126,7 @@ LABS_LLM := norm-eps sinks resflow how-small tokens condense complexity qkv mup 
 labs-llm: $(addprefix lab-,$(LABS_LLM))
 
 $(addprefix lab-,$(LABS_LLM)): lab-%: train_gpt2
-	/usr/bin/python3 dev/labs/llm_labs.py $(subst -,_,$*) $(LAB_FLAGS)
+	$(PYTHON) dev/labs/llm_labs.py $(subst -,_,$*) $(LAB_FLAGS)
 
 # lab-compose's task generator (dev/labs/llm_compose.c)
 dev/labs/llm_compose: dev/labs/llm_compose.c

@@ -1,7 +1,7 @@
 """`make bench`: training-step speed of train_gpt2 against PyTorch, on this machine, in one command.
 
     make bench                                     # everything (about 10 minutes on 2 quiet cores)
-    /usr/bin/python3 dev/bench/bench.py --configs cfgM-gpt2,classroom --reps 2 --no-scaling
+    /usr/bin/python3 dev/bench/bench.py --configs cfgM-gpt2,classroom --reps 2 --scaling ''
 
 For each configuration the trainer (./train_gpt2, built by `make bench`) and the same model and step
 in PyTorch (dev/bench/torch_step.py, on dev/ref/model.py) run alternately, A B A B ..., `--reps`
@@ -154,13 +154,10 @@ def loadavg():
 
 
 def machine():
-    cpu = "unknown CPU"
-    for line in open("/proc/cpuinfo"):
-        if line.startswith("model name"):
-            cpu = line.split(":", 1)[1].strip()
-            break
-    flags = open("/proc/cpuinfo").read()
-    return f"{cpu}, {os.cpu_count()} cores{', AVX-512' if 'avx512f' in flags else ''}"
+    info = open("/proc/cpuinfo").read()
+    names = re.findall(r"^model name\s*:\s*(.+)$", info, re.M)
+    cpu = names[0].strip() if names else "unknown CPU"
+    return f"{cpu}, {os.cpu_count()} cores{', AVX-512' if 'avx512f' in info else ''}"
 
 
 def main():
@@ -180,10 +177,10 @@ def main():
     ap.add_argument("--out", default=os.path.join(OUT, "latest.md"))
     a = ap.parse_args()
     names = [n for n in a.configs.split(",") if n]
-    for n in names + [n for n in a.scaling.split(",") if n] + ([a.probes] if a.probes else []):
+    scaling = {n for n in a.scaling.split(",") if n}
+    for n in names + sorted(scaling) + ([a.probes] if a.probes else []):
         if n not in CONFIGS:
             sys.exit(f"bench: unknown config '{n}' (have: {', '.join(CONFIGS)})")
-    scaling = {n for n in a.scaling.split(",") if n}
     os.chdir(ROOT)
     os.makedirs(OUT, exist_ok=True)
 

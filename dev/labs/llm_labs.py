@@ -25,10 +25,8 @@ import numpy as np
 
 from llm_runs import (ROOT, Runner, flags, final_val, fmt, label_axes, last_probe_step, log, plt, probe, save, spread,
                       write_csv)
-
-sys.path.insert(0, os.path.join(ROOT, "dev", "plot"))
-from compare_tokens import delta_sym, difficulty_bins, read_dump  # noqa: E402
-from heatmap import read_cossim  # noqa: E402
+from compare_tokens import delta_sym, difficulty_bins, read_dump  # dev/plot, on sys.path through llm_runs
+from heatmap import read_cossim
 
 # The two sizes. cpu: L=4, C=128 byte-level llama-style model, 500 steps, about 40 s per run on one
 # quiet core (labs 7, 8 and 10 use C=64 to fit the time); gpu: a GPT-2-small-sized model, 5000 steps.
@@ -542,8 +540,8 @@ def lab_complexity(lab):
 def lab_qkv(lab):
     sc, q = lab.sc, lab.sc["qkv"]
     L = 12
-    specs = {s: (f"qkv_s{s}", flags(a="gpt2", L=L, C=q["C"], H=q["H"], b=sc["b"], t=sc["t"], x=q["x"], u=sc["u"],
-                                    v=sc["v"], m=10, S=1, r=s, p=q["p"], probes="weight"))
+    specs = {s: (f"qkv_s{s}", lab.model(a="gpt2", L=L, C=q["C"], H=q["H"], x=q["x"], m=10)
+                 + flags(r=s, p=q["p"], probes="weight"))
              for s in sc["qkv_seeds"]}
     dirs = lab.run(specs)
     rows, first = [], {}
@@ -599,28 +597,16 @@ def spearman(x, y):
 
 # ---- lab 9: muP (seed 001 §5.4-5.6) -------------------------------------------------------------------
 
-def mup_supported(binary):
-    """Whether the trainer knows -I mup: a zero-step run of a tiny model is refused if not."""
-    r = subprocess.run([binary, "-a", "llama", "-I", "mup", "-L", "1", "-C", "16", "-H", "1", "-x", "0", "-m", "0", "-S", "1"],
-                       capture_output=True, text=True, cwd=ROOT)
-    return r.returncode == 0
-
-
 def lab_mup(lab):
     sc, mp = lab.sc, lab.sc["mup"]
     # SP: the init muP reduces to at its base width (Var 1/fan_in, embeddings N(0, 1)), but one global
     # lr, a random readout and 1/sqrt(d_head) attention (Tensor Programs V's standard parameterization).
-    params = {"SP": "gamma:0.5,emb=normal:1"}
-    if mup_supported(lab.cpu.binary):
-        params["muP"] = "mup"
-    else:
-        print("  train_gpt2 has no -I mup yet: only the standard-parameterization half runs")
+    params = {"SP": "gamma:0.5,emb=normal:1", "muP": "mup"}
     coord = {p: (f"coord_{p}", flags(a="llama", L=mp["L"], H=4, b=sc["b"], t=sc["t"], S=1, u=0, q=1, m=0, I=init,
                                       coord_check=1, coord_widths=sc["coord_widths"]))
              for p, init in params.items()}
     sweep = {(p, w, lr): (f"mup_{p}_w{w}_lr{fmt(lr)}",
-                          flags(a="llama", L=mp["L"], C=w, H=4, b=sc["b"], t=sc["t"], x=mp["x"], u=sc["u"], v=100,
-                                m=10, S=1, l=lr, r=1, I=init))
+                          lab.model(L=mp["L"], C=w, H=4, x=mp["x"], v=100, m=10) + flags(l=lr, r=1, I=init))
              for p, init in params.items() for w in mp["widths"] for lr in mp["lrs"]}
     cdirs, sdirs = lab.run(coord), lab.run(sweep)
     crow = []
@@ -698,7 +684,7 @@ def compose_scores(val_text, dump):
 
 
 def lab_compose(lab):
-    sc, cp = lab.sc, lab.sc["compose"]
+    cp = lab.sc["compose"]
     prefix = compose_data()
     with open(os.path.join(ROOT, prefix + "_val.txt"), "rb") as f:
         val_text = f.read()
@@ -706,9 +692,9 @@ def lab_compose(lab):
     # The runs of cp["x"] steps, and one longer run per gamma (does a slow start end?).
     runs = [(g, s, cp["x"]) for g in (0.5, 1.0) for s in cp["seeds"]] + [(g, cp["seeds"][0], cp["long_x"]) for g in (0.5, 1.0)]
     specs = {(g, s, x): (f"compose_g{fmt(g)}_s{s}" + ("" if x == cp["x"] else f"_x{x}"),
-                         flags(a="llama", L=sc["L"], C=cp["C"], H=sc["H"], b=8, t=64, x=x, u=sc["u"], v=200,
-                               m=blocks // 8, S=1, G=1, e=EPS_SMALL, g=g, r=s, i=prefix + "_train.txt",
-                               j=prefix + "_val.txt", dump_token_losses="{dir}/tokens.csv"))
+                         lab.model(C=cp["C"], b=8, t=64, x=x, v=200, m=blocks // 8)
+                         + flags(G=1, e=EPS_SMALL, g=g, r=s, i=prefix + "_train.txt", j=prefix + "_val.txt",
+                                 dump_token_losses="{dir}/tokens.csv"))
              for g, s, x in runs}
     dirs = lab.run(specs)
     rows = []

@@ -8,6 +8,7 @@ logs only). Needs /usr/bin/python3 with numpy and matplotlib (make deps).
 """
 import concurrent.futures
 import csv
+import functools
 import hashlib
 import os
 import shutil
@@ -71,18 +72,15 @@ class Runner:
             return {name: f.result() for name, f in futures.items()}
 
 
+@functools.lru_cache(maxsize=None)
 def log(run_dir):
+    """A finished run's log (plot_run.read_log), parsed once: a lab's figures read the same runs again."""
     return read_log(run_dir)
 
 
 def final_val(run):
     """The last validation loss of a run's log."""
     return run["val"][-1]["val_loss"]
-
-
-def at_step(records, step):
-    """The records of one probe step."""
-    return [r for r in records if r["step"] == step]
 
 
 def last_probe_step(run, name):

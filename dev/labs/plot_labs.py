@@ -395,8 +395,8 @@ def lab_symmetry(t):
     ax[2].set_ylabel("validation accuracy")
     ax[2].legend(fontsize=7)
     savefig(fig, "symmetry.png")
-    last = int(t.get("tiny", "hidden", "spread")[0].max())
-    tiny_sp = t.get("tiny", "hidden", "spread")[1]
+    tiny_steps, tiny_sp = t.get("tiny", "hidden", "spread")
+    last = int(tiny_steps.max())
     rows = []
     for s in t.series("digits"):
         xs, _ = t.get("digits", s, "val_acc")
@@ -468,7 +468,7 @@ def lab_race(t):
     best = {}
     for act in ("relu", "tanh"):
         for depth in (4, 32, 64):
-            accs = {lab: t.at("final", f"{lab}|{act}|{depth}", "val_acc", depth) for lab in RACE_LABELS}
+            accs = {lab: acc(lab, act, depth) for lab in RACE_LABELS}
             best[(act, depth)] = max(accs, key=accs.get)
     write_md("race", "the race of five initializers (seed 002 ch. 8)", f"""
 ## The seed's claims
@@ -521,7 +521,7 @@ def lab_sweep(t):
     def stack(metric):
         return np.array([t.get("sweep", s, metric)[1] for s in seeds])
 
-    acc, vl, tl, l0 = stack("val_acc"), stack("val_loss"), stack("train_loss"), stack("init_loss")
+    acc, tl, l0 = stack("val_acc"), stack("train_loss"), stack("init_loss")
     div = stack("diverged_step") >= 0
     fig, ax = plt.subplots(1, 3, figsize=(15, 4.2))
     ax[0].semilogx(sig, acc.mean(0), "o-", label="validation accuracy (mean)")
@@ -621,9 +621,9 @@ def lab_xavier_kaiming(t):
             rows.append((f"Xavier normal − {s}", w, g(t.at("ttest_mean_diff", pair, w, df), 4), f"{t.at('ttest_t', pair, w, df):.3f}",
                          df, g(t.at("ttest_p", pair, w, df), 3)))
     n = len(data[0])
-    means = [(s, g(float(np.mean(t.get('runs', s, 'iters_to_target')[1])), 4), g(float(np.median(t.get('runs', s, 'iters_to_target')[1])), 4),
+    means = [(s, g(float(np.mean(its)), 4), g(float(np.median(its)), 4),
               g(float(np.mean(t.get('runs', s, 'early_train_loss')[1])), 3), g(float(np.mean(t.get('runs', s, 'final_train_loss')[1])), 3),
-              g(float(np.mean(t.get('runs', s, 'val_acc')[1])), 3)) for s in schemes]
+              g(float(np.mean(t.get('runs', s, 'val_acc')[1])), 3)) for s, its in zip(schemes, data)]
     p_it = t.at("ttest_p", "xavier_normal-kaiming_uniform:relu", "iters_to_target", n - 1)
     p_fin = t.at("ttest_p", "xavier_normal-kaiming_uniform:relu", "final_train_loss", n - 1)
     md_it = t.at("ttest_mean_diff", "xavier_normal-kaiming_uniform:relu", "iters_to_target", n - 1)

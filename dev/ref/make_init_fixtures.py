@@ -95,7 +95,7 @@ def scheme_call(w, text):
     num = [float(a) for a in args if a not in ("fan_in", "fan_out") and not a[0].isalpha()]
     words = [a for a in args if a[0].isalpha() and a not in ("fan_in", "fan_out")]
     mode = "fan_out" if "fan_out" in args else "fan_in"
-    fan_in, fan_out = w.shape[1], w.shape[0]
+    fan_in = w.shape[1]
     if name == "zeros":
         return init.zeros_(w)
     if name == "ones":
@@ -214,7 +214,7 @@ def group_of(name):
         return {"wte": "emb", "wpe": "pos", "lm_head": "head"}[name]
     if kind == "w":
         return "norm"
-    if kind == "b" or kind.startswith("b"):
+    if kind.startswith("b"):
         return "bias"
     return {"wq": "qkv", "wk": "qkv", "wv": "qkv", "wg": "gate", "wo": "out", "wgate": "up", "wup": "up",
             "wdown": "down"}[kind]

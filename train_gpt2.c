@@ -3592,7 +3592,7 @@ static void run_setup(Run* r) {
     log_open(&r->lg, o->out_dir, o->resume != NULL);
 }
 
-static void run_header(const Run* r, const Engine* e) {
+static void run_header(Run* r, const Engine* e) {
     const Options* o = &r->o;
     const Config* c = &r->model.cfg;
     int threads = thread_count();
@@ -3606,7 +3606,7 @@ static void run_header(const Run* r, const Engine* e) {
     printf("init: %s, residual scaling %s%s, seed %d\n", r->spec.first, resid_names[r->spec.resid],
            r->spec.mup ? ", muP" : "", o->seed);
     if (o->resume) printf("resumed from %s at step %d\n", o->resume, r->start_step);
-    log_event((Log*)&r->lg, "\"event\":\"config\",\"preset\":\"%s\",\"L\":%d,\"C\":%d,\"H\":%d,\"KVH\":%d,\"F\":%d,"
+    log_event(&r->lg, "\"event\":\"config\",\"preset\":\"%s\",\"L\":%d,\"C\":%d,\"H\":%d,\"KVH\":%d,\"F\":%d,"
               "\"V\":%d,\"T\":%d,\"B\":%d,\"steps\":%d,\"lr\":%g,\"weight_decay\":%g,\"eps\":%g,\"gamma\":%g,\"init\":\"%s\","
               "\"gate\":%d,\"seed\":%d,\"params\":%zu,\"device\":\"%s\",\"threads\":%d,\"start_step\":%d",
               o->preset, c->L, c->C, c->H, c->KVH, c->F, c->V, o->T, o->B, o->steps, (double)o->opt.lr,

@@ -8,12 +8,28 @@ NVCC ?= nvcc
 # CUDA: no -arch=native (CI and this machine have nvcc but no GPU): A100 (sm_80) and H100 (sm_90)
 # machine code, plus compute_90 PTX that newer GPUs compile at load time.
 NVCCFLAGS ?= -O3 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
-NVCCFLAGS += -Xcompiler -Wall,-Wextra,-Wno-unused-function,-fopenmp
+# -lineinfo: compute-sanitizer and profilers name the source line of a kernel (no cost at run time)
+NVCCFLAGS += -lineinfo -Xcompiler -Wall,-Wextra,-Wno-unused-function,-fopenmp
+# DEBUG=1: wait for the GPU after every kernel launch, so an asynchronous fault names its kernel,
+# file and line (doc/cuda.md). .nvcc_flags remembers the flags of the last CUDA build, so switching
+# DEBUG on or off rebuilds.
+ifeq ($(DEBUG),1)
+NVCCFLAGS += -DCUDA_DEBUG=1
+endif
+NVCC_FLAGS_NOW := $(NVCC) $(NVCCFLAGS)
+$(shell echo '$(NVCC_FLAGS_NOW)' | cmp -s - .nvcc_flags || echo '$(NVCC_FLAGS_NOW)' > .nvcc_flags)
 NVLDLIBS = -lcublas -lgomp -lm
+# The CUDA code on the CPU (dev/cuda_cpu, doc/cuda.md): train_gpt2.cu and test_gpt2.cu compiled by the
+# host C++ compiler against a CPU runtime for CUDA, so that `make test` runs every kernel without a GPU.
+CUDA_CPU := dev/cuda_cpu
+CUDA_CPU_GEN := $(CUDA_CPU)/gen
+CUDA_CPU_HEADERS := $(CUDA_CPU)/cuda_runtime.h $(CUDA_CPU)/cublas_v2.h
+CUDA_CPU_CXX ?= $(CXX) -O2 -march=native -std=c++17 -fopenmp -fno-math-errno -Wall -Wextra -Wno-unused-function
+export CUDA_CPU_CXX
 # The dev/ tools run on Debian's python3 (python3-torch, -numpy, -matplotlib; make deps).
 PYTHON ?= /usr/bin/python3
 
-.PHONY: all test data data-gpt2 clean help deps bench
+.PHONY: all test data data-gpt2 clean help deps bench test-cuda-mutants
 all: train_gpt2 test_gpt2
 
 help:
@@ -23,6 +39,9 @@ help:
 	@echo "make test         build and run test_gpt2 (no Python, no data, no GPU needed)"
 	@echo "make train_gpt2cu the trainer on one NVIDIA GPU (builds without a GPU; see doc/cuda.md)"
 	@echo "make test_gpt2cu  GPU-vs-CPU/PyTorch parity tests (then ./test_gpt2cu on a GPU machine)"
+	@echo "make train_gpt2cu DEBUG=1  the GPU trainer checking each kernel launch (doc/cuda.md)"
+	@echo "make test_gpt2cu_cpu  the GPU tests on the CPU runtime for CUDA (dev/cuda_cpu; part of make test)"
+	@echo "make test-cuda-mutants  deliberate bugs in train_gpt2.cu, each caught by the tests (part of make test)"
 	@echo "make bench        training-step speed vs PyTorch, FMA peak, MFU (doc/performance.md; ~10 min)"
 	@echo "make labs-variance  classroom labs I (MLPs; doc/labs/README.md); one lab: make lab-sweep"
 	@echo "make labs-llm     classroom labs II (transformer; doc/labs/README_llm.md); one lab: make lab-mup"
@@ -35,25 +54,50 @@ train_gpt2: train_gpt2.c | data
 test_gpt2: test_gpt2.c train_gpt2.c test/fixture.h
 	$(CC) $(CFLAGS) -o $@ test_gpt2.c $(LDLIBS)
 
-# The tests run the trainer binary too (resume, determinism, bad input) and the MLP labs' self-test
-# (dev/labs/mlp_lab selftest, counted in the total), but never need data/.
-# Where nvcc exists, the CUDA tests are compiled (so a CUDA build error fails the tests) and run;
-# without a GPU ./test_gpt2cu says it skips and exits 77.
-test: test_gpt2 dev/labs/mlp_lab
+# The tests run the trainer binary too (resume, determinism, bad input), the MLP labs' self-test
+# (dev/labs/mlp_lab selftest) and the CUDA code on the CPU runtime (the runtime's self-test,
+# ./test_gpt2cu_cpu against ./train_gpt2cu_cpu, and the mutants), all counted in the total; they never
+# need data/ or a GPU. Where nvcc exists, the real CUDA tests are compiled too (so an nvcc build
+# error fails the tests) and run; without a GPU ./test_gpt2cu says it skips and exits 77.
+test: test_gpt2 dev/labs/mlp_lab test_gpt2cu_cpu train_gpt2cu_cpu $(CUDA_CPU)/selftest
 	$(CC) $(CFLAGS) -o train_gpt2 train_gpt2.c $(LDLIBS)
 	@if command -v $(NVCC) >/dev/null 2>&1; then \
 	    $(MAKE) --no-print-directory test_gpt2cu && { ./test_gpt2cu; st=$$?; [ $$st -eq 0 ] || [ $$st -eq 77 ]; }; \
-	else echo "skipped: nvcc not found, the CUDA targets were not built"; fi
+	else echo "skipped: nvcc not found, the CUDA targets were not built with nvcc"; fi
 	./test_gpt2
 
 # The GPU trainer and its tests (doc/cuda.md). They need nvcc to build and a GPU to run; `make test`
 # builds and runs test_gpt2cu where nvcc exists (above). train_gpt2cu, like train_gpt2, depends on the corpus so that the headline command
 # `make train_gpt2cu && ./train_gpt2cu -g 1.0 -e 1e-12` works on a fresh clone.
-train_gpt2cu: train_gpt2.cu train_gpt2.c | data
+train_gpt2cu: train_gpt2.cu train_gpt2.c .nvcc_flags | data
 	$(NVCC) $(NVCCFLAGS) -o $@ train_gpt2.cu $(NVLDLIBS)
 
-test_gpt2cu: test_gpt2.cu train_gpt2.cu train_gpt2.c test/fixture.h
+test_gpt2cu: test_gpt2.cu train_gpt2.cu train_gpt2.c test/fixture.h .nvcc_flags
 	$(NVCC) $(NVCCFLAGS) -o $@ test_gpt2.cu $(NVLDLIBS)
+
+# The same two sources on the CPU runtime: rewrite.sh turns each <<<...>>> launch into a call, then the
+# host C++ compiler builds them (test_gpt2.cu's #include "train_gpt2.cu" finds the rewritten copy).
+$(CUDA_CPU_GEN)/%.cu: %.cu $(CUDA_CPU)/rewrite.sh
+	@mkdir -p $(CUDA_CPU_GEN)
+	$(CUDA_CPU)/rewrite.sh $< $@
+
+$(CUDA_CPU_GEN)/selftest.cu: $(CUDA_CPU)/selftest.cu $(CUDA_CPU)/rewrite.sh
+	@mkdir -p $(CUDA_CPU_GEN)
+	$(CUDA_CPU)/rewrite.sh $< $@
+
+test_gpt2cu_cpu: $(CUDA_CPU_GEN)/test_gpt2.cu $(CUDA_CPU_GEN)/train_gpt2.cu train_gpt2.c test/fixture.h $(CUDA_CPU_HEADERS)
+	$(CUDA_CPU_CXX) -I $(CUDA_CPU) -I . -x c++ -o $@ $< -lm
+
+train_gpt2cu_cpu: $(CUDA_CPU_GEN)/train_gpt2.cu train_gpt2.c $(CUDA_CPU_HEADERS)
+	$(CUDA_CPU_CXX) -I $(CUDA_CPU) -I . -x c++ -o $@ $< -lm
+
+$(CUDA_CPU)/selftest: $(CUDA_CPU_GEN)/selftest.cu $(CUDA_CPU_HEADERS)
+	$(CUDA_CPU_CXX) -I $(CUDA_CPU) -x c++ -o $@ $< -lm
+
+# Deliberate bugs in copies of train_gpt2.cu; each must make ./test_gpt2cu_cpu fail (make test runs it
+# through test_gpt2). MUTANTS="name ..." runs some of them.
+test-cuda-mutants: $(CUDA_CPU_HEADERS)
+	$(CUDA_CPU)/mutants.sh $(MUTANTS)
 
 data: data/moby_train.txt data/moby_val.txt
 
@@ -87,7 +131,9 @@ data/%_gpt2_train.bin data/%_gpt2_val.bin data/%_gpt2_decode.bin: data/%_train.t
 	dev/data/tokenize_gpt2.sh --val data/$*_val.txt data/$*_train.txt data/$*_gpt2
 
 clean:
-	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu dev/bench/fma_peak dev/labs/mlp_lab dev/labs/llm_compose
+	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu train_gpt2cu_cpu test_gpt2cu_cpu .nvcc_flags
+	rm -f dev/bench/fma_peak dev/labs/mlp_lab dev/labs/llm_compose $(CUDA_CPU)/selftest
+	rm -rf $(CUDA_CPU_GEN)
 
 # ---- labs I (issue 7): variance propagation, the classic initializers, the std sweep ------------
 # dev/labs/mlp_lab.c includes train_gpt2.c; dev/labs/plot_labs.py (numpy, matplotlib) turns a lab's

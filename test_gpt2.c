@@ -1637,25 +1637,39 @@ static void test_trainer(void) {
     if (system(cmd) != 0) printf("  (could not remove %s)\n", tmpdir);
 }
 
-// ---- 6. the MLP labs' self-test (dev/labs/mlp_lab.c: its own backward passes and statistics) ---------
-// Run as a program, like the trainer; its checks count in this runner's total.
-static void test_lab_selftest(void) {
-    printf("MLP labs: dev/labs/mlp_lab selftest\n");
+// ---- 6. suites run as programs, counted in this runner's total ------------------------------------------------
+// The MLP labs' self-test (dev/labs/mlp_lab.c: its own backward passes and statistics) and the GPU
+// trainer on the CPU runtime for CUDA (dev/cuda_cpu, doc/cuda.md): the runtime's self-test, the GPU
+// tests (every kernel of train_gpt2.cu against the PyTorch fixtures and this CPU trainer) and the
+// mutants (deliberate bugs in train_gpt2.cu that those tests must catch). Each program ends with a
+// line "[word: ]N passed, N failed"; its other lines are shown indented.
+static void run_suite(const char* title, const char* program, const char* args) {
+    printf("%s: %s%s%s\n", title, program, *args ? " " : "", args);
     fflush(stdout);
-    if (access("dev/labs/mlp_lab", X_OK) != 0) { check(0, "dev/labs/mlp_lab is missing: run `make test`"); return; }
-    FILE* p = popen("dev/labs/mlp_lab selftest 2>&1", "r");
-    if (!p) { check(0, "cannot run dev/labs/mlp_lab"); return; }
-    char line[1024];
+    if (access(program, X_OK) != 0) { check(0, "%s is missing: run `make test`", program); return; }
+    char cmd[1024], line[1024];
+    snprintf(cmd, sizeof(cmd), "%s %s 2>&1", program, args);
+    FILE* p = popen(cmd, "r");
+    if (!p) { check(0, "cannot run %s", program); return; }
     int passed = -1, failed = -1;
     while (fgets(line, sizeof(line), p)) {
-        if (sscanf(line, "selftest: %d passed, %d failed", &passed, &failed) == 2) continue;
+        const char* counts = strchr(line, ':') ? strchr(line, ':') + 1 : line;
+        int a, b;
+        char tail;
+        if (sscanf(counts, "%d passed, %d failed%c", &a, &b, &tail) == 3 && tail == '\n') {
+            passed = a;
+            failed = b;
+            continue;
+        }
         printf("  %s", line);
+        fflush(stdout);
     }
     int st = pclose(p);
-    if (passed < 0 || st == -1 || !WIFEXITED(st)) { check(0, "dev/labs/mlp_lab selftest did not finish"); return; }
+    if (passed < 0 || st == -1 || !WIFEXITED(st)) { check(0, "%s did not finish", program); return; }
     n_passed += passed;
     n_failed += failed;
-    check(WEXITSTATUS(st) == (failed ? 1 : 0), "mlp_lab selftest: %d passed, %d failed, exit %d", passed, failed, WEXITSTATUS(st));
+    check(WEXITSTATUS(st) == (failed ? 1 : 0), "%s: %d passed, %d failed, exit %d", program, passed, failed,
+          WEXITSTATUS(st));
 }
 
 int main(void) {
@@ -1670,7 +1684,10 @@ int main(void) {
     test_finite_differences();
     test_probes();
     test_trainer();
-    test_lab_selftest();
+    run_suite("MLP labs", "dev/labs/mlp_lab", "selftest");
+    run_suite("the CPU runtime for CUDA", "dev/cuda_cpu/selftest", "");
+    run_suite("the GPU trainer on the CPU runtime", "./test_gpt2cu_cpu", "");
+    run_suite("deliberate bugs in train_gpt2.cu", "dev/cuda_cpu/mutants.sh", "");
     printf("%d passed, %d failed\n", n_passed, n_failed);
     return n_failed ? 1 : 0;
 }

@@ -57,9 +57,21 @@ struct AnyPtr {
 #define cudaCheck(call) do { cudaError_t e_ = (call); \
     if (e_ != cudaSuccess) fatal("CUDA error at %s:%d: %s", __FILE__, __LINE__, cudaGetErrorString(e_)); } while (0)
 #define cublasCheck(call) do { cublasStatus_t s_ = (call); \
-    if (s_ != CUBLAS_STATUS_SUCCESS) fatal("cuBLAS error %d at %s:%d", (int)s_, __FILE__, __LINE__); } while (0)
-// after every kernel launch: a bad launch configuration is reported where it happened
-#define LAUNCH_CHECK() cudaCheck(cudaGetLastError())
+    if (s_ != CUBLAS_STATUS_SUCCESS) fatal("cuBLAS error at %s:%d: %s", __FILE__, __LINE__, cublasGetStatusString(s_)); } while (0)
+
+// After every kernel launch: LAUNCH_CHECK(kernel_name). A bad launch configuration is reported where
+// it happened. A fault inside a kernel (an illegal address, say) surfaces only at the next call that
+// waits for the GPU, far from its cause; the debug build (make train_gpt2cu DEBUG=1, which defines
+// CUDA_DEBUG) waits after every launch, so the message names the kernel, file and line that failed.
+#ifndef CUDA_DEBUG
+#define CUDA_DEBUG 0
+#endif
+#define LAUNCH_CHECK(kernel) launch_check(#kernel, __FILE__, __LINE__)
+static void launch_check(const char* kernel, const char* file, int line) {
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess && CUDA_DEBUG) e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) fatal("CUDA error in kernel %s (%s:%d): %s", kernel, file, line, cudaGetErrorString(e));
+}
 
 // NULL when a GPU is usable, otherwise why not (for the one-line message of both binaries).
 static const char* gpu_unavailable(void) {
@@ -151,7 +163,7 @@ static void gpu_matmul_forward(float* out, const float* inp, const float* W, con
     cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_T, CUBLAS_OP_N, OC, BT, C, &one, W, C, inp, C, &zero, out, OC));
     if (bias) {
         add_bias_kernel<<<ceil_div((long)BT * OC, EW_THREADS), EW_THREADS>>>(out, bias, (long)BT * OC, OC);
-        LAUNCH_CHECK();
+        LAUNCH_CHECK(add_bias_kernel);
     }
 }
 
@@ -178,9 +190,9 @@ __global__ void colsum_finish_kernel(float* dst, const float* partial, int nchun
 static void gpu_colsum_add(float* dst, const float* x, int N, int OC, float* scratch) {
     int nchunks = ceil_div(N, ROWS_PER_CHUNK);
     colsum_partial_kernel<<<dim3(ceil_div(OC, EW_THREADS), nchunks), EW_THREADS>>>(scratch, x, N, OC);
-    LAUNCH_CHECK();
+    LAUNCH_CHECK(colsum_partial_kernel);
     colsum_finish_kernel<<<ceil_div(OC, EW_THREADS), EW_THREADS>>>(dst, scratch, nchunks, OC);
-    LAUNCH_CHECK();
+    LAUNCH_CHECK(colsum_finish_kernel);
 }
 
 static void gpu_matmul_backward(float* dinp, float* dW, float* dbias, const float* dout, const float* inp,
@@ -295,7 +307,7 @@ __global__ void norm_backward_params_partial_kernel(float* pdw, float* pdb, cons
 static void gpu_norm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
                              const float* b, int rms, float eps, int N, int C) {
     norm_forward_kernel<<<ceil_div(N, ROW_THREADS / 32), ROW_THREADS>>>(out, mean, rstd, inp, w, b, rms, eps, N, C);
-    LAUNCH_CHECK();
+    LAUNCH_CHECK(norm_forward_kernel);
 }
 
 // scratch: 2 x ceil(N/ROWS_PER_CHUNK) x C floats
@@ -303,17 +315,17 @@ static void gpu_norm_backward(float* dinp, float* dw, float* db, const float* do
                               const float* w, const float* mean, const float* rstd, int rms, int N, int C,
                               float* scratch) {
     norm_backward_kernel<<<ceil_div(N, ROW_THREADS / 32), ROW_THREADS>>>(dinp, dout, inp, w, mean, rstd, rms, N, C);
-    LAUNCH_CHECK();
+    LAUNCH_CHECK(norm_backward_kernel);
     int nchunks = ceil_div(N, ROWS_PER_CHUNK);
     float *pdw = scratch, *pdb = db ? scratch + (long)nchunks * C : NULL;
     norm_backward_params_partial_kernel<<<dim3(ceil_div(C, EW_THREADS), nchunks), EW_THREADS>>>(
         pdw, pdb, dout, inp, mean, rstd, rms, N, C);
-    LAUNCH_CHECK();
+    LAUNCH_CHECK(norm_backward_params_partial_kernel);
     colsum_finish_kernel<<<ceil_div(C, EW_THREADS), EW_THREADS>>>(dw, pdw, nchunks, C);
-    LAUNCH_CHECK();
+    LAUNCH_CHECK(colsum_finish_kernel);
     if (db) {
         colsum_finish_kernel<<<ceil_div(C, EW_THREADS), EW_THREADS>>>(db, pdb, nchunks, C);
-        LAUNCH_CHECK();
+        LAUNCH_CHECK(colsum_finish_kernel);
     }
 }
 
@@ -338,7 +350,7 @@ __global__ void rope_kernel(float* x, int BT, int T, int nh, int hd, float theta
 
 static void gpu_rope(float* x, int BT, int T, int nh, int hd, float theta, float sign) {
     rope_kernel<<<ceil_div((long)BT * nh * (hd / 2), EW_THREADS), EW_THREADS>>>(x, BT, T, nh, hd, theta, sign);
-    LAUNCH_CHECK();
+    LAUNCH_CHECK(rope_kernel);
 }
 
 // ---- causal self-attention with grouped KV heads -------------------------------------------
@@ -433,16 +445,16 @@ __global__ void attention_backward_kv_kernel(float* dk, float* dv, const float* 
 static void gpu_attention_forward(float* y, float* att, const float* q, const float* k, const float* v,
                                   int B, int T, int H, int KVH, int hd, float scale) {
     attention_forward_kernel<<<dim3(T, H, B), ROW_THREADS>>>(y, att, q, k, v, T, H, KVH, hd, scale);
-    LAUNCH_CHECK();
+    LAUNCH_CHECK(attention_forward_kernel);
 }
 
 static void gpu_attention_backward(float* dq, float* dk, float* dv, float* datt, const float* dy,
                                    const float* att, const float* q, const float* k, const float* v,
                                    int B, int T, int H, int KVH, int hd, float scale) {
     attention_backward_query_kernel<<<dim3(T, H, B), ROW_THREADS>>>(dq, datt, dy, att, k, v, T, H, KVH, hd, scale);
-    LAUNCH_CHECK();
+    LAUNCH_CHECK(attention_backward_query_kernel);
     attention_backward_kv_kernel<<<dim3(T, KVH, B), 64>>>(dk, dv, datt, att, q, dy, T, H, KVH, hd);
-    LAUNCH_CHECK();
+    LAUNCH_CHECK(attention_backward_kv_kernel);
 }
 
 // ---- the attention gate: seed 000 eqs. (3)-(4) -------------------------------------------------
@@ -707,7 +719,7 @@ static float gpu_forward(GpuModel* gm, const int* tokens, const int* targets, in
         cudaCheck(cudaMemcpy(a->targets, targets, (size_t)BT * sizeof(int), cudaMemcpyHostToDevice));
     }
     embedding_forward_kernel<<<EW_GRID((long)BT * C)>>>(a->res, a->tokens, gm->p[K_WTE], gm->p[K_WPE], BT, T, C);
-    LAUNCH_CHECK();
+    LAUNCH_CHECK(embedding_forward_kernel);
     long s_c = (long)gm->B * gm->T * C;   // the stride of one layer's slice of res
     for (int l = 0; l < c->L; l++) {
         LayerActs la;
@@ -726,11 +738,11 @@ static float gpu_forward(GpuModel* gm, const int* tokens, const int* targets, in
         if (c->gate) {
             gpu_matmul_forward(la.gate, la.ln1, DPW(gm, K_WG, l), DPW(gm, K_BG, l), BT, C, H);
             gate_forward_kernel<<<EW_GRID((long)BT * H)>>>(la.yg, la.gate, la.yatt, BT, H, hd);
-            LAUNCH_CHECK();
+            LAUNCH_CHECK(gate_forward_kernel);
         }
         gpu_matmul_forward(a->tmp, la.yg, DPW(gm, K_WO, l), DPW(gm, K_BO, l), BT, qd, C);
         residual_forward_kernel<<<EW_GRID((long)BT * C)>>>(la.xmid, la.x, a->tmp, (long)BT * C);
-        LAUNCH_CHECK();
+        LAUNCH_CHECK(residual_forward_kernel);
         // MLP sublayer: xout = xmid + MLP(Norm2(xmid))
         gpu_norm_forward(la.ln2, la.ln2_mean, la.ln2_rstd, la.xmid, DPW(gm, K_LN2W, l),
                          DPW(gm, K_LN2B, l), c->rmsnorm, c->eps, BT, C);
@@ -738,13 +750,14 @@ static float gpu_forward(GpuModel* gm, const int* tokens, const int* targets, in
         if (c->swiglu) {
             gpu_matmul_forward(la.gpre, la.ln2, DPW(gm, K_WGATE, l), DPW(gm, K_BGATE, l), BT, C, F);
             swiglu_forward_kernel<<<EW_GRID((long)BT * F)>>>(la.hact, la.gpre, la.up, (long)BT * F);
+            LAUNCH_CHECK(swiglu_forward_kernel);
         } else {
             gelu_forward_kernel<<<EW_GRID((long)BT * F)>>>(la.hact, la.up, (long)BT * F);
+            LAUNCH_CHECK(gelu_forward_kernel);
         }
-        LAUNCH_CHECK();
         gpu_matmul_forward(a->tmp, la.hact, DPW(gm, K_WDOWN, l), DPW(gm, K_BDOWN, l), BT, F, C);
         residual_forward_kernel<<<EW_GRID((long)BT * C)>>>(la.xout, la.xmid, a->tmp, (long)BT * C);
-        LAUNCH_CHECK();
+        LAUNCH_CHECK(residual_forward_kernel);
     }
     float* xL = a->res + (long)c->L * s_c;
     gpu_norm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, xL, gm->p[K_LNFW], gm->p[K_LNFB], c->rmsnorm, c->eps, BT, C);
@@ -752,10 +765,10 @@ static float gpu_forward(GpuModel* gm, const int* tokens, const int* targets, in
     gpu_matmul_forward(a->logits, a->lnf, head, NULL, BT, C, c->V);
     if (c->logit_scale != 1.0f) {
         scale_kernel<<<EW_GRID((long)BT * c->V)>>>(a->logits, c->logit_scale, (long)BT * c->V);
-        LAUNCH_CHECK();
+        LAUNCH_CHECK(scale_kernel);
     }
     softmax_forward_kernel<<<BT, ROW_THREADS>>>(a->logits, a->losses, targets ? a->targets : NULL, c->V);
-    LAUNCH_CHECK();
+    LAUNCH_CHECK(softmax_forward_kernel);
     if (!targets) return 0.0f;
     cudaCheck(cudaMemcpy(gm->losses_h, a->losses, (size_t)BT * sizeof(float), cudaMemcpyDeviceToHost));
     double sum = 0.0;
@@ -802,10 +815,10 @@ static void gpu_backward(GpuModel* gm, int B, int T) {
     float* sc = a->scratch;
     // loss -> logits -> final norm
     crossentropy_softmax_backward_kernel<<<EW_GRID((long)BT * c->V)>>>(a->logits, a->targets, BT, c->V, 1.0f / BT);
-    LAUNCH_CHECK();
+    LAUNCH_CHECK(crossentropy_softmax_backward_kernel);
     if (c->logit_scale != 1.0f) {
         scale_kernel<<<EW_GRID((long)BT * c->V)>>>(a->logits, c->logit_scale, (long)BT * c->V);
-        LAUNCH_CHECK();
+        LAUNCH_CHECK(scale_kernel);
     }
     cudaCheck(cudaMemset(a->dln, 0, (size_t)BT * C * sizeof(float)));
     const float* head = c->tied ? gm->p[K_WTE] : gm->p[K_LMHEAD];
@@ -824,11 +837,11 @@ static void gpu_backward(GpuModel* gm, int B, int T) {
         cudaCheck(cudaMemset(a->dln, 0, (size_t)BT * C * sizeof(float)));
         if (c->swiglu) {
             swiglu_backward_kernel<<<EW_GRID((long)BT * F)>>>(a->dgpre, a->dup, la.gpre, la.up, a->dh, (long)BT * F);
-            LAUNCH_CHECK();
+            LAUNCH_CHECK(swiglu_backward_kernel);
             gpu_matmul_backward(a->dln, DGW(gm, K_WGATE, l), DGW(gm, K_BGATE, l), a->dgpre, la.ln2, DPW(gm, K_WGATE, l), BT, C, F, sc);
         } else {
             gelu_backward_kernel<<<EW_GRID((long)BT * F)>>>(a->dup, la.up, a->dh, (long)BT * F);
-            LAUNCH_CHECK();
+            LAUNCH_CHECK(gelu_backward_kernel);
         }
         gpu_matmul_backward(a->dln, DGW(gm, K_WUP, l), DGW(gm, K_BUP, l), a->dup, la.ln2, DPW(gm, K_WUP, l), BT, C, F, sc);
         gpu_norm_backward(a->dres, DGW(gm, K_LN2W, l), DGW(gm, K_LN2B, l), a->dln, la.xmid, DPW(gm, K_LN2W, l),
@@ -840,7 +853,7 @@ static void gpu_backward(GpuModel* gm, int B, int T) {
         float* dyatt = a->dy;
         if (c->gate) {
             gate_backward_kernel<<<EW_GRID((long)BT * H)>>>(a->dy2, a->dgate, a->dy, la.yatt, la.gate, BT, H, hd);
-            LAUNCH_CHECK();
+            LAUNCH_CHECK(gate_backward_kernel);
             gpu_matmul_backward(a->dln, DGW(gm, K_WG, l), DGW(gm, K_BG, l), a->dgate, la.ln1, DPW(gm, K_WG, l), BT, C, H, sc);
             dyatt = a->dy2;
         }
@@ -862,10 +875,10 @@ static void gpu_backward(GpuModel* gm, int B, int T) {
     cudaCheck(cudaMemcpy(a->upos, gm->upos_h, (size_t)BT * sizeof(int), cudaMemcpyHostToDevice));
     embedding_backward_wte_kernel<<<dim3(nu, ceil_div(C, EW_THREADS)), EW_THREADS>>>(
         gm->g[K_WTE], a->dres, a->utok, a->ustart, a->upos, C);
-    LAUNCH_CHECK();
+    LAUNCH_CHECK(embedding_backward_wte_kernel);
     if (gm->g[K_WPE]) {
         embedding_backward_wpe_kernel<<<EW_GRID((long)T * C)>>>(gm->g[K_WPE], a->dres, B, T, C);
-        LAUNCH_CHECK();
+        LAUNCH_CHECK(embedding_backward_wpe_kernel);
     }
 }
 
@@ -885,7 +898,7 @@ __global__ void grad_sq_partial_kernel(double* partial, const float* g, size_t n
 
 static double gpu_grad_norm(GpuModel* gm) {
     grad_sq_partial_kernel<<<(unsigned)gm->norm_chunks, 256>>>(gm->norm_partial, gm->grads, gm->host->num_params);
-    LAUNCH_CHECK();
+    LAUNCH_CHECK(grad_sq_partial_kernel);
     cudaCheck(cudaMemcpy(gm->norm_partial_h, gm->norm_partial, gm->norm_chunks * sizeof(double), cudaMemcpyDeviceToHost));
     double total = 0.0;
     for (size_t i = 0; i < gm->norm_chunks; i++) total += gm->norm_partial_h[i];
@@ -923,7 +936,7 @@ static void gpu_adamw_step(GpuModel* gm, const OptConfig* o, float sched_lr, int
         adamw_kernel<<<EW_GRID(tn->numel)>>>(gm->params + tn->offset, gm->grads + tn->offset, gm->m + tn->offset,
                                              gm->v + tn->offset, (long)tn->numel, decay, o->beta1, o->beta2,
                                              step_size, b2c, o->adam_eps, grad_scale);
-        LAUNCH_CHECK();
+        LAUNCH_CHECK(adamw_kernel);
     }
 }
 

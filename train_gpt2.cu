@@ -21,7 +21,8 @@ New here are only the device parts:
   5. evaluation, sampling, host <-> device copies, main (the CPU main's loop, step for step)
 Every kernel is deterministic (no atomics): the same run gives the same losses bit for bit.
 The kernels are written to be obviously correct first; doc/cuda.md says what is slow and why.
-Status: compiles with nvcc; never run on a GPU yet (see doc/cuda.md).
+Status: every kernel runs in `make test` on the CPU runtime for CUDA (dev/cuda_cpu), which executes
+this file unchanged but for its <<<>>> launches; no GPU has run it yet (doc/cuda.md).
 */
 #include <cuda_runtime.h>
 #include <cublas_v2.h>

@@ -21,8 +21,8 @@ What a kernel may rely on is real here:
     previous block left, where the hardware would show garbage. The race check below still sees
     a missing barrier.)
   - atomics are atomic: threads switch only at barriers, so a read-modify-write is never cut.
-  - device memory: cudaMalloc maps each buffer with a PROT_NONE guard page after it (its end is
-    at most 15 bytes before the page: the start is 16-byte aligned) and before it. The buffer and
+  - device memory: cudaMalloc maps each buffer between two PROT_NONE guard regions of 1 MiB (its
+    end is at most 15 bytes before the one after it: the start is 16-byte aligned). The buffer and
     the bytes around it start as 0xFF (NaN as float and double, -1 as int); a read past the end
     faults or gives NaN, a write past either end faults or breaks the 0xFF bytes, checked after
     each launch. Outside the runtime's own calls every buffer is PROT_NONE, so host code that
@@ -182,8 +182,10 @@ static inline void context_switch(Context* from, Context* to) { swapcontext(&fro
 
 // ---- device memory -----------------------------------------------------------------------------------
 struct Buffer {
-    char* map;           // the whole mapping: guard page, 0xFF head, the buffer, 0xFF tail, guard page
+    char* map;           // the whole mapping: guard region, 0xFF head, the buffer, 0xFF tail, guard region
     size_t map_size;
+    char* inner;         // the readable pages between the guard regions
+    size_t inner_size;
     char* start;         // what cudaMalloc returned
     size_t size;         // what was asked for
     char* end_pad;       // start + size: 0xFF bytes up to the guard page
@@ -205,6 +207,7 @@ struct Thread {
 };
 
 static const int MAX_THREADS = 1024;
+static const size_t GUARD = 1 << 20;      // PROT_NONE address space on each side of a device buffer
 static const size_t STACK_SIZE = 64 * 1024;
 
 struct Runtime {
@@ -249,7 +252,7 @@ static inline Buffer* near_buffer(const void* p) {
 
 static inline void protect_all(int open) {                 // device memory readable by the host or not
     for (Buffer& b : rt.buffers)
-        if (mprotect(b.map + rt.page, b.map_size - 2 * rt.page, open ? PROT_READ | PROT_WRITE : PROT_NONE) != 0)
+        if (mprotect(b.inner, b.inner_size, open ? PROT_READ | PROT_WRITE : PROT_NONE) != 0)
             die("mprotect failed: %s", strerror(errno));
     rt.device_open = open;
 }
@@ -261,10 +264,9 @@ struct DeviceAccess {
 };
 
 static inline int pad_intact(const Buffer& b) {
-    const char* lo = b.map + rt.page;
-    for (const char* p = lo; p < b.start; p++)
+    for (const char* p = b.inner; p < b.start; p++)
         if ((unsigned char)*p != 0xFF) return 0;
-    for (const char* p = b.end_pad; p < b.map + b.map_size - rt.page; p++)
+    for (const char* p = b.end_pad; p < b.inner + b.inner_size; p++)
         if ((unsigned char)*p != 0xFF) return 0;
     return 1;
 }
@@ -343,61 +345,60 @@ static inline void yield_to_scheduler(State s) {
 
 static inline int lane_of(int linear) { return linear % 32; }
 
-// Completes the warp operations whose every lane has arrived. Returns 1 if any completed.
+// The warp operation that lane `first` waits at, once every lane its mask names waits at the same
+// operation with the same mask: exchange the values and release the lanes. Returns 1 if it did.
+// Lanes of the mask that wait elsewhere (another operation, a barrier) are not ready yet; one that
+// has exited never will be, which is an error.
+static int complete_warp_op(Thread* lanes, int nl, int first, int warp) {
+    unsigned mask = lanes[first].mask;
+    WarpOp op = lanes[first].op;
+    if (!(mask >> first & 1))
+        die("kernel %s: lane %d calls a warp operation with a mask (0x%08x) that does not name itself", rt.kernel,
+            first, mask);
+    for (int l = 0; l < 32; l++) {
+        if (!(mask >> l & 1)) continue;
+        if (l >= nl)
+            die("kernel %s: a warp operation's mask 0x%08x names lane %d, which the block (%d threads) does not have",
+                rt.kernel, mask, l, rt.nthreads);
+        if (lanes[l].state == DONE)
+            die("kernel %s, block (%u,%u,%u): lane %d of warp %d exited before a warp operation with mask 0x%08x",
+                rt.kernel, rt.block_idx.x, rt.block_idx.y, rt.block_idx.z, l, warp, mask);
+        if (lanes[l].state != AT_WARP || lanes[l].mask != mask || lanes[l].op != op) return 0;
+    }
+    uint64_t ballot = 0;
+    for (int l = 0; l < 32; l++)
+        if (mask >> l & 1) ballot |= (uint64_t)(lanes[l].value != 0) << l;
+    for (int l = 0; l < 32; l++) {
+        if (!(mask >> l & 1)) continue;
+        Thread* t = &lanes[l];
+        int w = t->width, seg = l & ~(w - 1), src = l;
+        switch (op) {
+        case SHFL_IDX: src = seg + (t->arg & (w - 1)); break;
+        case SHFL_UP: src = (l - seg) >= t->arg ? l - t->arg : l; break;
+        case SHFL_DOWN: src = (l - seg) + t->arg < w ? l + t->arg : l; break;
+        case SHFL_XOR: src = l ^ t->arg; if (src >= seg + w) src = l; break;
+        case BALLOT: case SYNCWARP: break;
+        }
+        if (op == BALLOT) t->result = ballot;
+        else if (op != SYNCWARP) {
+            if (!(mask >> src & 1))
+                die("kernel %s: lane %d reads lane %d, which is not in the shuffle's mask 0x%08x", rt.kernel, l, src,
+                    mask);
+            t->result = lanes[src].value;
+        }
+        t->state = READY;
+    }
+    return 1;
+}
+
+// Completes every warp operation whose lanes have all arrived. Returns 1 if any completed.
 static int complete_warps(void) {
     int progress = 0;
     for (int w0 = 0; w0 < rt.nthreads; w0 += 32) {
         Thread* lanes = rt.threads + w0;
         int nl = std::min(32, rt.nthreads - w0);
-        int first = -1;
-        for (int l = 0; l < nl; l++)
-            if (lanes[l].state == AT_WARP) { first = l; break; }
-        if (first < 0) continue;
-        unsigned mask = lanes[first].mask;
-        WarpOp op = lanes[first].op;
-        int ready = 1;
-        for (int l = 0; l < 32; l++) {
-            if (!(mask >> l & 1)) continue;
-            if (l >= nl) die("kernel %s: a warp operation's mask 0x%08x names lane %d, which the block (%d threads) "
-                             "does not have", rt.kernel, mask, l, rt.nthreads);
-            Thread* t = &lanes[l];
-            if (t->state == DONE)
-                die("kernel %s, block (%u,%u,%u): lane %d of warp %d exited before a warp operation with mask "
-                    "0x%08x", rt.kernel, rt.block_idx.x, rt.block_idx.y, rt.block_idx.z, l, w0 / 32, mask);
-            if (t->state != AT_WARP) { ready = 0; continue; }
-            if (t->mask != mask || t->op != op)
-                die("kernel %s, block (%u,%u,%u), warp %d: lanes %d and %d wait at different warp operations "
-                    "(op %d mask 0x%08x vs op %d mask 0x%08x)", rt.kernel, rt.block_idx.x, rt.block_idx.y,
-                    rt.block_idx.z, w0 / 32, first, l, (int)op, mask, (int)t->op, t->mask);
-        }
-        if (!(mask >> first & 1))
-            die("kernel %s: lane %d calls a warp operation with a mask (0x%08x) that does not name itself", rt.kernel,
-                first, mask);
-        if (!ready) continue;
-        uint64_t ballot = 0;
-        for (int l = 0; l < 32; l++)
-            if (mask >> l & 1) ballot |= (uint64_t)(lanes[l].value != 0) << l;
-        for (int l = 0; l < 32; l++) {
-            if (!(mask >> l & 1)) continue;
-            Thread* t = &lanes[l];
-            int w = t->width, seg = l & ~(w - 1), src = l;
-            switch (op) {
-            case SHFL_IDX: src = seg + (t->arg & (w - 1)); break;
-            case SHFL_UP: src = (l - seg) >= t->arg ? l - t->arg : l; break;
-            case SHFL_DOWN: src = (l - seg) + t->arg < w ? l + t->arg : l; break;
-            case SHFL_XOR: src = l ^ t->arg; if (src >= seg + w) src = l; break;
-            case BALLOT: case SYNCWARP: break;
-            }
-            if (op == BALLOT) t->result = ballot;
-            else if (op != SYNCWARP) {
-                if (!(mask >> src & 1))
-                    die("kernel %s: lane %d reads lane %d, which is not in the shuffle's mask 0x%08x", rt.kernel, l,
-                        src, mask);
-                t->result = lanes[src].value;
-            }
-            t->state = READY;
-        }
-        progress = 1;
+        for (int first = 0; first < nl; first++)
+            if (lanes[first].state == AT_WARP) progress |= complete_warp_op(lanes, nl, first, w0 / 32);
     }
     return progress;
 }
@@ -696,20 +697,21 @@ static inline cudaError_t cudaMalloc(void** out, size_t size) {
     if (!out) return cuda_cpu_fail(cudaErrorInvalidValue);
     size_t body = (size + 15) & ~(size_t)15;
     size_t inner = (body + rt.page - 1) / rt.page * rt.page;
-    size_t map_size = inner + 2 * rt.page;
-    void* m = mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    size_t map_size = inner + 2 * GUARD;
+    void* m = mmap(NULL, map_size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED) { *out = NULL; return cuda_cpu_fail(cudaErrorMemoryAllocation); }
     Buffer b;
     b.map = (char*)m;
     b.map_size = map_size;
-    b.start = b.map + rt.page + inner - body;
+    b.inner = b.map + GUARD;
+    b.inner_size = inner;
+    b.start = b.inner + inner - body;
     b.size = size;
     b.end_pad = b.start + size;
     b.id = rt.next_id++;
-    memset(b.map + rt.page, 0xFF, inner);
-    mprotect(b.map, rt.page, PROT_NONE);
-    mprotect(b.map + rt.page + inner, rt.page, PROT_NONE);
-    mprotect(b.map + rt.page, inner, rt.device_open ? PROT_READ | PROT_WRITE : PROT_NONE);
+    mprotect(b.inner, inner, PROT_READ | PROT_WRITE);
+    memset(b.inner, 0xFF, inner);
+    if (!rt.device_open) mprotect(b.inner, inner, PROT_NONE);
     auto at = std::upper_bound(rt.buffers.begin(), rt.buffers.end(), b.start,
                                [](const char* a, const Buffer& x) { return a < x.start; });
     rt.buffers.insert(at, b);

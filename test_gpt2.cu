@@ -166,8 +166,10 @@ static void synthetic_dataset(Dataset* d, size_t n, uint64_t seed) {
     }
 }
 
+// T = 48: the attention kernels' blocks of 128 threads then have scores and outputs in more than
+// one warp, so their cross-warp reductions and barriers are exercised (and race-checked).
 static void test_cpu_vs_gpu(const char* preset, int gate, int KVH) {
-    const int B = 4, T = 32, STEPS = 20;
+    const int B = 4, T = 48, STEPS = 20;
     Options op;
     options_default(&op);
     op.preset = preset;

@@ -22,7 +22,7 @@ New here are only the device parts:
 Every kernel is deterministic (no atomics): the same run gives the same losses bit for bit.
 The kernels are written to be obviously correct first; doc/cuda.md says what is slow and why.
 Status: every kernel runs in `make test` on the CPU runtime for CUDA (dev/cuda_cpu), which executes
-this file unchanged but for its <<<>>> launches; no GPU has run it yet (doc/cuda.md).
+this file unchanged but for its kernel launches; no GPU has run it yet (doc/cuda.md).
 */
 #include <cuda_runtime.h>
 #include <cublas_v2.h>

@@ -35,17 +35,18 @@ enum cublasMath_t {
 struct cublasContext { cublasMath_t math; };
 typedef cublasContext* cublasHandle_t;
 
+// the real library's strings (checked against libcublas 13.0, which answers without a GPU)
 static inline const char* cublasGetStatusString(cublasStatus_t s) {
     switch (s) {
-    case CUBLAS_STATUS_SUCCESS: return "the operation completed successfully";
+    case CUBLAS_STATUS_SUCCESS: return "success";
     case CUBLAS_STATUS_NOT_INITIALIZED: return "the library was not initialized";
     case CUBLAS_STATUS_ALLOC_FAILED: return "the resource allocation failed";
-    case CUBLAS_STATUS_INVALID_VALUE: return "an invalid numeric value was used as an argument";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "an absent device architectural feature is required";
+    case CUBLAS_STATUS_INVALID_VALUE: return "an unsupported value or parameter was passed to the function";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "the function requires an architectural feature absent from the device";
     case CUBLAS_STATUS_MAPPING_ERROR: return "an access to GPU memory space failed";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "the GPU program failed to execute";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "the function failed to launch on the GPU";
     case CUBLAS_STATUS_INTERNAL_ERROR: return "an internal operation failed";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "the functionality requested is not supported";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "the requested functionality is not supported";
     }
     return "unknown error";
 }

@@ -35,7 +35,8 @@ What a kernel may rely on is real here:
     order, reversed, and in a seeded shuffle. Any byte of device memory that differs means the
     result depends on the order of threads: the kernel is reported by name (cuda_cpu_races()),
     and the in-order result is kept. CUDA_CPU_RACECHECK=N checks the first N launches of each
-    kernel (default 1; 0 turns it off; cuda_cpu_set_racecheck() sets it in a program).
+    configuration (kernel, grid, block) (default 1; 0 turns it off; cuda_cpu_set_racecheck() sets
+    it in a program).
 Math functions are the host's libm (expf may differ from the GPU's by an ulp or two).
 */
 #pragma once
@@ -79,7 +80,7 @@ template <typename A, typename B> static inline std::common_type_t<A, B> max(A a
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 
 // ---- the runtime API: errors ---------------------------------------------------------------------
-// The codes and messages of the real runtime (driver_types.h, cudaGetErrorString).
+// The codes, names and messages of the real runtime (checked against libcudart 13.0).
 enum cudaError_t {
     cudaSuccess = 0,
     cudaErrorInvalidValue = 1,
@@ -89,29 +90,26 @@ enum cudaError_t {
     cudaErrorInvalidMemcpyDirection = 21,
     cudaErrorInvalidDevice = 101,
 };
+struct cuda_cpu_error_text { cudaError_t code; const char *name, *message; };
+static const cuda_cpu_error_text cuda_cpu_errors[] = {
+    {cudaSuccess, "cudaSuccess", "no error"},
+    {cudaErrorInvalidValue, "cudaErrorInvalidValue", "invalid argument"},
+    {cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory"},
+    {cudaErrorInvalidConfiguration, "cudaErrorInvalidConfiguration", "invalid configuration argument"},
+    {cudaErrorInvalidDevicePointer, "cudaErrorInvalidDevicePointer", "invalid device pointer"},
+    {cudaErrorInvalidMemcpyDirection, "cudaErrorInvalidMemcpyDirection", "invalid copy direction for memcpy"},
+    {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
+};
+static inline const cuda_cpu_error_text* cuda_cpu_error(cudaError_t e) {
+    for (const cuda_cpu_error_text& t : cuda_cpu_errors)
+        if (t.code == e) return &t;
+    return NULL;
+}
 static inline const char* cudaGetErrorString(cudaError_t e) {
-    switch (e) {
-    case cudaSuccess: return "no error";
-    case cudaErrorInvalidValue: return "invalid argument";
-    case cudaErrorMemoryAllocation: return "out of memory";
-    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
-    case cudaErrorInvalidDevicePointer: return "invalid device pointer";
-    case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
-    case cudaErrorInvalidDevice: return "invalid device ordinal";
-    }
-    return "unrecognized error code";
+    return cuda_cpu_error(e) ? cuda_cpu_error(e)->message : "unrecognized error code";
 }
 static inline const char* cudaGetErrorName(cudaError_t e) {
-    switch (e) {
-    case cudaSuccess: return "cudaSuccess";
-    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
-    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
-    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
-    case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
-    case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
-    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
-    }
-    return "cudaErrorUnknown";
+    return cuda_cpu_error(e) ? cuda_cpu_error(e)->name : "cudaErrorUnknown";
 }
 
 enum cudaMemcpyKind {
@@ -228,7 +226,8 @@ struct Runtime {
     void* body_ctx = NULL;
     // race check
     long racecheck_per_kernel = -1;       // -1: not read from the environment yet
-    std::map<std::string, long> launches, checked;
+    std::map<std::string, long> launches, checked;   // by kernel name
+    std::map<std::string, long> config_launches;      // by kernel, grid and block
     std::vector<std::string> races;
 };
 static Runtime rt;
@@ -506,9 +505,15 @@ static inline long racecheck_limit(void) {
     return rt.racecheck_per_kernel;
 }
 
-// One launch: the grid in order, and under the race check again in reverse and shuffled.
+// One launch: the grid in order, and under the race check again in reverse and shuffled. The check
+// runs for the first N launches of each configuration (kernel, grid, block), so a kernel launched
+// with more warps or blocks than in its first launch is checked again at that size.
 static void launch_grid(const char* name) {
-    long n = rt.launches[name]++;
+    char config[256];
+    snprintf(config, sizeof(config), "%s<<<(%u,%u,%u),(%u,%u,%u)>>>", name, rt.grid.x, rt.grid.y, rt.grid.z,
+             rt.block.x, rt.block.y, rt.block.z);
+    rt.launches[name]++;
+    long n = rt.config_launches[config]++;
     if (n >= racecheck_limit()) { run_grid(0, 0); return; }
     rt.checked[name]++;
     std::vector<std::vector<char>> before, in_order;

@@ -1,0 +1,159 @@
+#!/bin/sh
+# dev/cuda_cpu/mutants.sh [NAME...]: proof that the CUDA tests on the CPU runtime can fail.
+#
+# Each mutant is a copy of train_gpt2.cu with one deliberate bug of a kind real kernels have (a missing
+# barrier, a transposed index, a grid one block short, a reduction step left out, an access past the
+# end), built like `make test_gpt2cu_cpu` and run under test_gpt2.cu. It is caught when that run fails
+# (a failed check, a race or fault reported by the runtime, a timeout); one that survives shows a blind
+# spot of the runtime (race check, guard pages, 0xFF fill) or of the tests. doc/cuda.md describes it.
+#
+# The unmutated source must first build and pass the same way, or the catches mean nothing (where it
+# fails some checks, a mutant must fail more of them, or stop with a runtime error). Each sed pattern
+# must change exactly its line: a pattern that train_gpt2.cu's edits have made stale is a failure.
+# Work and logs: dev/cuda_cpu/gen/mutants/NAME/{build.log,log}, from a snapshot of train_gpt2.cu and
+# test_gpt2.cu taken at the start; builds two at a time, tests one at a time, from the repository root
+# (they read test/fixtures/). CUDA_CPU_CXX overrides the compiler and its flags.
+# Output: one "  ok   ..." or "  FAIL ..." line per check, then "N passed, N failed"; exit 1 on a failure.
+set -u
+cd "$(dirname "$0")/../.." || exit 2
+CXX=${CUDA_CPU_CXX:-g++ -O2 -march=native -std=c++17 -fopenmp -fno-math-errno -Wno-unused-function}
+TIMEOUT=600
+GEN=dev/cuda_cpu/gen/mutants
+ALL="syncthreads attn-sync transposed grid reduction bounds"
+
+# mutate NAME: print the sed script of mutant NAME, then (second line) how many lines of
+# `diff original mutant` start with < or > when it applies as intended.
+mutate() {
+    case $1 in
+    syncthreads)  # block_sum: the barrier between writing buf[] and reading it
+        echo '/^template <typename T> __device__ T block_sum(T v) {$/,/^}$/{/if (lane == 0) buf\[wid\] = v;/{n;/^ *__syncthreads();$/d;};}'
+        echo 1 ;;
+    attn-sync)    # attention_forward_kernel: the barrier before the output loop reads all of a[]
+        echo '/^__global__ void attention_forward_kernel(/,/^}$/{/^ *__syncthreads(); *\/\/ the row of a\[\] is complete/d;}'
+        echo 1 ;;
+    transposed)   # attention_backward_kv_kernel reads dP[s][t] and A[s][t] for dP[t][s] and A[t][s]
+        echo '/^__global__ void attention_backward_kv_kernel(/,/^}$/s/long r = (((long)b \* H + h) \* T + t) \* T + s;/long r = (((long)b * H + h) * T + s) * T + t;/'
+        echo 2 ;;
+    grid)         # gpu_norm_forward: floor instead of ceil, the last rows get no block
+        echo '/^static void gpu_norm_forward(/,/^}$/s/norm_forward_kernel<<<ceil_div(N, ROW_THREADS \/ 32), /norm_forward_kernel<<<N \/ (ROW_THREADS \/ 32), /'
+        echo 2 ;;
+    reduction)    # warp_sum: the last shuffle step (offset 1) is left out
+        echo '/^template <typename T> __device__ T warp_sum(T v) {$/,/^}$/s/for (int o = 16; o > 0; o >>= 1) v += /for (int o = 16; o > 1; o >>= 1) v += /'
+        echo 2 ;;
+    bounds)       # residual_forward_kernel: one element past the end of out, a and b
+        echo '/^__global__ void residual_forward_kernel(/,/^}$/s/if (i < N) out\[i\] = a\[i\] + b\[i\];/if (i <= N) out[i] = a[i] + b[i];/'
+        echo 2 ;;
+    *) return 1 ;;
+    esac
+}
+
+names=
+for n in ${*:-$ALL}; do
+    mutate "$n" >/dev/null || { echo "usage: $0 [NAME...]; the mutants are: $ALL" >&2; exit 2; }
+    case " $names " in *" $n "*) ;; *) names="$names $n" ;; esac
+done
+
+n_passed=0
+n_failed=0
+ok() { echo "  ok   $*"; n_passed=$((n_passed + 1)); }
+fail() { echo "  FAIL $*"; n_failed=$((n_failed + 1)); }
+# one line of at most ~150 characters, runs of blanks squeezed
+short() { head -n 1 | sed 's/^[[:space:]]*//; s/[[:space:]][[:space:]]*/ /g' | cut -c 1-150; }
+
+# The snapshot, and each copy's source NAME/train_gpt2.cu.in (for a mutant, the snapshot through its
+# sed script). A mutant whose pattern no longer applies gets no directory.
+rm -rf "$GEN"
+mkdir -p "$GEN/src" || exit 2
+cp train_gpt2.cu test_gpt2.cu "$GEN/src/" || exit 2
+stale=
+for n in unmutated $names; do
+    d=$GEN/$n
+    mkdir -p "$d"
+    if [ "$n" = unmutated ]; then
+        cp "$GEN/src/train_gpt2.cu" "$d/train_gpt2.cu.in"
+    else
+        script=$(mutate "$n" | sed -n 1p)
+        want=$(mutate "$n" | sed -n 2p)
+        sed "$script" "$GEN/src/train_gpt2.cu" > "$d/train_gpt2.cu.in"
+        got=$(diff "$GEN/src/train_gpt2.cu" "$d/train_gpt2.cu.in" | grep -c '^[<>]')
+        if [ "$got" != "$want" ]; then stale="$stale $n"; rm -rf "$d"; continue; fi
+    fi
+done
+
+# build NAME: as `make test_gpt2cu_cpu`, in NAME/ (rewrite.sh's output NAME/train_gpt2.cu is what
+# NAME/test_gpt2.cu's #include "train_gpt2.cu" finds); leaves NAME/build.rc, its exit status.
+build() {
+    d=$GEN/$1
+    { dev/cuda_cpu/rewrite.sh "$d/train_gpt2.cu.in" "$d/train_gpt2.cu" &&
+        dev/cuda_cpu/rewrite.sh "$GEN/src/test_gpt2.cu" "$d/test_gpt2.cu" &&
+        $CXX -I dev/cuda_cpu -I . -x c++ -o "$d/test_gpt2cu_cpu" "$d/test_gpt2.cu" -lm; } > "$d/build.log" 2>&1
+    echo $? > "$d/build.rc"
+}
+# Builds in the background, two at a time.
+(
+    running=0
+    for n in unmutated $names; do
+        [ -d "$GEN/$n" ] || continue
+        build "$n" &
+        running=$((running + 1))
+        if [ $running -ge 2 ]; then wait; running=0; fi
+    done
+    wait
+) &
+builder=$!
+trap 'kill $builder 2>/dev/null; exit 130' INT TERM
+
+# run NAME: wait for its build; 1 if it failed, else run its tests (stdout and stderr to NAME/log) and
+# set rc to their exit status.
+run() {
+    while [ ! -f "$GEN/$1/build.rc" ]; do sleep 1; done
+    [ "$(cat "$GEN/$1/build.rc")" = 0 ] || return 1
+    timeout $TIMEOUT "$GEN/$1/test_gpt2cu_cpu" > "$GEN/$1/log" 2>&1
+    rc=$?
+}
+# the "N passed, N failed" line of a log, or nothing
+count_line() { grep -E '^[0-9]+ passed, [0-9]+ failed$' "$1" | tail -n 1; }
+
+base_failed=0
+if ! run unmutated; then
+    fail "unmutated train_gpt2.cu does not build (see $GEN/unmutated/build.log): the mutants mean nothing"
+else
+    counts=$(count_line "$GEN/unmutated/log")
+    if [ $rc -eq 0 ]; then
+        ok "unmutated train_gpt2.cu passes (${counts%%,*})"
+    else
+        why=$(grep -E '^cuda_cpu:' "$GEN/unmutated/log" | short)
+        [ -n "$why" ] || why=$(grep -E '^ *FAIL' "$GEN/unmutated/log" | short)
+        fail "unmutated train_gpt2.cu fails (exit $rc; ${counts:-no count line}; $why): the mutants are judged against it"
+        base_failed=$(echo "$counts" | sed -n 's/.* \([0-9]*\) failed$/\1/p')
+        base_failed=${base_failed:-0}
+    fi
+fi
+
+# A mutant is caught when its run fails where the unmutated one passed: a runtime error or a failed
+# check the unmutated run does not have (so more failed checks), a timeout, a crash.
+base=$GEN/unmutated/log
+[ -f "$base" ] || base=/dev/null
+for n in $names; do
+    case " $stale " in *" $n "*)
+        fail "mutant $n: the pattern no longer matches train_gpt2.cu"; continue ;;
+    esac
+    log=$GEN/$n/log
+    if ! run "$n"; then fail "mutant $n did not compile (see $GEN/$n/build.log)"; continue; fi
+    if [ $rc -eq 0 ]; then fail "mutant $n survived: the tests passed"; continue; fi
+    counts=$(count_line "$log")
+    failed=$(echo "$counts" | sed -n 's/.* \([0-9]*\) failed$/\1/p')
+    new=$(grep -E '^cuda_cpu:|^ *FAIL' "$log" | grep -vxF -f "$base")   # not in the unmutated log
+    why=$(echo "$new" | grep '^cuda_cpu:' | short)
+    if [ -z "$why" ] && [ -n "$failed" ] && [ "$failed" -le "$base_failed" ]; then
+        fail "mutant $n survived: it fails no more checks than the unmutated source ($counts)"; continue
+    fi
+    case $rc in 124|137) [ -n "$why" ] || why="timed out after $TIMEOUT s" ;; esac
+    [ -n "$why" ] || why=$(echo "$new" | grep FAIL | short)
+    [ -n "$why" ] || why=${counts:-"exit status $rc, no count line"}
+    ok "mutant $n caught: $why"
+done
+
+wait $builder 2>/dev/null
+echo "$n_passed passed, $n_failed failed"
+[ $n_failed -eq 0 ]

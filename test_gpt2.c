@@ -75,15 +75,22 @@ static void test_model_fixture(const char* path) {
     fixture_free(&fx);
 }
 
+// Twice: through the fast paths that training uses, and through the plain loops that define matmul
+// and attention in Part I (use_reference), so both are checked against PyTorch.
 static void test_fixtures(void) {
-    printf("PyTorch fixtures\n");
     const char* names[] = {"gpt2", "gpt2_gate", "llama", "llama_gate", "llama_mha", "mixed", "mup"};
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        char path[256];
-        snprintf(path, sizeof(path), "test/fixtures/model_%s.bin", names[i]);
-        test_model_fixture(path);
+    for (int ref = 0; ref <= 1; ref++) {
+        use_reference = ref;
+        printf("PyTorch fixtures, %s\n", ref ? "matmul and attention by their reference loops" : "fast paths");
+        for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+            char path[256];
+            snprintf(path, sizeof(path), "test/fixtures/model_%s.bin", names[i]);
+            test_model_fixture(path);
+        }
     }
+    use_reference = REFERENCE;
 }
+
 
 // ---- 1b. the generator and every initializer against PyTorch (test/fixtures/init_torch.bin) --------
 // The names encode the call (dev/ref/make_init_fixtures.py): "<op>/seed=S/key=value/...", or
@@ -200,7 +207,7 @@ static void test_init_fixture(void) {
     fixture_free(&fx);
 }
 
-// calculate_gain: PyTorch's table, and the measured GELU/SiLU gains (seed_corrections 001-7, fact 13)
+// calculate_gain: PyTorch's table, and the measured GELU/SiLU gains [Errata 001-7, fact 13]
 static void test_gains(void) {
     printf("calculate_gain\n");
     struct { const char* name; double param, want, tol; } cases[] = {
@@ -214,7 +221,7 @@ static void test_gains(void) {
         check(fabs(got - cases[i].want) <= cases[i].tol * cases[i].want, "calculate_gain(%s, %g) = %.7f (gain^2 %.5f)",
               cases[i].name, cases[i].param, got, got * got);
     }
-    // leaky_relu(0.01): 2/(1+1e-4) = 1.9998 (seed_corrections 001-7); GELU closed form 1/3 + 1/(2 pi sqrt 3)
+    // leaky_relu(0.01): 2/(1+1e-4) = 1.9998 [Errata 001-7]; GELU closed form 1/3 + 1/(2 pi sqrt 3)
     double g = calculate_gain("gelu", NAN);
     check(fabs(1.0 / (g * g) - (1.0 / 3 + 1.0 / (2 * M_PI * sqrt(3.0)))) < 1e-12 &&
           fabs(pow(calculate_gain("leaky_relu", NAN), 2) - 1.9998) < 1e-4,
@@ -228,7 +235,7 @@ static void test_gains(void) {
     check(refused, "calculate_gain refuses an unknown nonlinearity: %s", fatal_msg);
 }
 
-// ---- 1c. every scheme's formula, its samples, and the initialization facts of seed_corrections ---------
+// ---- 1c. every scheme's formula, its samples, and the initialization facts of [Errata] ---------
 #define SR 256      // sampling tests draw (SR, SC) = (fan_out, fan_in) matrices: 98304 values
 #define SC 384
 
@@ -355,7 +362,7 @@ static double gelu_scaled_sq(double x) { return gelu_exact_sq(sqrt(q_gelu) * x) 
 static int near(double got, double want, double rtol) { return fabs(got - want) <= rtol * fabs(want); }
 
 static void test_init_facts(void) {
-    printf("seed_corrections: facts the code should assert (initialization)\n");
+    printf("[Errata]: facts the code should assert (initialization)\n");
     // 1-3: GPT-2 residual std 0.02/sqrt(2L) through the gpt2 recipe (values as printed, to their digits)
     int Ls[6] = {12, 24, 36, 48, 80, 96};
     double want[6] = {0.0040825, 0.0028868, 0.0023570, 0.0020412, 0.0015811, 0.0014434};
@@ -365,7 +372,7 @@ static void test_init_facts(void) {
     check(ok && near(f80, 0.0790569, 1e-6) && near(0.02 / (0.02 * f80), 12.6491, 1e-5) &&
           near(recipe_std("gpt2", K_WO, 0, 64, 64, 12, 64) / recipe_std("gpt2", K_WO, 0, 64, 64, 48, 64), 2.0, 1e-12),
           "facts 1-3: gpt2 out/down std 0.02/sqrt(2L) = 0.0040825 (L=12) ... 0.0014434 (L=96); 1/sqrt(160) = 0.0790569; XL/Small ratio 2 (not 5)");
-    // 4: Llama-2-7B through seed 002's llama recipe (L = 32)
+    // 4: Llama-2-7B through [InitGuide ch. 7]'s llama recipe (L = 32)
     check(near(recipe_std("llama", K_WTE, -1, 32000, 4096, 32, 4096), 0.015625, 1e-6) &&
           near(recipe_std("llama", K_WQ, 0, 4096, 4096, 32, 4096), 0.0220971, 1e-6) &&
           near(recipe_std("llama", K_WO, 0, 4096, 4096, 32, 4096), 0.0027621, 5e-5) &&
@@ -518,7 +525,7 @@ static void test_resid_and_mup(void) {
               "emb std %.3f (width-independent), wq std %.4f = 1/sqrt(fan_in)", widths[k], 1.0 / wm, 1.0 / wm, hd, emb.std, wq.std);
         model_free(&m);
     }
-    // fact 23 (seed_corrections 001-17): base 256 -> width 8192: 0.03125, lr 0.01 becomes 3.125e-4
+    // fact 23 [Errata 001-17]: base 256 -> width 8192: 0.03125, lr 0.01 becomes 3.125e-4
     {
         Model m;
         recipe_model(&m, "llama", 1, 256, "mup", -1, 8, 9);
@@ -537,10 +544,10 @@ static void test_resid_and_mup(void) {
     check(refused, "-I mup with a tied head is refused: %s", fatal_msg);
 }
 
-// seed 001 §3.3 at a smaller size (d = 512, 8 layers, batch 64): a ReLU network initialized with
+// [InitFP §3.3] at a smaller size (d = 512, 8 layers, batch 64): a ReLU network initialized with
 // kaiming_normal keeps E[h^2] ~ 1; with xavier_normal it halves per layer (0.5^8 = 1/256).
 static void test_deep_relu(void) {
-    printf("deep ReLU network, seed 001 §3.3 (d = 512, 8 layers)\n");
+    printf("deep ReLU network, [InitFP §3.3] (d = 512, 8 layers)\n");
     const int d = 512, L = 8, B = 64;
     const char* inits[2] = {"kaiming_normal:relu", "xavier_normal"};
     double want[2] = {1.0, pow(0.5, L)};
@@ -558,7 +565,7 @@ static void test_deep_relu(void) {
         double e2 = 0.0;
         for (long i = 0; i < (long)B * d; i++) e2 += (double)x[i] * x[i];
         e2 /= (double)B * d;
-        // finite-width spread of log E[h^2] is ~ sqrt(2 L / d) = 0.18 (seed_corrections 001-19): band x/1.8
+        // finite-width spread of log E[h^2] is ~ sqrt(2 L / d) = 0.18 [Errata 001-19]: band x/1.8
         check(e2 / want[k] > 1 / 1.8 && e2 / want[k] < 1.8, "%-20s E[h^2] after %d ReLU layers %.4g (theory %.4g)", inits[k], L, e2, want[k]);
     }
     free(x); free(y); free(W);
@@ -767,6 +774,96 @@ static void test_gemm(void) {
               M, N, K, worst);
         free(A); free(W); free(Wt); free(c1); free(c2);
     }
+}
+
+// max |fast - ref| / max |ref| over n values
+static double rel_max_diff(const float* fast, const float* ref, long n) {
+    double d = 0.0, m = 0.0;
+    for (long i = 0; i < n; i++) {
+        d = fmax(d, fabs((double)fast[i] - ref[i]));
+        m = fmax(m, fabs((double)ref[i]));
+    }
+    return m > 0 ? d / m : (d > 0 ? INFINITY : 0.0);
+}
+
+// Runs fn once through the fast path and once through the reference loops, from the same inputs
+// (`n_out` floats at `out`, restored between the two runs); returns their rel_max_diff.
+static double fast_vs_reference(void (*fn)(void*), void* args, float* out, long n_out) {
+    float* start = xmalloc(n_out * sizeof(float));
+    float* fast = xmalloc(n_out * sizeof(float));
+    memcpy(start, out, n_out * sizeof(float));
+    use_reference = 0;
+    fn(args);
+    memcpy(fast, out, n_out * sizeof(float));
+    memcpy(out, start, n_out * sizeof(float));
+    use_reference = 1;
+    fn(args);
+    use_reference = REFERENCE;
+    double r = rel_max_diff(fast, out, n_out);
+    free(start);
+    free(fast);
+    return r;
+}
+
+// The shapes: BT x C -> OC not multiples of the gemm tiles; attention with T > ATT_QB (two query
+// blocks), GQA (H = 4 heads on KVH = 2), outputs that accumulate onto nonzero starting values.
+typedef struct { float *out, *dinp, *dW, *db, *inp, *W, *b, *dout; int BT, C, OC; } MatmulArgs;
+static void run_mm_forward(void* p) { MatmulArgs* a = p; matmul_forward(a->out, a->inp, a->W, a->b, a->BT, a->C, a->OC); }
+static void run_mm_backward(void* p) {
+    MatmulArgs* a = p;
+    matmul_backward(a->dinp, a->dW, a->db, a->dout, a->inp, a->W, a->BT, a->C, a->OC);
+}
+typedef struct { float *y, *att, *q, *k, *v, *dq, *dk, *dv, *dy, *scratch; int B, T, H, KVH, hd; } AttnArgs;
+static void run_attn_forward(void* p) {
+    AttnArgs* a = p;
+    attention_forward(a->y, a->att, a->q, a->k, a->v, a->B, a->T, a->H, a->KVH, a->hd, 1.0f / sqrtf(a->hd));
+}
+static void run_attn_backward(void* p) {
+    AttnArgs* a = p;
+    attention_backward(a->dq, a->dk, a->dv, a->scratch, a->dy, a->att, a->q, a->k, a->v, a->B, a->T, a->H, a->KVH,
+                       a->hd, 1.0f / sqrtf(a->hd));
+}
+
+static void test_reference_paths(void) {
+    printf("fast paths against the reference loops of Part I\n");
+    Rng g;
+    rng_seed(&g, 21);
+    MatmulArgs m = {.BT = 37, .C = 75, .OC = 130};
+    m.inp = rand_buf(&g, (size_t)m.BT * m.C, 1.0f);
+    m.W = rand_buf(&g, (size_t)m.OC * m.C, 0.1f);
+    m.b = rand_buf(&g, (size_t)m.OC, 0.1f);
+    m.dout = rand_buf(&g, (size_t)m.BT * m.OC, 1.0f);
+    m.out = rand_buf(&g, (size_t)m.BT * m.OC, 1.0f);
+    float* grads = rand_buf(&g, (size_t)m.BT * m.C + (size_t)m.OC * m.C + m.OC, 1.0f);   // dinp, dW, db in a row
+    m.dinp = grads;
+    m.dW = grads + (long)m.BT * m.C;
+    m.db = m.dW + (long)m.OC * m.C;
+    double r = fast_vs_reference(run_mm_forward, &m, m.out, (long)m.BT * m.OC);
+    check(r < 1e-6, "matmul_forward %d x %d -> %d: fast = loops to %.1e (relative to the largest output)", m.BT, m.C,
+          m.OC, r);
+    r = fast_vs_reference(run_mm_backward, &m, grads, (long)m.BT * m.C + (long)m.OC * m.C + m.OC);
+    check(r < 1e-6, "matmul_backward: dinp, dW, dbias accumulated, fast = loops to %.1e", r);
+    AttnArgs a = {.B = 2, .T = 70, .H = 4, .KVH = 2, .hd = 8};
+    long nq = (long)a.B * a.T * a.H * a.hd, nkv = (long)a.B * a.T * a.KVH * a.hd, natt = (long)a.B * a.H * a.T * a.T;
+    a.q = rand_buf(&g, nq, 1.0f);
+    a.k = rand_buf(&g, nkv, 1.0f);
+    a.v = rand_buf(&g, nkv, 1.0f);
+    a.dy = rand_buf(&g, nq, 1.0f);
+    float* outs = rand_buf(&g, nq + natt, 1.0f);                    // y, att in a row
+    a.y = outs;
+    a.att = outs + nq;
+    a.scratch = xmalloc(attention_scratch_floats(a.T) * sizeof(float));
+    r = fast_vs_reference(run_attn_forward, &a, outs, nq + natt);
+    check(r < 1e-6, "attention_forward B=%d T=%d H=%d KVH=%d: y and probabilities, fast = loops to %.1e", a.B, a.T,
+          a.H, a.KVH, r);
+    float* dgrads = rand_buf(&g, nq + 2 * nkv, 1.0f);                 // dq, dk, dv in a row
+    a.dq = dgrads;
+    a.dk = dgrads + nq;
+    a.dv = a.dk + nkv;
+    r = fast_vs_reference(run_attn_backward, &a, dgrads, nq + 2 * nkv);
+    check(r < 1e-6, "attention_backward: dq, dk, dv accumulated, fast = loops to %.1e", r);
+    free(m.inp); free(m.W); free(m.b); free(m.dout); free(m.out); free(grads);
+    free(a.q); free(a.k); free(a.v); free(a.dy); free(outs); free(a.scratch); free(dgrads);
 }
 
 static void test_finite_differences(void) {
@@ -1047,8 +1144,8 @@ static void test_bad_input(void) {
 }
 
 // Every scheme and every recipe trains, with both presets: exit 0, finite losses, and the loss falls
-// over 6 steps, except where symmetry forbids learning much (zeros, ones, constant). Then seed 002
-// ch. 7's symmetry problem, and --init-report.
+// over 6 steps, except where symmetry forbids learning much (zeros, ones, constant). Then
+// [InitGuide ch. 7]'s symmetry problem, and --init-report.
 static const char* first_train_loss(const char* out, int last) {
     const char* p = strstr(out, "| loss "), *q = p;
     while (last && q) { p = q; q = strstr(q + 1, "| loss "); }
@@ -1083,7 +1180,7 @@ static void test_schemes_train(void) {
         }
     check(bad == 0, "%d runs of 6 steps (%d -I values x 2 presets): exit 0, finite losses, the loss falls (zeros, ones, constant: "
           "it need not)", ran, n);
-    // seed 002 ch. 7, symmetry. (a) -I zeros is a stationary point: the logits wte . lnf are 0 and every
+    // [InitGuide ch. 7], symmetry. (a) -I zeros is a stationary point: the logits wte . lnf are 0 and every
     // gradient is a product with a zero weight or a zero activation (GELU(0) = 0, Norm(0) = bias = 0), so
     // no parameter ever moves and the loss stays ln 256 = 5.545177; the run still "trains" without error.
     // (b) only the MLP symmetric (every row of mlp.wup equal, every column of mlp.wdown equal): the
@@ -1147,7 +1244,7 @@ static void test_schemes_train(void) {
     free(out);
 }
 
-// ---- 4. probes (train_gpt2.c section 5b) on inputs whose answer is known -------------------------------
+// ---- 4. probes (train_gpt2.c section 11) on inputs whose answer is known -------------------------------
 // The probes' lines are captured here instead of going to a log.
 static char captured[1 << 16];
 static size_t captured_len;
@@ -1242,7 +1339,7 @@ static void test_probe_matrices(void) {
     check(err < 1e-4, "random 40 x 30: stable rank by power iteration %.6f vs Jacobi %.6f (rel %.1e, %d iterations)",
           sr, s2 / (all[0] * all[0]), err, iters);
     free(Wr);
-    // D_c, rows of the (out, in) weight: identical rows 1 (also for 8 x 3, where seed 003's 1/(d_in d_out)
+    // D_c, rows of the (out, in) weight: identical rows 1 (also for 8 x 3, where [ComplexCtl eq. 2]'s 1/(d_in d_out)
     // would give 8/3), orthogonal rows 1/n
     float same[8 * 3];
     for (int i = 0; i < 8; i++)
@@ -1251,7 +1348,7 @@ static void test_probe_matrices(void) {
     check(fabs(dc - 1.0) < 1e-6, "D_c of 8 identical rows (positive multiples) = 1: %.9f", dc);
     dc = condensation_degree(I, N, N);
     check(fabs(dc - 1.0 / N) < 1e-12, "D_c of %d orthogonal rows = 1/%d: %.9f", N, N, dc);
-    // C(W) of seed 000 eq. (6) agrees with D_c: D_c is the mean of all its entries
+    // C(W) of [SmallInit eq. 6] agrees with D_c: D_c is the mean of all its entries
     float Cm[8 * 8];
     row_cosines(same, NULL, 8, 3, Cm);
     double mean = 0.0;
@@ -1681,6 +1778,7 @@ int main(void) {
     test_resid_and_mup();
     test_deep_relu();
     test_gemm();
+    test_reference_paths();
     test_finite_differences();
     test_probes();
     test_trainer();

@@ -3,21 +3,38 @@ train_gpt2.c: a GPT-2 / Llama-style language model trained on the CPU, in one fi
 written to teach weight initialization.
 
     make train_gpt2 && ./train_gpt2                 # GPT-2 init, byte-level Moby-Dick
-    ./train_gpt2 -g 1.0 -e 1e-12                    # gamma-init, rate 1, norm eps 1e-12 (seed 000)
+    ./train_gpt2 -g 1.0 -e 1e-12                    # gamma-init, rate 1, norm eps 1e-12 [SmallInit]
 
-The seeds this file cites live in ../shared/seeds/:
-  000  Small Initialization Matters for LLMs (gamma-init, norm eps, gated attention, probes)
-  001  Initialization from first principles (Xavier, Kaiming, GPT-2 residual scaling, muP)
-  002  The weights you start with (tutorial: variance preservation to LLM recipes)
-  003  Scalable Complexity Control (initialization rate gamma, weight decay lambda, condensation)
-  004  Weight Initialization and Variance Dynamics (std sweeps, Q/K/V variance)
-and ../shared/seed_corrections.md lists where they err; comments say so where it matters.
+Contents. Part I is the course text: read it top to bottom, from the data to the loss and back.
+Part II is the machinery Part I calls; section 1 declares each piece it uses, with one line on what
+it does, so a reader of Part I never needs to open Part II.
 
-Layout of the file (each layer's forward and backward side by side, as in llm.c):
-  1. utilities             5. the model: parameters, activations, forward, backward
-  2. random numbers        6. AdamW and the learning-rate schedule
-  3. initializers          7. data, sampling, checkpoints, logging
-  4. layers                8. the training loop and the command line
+  PART I   THE MODEL AS MATHEMATICS
+   1. utilities, and what Part I uses from Part II     fatal, xmalloc; declarations
+   2. data: tokens in, batches out                     dataset_load, dataset_random_batch
+   3. the model's configuration and parameters         Config, the tensor table, Model, Acts
+   4. layers, each forward beside its backward         matmul (reference loops), embedding, norm,
+                                                       RoPE, attention, gate, GELU/SwiGLU, softmax
+   5. the model: forward and backward                  model_forward, model_backward
+   6. initialization: gains, schemes, recipes, muP    scheme_dist, model_init
+   7. AdamW with decoupled weight decay, clipping      adamw_step, lr_at, grad_norm
+   8. the training loop and main                       run_setup, run_train, main
+  PART II  MACHINERY
+   9. random numbers: PyTorch's CPU generator          rng_seed, init_normal, init_orthogonal, ...
+  10. fast paths: vexpf and the blocked gemm           vexpf, gemm
+  11. probes: what the papers measure inside a network probes_before_update, ...
+  12. the command line, --init-report                  parse_args, usage, init_report
+  13. checkpoints                                      checkpoint_save, checkpoint_load
+  14. the muP coordinate check                         coord_check
+  15. the CPU engine                                   cpu_engine
+
+Sources (doc/references.md has titles, authors and arXiv numbers; doc/errata.md the statements in
+them that are wrong, with the right values). Comments cite them by key, e.g. [SmallInit eq. 2]:
+  [SmallInit]  Small Initialization Matters for Large Language Models (arXiv 2606.17945)
+  [InitFP]     initialization from first principles: Xavier, Kaiming, GPT-2 scaling, muP (blog)
+  [InitGuide]  from variance preservation to the recipes of modern LLMs (blog, course)
+  [ComplexCtl] Scalable Complexity Control Facilitates Reasoning Ability of LLMs
+  [VarDyn]     Weight Initialization and Variance Dynamics in DNNs and LLMs (arXiv 2510.09423)
 Only libc, libm and OpenMP are used. doc/model.md is the model's exact contract.
 */
 #define _GNU_SOURCE
@@ -38,6 +55,11 @@ Only libc, libm and OpenMP are used. doc/model.md is the model's exact contract.
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+
+
+// ############################################################################################
+// PART I. THE MODEL AS MATHEMATICS
+// ############################################################################################
 
 // ============================================================================================
 // 1. Utilities
@@ -103,8 +125,1798 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
+// ---- what Part I uses from Part II --------------------------------------------------------------
+// HOSTDEV marks the per-element math that train_gpt2.cu's kernels call too (nvcc compiles it for the
+// GPU as well), so both trainers evaluate the same formulas in the same order.
+#ifdef __CUDACC__
+#define HOSTDEV __host__ __device__
+#else
+#define HOSTDEV
+#endif
+
+// The random generator's state: PyTorch's Mersenne Twister (section 9 draws from it exactly as
+// torch does, so an initializer here and nn.init there give the same tensor for the same seed).
+#define RNG_MT_N 624
+// The whole generator state. Plain old data: checkpoints can fwrite() it.
+// torch keeps the same things: the mt19937 state plus an optional cached
+// second Box-Muller sample for the double precision normal path.
+typedef struct {
+    uint32_t mt[RNG_MT_N];
+    int mti;                // index of the next word to temper; 624 = twist first
+    int has_next_normal;    // 1 if next_normal holds a cached sample
+    double next_normal;     // cached r*sin(theta) from the scalar normal path
+} Rng;
+
+static void rng_seed(Rng* g, uint64_t seed);                 // torch.manual_seed(seed)
+static uint32_t rng_u32(Rng* g);                             // the next 32 random bits
+// nn.init's samplers, draw for draw: U(a, b), N(mean, std^2), N truncated to [a, b], orthogonal
+// (QR of a Gaussian matrix, signs fixed), sparse (a fraction of each column zero, the rest normal)
+static void init_uniform(Rng* g, float* w, size_t n, float a, float b);
+static void init_normal_d(Rng* g, float* w, size_t n, double mean, double std);
+static void init_trunc_normal_d(Rng* g, float* w, size_t n, double mean, double std, double a, double b);
+static void init_orthogonal(Rng* g, float* w, int rows, int cols, float gain);
+static void init_sparse_d(Rng* g, float* w, int rows, int cols, double sparsity, double std);
+HOSTDEV static inline float vexpf(float x);                  // exp(x) to 1-2 ulp, in code GCC vectorizes
+// Cm[M,N] (+)= A[M,K] Bm[K,N], each operand read through a row and a column stride: the blocked,
+// vectorized product that matmul_forward and matmul_backward hand their loops to (section 10)
+static void gemm(int M, int N, int K, const float* A, long sam, long sak, const float* Bm, long sbk, long sbn,
+                 float* Cm, long ldc, int accumulate);
+// the fast paths of section 4's matmul and attention: the same sums as its loops, through gemm
+static void matmul_forward_fast(float* out, const float* inp, const float* W, const float* bias, int BT, int C, int OC);
+static void matmul_backward_fast(float* dinp, float* dW, float* dbias, const float* dout,
+                                 const float* inp, const float* W, int BT, int C, int OC);
+static void attention_forward_fast(float* y, float* att, const float* q, const float* k, const float* v,
+                                   int B, int T, int H, int KVH, int hd, float scale);
+static void attention_backward_fast(float* dq, float* dk, float* dv, float* scratch, const float* dy,
+                                    const float* att, const float* q, const float* k, const float* v,
+                                    int B, int T, int H, int KVH, int hd, float scale);
 // ============================================================================================
-// 2. Random numbers: PyTorch's CPU generator, so that an initializer here and nn.init there
+// 2. Data: tokens in, batches out (and tokens back to text)
+// ============================================================================================
+
+// A token stream in memory. Two formats:
+//  - plain text: every byte is a token (vocabulary 256), no tokenizer needed;
+//  - llm.c token shards: 256 int32 header (magic 20240520, version 1, token count), then uint16
+//    tokens (GPT-2 BPE, written by dev/data/tokenize_gpt2.sh).
+#define SHARD_MAGIC 20240520
+typedef struct {
+    uint16_t* tok;
+    size_t n;
+    int is_shard;
+} Dataset;
+
+static void dataset_load(Dataset* d, const char* path, int V) {
+    FILE* f = fopen(path, "rb");
+    if (!f) fatal("cannot open data file %s (%s); run `make data` to fetch the default corpus", path, strerror(errno));
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    int32_t header[256] = {0};
+    size_t got = size >= (long)sizeof(header) ? fread(header, sizeof(int32_t), 256, f) : 0;
+    d->is_shard = got == 256 && header[0] == SHARD_MAGIC;
+    size_t plen = strlen(path);
+    if (!d->is_shard && plen > 4 && strcmp(path + plen - 4, ".bin") == 0)
+        fatal("%s is not a token shard (bad magic; expected %d)", path, SHARD_MAGIC);
+    if (d->is_shard) {
+        if (header[1] != 1) fatal("%s: token shard version %d, expected 1", path, header[1]);
+        d->n = (size_t)(uint32_t)header[2];
+        if ((long)(sizeof(header) + d->n * sizeof(uint16_t)) != size)
+            fatal("%s: header says %zu tokens but the file holds %ld bytes (truncated?)", path, d->n, size);
+        d->tok = xmalloc(d->n * sizeof(uint16_t));
+        if (fread(d->tok, sizeof(uint16_t), d->n, f) != d->n) fatal("%s: short read", path);
+        for (size_t i = 0; i < d->n; i++)
+            if (d->tok[i] >= V) fatal("%s: token %u at position %zu is >= vocabulary %d", path, d->tok[i], i, V);
+    } else {
+        fseek(f, 0, SEEK_SET);
+        d->n = (size_t)size;
+        d->tok = xmalloc(d->n * sizeof(uint16_t) + 1);
+        unsigned char* bytes = xmalloc(d->n + 1);
+        if (fread(bytes, 1, d->n, f) != d->n) fatal("%s: short read", path);
+        for (size_t i = 0; i < d->n; i++) d->tok[i] = bytes[i];
+        free(bytes);
+        if (V < 256) fatal("%s is byte text, which needs vocabulary 256 (got %d)", path, V);
+    }
+    fclose(f);
+}
+
+// Random windows for training: each sequence starts at an offset drawn from the data generator,
+// whose state goes into checkpoints, so a resumed run sees the same batches.
+static void dataset_random_batch(const Dataset* d, Rng* g, int* inp, int* tgt, int B, int T) {
+    size_t range = d->n - T - 1;
+    for (int b = 0; b < B; b++) {
+        size_t off = (((uint64_t)rng_u32(g) << 32) | rng_u32(g)) % (range + 1);
+        for (int t = 0; t < T; t++) {
+            inp[b * T + t] = d->tok[off + t];
+            tgt[b * T + t] = d->tok[off + t + 1];
+        }
+    }
+}
+
+// Validation batches are fixed: consecutive windows from the start of the validation data.
+static void dataset_val_batch(const Dataset* d, int batch_index, int* inp, int* tgt, int B, int T) {
+    for (int b = 0; b < B; b++) {
+        size_t off = ((size_t)batch_index * B + b) * T;
+        for (int t = 0; t < T; t++) {
+            inp[b * T + t] = d->tok[off + t];
+            tgt[b * T + t] = d->tok[off + t + 1];
+        }
+    }
+}
+
+static int dataset_num_val_batches(const Dataset* d, int B, int T) { return (int)((d->n - 1) / ((size_t)B * T)); }
+
+// Decoding tokens for printing: bytes print as themselves; GPT-2 tokens through the decode table
+// written by dev/data/tokenize_gpt2.sh (int32 header: 20240328, version 2, vocab, eot; 256 int32
+// in all; then per token a length byte and the token's bytes).
+typedef struct {
+    int V;
+    char** piece;
+} Decoder;
+
+static void decoder_load(Decoder* dec, const char* path) {
+    FILE* f = fopen(path, "rb");
+    if (!f) fatal("cannot open decode table %s (%s)", path, strerror(errno));
+    int32_t h[256];
+    if (fread(h, sizeof(int32_t), 256, f) != 256 || h[0] != 20240328 || h[1] != 2)
+        fatal("%s is not a decode table (bad header)", path);
+    dec->V = h[2];
+    dec->piece = xcalloc(dec->V, sizeof(char*));
+    for (int i = 0; i < dec->V; i++) {
+        unsigned char len;
+        if (fread(&len, 1, 1, f) != 1) fatal("%s: truncated at token %d", path, i);
+        dec->piece[i] = xcalloc(len + 1, 1);
+        if (fread(dec->piece[i], 1, len, f) != len) fatal("%s: truncated at token %d", path, i);
+    }
+    fclose(f);
+}
+
+static void print_token(const Decoder* dec, int tok) {
+    if (dec->piece) {
+        fputs(tok < dec->V ? dec->piece[tok] : "?", stdout);
+    } else {
+        putchar(tok);
+    }
+}
+
+// ============================================================================================
+// 3. The model's configuration and parameters
+// ============================================================================================
+
+typedef struct {
+    int V;          // vocabulary
+    int maxT;       // longest sequence (rows of wpe)
+    int L, C, H;    // blocks, width, attention heads (head size hd = C / H)
+    int KVH;        // key/value heads, divides H (grouped-query attention)
+    int F;          // MLP hidden width
+    int rmsnorm;    // 0: LayerNorm (w, b), 1: RMSNorm (w)
+    int swiglu;     // 0: GELU MLP, 1: SwiGLU MLP
+    int rope;       // 0: learned positions (wpe), 1: rotary embedding
+    int bias;       // biases on every linear layer
+    int tied;       // lm_head shares wte
+    int gate;       // gated attention, [SmallInit eqs. 3-4]
+    float eps;      // norm eps, inside the square root [SmallInit eqs. 1-2]
+    float rope_theta;
+    float attn_scale;   // multiplies q.k: 1/sqrt(hd), or 1/hd under muP ([muP]; [Errata 001-14])
+    float logit_scale;  // multiplies the logits: 1, or 1/width_mult under muP
+} Config;
+
+// Parameter kinds, in the order they are stored. Per-layer kinds hold L consecutive slices.
+enum {
+    K_WTE, K_WPE,
+    K_LN1W, K_LN1B, K_WQ, K_BQ, K_WK, K_BK, K_WV, K_BV, K_WG, K_BG, K_WO, K_BO,
+    K_LN2W, K_LN2B, K_WGATE, K_BGATE, K_WUP, K_BUP, K_WDOWN, K_BDOWN,
+    K_LNFW, K_LNFB, K_LMHEAD, NUM_KINDS
+};
+#define FIRST_LAYER_KIND K_LN1W
+#define LAST_LAYER_KIND K_BDOWN
+
+// Parameter groups: the unit at which an initializer (-I group=scheme) or an optimizer rule applies.
+typedef enum {
+    G_TOK_EMB, G_POS_EMB, G_QKV, G_GATE, G_OUT, G_UP, G_DOWN, G_LM_HEAD, G_NORM, G_BIAS, NUM_GROUPS
+} Group;
+static const char* group_names[NUM_GROUPS] = {
+    "emb", "pos", "qkv", "gate", "out", "up", "down", "head", "norm", "bias"
+};
+
+static const struct { const char* name; Group group; } kind_info[NUM_KINDS] = {
+    {"wte", G_TOK_EMB}, {"wpe", G_POS_EMB},
+    {"ln1.w", G_NORM}, {"ln1.b", G_BIAS}, {"attn.wq", G_QKV}, {"attn.bq", G_BIAS},
+    {"attn.wk", G_QKV}, {"attn.bk", G_BIAS}, {"attn.wv", G_QKV}, {"attn.bv", G_BIAS},
+    {"attn.wg", G_GATE}, {"attn.bg", G_BIAS}, {"attn.wo", G_OUT}, {"attn.bo", G_BIAS},
+    {"ln2.w", G_NORM}, {"ln2.b", G_BIAS}, {"mlp.wgate", G_UP}, {"mlp.bgate", G_BIAS},
+    {"mlp.wup", G_UP}, {"mlp.bup", G_BIAS}, {"mlp.wdown", G_DOWN}, {"mlp.bdown", G_BIAS},
+    {"lnf.w", G_NORM}, {"lnf.b", G_BIAS}, {"lm_head", G_LM_HEAD},
+};
+
+// Shape (rows, cols) = (out, in) of one slice of a kind; returns 0 when the config has no such tensor.
+// Vectors are (n, 1).
+static int kind_shape(const Config* c, int kind, int* rows, int* cols) {
+    int hd = c->C / c->H, qd = c->H * hd, kvd = c->KVH * hd, ln = !c->rmsnorm;
+    int r = 0, k = 1, present = 1;
+    switch (kind) {
+    case K_WTE: r = c->V; k = c->C; break;
+    case K_WPE: r = c->maxT; k = c->C; present = !c->rope; break;
+    case K_LN1W: case K_LN2W: case K_LNFW: r = c->C; break;
+    case K_LN1B: case K_LN2B: case K_LNFB: r = c->C; present = ln; break;
+    case K_WQ: r = qd; k = c->C; break;
+    case K_BQ: r = qd; present = c->bias; break;
+    case K_WK: case K_WV: r = kvd; k = c->C; break;
+    case K_BK: case K_BV: r = kvd; present = c->bias; break;
+    case K_WG: r = c->H; k = c->C; present = c->gate; break;
+    case K_BG: r = c->H; present = c->gate && c->bias; break;
+    case K_WO: r = c->C; k = qd; break;
+    case K_BO: r = c->C; present = c->bias; break;
+    case K_WGATE: r = c->F; k = c->C; present = c->swiglu; break;
+    case K_BGATE: r = c->F; present = c->swiglu && c->bias; break;
+    case K_WUP: r = c->F; k = c->C; break;
+    case K_BUP: r = c->F; present = c->bias; break;
+    case K_WDOWN: r = c->C; k = c->F; break;
+    case K_BDOWN: r = c->C; present = c->bias; break;
+    case K_LMHEAD: r = c->V; k = c->C; present = !c->tied; break;
+    }
+    *rows = r;
+    *cols = k;
+    return present;
+}
+
+static int kind_is_layer(int kind) { return kind >= FIRST_LAYER_KIND && kind <= LAST_LAYER_KIND; }
+
+// One named parameter tensor: a slice of the parameter block.
+typedef struct {
+    char name[32];      // as in doc/model.md: "wte", "h.3.attn.wq", ...
+    int kind, layer;    // layer -1 for tensors outside the blocks
+    Group group;
+    int rows, cols;     // (out, in) = (fan_out, fan_in) for matrices; (n, 1) for vectors
+    size_t offset, numel;
+    float lr_mult;      // per-tensor learning-rate multiplier (muP sets it; 1 otherwise)
+    int decay;          // decoupled weight decay applies (matrices; embeddings with --decay-emb)
+} Tensor;
+
+// Activations of one forward pass, kept for the backward pass. Per-layer buffers hold L slices.
+typedef struct {
+    float *res;                           // (L+1) x BT x C: stream entering each block; res[L] the last
+    float *resmid;                        // L x BT x C: stream after the attention sublayer
+    float *ln1, *ln1_mean, *ln1_rstd;     // L x BT x C, L x BT, L x BT
+    float *q, *k, *v;                     // L x BT x H*hd, L x BT x KVH*hd (after RoPE)
+    float *att;                           // L x B x H x T x T softmax probabilities
+    float *yatt;                          // L x BT x C attention output before the gate
+    float *gate;                          // L x BT x H gate values (gated attention)
+    float *ygated;                        // L x BT x C gated output (= yatt without the gate)
+    float *ln2, *ln2_mean, *ln2_rstd;
+    float *up, *gpre, *hact;              // L x BT x F: up projection, SwiGLU gate input, activation
+    float *lnf, *lnf_mean, *lnf_rstd;     // BT x C, BT, BT
+    float *logits;                        // BT x V: logits, then probabilities, then their gradient
+    float *losses;                        // BT
+    // gradients of activations, reused by every layer of the backward pass
+    float *dres, *dln, *dq, *dk, *dv, *dy, *dy2, *dgate, *dup, *dgpre, *dh, *tmp;
+    float *datt;                          // attention_backward's scratch (attention_scratch_floats)
+    float *rope_cs;                       // T x hd/2 x (cos, sin) of RoPE (rope_table), or NULL
+} Acts;
+
+// One block's slices of the activation buffers. The per-layer strides are the buffers' full sizes
+// (rows = the B x T they were allocated for), not the current batch's. A macro rather than a function
+// so that train_gpt2.cu's device buffers (GpuActs: the same field names) take their slices the same way.
+typedef struct {
+    float *x, *xmid, *xout;               // the stream entering the block, after attention, after the MLP
+    float *ln1, *ln1_mean, *ln1_rstd, *ln2, *ln2_mean, *ln2_rstd;
+    float *q, *k, *v, *att, *yatt, *gate, *yg;    // yg: the gated output, or yatt without the gate
+    float *up, *gpre, *hact;              // gpre: SwiGLU only
+} LayerActs;
+
+#define LAYER_ACTS(la, a, c, l, rows, maxT)                                                          \
+    do {                                                                                             \
+        long s_c_ = (long)(rows) * (c)->C, s_1_ = (long)(rows), hd_ = (c)->C / (c)->H;               \
+        (la).x = (a)->res + (l) * s_c_;                                                              \
+        (la).xmid = (a)->resmid + (l) * s_c_;                                                        \
+        (la).xout = (a)->res + ((l) + 1) * s_c_;                                                     \
+        (la).ln1 = (a)->ln1 + (l) * s_c_;                                                            \
+        (la).ln1_mean = (a)->ln1_mean + (l) * s_1_;                                                  \
+        (la).ln1_rstd = (a)->ln1_rstd + (l) * s_1_;                                                  \
+        (la).ln2 = (a)->ln2 + (l) * s_c_;                                                            \
+        (la).ln2_mean = (a)->ln2_mean + (l) * s_1_;                                                  \
+        (la).ln2_rstd = (a)->ln2_rstd + (l) * s_1_;                                                  \
+        (la).q = (a)->q + (l) * s_1_ * (c)->H * hd_;                                                 \
+        (la).k = (a)->k + (l) * s_1_ * (c)->KVH * hd_;                                               \
+        (la).v = (a)->v + (l) * s_1_ * (c)->KVH * hd_;                                               \
+        (la).att = (a)->att + (l) * s_1_ * (maxT) * (c)->H;                                          \
+        (la).yatt = (a)->yatt + (l) * s_1_ * (c)->H * hd_;                                           \
+        (la).gate = (a)->gate + (l) * s_1_ * (c)->H;                                                 \
+        (la).yg = (c)->gate ? (a)->ygated + (l) * s_1_ * (c)->H * hd_ : (la).yatt;                   \
+        (la).up = (a)->up + (l) * s_1_ * (c)->F;                                                     \
+        (la).hact = (a)->hact + (l) * s_1_ * (c)->F;                                                 \
+        (la).gpre = (c)->swiglu ? (a)->gpre + (l) * s_1_ * (c)->F : NULL;                            \
+    } while (0)
+
+typedef struct {
+    Config cfg;
+    int num_tensors;
+    Tensor* tensors;      // layer-major order: wte, wpe, h.0.*, h.1.*, ..., lnf.*, lm_head
+    size_t num_params;
+    float *params, *grads, *m, *v;        // one contiguous block each (AdamW moments m, v)
+    float *p[NUM_KINDS], *g[NUM_KINDS];   // start of each kind in params / grads (NULL if absent)
+    size_t kind_numel[NUM_KINDS];         // numel of one slice of each kind
+    int B, T;                             // activation buffers are sized for B x T
+    Acts a;
+    int* tokens;                          // B x T inputs of the last forward
+    int* targets;                         // B x T targets, or NULL
+    float loss;
+} Model;
+
+#define PW(m, kind, l) ((m)->p[kind] ? (m)->p[kind] + (size_t)(l) * (m)->kind_numel[kind] : NULL)
+#define GW(m, kind, l) ((m)->g[kind] ? (m)->g[kind] + (size_t)(l) * (m)->kind_numel[kind] : NULL)
+
+static void add_tensor(Model* m, int kind, int layer, size_t kind_offset) {
+    if (!m->kind_numel[kind]) return;
+    Tensor* t = &m->tensors[m->num_tensors++];
+    t->kind = kind;
+    t->layer = layer;
+    t->group = kind_info[kind].group;
+    kind_shape(&m->cfg, kind, &t->rows, &t->cols);
+    t->numel = m->kind_numel[kind];
+    t->offset = kind_offset + (layer >= 0 ? (size_t)layer * t->numel : 0);
+    if (layer >= 0) snprintf(t->name, sizeof(t->name), "h.%d.%s", layer, kind_info[kind].name);
+    else snprintf(t->name, sizeof(t->name), "%s", kind_info[kind].name);
+    t->lr_mult = 1.0f;
+    t->decay = t->cols > 1 && t->group != G_TOK_EMB && t->group != G_POS_EMB;
+}
+
+static void model_build(Model* m, const Config* cfg) {
+    memset(m, 0, sizeof(*m));
+    m->cfg = *cfg;
+    const Config* c = &m->cfg;
+    // storage: kind by kind
+    size_t off[NUM_KINDS], total = 0;
+    for (int kd = 0; kd < NUM_KINDS; kd++) {
+        int r, k;
+        off[kd] = total;
+        m->kind_numel[kd] = kind_shape(c, kd, &r, &k) ? (size_t)r * k : 0;
+        total += m->kind_numel[kd] * (kind_is_layer(kd) ? c->L : 1);
+    }
+    m->num_params = total;
+    m->params = xcalloc(total, sizeof(float));
+    m->grads = xcalloc(total, sizeof(float));
+    m->m = xcalloc(total, sizeof(float));
+    m->v = xcalloc(total, sizeof(float));
+    for (int kd = 0; kd < NUM_KINDS; kd++) {
+        m->p[kd] = m->kind_numel[kd] ? m->params + off[kd] : NULL;
+        m->g[kd] = m->kind_numel[kd] ? m->grads + off[kd] : NULL;
+    }
+    // the named table: layer-major, the order a PyTorch module would list them
+    m->tensors = xcalloc((size_t)NUM_KINDS * (c->L + 1), sizeof(Tensor));
+    for (int kd = K_WTE; kd <= K_WPE; kd++) add_tensor(m, kd, -1, off[kd]);
+    for (int l = 0; l < c->L; l++)
+        for (int kd = FIRST_LAYER_KIND; kd <= LAST_LAYER_KIND; kd++) add_tensor(m, kd, l, off[kd]);
+    for (int kd = K_LNFW; kd <= K_LMHEAD; kd++) add_tensor(m, kd, -1, off[kd]);
+}
+
+static Tensor* model_find(Model* m, const char* name) {
+    for (int i = 0; i < m->num_tensors; i++)
+        if (strcmp(m->tensors[i].name, name) == 0) return &m->tensors[i];
+    return NULL;
+}
+
+// ============================================================================================
+// 4. Layers. Each forward is followed by its backward. Shapes: B batch, T time, C width,
+//    OC output channels, BT = B*T rows. Backward functions ACCUMULATE (+=) into gradients,
+//    so a tensor used twice (the tied embedding) collects both contributions.
+//    Speed (doc/performance.md): the matmuls are nearly all the work and have their own routine
+//    (gemm); the other loops are single passes that GCC vectorizes. A sum along a row is marked
+//    `omp simd reduction`, which lets it keep one partial sum per vector lane: a different order
+//    than left to right, but a fixed one, so results stay reproducible. Threads split rows (or
+//    channels, where rows would collide), never one sum, so results do not depend on their number.
+// ============================================================================================
+
+// sigmoid(a) = 1 / (1 + exp(-a)): the attention gate [SmallInit eqs. 3-4] and SwiGLU
+HOSTDEV static inline float sigmoid_of(float a) { return 1.0f / (1.0f + vexpf(-a)); }
+
+// Every product of the model has two implementations: the plain loops that define it, here, and a
+// fast path (section 10) that computes the same sums blocked, vectorized and threaded. Training uses
+// the fast path; use_reference = 1 (or building with -DREFERENCE=1) trains on the loops instead.
+// test_gpt2 runs the PyTorch fixtures through both and compares the fast paths with the loops.
+#ifndef REFERENCE
+#define REFERENCE 0
+#endif
+static int use_reference = REFERENCE;
+
+// out[BT,OC] = inp[BT,C] W[OC,C]^T + bias[OC]:  out[bt][o] = bias[o] + sum_c inp[bt][c] W[o][c]
+static void matmul_forward(float* out, const float* inp, const float* W, const float* bias, int BT, int C, int OC) {
+    if (!use_reference) { matmul_forward_fast(out, inp, W, bias, BT, C, OC); return; }
+    for (int bt = 0; bt < BT; bt++)
+        for (int o = 0; o < OC; o++) {
+            float s = bias ? bias[o] : 0.0f;
+            for (int c = 0; c < C; c++) s += inp[(long)bt * C + c] * W[(long)o * C + c];
+            out[(long)bt * OC + o] = s;
+        }
+}
+
+// The three gradients of out = inp W^T + bias, accumulated:
+//   dinp[bt][c] += sum_o dout[bt][o] W[o][c]      dW[o][c] += sum_bt dout[bt][o] inp[bt][c]
+//   dbias[o]    += sum_bt dout[bt][o]
+static void matmul_backward(float* dinp, float* dW, float* dbias, const float* dout,
+                            const float* inp, const float* W, int BT, int C, int OC) {
+    if (!use_reference) { matmul_backward_fast(dinp, dW, dbias, dout, inp, W, BT, C, OC); return; }
+    for (int bt = 0; bt < BT && dinp; bt++)
+        for (int c = 0; c < C; c++) {
+            float s = 0.0f;
+            for (int o = 0; o < OC; o++) s += dout[(long)bt * OC + o] * W[(long)o * C + c];
+            dinp[(long)bt * C + c] += s;
+        }
+    for (int o = 0; o < OC; o++)
+        for (int c = 0; c < C; c++) {
+            float s = 0.0f;
+            for (int bt = 0; bt < BT; bt++) s += dout[(long)bt * OC + o] * inp[(long)bt * C + c];
+            dW[(long)o * C + c] += s;
+        }
+    for (int o = 0; o < OC && dbias; o++) {
+        float s = 0.0f;
+        for (int bt = 0; bt < BT; bt++) s += dout[(long)bt * OC + o];
+        dbias[o] += s;
+    }
+}
+
+// ---- embeddings -----------------------------------------------------------------------------
+// out[b,t,:] = wte[tok[b,t],:] (+ wpe[t,:] for learned positions)
+static void embedding_forward(float* out, const int* tok, const float* wte, const float* wpe,
+                              int B, int T, int C) {
+    #pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T; bt++) {
+        const float* e = wte + (long)tok[bt] * C;
+        const float* p = wpe ? wpe + (long)(bt % T) * C : NULL;
+        for (int c = 0; c < C; c++) out[(long)bt * C + c] = e[c] + (p ? p[c] : 0.0f);
+    }
+}
+
+// Rows of dwte can repeat (the same token twice), so the sum over positions runs in one
+// fixed order per channel block: parallel over channels, sequential over positions.
+static void embedding_backward(float* dwte, float* dwpe, const float* dout, const int* tok,
+                               int B, int T, int C) {
+    #pragma omp parallel for schedule(static)
+    for (int c0 = 0; c0 < C; c0 += 16) {
+        int c1 = c0 + 16 < C ? c0 + 16 : C;
+        for (int bt = 0; bt < B * T; bt++) {
+            const float* d = dout + (long)bt * C;
+            float* ew = dwte + (long)tok[bt] * C;
+            float* pw = dwpe ? dwpe + (long)(bt % T) * C : NULL;
+            for (int c = c0; c < c1; c++) {
+                ew[c] += d[c];
+                if (pw) pw[c] += d[c];
+            }
+        }
+    }
+}
+
+// ---- normalization: [SmallInit eq. 1] LayerNorm and [SmallInit eq. 2] RMSNorm ---------------------------
+// LayerNorm(h) = w * (h - mu) / sqrt(sigma^2 + eps) + b      [SmallInit eq. 1]
+// RMSNorm(h)   = w * h / sqrt(mean(h^2) + eps)               [SmallInit eq. 2]
+// eps sits INSIDE the square root. When sigma^2 (or mean h^2) falls below eps, the factor
+// (sigma^2 + eps)^(-1/2) stops growing as the input shrinks: the normalization no longer
+// normalizes, which is why small init needs a small eps [SmallInit §2.1, Fig. 1c].
+// mean[] (LayerNorm only) and rstd[] = 1/sqrt(var + eps) are kept for the backward pass.
+static void norm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
+                         const float* b, int rms, float eps, int N, int C) {
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float* x = inp + (long)n * C;
+        float m = 0.0f, v = 0.0f;
+        if (!rms) {
+            #pragma omp simd reduction(+ : m)
+            for (int c = 0; c < C; c++) m += x[c];
+            m /= C;
+        }
+        #pragma omp simd reduction(+ : v)
+        for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
+        v /= C;
+        float s = 1.0f / sqrtf(v + eps);
+        float* y = out + (long)n * C;
+        for (int c = 0; c < C; c++) y[c] = (x[c] - m) * s * w[c] + (b ? b[c] : 0.0f);
+        if (mean) mean[n] = m;
+        rstd[n] = s;
+    }
+}
+
+// With xhat = (x - mu) * rstd and g = dout * w:
+//   dx = rstd * (g - mean(g) - xhat * mean(g * xhat))     LayerNorm
+//   dx = rstd * (g - xhat * mean(g * xhat))               RMSNorm (no mean was removed)
+//   dw = sum over rows of dout * xhat ;  db = sum over rows of dout
+// dw/db are summed in a second, channel-parallel pass so the order is fixed.
+static void norm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                          const float* w, const float* mean, const float* rstd, int rms, int N, int C) {
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float* x = inp + (long)n * C;
+        const float* d = dout + (long)n * C;
+        float m = rms ? 0.0f : mean[n], s = rstd[n];
+        float g_mean = 0.0f, gx_mean = 0.0f;
+        #pragma omp simd reduction(+ : g_mean, gx_mean)
+        for (int c = 0; c < C; c++) {
+            float g = d[c] * w[c];
+            g_mean += g;
+            gx_mean += g * (x[c] - m) * s;
+        }
+        g_mean = rms ? 0.0f : g_mean / C;
+        gx_mean /= C;
+        float* dx = dinp + (long)n * C;
+        for (int c = 0; c < C; c++) dx[c] += s * (d[c] * w[c] - g_mean - (x[c] - m) * s * gx_mean);
+    }
+    #pragma omp parallel for schedule(static)
+    for (int c0 = 0; c0 < C; c0 += 16) {
+        int c1 = c0 + 16 < C ? c0 + 16 : C;
+        for (int n = 0; n < N; n++) {
+            float m = rms ? 0.0f : mean[n], s = rstd[n];
+            for (int c = c0; c < c1; c++) {
+                float dv = dout[(long)n * C + c];
+                dw[c] += dv * (inp[(long)n * C + c] - m) * s;
+                if (db) db[c] += dv;
+            }
+        }
+    }
+}
+
+// ---- rotary position embedding (llama preset) --------------------------------------------------
+// Each head vector is split into pairs (2j, 2j+1); pair j at position t turns by the angle
+// t * theta^(-2j/hd). A rotation is orthogonal, so the backward pass is the rotation by -angle.
+// The cosines and sines depend only on (t, j): rope_table computes them once (cs [T, hd/2, 2]),
+// when the activations are allocated, and every rotation reads them.
+static void rope_table(float* cs, int T, int hd, float theta) {
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < hd / 2; j++) {
+            double ang = t * pow((double)theta, -2.0 * j / hd);
+            cs[((long)t * (hd / 2) + j) * 2] = (float)cos(ang);
+            cs[((long)t * (hd / 2) + j) * 2 + 1] = (float)sin(ang);
+        }
+}
+
+// x is [B*T, nh*hd]; sign = +1 forward, -1 backward (applied to the gradient in place).
+static void rope_apply(float* x, const float* cs, int B, int T, int nh, int hd, float sign) {
+    #pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T; bt++) {
+        const float* ct = cs + (long)(bt % T) * hd;
+        for (int h = 0; h < nh; h++) {
+            float* v = x + ((long)bt * nh + h) * hd;
+            for (int j = 0; j < hd / 2; j++) {
+                float c = ct[2 * j], sn = sign * ct[2 * j + 1];
+                float a = v[2 * j], b = v[2 * j + 1];
+                v[2 * j] = a * c - b * sn;
+                v[2 * j + 1] = a * sn + b * c;
+            }
+        }
+    }
+}
+
+// ---- causal self-attention with grouped KV heads -------------------------------------------
+// q [BT, H*hd], k and v [BT, KVH*hd]; head h reads kv head h / (H/KVH) (GQA; KVH = H is plain
+// multi-head attention). att [B,H,T,T] keeps the softmax probabilities for the backward pass
+// (and for the attention-sink probe, [SmallInit eq. 5]). y [BT, H*hd].
+//   A = softmax(scale * q k^T + causal mask),  y = A v
+// The loops below are the definition; training runs the fast path of section 10 (use_reference).
+#define ATT_QB 64        // the fast path's block of query rows (section 10)
+
+// Row t of A in place: softmax over keys 0..t of scale * (the scores there), zeros after t.
+static void causal_softmax_row(float* a, int t, int T, float scale) {
+    float mx = -FLT_MAX, sum = 0.0f;
+    #pragma omp simd reduction(max : mx)
+    for (int s = 0; s <= t; s++) mx = a[s] * scale > mx ? a[s] * scale : mx;
+    #pragma omp simd reduction(+ : sum)
+    for (int s = 0; s <= t; s++) {
+        a[s] = vexpf(a[s] * scale - mx);
+        sum += a[s];
+    }
+    float inv = 1.0f / sum;
+    for (int s = 0; s <= t; s++) a[s] *= inv;
+    for (int s = t + 1; s < T; s++) a[s] = 0.0f;
+}
+
+static void attention_forward(float* y, float* att, const float* q, const float* k, const float* v,
+                              int B, int T, int H, int KVH, int hd, float scale) {
+    if (!use_reference) { attention_forward_fast(y, att, q, k, v, B, T, H, KVH, hd, scale); return; }
+    int qd = H * hd, kvd = KVH * hd;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            int kh = h / (H / KVH);
+            for (int t = 0; t < T; t++) {
+                const float* qt = q + (long)(b * T + t) * qd + h * hd;
+                float* a = att + (((long)b * H + h) * T + t) * T;
+                for (int s = 0; s <= t; s++) {              // the scores q_t . k_s of keys up to t
+                    const float* ks = k + (long)(b * T + s) * kvd + kh * hd;
+                    float dot = 0.0f;
+                    for (int i = 0; i < hd; i++) dot += qt[i] * ks[i];
+                    a[s] = dot;
+                }
+                causal_softmax_row(a, t, T, scale);
+                float* yt = y + (long)(b * T + t) * qd + h * hd;
+                for (int i = 0; i < hd; i++) {              // y_t = sum_s A[t,s] v_s
+                    float acc = 0.0f;
+                    for (int s = 0; s <= t; s++) acc += a[s] * v[(long)(b * T + s) * kvd + kh * hd + i];
+                    yt[i] = acc;
+                }
+            }
+        }
+}
+
+// Floats of scratch attention_backward needs: one ATT_QB x T block of dP per thread.
+static long attention_scratch_per_thread(int T) { return (long)(T < ATT_QB ? T : ATT_QB) * T; }
+static long attention_scratch_floats(int T) { return thread_count() * attention_scratch_per_thread(T); }
+
+// With P = scale * q k^T and A = softmax(P), for each query row t (accumulating):
+//   dA[t,s] = dy_t . v_s ;  dP[t,s] = A[t,s] (dA[t,s] - sum_s' A[t,s'] dA[t,s'])
+//   dq_t += scale sum_s dP[t,s] k_s ;  dk_s += scale dP[t,s] q_t ;  dv_s += A[t,s] dy_t
+// Heads that share a kv head (GQA) add into the same dk, dv. scratch holds one row of dP.
+static void attention_backward(float* dq, float* dk, float* dv, float* scratch, const float* dy,
+                               const float* att, const float* q, const float* k, const float* v,
+                               int B, int T, int H, int KVH, int hd, float scale) {
+    if (!use_reference) {
+        attention_backward_fast(dq, dk, dv, scratch, dy, att, q, k, v, B, T, H, KVH, hd, scale);
+        return;
+    }
+    int qd = H * hd, kvd = KVH * hd;
+    float* dp = scratch;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            int kh = h / (H / KVH);
+            for (int t = 0; t < T; t++) {
+                const float* a = att + (((long)b * H + h) * T + t) * T;
+                const float* dyt = dy + (long)(b * T + t) * qd + h * hd;
+                float adot = 0.0f;
+                for (int s = 0; s <= t; s++) {
+                    const float* vs = v + (long)(b * T + s) * kvd + kh * hd;
+                    float d = 0.0f;
+                    for (int i = 0; i < hd; i++) d += dyt[i] * vs[i];
+                    dp[s] = d;
+                    adot += a[s] * d;
+                }
+                for (int s = 0; s <= t; s++) dp[s] = a[s] * (dp[s] - adot) * scale;
+                const float* qt = q + (long)(b * T + t) * qd + h * hd;
+                float* dqt = dq + (long)(b * T + t) * qd + h * hd;
+                for (int s = 0; s <= t; s++) {
+                    long ks = (long)(b * T + s) * kvd + kh * hd;
+                    for (int i = 0; i < hd; i++) {
+                        dqt[i] += dp[s] * k[ks + i];
+                        dk[ks + i] += dp[s] * qt[i];
+                        dv[ks + i] += a[s] * dyt[i];
+                    }
+                }
+            }
+        }
+}
+
+// ---- the attention gate: [SmallInit eqs. 3-4] -------------------------------------------------
+// GAttn(x) = Concat(g_1(x) * head_1, ..., g_H(x) * head_H) W_O,  g_h(x) = sigmoid(x W_h^g)  (3),(4)
+// gpre [BT,H] holds x W^g (+ b^g) on entry and is overwritten by the gate g = sigmoid(gpre).
+static void gate_forward(float* out, float* gate, const float* y, int BT, int H, int hd) {
+    #pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < BT; bt++)
+        for (int h = 0; h < H; h++) {
+            float g = sigmoid_of(gate[(long)bt * H + h]);
+            gate[(long)bt * H + h] = g;
+            for (int i = 0; i < hd; i++) out[((long)bt * H + h) * hd + i] = g * y[((long)bt * H + h) * hd + i];
+        }
+}
+
+// dy = g * dout ;  dgpre = (sum_i dout_i y_i) * g (1 - g)
+static void gate_backward(float* dy, float* dgpre, const float* dout, const float* y, const float* gate,
+                          int BT, int H, int hd) {
+    #pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < BT; bt++)
+        for (int h = 0; h < H; h++) {
+            float g = gate[(long)bt * H + h], s = 0.0f;
+            #pragma omp simd reduction(+ : s)
+            for (int i = 0; i < hd; i++) {
+                long j = ((long)bt * H + h) * hd + i;
+                s += dout[j] * y[j];
+                dy[j] = g * dout[j];
+            }
+            dgpre[(long)bt * H + h] = s * g * (1.0f - g);
+        }
+}
+
+// ---- MLP activations -----------------------------------------------------------------------------
+// GELU, tanh form (GPT-2): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+#define GELU_K 0.7978845608028654f
+// tanh(u) = 1 - 2 / (exp(2u) + 1): libm's tanhf costs about four expf and does not vectorize; this
+// form is exact to ~2e-7 absolute, and saturates correctly (exp -> inf or 0).
+HOSTDEV static inline float tanh_via_exp(float u) { return 1.0f - 2.0f / (vexpf(2.0f * u) + 1.0f); }
+HOSTDEV static inline float gelu_of(float x) {
+    return 0.5f * x * (1.0f + tanh_via_exp(GELU_K * (x + 0.044715f * x * x * x)));
+}
+// d gelu / dx = (1 + th) / 2 + x (1 - th^2) GELU_K (1 + 3 * 0.044715 x^2) / 2 with th the tanh above
+HOSTDEV static inline float gelu_grad_of(float x) {
+    float th = tanh_via_exp(GELU_K * (x + 0.044715f * x * x * x));
+    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
+static void gelu_forward(float* out, const float* inp, long N) {
+    #pragma omp parallel for schedule(static)
+    for (long i = 0; i < N; i++) out[i] = gelu_of(inp[i]);
+}
+
+static void gelu_backward(float* dinp, const float* inp, const float* dout, long N) {
+    #pragma omp parallel for schedule(static)
+    for (long i = 0; i < N; i++) dinp[i] = gelu_grad_of(inp[i]) * dout[i];
+}
+
+// SwiGLU (llama preset): out = silu(a) * u with silu(a) = a * sigmoid(a); a = x W_gate^T, u = x W_up^T.
+// d silu(a)/da = s (1 + a (1 - s)) with s = sigmoid(a).
+HOSTDEV static inline float swiglu_of(float a, float u) { return a / (1.0f + vexpf(-a)) * u; }
+
+HOSTDEV static inline void swiglu_grad_of(float a, float u, float dout, float* da, float* du) {
+    float s = sigmoid_of(a);
+    *du = dout * a * s;
+    *da = dout * u * s * (1.0f + a * (1.0f - s));
+}
+
+static void swiglu_forward(float* out, const float* a, const float* u, long N) {
+    #pragma omp parallel for schedule(static)
+    for (long i = 0; i < N; i++) out[i] = swiglu_of(a[i], u[i]);
+}
+
+static void swiglu_backward(float* da, float* du, const float* a, const float* u, const float* dout, long N) {
+    #pragma omp parallel for schedule(static)
+    for (long i = 0; i < N; i++) swiglu_grad_of(a[i], u[i], dout[i], &da[i], &du[i]);
+}
+
+// ---- residual ------------------------------------------------------------------------------------
+static void residual_forward(float* out, const float* a, const float* b, long N) {
+    #pragma omp parallel for schedule(static)
+    for (long i = 0; i < N; i++) out[i] = a[i] + b[i];
+}
+
+// ---- softmax + cross-entropy ---------------------------------------------------------------------
+// logits [BT,V] are replaced by probabilities; losses[bt] = -log p[target]. With targets NULL only
+// the probabilities are computed (sampling).
+static void softmax_forward(float* logits, float* losses, const int* targets, int BT, int V) {
+    #pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < BT; bt++) {
+        float* z = logits + (long)bt * V;
+        float mx = -FLT_MAX;
+        #pragma omp simd reduction(max : mx)
+        for (int i = 0; i < V; i++) mx = z[i] > mx ? z[i] : mx;
+        float zt = targets ? z[targets[bt]] - mx : 0.0f;
+        double sum = 0.0;
+        #pragma omp simd reduction(+ : sum)
+        for (int i = 0; i < V; i++) {
+            z[i] = vexpf(z[i] - mx);
+            sum += z[i];
+        }
+        float inv = (float)(1.0 / sum);
+        for (int i = 0; i < V; i++) z[i] *= inv;
+        // -log p = log(sum) - (z_t - max): exact even where p itself underflows
+        if (targets) losses[bt] = (float)(log(sum) - zt);
+    }
+}
+
+// mean loss over BT rows: dlogits = (p - onehot(target)) / BT, written in place over p
+static void crossentropy_softmax_backward(float* probs, const int* targets, int BT, int V) {
+    float inv = 1.0f / BT;
+    #pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < BT; bt++) {
+        float* p = probs + (long)bt * V;
+        for (int i = 0; i < V; i++) p[i] *= inv;
+        p[targets[bt]] -= inv;
+    }
+}
+
+// ============================================================================================
+// 5. The model: forward and backward, layer by layer
+// ============================================================================================
+
+// The activations and gradients of one forward and backward pass over at most B x T tokens.
+static void acts_alloc(Model* m, int B, int T) {
+    const Config* c = &m->cfg;
+    long BT = (long)B * T, L = c->L, C = c->C, hd = C / c->H;
+    long qd = c->H * hd, kvd = c->KVH * hd, F = c->F, H = c->H, V = c->V;
+    Acts* a = &m->a;
+    m->B = B;
+    m->T = T;
+    a->res = xmalloc((L + 1) * BT * C * sizeof(float));
+    a->resmid = xmalloc(L * BT * C * sizeof(float));
+    a->ln1 = xmalloc(L * BT * C * sizeof(float));
+    a->ln1_mean = xmalloc(L * BT * sizeof(float));
+    a->ln1_rstd = xmalloc(L * BT * sizeof(float));
+    a->q = xmalloc(L * BT * qd * sizeof(float));
+    a->k = xmalloc(L * BT * kvd * sizeof(float));
+    a->v = xmalloc(L * BT * kvd * sizeof(float));
+    a->att = xmalloc(L * B * H * T * T * sizeof(float));
+    a->yatt = xmalloc(L * BT * qd * sizeof(float));
+    a->gate = xmalloc(L * BT * H * sizeof(float));
+    a->ygated = c->gate ? xmalloc(L * BT * qd * sizeof(float)) : a->yatt;
+    a->ln2 = xmalloc(L * BT * C * sizeof(float));
+    a->ln2_mean = xmalloc(L * BT * sizeof(float));
+    a->ln2_rstd = xmalloc(L * BT * sizeof(float));
+    a->up = xmalloc(L * BT * F * sizeof(float));
+    a->gpre = c->swiglu ? xmalloc(L * BT * F * sizeof(float)) : NULL;
+    a->hact = xmalloc(L * BT * F * sizeof(float));
+    a->lnf = xmalloc(BT * C * sizeof(float));
+    a->lnf_mean = xmalloc(BT * sizeof(float));
+    a->lnf_rstd = xmalloc(BT * sizeof(float));
+    a->logits = xmalloc(BT * V * sizeof(float));
+    a->losses = xmalloc(BT * sizeof(float));
+    a->dres = xmalloc(BT * C * sizeof(float));
+    a->dln = xmalloc(BT * C * sizeof(float));
+    a->dq = xmalloc(BT * qd * sizeof(float));
+    a->dk = xmalloc(BT * kvd * sizeof(float));
+    a->dv = xmalloc(BT * kvd * sizeof(float));
+    a->datt = xmalloc(attention_scratch_floats(T) * sizeof(float));
+    a->rope_cs = NULL;
+    if (c->rope) {
+        a->rope_cs = xmalloc(T * hd * sizeof(float));
+        rope_table(a->rope_cs, T, hd, c->rope_theta);
+    }
+    a->dy = xmalloc(BT * qd * sizeof(float));
+    a->dy2 = xmalloc(BT * qd * sizeof(float));
+    a->dgate = xmalloc(BT * H * sizeof(float));
+    a->dup = xmalloc(BT * F * sizeof(float));
+    a->dgpre = xmalloc(BT * F * sizeof(float));
+    a->dh = xmalloc(BT * F * sizeof(float));
+    a->tmp = xmalloc(BT * (C > qd ? C : qd) * sizeof(float));
+    m->tokens = xmalloc(BT * sizeof(int));
+    m->targets = xmalloc(BT * sizeof(int));
+}
+
+static void model_free(Model* m) {
+    Acts* a = &m->a;
+    float* bufs[] = {a->res, a->resmid, a->ln1, a->ln1_mean, a->ln1_rstd, a->q, a->k, a->v, a->att,
+                     a->yatt, a->gate, a->ln2, a->ln2_mean, a->ln2_rstd, a->up, a->gpre,
+                     a->hact, a->lnf, a->lnf_mean, a->lnf_rstd, a->logits, a->losses, a->dres, a->dln,
+                     a->dq, a->dk, a->dv, a->datt, a->dy, a->dy2, a->dgate, a->dup, a->dgpre, a->dh,
+                     a->tmp, a->rope_cs};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) free(bufs[i]);
+    if (a->ygated != a->yatt) free(a->ygated);
+    free(m->params); free(m->grads); free(m->m); free(m->v);
+    free(m->tensors); free(m->tokens); free(m->targets);
+    memset(m, 0, sizeof(*m));
+}
+
+// Forward pass over B x T tokens (B, T no larger than the buffers). With targets, returns the mean
+// cross-entropy and keeps the probabilities for the backward pass; without, the logits buffer
+// holds next-token probabilities (for sampling) and the return value is 0.
+static float model_forward(Model* m, const int* tokens, const int* targets, int B, int T) {
+    const Config* c = &m->cfg;
+    Acts* a = &m->a;
+    int BT = B * T, C = c->C, H = c->H, KVH = c->KVH, hd = C / H, F = c->F;
+    int qd = H * hd, kvd = KVH * hd;
+    if (B > m->B || T > m->T) fatal("internal: forward with B=%d T=%d exceeds buffers %dx%d", B, T, m->B, m->T);
+    for (int i = 0; i < BT; i++) {
+        if (tokens[i] < 0 || tokens[i] >= c->V) fatal("token id %d out of range [0, %d)", tokens[i], c->V);
+        m->tokens[i] = tokens[i];
+    }
+    embedding_forward(a->res, tokens, m->p[K_WTE], m->p[K_WPE], B, T, C);
+    for (int l = 0; l < c->L; l++) {
+        LayerActs la;
+        LAYER_ACTS(la, a, c, l, (long)m->B * m->T, m->T);
+        // attention sublayer: xmid = x + Attn(Norm1(x))
+        norm_forward(la.ln1, la.ln1_mean, la.ln1_rstd, la.x, PW(m, K_LN1W, l),
+                     PW(m, K_LN1B, l), c->rmsnorm, c->eps, BT, C);
+        matmul_forward(la.q, la.ln1, PW(m, K_WQ, l), PW(m, K_BQ, l), BT, C, qd);
+        matmul_forward(la.k, la.ln1, PW(m, K_WK, l), PW(m, K_BK, l), BT, C, kvd);
+        matmul_forward(la.v, la.ln1, PW(m, K_WV, l), PW(m, K_BV, l), BT, C, kvd);
+        if (c->rope) {
+            rope_apply(la.q, a->rope_cs, B, T, H, hd, 1.0f);
+            rope_apply(la.k, a->rope_cs, B, T, KVH, hd, 1.0f);
+        }
+        attention_forward(la.yatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd, c->attn_scale);
+        if (c->gate) {
+            matmul_forward(la.gate, la.ln1, PW(m, K_WG, l), PW(m, K_BG, l), BT, C, H);
+            gate_forward(la.yg, la.gate, la.yatt, BT, H, hd);
+        }
+        matmul_forward(a->tmp, la.yg, PW(m, K_WO, l), PW(m, K_BO, l), BT, qd, C);
+        residual_forward(la.xmid, la.x, a->tmp, (long)BT * C);
+        // MLP sublayer: xout = xmid + MLP(Norm2(xmid))
+        norm_forward(la.ln2, la.ln2_mean, la.ln2_rstd, la.xmid, PW(m, K_LN2W, l),
+                     PW(m, K_LN2B, l), c->rmsnorm, c->eps, BT, C);
+        matmul_forward(la.up, la.ln2, PW(m, K_WUP, l), PW(m, K_BUP, l), BT, C, F);
+        if (c->swiglu) {
+            matmul_forward(la.gpre, la.ln2, PW(m, K_WGATE, l), PW(m, K_BGATE, l), BT, C, F);
+            swiglu_forward(la.hact, la.gpre, la.up, (long)BT * F);
+        } else {
+            gelu_forward(la.hact, la.up, (long)BT * F);
+        }
+        matmul_forward(a->tmp, la.hact, PW(m, K_WDOWN, l), PW(m, K_BDOWN, l), BT, F, C);
+        residual_forward(la.xout, la.xmid, a->tmp, (long)BT * C);
+    }
+    float* xL = a->res + (long)c->L * m->B * m->T * C;
+    norm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, xL, m->p[K_LNFW], m->p[K_LNFB], c->rmsnorm, c->eps, BT, C);
+    const float* head = c->tied ? m->p[K_WTE] : m->p[K_LMHEAD];
+    matmul_forward(a->logits, a->lnf, head, NULL, BT, C, c->V);
+    if (c->logit_scale != 1.0f)
+        for (long i = 0; i < (long)BT * c->V; i++) a->logits[i] *= c->logit_scale;
+    softmax_forward(a->logits, a->losses, targets, BT, c->V);
+    if (!targets) return 0.0f;
+    double sum = 0.0;
+    for (int i = 0; i < BT; i++) {
+        m->targets[i] = targets[i];
+        sum += a->losses[i];
+    }
+    m->loss = (float)(sum / BT);
+    return m->loss;
+}
+
+// A pass over every gradient (hundreds of MB on a large model), split between the threads like
+// AdamW's; it is memory-bound, so a second core helps only as far as the memory bus allows.
+static void model_zero_grad(Model* m) {
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < m->num_params; i++) m->grads[i] = 0.0f;
+}
+
+// Backward pass of the last forward (which must have had targets). Gradients accumulate into
+// m->grads (zero them first with model_zero_grad).
+static void model_backward(Model* m, int B, int T) {
+    const Config* c = &m->cfg;
+    Acts* a = &m->a;
+    int BT = B * T, C = c->C, H = c->H, KVH = c->KVH, hd = C / H, F = c->F;
+    int qd = H * hd, kvd = KVH * hd;
+    long s_c = (long)m->B * m->T * C;     // the stride of one layer's slice of res
+    // loss -> logits -> final norm
+    crossentropy_softmax_backward(a->logits, m->targets, BT, c->V);
+    if (c->logit_scale != 1.0f)
+        for (long i = 0; i < (long)BT * c->V; i++) a->logits[i] *= c->logit_scale;
+    memset(a->dln, 0, (size_t)BT * C * sizeof(float));
+    const float* head = c->tied ? m->p[K_WTE] : m->p[K_LMHEAD];
+    float* dhead = c->tied ? m->g[K_WTE] : m->g[K_LMHEAD];
+    matmul_backward(a->dln, dhead, NULL, a->logits, a->lnf, head, BT, C, c->V);
+    memset(a->dres, 0, (size_t)BT * C * sizeof(float));
+    norm_backward(a->dres, m->g[K_LNFW], m->g[K_LNFB], a->dln, a->res + c->L * s_c, m->p[K_LNFW],
+                  a->lnf_mean, a->lnf_rstd, c->rmsnorm, BT, C);
+    // blocks in reverse; a->dres carries d loss / d residual stream
+    for (int l = c->L - 1; l >= 0; l--) {
+        LayerActs la;
+        LAYER_ACTS(la, a, c, l, (long)m->B * m->T, m->T);
+        // MLP sublayer
+        memset(a->dh, 0, (size_t)BT * F * sizeof(float));
+        matmul_backward(a->dh, GW(m, K_WDOWN, l), GW(m, K_BDOWN, l), a->dres, la.hact, PW(m, K_WDOWN, l), BT, F, C);
+        memset(a->dln, 0, (size_t)BT * C * sizeof(float));
+        if (c->swiglu) {
+            swiglu_backward(a->dgpre, a->dup, la.gpre, la.up, a->dh, (long)BT * F);
+            matmul_backward(a->dln, GW(m, K_WGATE, l), GW(m, K_BGATE, l), a->dgpre, la.ln2, PW(m, K_WGATE, l), BT, C, F);
+        } else {
+            gelu_backward(a->dup, la.up, a->dh, (long)BT * F);
+        }
+        matmul_backward(a->dln, GW(m, K_WUP, l), GW(m, K_BUP, l), a->dup, la.ln2, PW(m, K_WUP, l), BT, C, F);
+        norm_backward(a->dres, GW(m, K_LN2W, l), GW(m, K_LN2B, l), a->dln, la.xmid, PW(m, K_LN2W, l),
+                      la.ln2_mean, la.ln2_rstd, c->rmsnorm, BT, C);
+        // attention sublayer
+        memset(a->dy, 0, (size_t)BT * qd * sizeof(float));
+        matmul_backward(a->dy, GW(m, K_WO, l), GW(m, K_BO, l), a->dres, la.yg, PW(m, K_WO, l), BT, qd, C);
+        memset(a->dln, 0, (size_t)BT * C * sizeof(float));
+        float* dyatt = a->dy;
+        if (c->gate) {
+            gate_backward(a->dy2, a->dgate, a->dy, la.yatt, la.gate, BT, H, hd);
+            matmul_backward(a->dln, GW(m, K_WG, l), GW(m, K_BG, l), a->dgate, la.ln1, PW(m, K_WG, l), BT, C, H);
+            dyatt = a->dy2;
+        }
+        memset(a->dq, 0, (size_t)BT * qd * sizeof(float));
+        memset(a->dk, 0, (size_t)BT * kvd * sizeof(float));
+        memset(a->dv, 0, (size_t)BT * kvd * sizeof(float));
+        attention_backward(a->dq, a->dk, a->dv, a->datt, dyatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd, c->attn_scale);
+        if (c->rope) {
+            rope_apply(a->dq, a->rope_cs, B, T, H, hd, -1.0f);
+            rope_apply(a->dk, a->rope_cs, B, T, KVH, hd, -1.0f);
+        }
+        matmul_backward(a->dln, GW(m, K_WQ, l), GW(m, K_BQ, l), a->dq, la.ln1, PW(m, K_WQ, l), BT, C, qd);
+        matmul_backward(a->dln, GW(m, K_WK, l), GW(m, K_BK, l), a->dk, la.ln1, PW(m, K_WK, l), BT, C, kvd);
+        matmul_backward(a->dln, GW(m, K_WV, l), GW(m, K_BV, l), a->dv, la.ln1, PW(m, K_WV, l), BT, C, kvd);
+        norm_backward(a->dres, GW(m, K_LN1W, l), GW(m, K_LN1B, l), a->dln, la.x, PW(m, K_LN1W, l),
+                      la.ln1_mean, la.ln1_rstd, c->rmsnorm, BT, C);
+    }
+    embedding_backward(m->g[K_WTE], m->g[K_WPE], a->dres, m->tokens, B, T, C);
+}
+
+// ============================================================================================
+// 6. Initialization: which formula each tensor gets (INIT_SECTION)
+// ============================================================================================
+//
+// Three layers, each usable on its own (doc/initializers.md has one section per scheme):
+//   1. a scheme ("xavier_normal", "kaiming_uniform:leaky_relu:0.2", ...) turns a tensor's shape into
+//      a distribution (Dist): scheme_dist(). Each scheme is one case there, with its derivation.
+//   2. dist_fill() draws the Dist with the section-2 primitives, call for call what nn.init does,
+//      so `init_matrix_text(g, w, rows, cols, "xavier_uniform")` after rng_seed(g, s) equals
+//      torch.manual_seed(s); nn.init.xavier_uniform_(torch.empty(rows, cols)) bit for bit
+//      (orthogonal: to 5e-6, its QR differs, section 9). Shapes follow PyTorch: (rows, cols) = (fan_out, fan_in).
+//   3. a recipe (gpt2, llama, olmo_mitchell, mup, ...) picks a scheme per parameter group plus a
+//      residual factor per tensor: InitSpec, parse_init(), model_init().
+
+// ---- gains: torch.nn.init.calculate_gain, plus GELU and SiLU --------------------------------------
+
+// E[f(z)] for z ~ N(0, 1), Simpson's rule on [-12, 12] with 4800 panels (the tails beyond carry
+// less than 1e-30; the rule's error on these smooth integrands is below 1e-12).
+static double gauss_expect(double (*f)(double)) {
+    const int n = 4800;
+    const double lo = -12.0, h = 24.0 / n;
+    double s = 0.0;
+    for (int i = 0; i <= n; i++) {
+        double z = lo + i * h, w = (i == 0 || i == n) ? 1.0 : (i % 2 ? 4.0 : 2.0);
+        s += w * f(z) * exp(-0.5 * z * z);
+    }
+    return s * h / 3.0 / sqrt(2.0 * M_PI);
+}
+
+static double gelu_exact(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); }
+static double silu(double x) { return x / (1.0 + exp(-x)); }
+static double gelu_exact_sq(double x) { return gelu_exact(x) * gelu_exact(x); }
+static double silu_sq(double x) { return silu(x) * silu(x); }
+
+// torch.nn.init.calculate_gain(nonlinearity, param): the factor g in std = g / sqrt(fan) that keeps
+// the second moment of the pre-activations constant from layer to layer [InitFP §3], [InitGuide ch. 3].
+// A layer multiplies E[x^2] by fan_in Var(W) E[phi(z)^2]/Var(z) ([Errata 001-1]: the second
+// moment, not the variance), so g^2 = 1 / c_phi with c_phi = E[phi(z)^2] at unit Var(z):
+//   linear, conv*, sigmoid: 1 (PyTorch's convention; sigmoid is not derived, it is a convention)
+//   relu: c = 1/2, g = sqrt(2) (He et al. 2015 [Kaiming])      leaky_relu(s): c = (1+s^2)/2, g = sqrt(2/(1+s^2))
+//   tanh: 5/3 (PyTorch's historical constant; the exact 1/c at q = 1 is sqrt(2.53618) = 1.5925)
+//   selu: 3/4 (PyTorch's value for self-normalizing nets)
+//   gelu, silu: PyTorch refuses them. [InitFP §3.1] uses gain^2 = 2 "like ReLU", which is wrong:
+//     E[GELU(z)^2] = 1/3 + 1/(2 pi sqrt 3) = 0.425221, E[SiLU(z)^2] = 0.355776, so gain^2 is
+//     2.35172 and 2.81076 [Errata 001-7, 002-12]; computed here by quadrature.
+//     These hold at unit pre-activation variance only: GELU/SiLU are not homogeneous.
+// `param` is leaky_relu's negative slope (NAN: PyTorch's default 0.01); other names ignore it.
+static double calculate_gain(const char* nonlinearity, double param) {
+    static const char* unit[] = {"linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
+                                 "conv_transpose2d", "conv_transpose3d", "sigmoid"};
+    for (size_t i = 0; i < sizeof(unit) / sizeof(unit[0]); i++)
+        if (strcmp(nonlinearity, unit[i]) == 0) return 1.0;
+    if (strcmp(nonlinearity, "tanh") == 0) return 5.0 / 3;
+    if (strcmp(nonlinearity, "relu") == 0) return sqrt(2.0);
+    if (strcmp(nonlinearity, "leaky_relu") == 0) {
+        double s = isnan(param) ? 0.01 : param;
+        return sqrt(2.0 / (1 + s * s));
+    }
+    if (strcmp(nonlinearity, "selu") == 0) return 3.0 / 4;
+    if (strcmp(nonlinearity, "gelu") == 0) return 1.0 / sqrt(gauss_expect(gelu_exact_sq));
+    if (strcmp(nonlinearity, "silu") == 0) return 1.0 / sqrt(gauss_expect(silu_sq));
+    fatal("unknown nonlinearity '%s' (linear sigmoid tanh relu leaky_relu selu gelu silu conv1d ...)", nonlinearity);
+    return 0.0;
+}
+
+// ---- schemes: a shape in, a distribution out -------------------------------------------------------
+
+// What one tensor is drawn from. Each kind is drawn the way one torch call draws it (dist_fill).
+typedef enum { D_CONST, D_NORMAL, D_UNIFORM, D_TRUNC, D_ORTHO, D_SPARSE, D_EYE } DistKind;
+typedef struct {
+    DistKind kind;
+    double mean, std;     // D_CONST: mean is the value; D_NORMAL, D_TRUNC, D_SPARSE: std
+    double lo, hi;        // D_UNIFORM: [lo, hi); D_TRUNC: absolute bounds (torch's a, b)
+    double gain;          // D_ORTHO; D_EYE: the diagonal value
+    double sparsity;      // D_SPARSE
+} Dist;
+
+// A parsed scheme: "NAME[:ARG[:ARG...]]". Numbers go to arg[]; kaiming_* also take words.
+typedef struct {
+    char text[64];        // as given
+    char name[24];
+    int nargs;
+    double arg[3];
+    char nonlin[24];      // kaiming_*: the calculate_gain name ("relu" when not given)
+    int fan_out;          // kaiming_*: ":fan_out" (torch's mode='fan_out'): keep the backward's variance
+} Scheme;
+
+// The catalogue: name, numeric arguments accepted, whether it needs fans (a matrix), the -h line.
+static const struct { const char* name; int min_args, max_args, fans; const char* help; } schemes[] = {
+    {"zeros", 0, 0, 0, "all 0 (nn.init.zeros_)"},
+    {"ones", 0, 0, 0, "all 1 (nn.init.ones_)"},
+    {"constant", 1, 1, 0, "constant:C, all C (nn.init.constant_)"},
+    {"normal", 0, 2, 0, "normal[:STD] or normal:MEAN:STD, N(MEAN, STD^2) (default N(0,1); normal_)"},
+    {"uniform", 0, 2, 0, "uniform[:A] U(-A,A), uniform:A:B U(A,B) (default U(0,1); uniform_)"},
+    {"trunc_normal", 0, 3, 0, "trunc_normal[:STD[:A:B]], N(0,STD^2) cut at the ABSOLUTE A,B (default +-2; trunc_normal_)"},
+    {"trunc_sigma", 1, 2, 0, "trunc_sigma:STD[:K], N(0,STD^2) cut at +-K STD (default K=2)"},
+    {"eye", 0, 0, 1, "identity matrix (nn.init.eye_)"},
+    {"sparse", 1, 2, 1, "sparse:S[:STD], N(0,STD^2) with a fraction S of each column 0 (default STD 0.01; sparse_)"},
+    {"lecun_normal", 0, 0, 1, "N(0, 1/fan_in) (LeCun 1998; = kaiming_normal:linear)"},
+    {"lecun_uniform", 0, 0, 1, "U(-a,a), a = sqrt(3/fan_in)"},
+    {"xavier_normal", 0, 1, 1, "xavier_normal[:GAIN], N(0, GAIN^2 2/(fan_in+fan_out)) (xavier_normal_)"},
+    {"xavier_uniform", 0, 1, 1, "xavier_uniform[:GAIN], bound GAIN sqrt(6/(fan_in+fan_out)) (xavier_uniform_)"},
+    {"kaiming_normal", 0, 1, 1, "kaiming_normal[:NONLIN[:PARAM]][:fan_out], N(0, gain^2/fan) (kaiming_normal_)"},
+    {"kaiming_uniform", 0, 1, 1, "kaiming_uniform[:NONLIN[:PARAM]][:fan_out], bound gain sqrt(3/fan)"},
+    {"torch_linear", 0, 0, 1, "nn.Linear's default: kaiming_uniform a=sqrt(5), bound 1/sqrt(fan_in)"},
+    {"orthogonal", 0, 1, 1, "orthogonal[:GAIN], GAIN x a random orthogonal matrix (orthogonal_)"},
+    {"sigma", 0, 1, 0, "sigma[:S], sigma-init N(0, S^2), S = 0.02 by default [VarDyn]"},
+    {"gamma", 1, 1, 1, "gamma:G, N(0, fan_in^-2G) [SmallInit §4.2], [ComplexCtl §3]"},
+    {"small_init", 0, 0, 1, "N(0, 2/(5d)), d the model width (Nguyen & Salazar 2019)"},
+    {"trunc_lecun", 0, 1, 1, "trunc_lecun[:K], N(0, 1/fan_in) cut at +-K sigma (default 3; OLMo mitchell)"},
+};
+#define NUM_SCHEMES ((int)(sizeof(schemes) / sizeof(schemes[0])))
+
+static int scheme_index(const char* name) {
+    for (int i = 0; i < NUM_SCHEMES; i++)
+        if (strcmp(schemes[i].name, name) == 0) return i;
+    return -1;
+}
+
+// "kaiming_uniform:leaky_relu:0.2:fan_out" -> name, nonlin, args (section 12 parses the text)
+static void parse_scheme(Scheme* s, const char* text);
+
+static Dist dist_of(DistKind kind) {
+    Dist d;
+    memset(&d, 0, sizeof(d));
+    d.kind = kind;
+    return d;
+}
+static Dist dist_const(double v) { Dist d = dist_of(D_CONST); d.mean = v; return d; }
+static Dist dist_normal(double mean, double std) { Dist d = dist_of(D_NORMAL); d.mean = mean; d.std = std; return d; }
+static Dist dist_uniform(double lo, double hi) { Dist d = dist_of(D_UNIFORM); d.lo = lo; d.hi = hi; return d; }
+static Dist dist_trunc(double std, double lo, double hi) { Dist d = dist_of(D_TRUNC); d.std = std; d.lo = lo; d.hi = hi; return d; }
+
+// The distribution a scheme gives a (rows, cols) tensor; fan_in = cols, fan_out = rows, as PyTorch's
+// _calculate_fan_in_and_fan_out for a 2-D tensor. That includes embeddings: wte is (V, C), so its
+// "fan_in" is C, which is exactly [SmallInit App. A]'s convention std = d^-gamma
+// [Errata 000-4]. `matrix` is 0 for norm weights and biases. d_model is the model width (small_init); 0 outside a model, where cols stands in.
+// Every arithmetic step below is the one PyTorch's Python performs, in the same order, in double.
+static Dist scheme_dist(const Scheme* s, int rows, int cols, int matrix, int d_model) {
+    const char* n = s->name;
+    const double* a = s->arg;
+    double fan_in = cols, fan_out = rows;
+    if (schemes[scheme_index(n)].fans && !matrix) fatal("initializer '%s' needs a matrix (fans), not a vector", n);
+    // Constants are right for norm weights (1) and biases (0). For a weight matrix they are
+    // [InitGuide ch. 7]'s symmetry problem: units with equal weights in and out compute the same thing, get the
+    // same gradient and never separate; all zeros is even a stationary point (init_report flags it).
+    if (!strcmp(n, "zeros")) return dist_const(0.0);
+    if (!strcmp(n, "ones")) return dist_const(1.0);
+    if (!strcmp(n, "constant")) return dist_const(a[0]);
+    // The two raw distributions: Var N(m, s^2) = s^2, Var U(a, b) = (b - a)^2 / 12. PyTorch's order
+    // of arguments (mean, std) and (a, b); one number is a std or a symmetric bound.
+    if (!strcmp(n, "normal")) return s->nargs == 2 ? dist_normal(a[0], a[1]) : dist_normal(0.0, s->nargs ? a[0] : 1.0);
+    if (!strcmp(n, "uniform")) return s->nargs == 2 ? dist_uniform(a[0], a[1]) : s->nargs ? dist_uniform(-a[0], a[0]) : dist_uniform(0.0, 1.0);
+    if (!strcmp(n, "trunc_normal")) {
+        // PyTorch's bounds are ABSOLUTE: trunc_normal_(w, std=0.02) cuts at +-2 = +-100 sigma, i.e.
+        // not at all. [InitGuide ch. 9]'s "|x| < 2 sigma" misreads it [Errata 002-23].
+        if (s->nargs == 2) fatal("trunc_normal takes STD or STD:A:B, not two numbers");
+        double std = s->nargs ? a[0] : 1.0;
+        return s->nargs == 3 ? dist_trunc(std, a[1], a[2]) : dist_trunc(std, -2.0, 2.0);
+    }
+    if (!strcmp(n, "trunc_sigma")) {
+        // cut at +-K sigma: the std shrinks, by 0.8796 at K = 2 and 0.9866 at K = 3
+        // [Errata 002-23]; the parameter is the std before the cut, as in PyTorch
+        double k = s->nargs == 2 ? a[1] : 2.0;
+        return dist_trunc(a[0], -k * a[0], k * a[0]);
+    }
+    // eye: W x copies the first min(rows, cols) coordinates of x; norm-preserving when square
+    if (!strcmp(n, "eye")) { Dist d = dist_of(D_EYE); d.gain = 1.0; return d; }
+    // sparse (Martens 2010): N(0, std^2) with ceil(S rows) zeros in each column, so each input feeds
+    // only a fraction 1 - S of the units; Var = std^2 (1 - zeros/rows)
+    if (!strcmp(n, "sparse")) {
+        Dist d = dist_of(D_SPARSE);
+        d.sparsity = a[0];
+        d.std = s->nargs == 2 ? a[1] : 0.01;
+        return d;
+    }
+    if (!strcmp(n, "lecun_normal") || !strcmp(n, "lecun_uniform")) {
+        // LeCun (1998), [InitFP §1, Challenge 1]: Var(y) = fan_in Var(W) Var(x) for independent
+        // zero-mean W, x, so Var(W) = 1/fan_in keeps Var(y) = Var(x). PyTorch spells it
+        // kaiming_*(nonlinearity='linear'): std = 1/sqrt(fan_in); uniform bound sqrt(3) std.
+        double std = calculate_gain("linear", NAN) / sqrt(fan_in);
+        return !strcmp(n, "lecun_normal") ? dist_normal(0.0, std) : dist_uniform(-sqrt(3.0) * std, sqrt(3.0) * std);
+    }
+    if (!strcmp(n, "xavier_normal") || !strcmp(n, "xavier_uniform")) {
+        // Glorot & Bengio (2010) [Xavier], [InitFP §2, Challenge 2], [InitGuide ch. 2]: the forward pass wants
+        // Var(W) = 1/fan_in, the backward 1/fan_out; Xavier takes the harmonic mean 2/(fan_in+fan_out)
+        // (not the arithmetic mean of the variances, [Errata 002-8]). For a square layer it is
+        // 1/n, LeCun [Errata 001-4]. Uniform: Var U(-b,b) = b^2/3, so b = sqrt(3) std = sqrt(6/(fan_in+fan_out)).
+        double gain = s->nargs ? a[0] : 1.0;
+        double std = gain * sqrt(2.0 / (fan_in + fan_out));
+        return !strcmp(n, "xavier_normal") ? dist_normal(0.0, std) : dist_uniform(-sqrt(3.0) * std, sqrt(3.0) * std);
+    }
+    if (!strcmp(n, "kaiming_normal") || !strcmp(n, "kaiming_uniform") || !strcmp(n, "torch_linear")) {
+        // He et al. (2015) [Kaiming], [InitFP §3, Challenge 3], [InitGuide ch. 3]: ReLU keeps half the SECOND
+        // MOMENT, E[relu(z)^2] = E[z^2]/2, so Var(W) = 2/fan_in (the variance is 0.34 Var z, not
+        // half: [Errata 001-6]; the next layer needs E[x^2]). In general gain^2/fan with
+        // calculate_gain's g; mode fan_out preserves the backward pass instead (2/fan_out).
+        // torch_linear: nn.Linear's reset_parameters() calls kaiming_uniform_(a=sqrt(5)): gain^2 =
+        // 2/(1+5), bound = sqrt(3) gain/sqrt(fan_in) = 1/sqrt(fan_in), Var = 1/(3 fan_in): one sixth
+        // of He's, not He init [Errata 002-16].
+        int torch_lin = !strcmp(n, "torch_linear");
+        double param = torch_lin ? sqrt(5.0) : s->nargs ? a[0] : 0.0;   // kaiming_*_(a=0) by default
+        double gain = calculate_gain(torch_lin ? "leaky_relu" : s->nonlin, param);
+        double std = gain / sqrt(s->fan_out ? fan_out : fan_in);
+        return !strcmp(n, "kaiming_normal") ? dist_normal(0.0, std) : dist_uniform(-sqrt(3.0) * std, sqrt(3.0) * std);
+    }
+    if (!strcmp(n, "orthogonal")) {
+        // Saxe et al. (2014) [Orthogonal], [InitGuide ch. 4]: Q from the QR of a Gaussian matrix, columns times
+        // sign(diag R) so Q is uniform (Haar); Q^T Q = I preserves every norm exactly, at any depth.
+        Dist d = dist_of(D_ORTHO);
+        d.gain = s->nargs ? a[0] : 1.0;
+        return d;
+    }
+    if (!strcmp(n, "sigma")) return dist_normal(0.0, s->nargs ? a[0] : 0.02);  // [VarDyn E1]: one std for all
+    if (!strcmp(n, "gamma")) {
+        // [SmallInit §4.2], [ComplexCtl §3]: W_ij ~ N(0, d_in^(-2 gamma)); gamma = 1/2 is LeCun exactly
+        // (He has an extra sqrt 2, Xavier matches for square layers: [Errata 000-4, 003-1]).
+        // gamma = 1 at d = 2048: Var 2.38e-7 [Errata 000-1]; the large-gamma regime of [SmallInit §4].
+        return dist_normal(0.0, pow(fan_in, -a[0]));
+    }
+    if (!strcmp(n, "small_init")) {
+        // Nguyen & Salazar (2019) "Transformers without tears": Var = 2/(5d) = 2/(d + 4d), Xavier's
+        // harmonic rule applied to a d -> 4d MLP layer, used for every matrix (GPT-NeoX small_init).
+        return dist_normal(0.0, sqrt(2.0 / (5.0 * (d_model > 0 ? d_model : fan_in))));
+    }
+    if (!strcmp(n, "trunc_lecun")) {
+        // OLMo's "mitchell" init: std 1/sqrt(fan_in), truncated at +-K std (K = 3) so that no weight
+        // starts an outlier; the cut shrinks the std by 1.3% at K = 3
+        double std = 1.0 / sqrt(fan_in), k = s->nargs ? a[0] : 3.0;
+        return dist_trunc(std, -k * std, k * std);
+    }
+    fatal("internal: scheme '%s' has no distribution", n);
+    return dist_const(0.0);
+}
+
+// Multiplies a distribution by f (the residual factors of section 6's recipes): same draws, scaled.
+static Dist dist_scaled(Dist d, double f) {
+    d.mean *= f; d.std *= f; d.lo *= f; d.hi *= f; d.gain *= f;
+    return d;
+}
+
+// Draws a (rows, cols) tensor from d exactly as the nn.init function does (section 9).
+static void dist_fill(Rng* g, float* w, int rows, int cols, const Dist* d) {
+    size_t n = (size_t)rows * cols;
+    switch (d->kind) {
+    case D_CONST: for (size_t i = 0; i < n; i++) w[i] = (float)d->mean; break;
+    case D_NORMAL: init_normal_d(g, w, n, d->mean, d->std); break;
+    case D_UNIFORM: init_uniform(g, w, n, (float)d->lo, (float)d->hi); break;
+    case D_TRUNC: init_trunc_normal_d(g, w, n, 0.0, d->std, d->lo, d->hi); break;
+    case D_ORTHO: init_orthogonal(g, w, rows, cols, (float)d->gain); break;
+    case D_SPARSE: init_sparse_d(g, w, rows, cols, d->sparsity, d->std); break;
+    case D_EYE:
+        for (size_t i = 0; i < n; i++) w[i] = 0.0f;
+        for (int i = 0; i < rows && i < cols; i++) w[(size_t)i * cols + i] = (float)d->gain;
+        break;
+    }
+}
+
+// The std a tensor drawn from d should show (for --init-report and the sampling tests).
+static double dist_std(const Dist* d, int rows, int cols) {
+    switch (d->kind) {
+    case D_CONST: return 0.0;
+    case D_NORMAL: return d->std;
+    case D_UNIFORM: return (d->hi - d->lo) / sqrt(12.0);
+    case D_TRUNC: {
+        // N(0, s^2) cut to [a, b]: with al = a/s, be = b/s, Z = Phi(be) - Phi(al),
+        // Var = s^2 (1 + (al phi(al) - be phi(be))/Z - ((phi(al) - phi(be))/Z)^2)
+        double al = d->lo / d->std, be = d->hi / d->std;
+        double pa = exp(-0.5 * al * al) / sqrt(2 * M_PI), pb = exp(-0.5 * be * be) / sqrt(2 * M_PI);
+        double Z = 0.5 * (erf(be / sqrt(2.0)) - erf(al / sqrt(2.0)));
+        double m = (pa - pb) / Z;
+        return d->std * sqrt(1.0 + (al * pa - be * pb) / Z - m * m);
+    }
+    case D_ORTHO: return fabs(d->gain) / sqrt(rows > cols ? rows : cols);   // unit columns (rows) of length max
+    case D_SPARSE: return d->std * sqrt((rows - ceil(d->sparsity * rows)) / rows);
+    case D_EYE: {
+        double p = (double)(rows < cols ? rows : cols) / ((double)rows * cols);
+        return fabs(d->gain) * sqrt(p * (1.0 - p));
+    }
+    }
+    return 0.0;
+}
+
+// Fill a (rows, cols) matrix, PyTorch Linear convention: rows = fan_out, cols = fan_in.
+// `scheme` is the -I syntax for one scheme, e.g. "xavier_normal", "xavier_uniform:1.6667",
+// "kaiming_normal:relu", "kaiming_uniform:leaky_relu:0.2", "lecun_normal", "orthogonal:1.414",
+// "normal:0.01", "uniform:-0.1:0.1", "trunc_normal:0.02", "zeros", "constant:0.5", "eye", ...
+// Equal to torch.manual_seed + the nn.init call on torch.empty(rows, cols) (orthogonal: to 5e-6).
+static void init_matrix_text(Rng* g, float* w, int rows, int cols, const char* scheme) {
+    Scheme s;
+    parse_scheme(&s, scheme);
+    Dist d = scheme_dist(&s, rows, cols, 1, 0);
+    dist_fill(g, w, rows, cols, &d);
+}
+
+// ---- recipes: a scheme per parameter group, a factor per tensor, and muP ---------------------------
+
+// How the projections that write into the residual stream (attn.wo, mlp.wdown) are scaled.
+typedef enum { RESID_NONE, RESID_SQRT2L, RESID_DEPTH, RESID_DEEPNET } ResidScale;
+static const char* resid_names[] = {"none", "1/sqrt(2L)", "1/sqrt(2(l+1))", "deepnet (8L)^-1/4"};
+
+// What -I, -g, --resid-scale and --mup-base select.
+typedef struct {
+    char first[32];             // the first word of -I (a recipe or a scheme), for the printout
+    Scheme rule[NUM_GROUPS];    // an empty name: norm weights 1, biases 0
+    int resid;                  // ResidScale
+    int mup;                    // muP ([InitFP §5-6], corrected by [Errata 001-14])
+    int mup_base;               // muP's base width: width_mult = C / mup_base
+} InitSpec;
+
+#define MUP_BASE_DEFAULT 128
+
+// Each recipe is written in -I's own syntax: a scheme for every weight group, then overrides.
+static const struct { const char* name; const char* spec; int resid, mup; const char* help; } recipes[] = {
+    // [InitFP §4], [InitGuide ch. 5] (GPT-2, nanoGPT): N(0, 0.02^2) everywhere; the 2L projections
+    // that add into the residual stream get 0.02/sqrt(2L) so its variance grows by 1 + sigma^2, not
+    // 1 + 2L sigma^2 ([Errata 001-10]: 161x at L=80 unscaled, not 81x)
+    {"gpt2", "sigma:0.02", RESID_SQRT2L, 0, "N(0,0.02^2), out/down x 1/sqrt(2L) [InitFP §4]"},
+    // [InitGuide ch. 7]'s "Llama" column (the post's own proposal, not Meta's or HF's recipe:
+    // [Errata 002-21]): embeddings 1/sqrt(d) (wte is (V, d): fan_in d), He normal for every
+    // matrix, residual projections / sqrt(2L). It applies to attn.wo AND mlp.wdown here (the post's
+    // code misses Llama's o_proj by matching 'out_proj').
+    {"llama", "kaiming_normal:relu,emb=lecun_normal,pos=lecun_normal", RESID_SQRT2L, 0,
+     "[InitGuide ch. 7]: embeddings N(0,1/d), He normal, out/down x 1/sqrt(2L)"},
+    // Hugging Face LlamaPreTrainedModel._init_weights: N(0, 0.02^2) for every Linear and Embedding
+    // (initializer_range), no residual scaling ([Errata 002-21], point 3)
+    {"hf_llama", "sigma:0.02", RESID_NONE, 0, "N(0,0.02^2) everywhere, no residual scaling (HF Llama)"},
+    // OLMo "mitchell": every matrix N(0, 1/fan_in) truncated at +-3 sigma; output projections of
+    // block l (from 0) 1/sqrt(2 fan_in (l+1)) = the same times 1/sqrt(2(l+1))
+    {"olmo_mitchell", "trunc_lecun:3", RESID_DEPTH, 0, "N(0,1/fan_in) cut at 3 sigma, out/down x 1/sqrt(2(l+1))"},
+    // depth-scaled (TorchTitan's depth_init): N(0, 0.02^2), output projections of block l 0.02/sqrt(2(l+1))
+    {"depth_scaled", "sigma:0.02", RESID_DEPTH, 0, "N(0,0.02^2), out/down x 1/sqrt(2(l+1))"},
+    {"small_init", "small_init", RESID_NONE, 0, "N(0, 2/(5d)) everywhere (Nguyen & Salazar 2019)"},
+    // ReZero / SkipInit / Fixup style: each block starts as the identity, the residual stream is the
+    // embedding until training opens the branches
+    {"zero_resid", "sigma:0.02,out=zeros,down=zeros", RESID_NONE, 0, "N(0,0.02^2), out/down = 0 (blocks start as identity)"},
+    // DeepNet (Wang et al. 2022), decoder-only: Xavier, then beta = (8N)^(-1/4) on the FFN, the value
+    // and the output projections (N = L blocks). DeepNet's residual up-weighting alpha = (2N)^(1/4)
+    // belongs to its Post-LN architecture and is not applied here (this model is Pre-LN).
+    {"deepnet", "xavier_normal", RESID_DEEPNET, 0, "Xavier normal, v/out/up/gate/down x (8L)^-1/4"},
+    // muP for Adam (Tensor Programs V [muP] Table 3; [Errata 001-14]): hidden N(0, 1/fan_in) with lr
+    // x 1/width_mult, embeddings with a width-independent N(0, 1) (nn.Embedding's default), the readout
+    // zero with a forward multiplier 1/width_mult, attention 1/d_head. See mup_configure().
+    {"mup", "lecun_normal,emb=normal:1,pos=normal:1,head=zeros", RESID_NONE, 1,
+     "muP (untied head): hidden N(0,1/fan_in) lr/width_mult, emb N(0,1), head 0 x 1/width_mult, attn 1/d_head"},
+};
+#define NUM_RECIPES ((int)(sizeof(recipes) / sizeof(recipes[0])))
+
+// The residual factor of one tensor: 1 for all but the projections each recipe scales.
+static double resid_factor(const InitSpec* spec, const Tensor* t, int L) {
+    int resid = t->kind == K_WO || t->kind == K_WDOWN;
+    switch (spec->resid) {
+    case RESID_SQRT2L: return resid ? 1.0 / sqrt(2.0 * L) : 1.0;
+    case RESID_DEPTH: return resid ? 1.0 / sqrt(2.0 * (t->layer + 1)) : 1.0;
+    case RESID_DEEPNET:
+        return resid || t->kind == K_WV || t->kind == K_WUP || t->kind == K_WGATE ? pow(8.0 * L, -0.25) : 1.0;
+    }
+    return 1.0;
+}
+
+// The scheme of one tensor: its group's rule, or 1 for norm weights and 0 for biases.
+static Scheme tensor_scheme(const InitSpec* spec, const Tensor* t) {
+    Scheme s = spec->rule[t->group];
+    if (!s.name[0]) parse_scheme(&s, t->group == G_NORM ? "ones" : "zeros");
+    return s;
+}
+
+// The distribution one tensor of m is drawn from under spec.
+static Dist tensor_dist(const InitSpec* spec, const Model* m, const Tensor* t) {
+    Scheme s = tensor_scheme(spec, t);
+    int matrix = t->group != G_NORM && t->group != G_BIAS;
+    Dist d = scheme_dist(&s, t->rows, t->cols, matrix, m->cfg.C);
+    return dist_scaled(d, resid_factor(spec, t, m->cfg.L));
+}
+
+// muP for Adam (Yang et al., Tensor Programs V [muP], Table 3), as [Errata 001-14] corrects
+// [InitFP §5-6]. With width_mult = C / base:
+//   hidden matrices (qkv, gate, out, up, down): init Var 1/fan_in (the recipe), lr x 1/width_mult
+//     (= base_fan_in / fan_in: 256/8192 = 0.03125, [Errata 001-17]): Adam moves every entry by
+//     ~lr whatever the width, and fan_in such moves add up coherently in W x, so the lr must fall as
+//     1/fan_in to keep the change of each output O(1) [Errata 001-15].
+//   the readout (lm_head): zero at init, logits multiplied by 1/width_mult, lr x 1 (the mup package's
+//     MuReadout form). [InitFP §5.5]'s MuPLinear has neither and is not muP [Errata 001-14].
+//   embeddings, norms, biases: lr x 1, embedding init independent of width.
+//   attention: q.k / d_head instead of q.k / sqrt(d_head): q and k become correlated during
+//     training, so q.k grows like d_head, not sqrt(d_head).
+// This changes the forward pass (Config.attn_scale, Config.logit_scale; the backward pass uses the
+// same two numbers), so it happens before a checkpoint is loaded, which checks them.
+static void mup_configure(Model* m, int base) {
+    Config* c = &m->cfg;
+    if (c->tied) fatal("-I mup needs an untied head (--tie 0): the readout starts at 0 with its own multiplier, the embedding does not");
+    if (base <= 0) fatal("--mup-base must be positive");
+    double width_mult = (double)c->C / base;
+    c->attn_scale = 1.0f / (float)(c->C / c->H);
+    c->logit_scale = (float)(1.0 / width_mult);
+    for (int i = 0; i < m->num_tensors; i++) {
+        Tensor* t = &m->tensors[i];
+        Group g = t->group;
+        int hidden = g == G_QKV || g == G_GATE || g == G_OUT || g == G_UP || g == G_DOWN;
+        t->lr_mult = hidden ? (float)(1.0 / width_mult) : 1.0f;
+    }
+}
+
+// Initializes every tensor of m in the table's order (wte, wpe, h.0.*, ..., lnf.*, lm_head), all from
+// one generator seeded once, and applies muP's forward multipliers and learning rates.
+static void model_init(Model* m, const InitSpec* spec, uint64_t seed) {
+    Rng g;
+    rng_seed(&g, seed);
+    if (spec->mup) mup_configure(m, spec->mup_base);
+    for (int i = 0; i < m->num_tensors; i++) {
+        const Tensor* t = &m->tensors[i];
+        Dist d = tensor_dist(spec, m, t);
+        dist_fill(&g, m->params + t->offset, t->rows, t->cols, &d);
+    }
+}
+
+
+// ============================================================================================
+// 7. AdamW with decoupled weight decay, the learning-rate schedule, gradient clipping
+// ============================================================================================
+
+typedef struct {
+    float lr;           // peak learning rate
+    float lr_floor;     // the cosine decays to lr * lr_floor
+    int warmup, steps;
+    float beta1, beta2, adam_eps;
+    float weight_decay; // lambda, [ComplexCtl eq. 1]
+    float clip;         // global gradient-norm clip, 0 = off
+} OptConfig;
+
+// Linear warmup over `warmup` steps, then cosine decay to lr * lr_floor at the last step.
+static float lr_at(const OptConfig* o, int step) {
+    if (step < o->warmup) return o->lr * (step + 1) / o->warmup;
+    double span = o->steps - o->warmup;
+    double ratio = span > 0 ? (step - o->warmup) / span : 0.0;
+    if (ratio > 1.0) ratio = 1.0;
+    double floor_lr = o->lr * o->lr_floor;
+    return (float)(floor_lr + 0.5 * (1.0 + cos(M_PI * ratio)) * (o->lr - floor_lr));
+}
+
+// sqrt(sum g^2) over every gradient, summed in GN_CHUNKS fixed chunks (each in vector-lane partial
+// sums) and then in chunk order, so the result does not depend on the number of threads.
+#define GN_CHUNKS 256
+static double grad_norm(const Model* m) {
+    double partial[GN_CHUNKS];
+    size_t n = m->num_params, chunk = (n + GN_CHUNKS - 1) / GN_CHUNKS;
+    #pragma omp parallel for schedule(static)
+    for (int ci = 0; ci < GN_CHUNKS; ci++) {
+        size_t i0 = ci * chunk < n ? ci * chunk : n, i1 = i0 + chunk < n ? i0 + chunk : n;
+        const float* g = m->grads;
+        double s = 0.0;
+        #pragma omp simd reduction(+ : s)
+        for (size_t i = i0; i < i1; i++) s += (double)g[i] * g[i];
+        partial[ci] = s;
+    }
+    double total = 0.0;
+    for (int ci = 0; ci < GN_CHUNKS; ci++) total += partial[ci];
+    return sqrt(total);
+}
+
+// One AdamW step (t counts from 1), PyTorch's operation order:
+//   theta <- theta (1 - lr lambda)                        decoupled weight decay, [ComplexCtl eq. 1]
+//   m <- b1 m + (1-b1) g ;  v <- b2 v + (1-b2) g^2
+//   theta <- theta - lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
+// [ComplexCtl eq. 1] writes the decay as theta - lambda C theta without defining C; C = lr (the scheduled
+// learning rate) is the only reading under which its lambda = 1 makes sense [Errata 003-2].
+// lr is the scheduled rate times the tensor's multiplier (muP, [InitFP §5]), for both terms.
+// The loop is one pass over four arrays (memory-bound on a large model); it vectorizes when sqrtf
+// may skip setting errno (-fno-math-errno, in the Makefile; v is never negative, so it never would).
+static void adamw_step(Model* m, const OptConfig* o, float sched_lr, int t, float grad_scale) {
+    double bc1 = 1.0 - pow(o->beta1, t), bc2 = sqrt(1.0 - pow(o->beta2, t));
+    for (int ti = 0; ti < m->num_tensors; ti++) {
+        const Tensor* tn = &m->tensors[ti];
+        float lr = sched_lr * tn->lr_mult;
+        float decay = tn->decay ? 1.0f - lr * o->weight_decay : 1.0f;
+        float step_size = (float)(lr / bc1), b2c = (float)bc2;
+        float *p = m->params + tn->offset, *g = m->grads + tn->offset;
+        float *mm = m->m + tn->offset, *vv = m->v + tn->offset;
+        #pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < tn->numel; i++) {
+            float gi = g[i] * grad_scale;
+            p[i] *= decay;
+            mm[i] = o->beta1 * mm[i] + (1.0f - o->beta1) * gi;
+            vv[i] = o->beta2 * vv[i] + (1.0f - o->beta2) * gi * gi;
+            p[i] -= step_size * mm[i] / (sqrtf(vv[i]) / b2c + o->adam_eps);
+        }
+    }
+}
+
+// ============================================================================================
+// 8. The training loop and main
+// ============================================================================================
+// What a run is given (Part II, section 12, fills it in from the command line):
+typedef struct {
+    int every;                  // -p N: probe steps 0, N, 2N, ...; 0 = off
+    const char* list;           // --probes NAME,...; NULL = all
+    const char* cossim;         // --cossim-dump TENSOR
+    const char* dump_tokens;    // --dump-token-losses FILE
+    float spike_z;              // --spike-z
+    int spike_skip;             // --spike-skip
+    int coord_check, coord_steps;   // --coord-check, --coord-steps
+    const char* coord_widths;       // --coord-widths
+} ProbeOptions;
+
+typedef struct {
+    const char *train_path, *val_path, *out_dir, *resume, *preset, *init, *decode_path;
+    const char *norm, *mlp, *pos;
+    int bias, tie, gate;           // -1: the preset decides
+    int L, C, H, KVH, F, maxT, V;  // 0: derived
+    int B, T, steps, seed;
+    int val_every, val_batches, sample_every, sample_len, ckpt_every;
+    int decay_emb;
+    double gamma;                  // < 0: not given
+    int resid_scale;               // -1: the -I recipe decides; 0 off; 1 out/down x 1/sqrt(2L)
+    int mup_base;                  // 0: MUP_BASE_DEFAULT
+    int init_report;               // print the initialization table and exit
+    float eps, rope_theta;
+    OptConfig opt;
+    ProbeOptions probe;            // -p, --probes, ... (section 11)
+} Options;
+
+// ---- the JSON-lines log ------------------------------------------------------------------------
+typedef struct {
+    FILE* f;
+} Log;
+
+static void log_open(Log* lg, const char* dir, int append) {
+    lg->f = NULL;
+    if (!dir) return;
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/log.jsonl", dir);
+    lg->f = fopen(path, append ? "a" : "w");
+    if (!lg->f) fatal("cannot open log %s (%s)", path, strerror(errno));
+}
+
+// one object per line; fields as printf fragments, e.g. log_event(&lg, "\"step\":%d,\"val_loss\":%.6f", ...)
+static void log_event(Log* lg, const char* fmt, ...) {
+    if (!lg->f) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputc('{', lg->f);
+    vfprintf(lg->f, fmt, ap);
+    fputs("}\n", lg->f);
+    fflush(lg->f);
+    va_end(ap);
+}
+
+
+// ---- the engine: whatever holds the parameters -----------------------------------------------------
+// The training loop below is shared with train_gpt2.cu. Everything that touches the parameters goes
+// through an Engine: this file's is the host Model itself, train_gpt2.cu's a copy on the GPU. Data,
+// schedule, printout, log, validation, samples, checkpoints, probes and the NaN stop are written once.
+typedef struct {
+    const char* device;           // printed and logged: "cpu", or the GPU's name
+    void* ctx;
+    float (*forward)(void* ctx, const int* inp, const int* tgt, int B, int T);   // mean loss; tgt NULL: none
+    const float* (*probs)(void* ctx, int bt, int V);   // host copy of softmax row bt of the last forward
+    void (*backward)(void* ctx, int B, int T);         // zero the gradients, then backpropagate
+    double (*grad_norm)(void* ctx);
+    void (*update)(void* ctx, const OptConfig* o, float lr, int t, float grad_scale);
+    void (*to_host)(void* ctx);   // parameters and AdamW state into the host Model; NULL: they live there
+} Engine;
+
+
+// ---- what the loop uses from Part II ----------------------------------------------------------------
+typedef struct Probes Probes;                                // what the probes keep between steps (section 11)
+// the probes of a run (-p, --probes): created on the model and the training tokens, writing through emit
+static Probes* probes_new(const ProbeOptions* po, Model* m, const uint16_t* train_tok, size_t n_tok,
+                          const char* out_dir, void (*emit)(void*, const char*), void* ctx);
+static void probes_delete(Probes* pr);
+static int probes_due(const Probes* pr, int step);           // is step a probe step (-p N)?
+static int probe_spike(Probes* pr, int step, double loss, double norm);   // 1: skip this update (--spike-skip)
+static void probes_before_update(Probes* pr, Model* m, int step);   // measure activations, gradients, weights
+static void probes_after_update(Probes* pr, const Model* m);        // the update-to-weight ratios
+static void probe_log_line(void* lg, const char* fields);    // a probe's line into the run's log
+// --dump-token-losses: loss and p(target) of every validation position, as CSV
+static void dump_token_losses(Model* m, const Dataset* val, int batches, int B, int T, int* inp, int* tgt,
+                              const char* path);
+static void parse_args(Options* o, int argc, char** argv);   // the flags (./train_gpt2 -h lists them)
+static Config config_from_options(const Options* o, int V);  // the model's shape from the preset and flags
+static void init_spec_from_options(InitSpec* spec, const Options* o);   // -I, -g, --resid-scale, --mup-base
+static void init_report(Model* m, const InitSpec* spec, const int* tokens, int B, int T);   // --init-report
+// a checkpoint: config, step, both generators, parameters and AdamW moments (doc/checkpoint.md)
+static void checkpoint_save(const Model* m, const char* path, int step, const Rng* data_rng, const Rng* sample_rng);
+static int checkpoint_load(Model* m, const char* path, Rng* data_rng, Rng* sample_rng);
+static void coord_check(Options* o);                         // --coord-check: the muP coordinate check
+static Engine cpu_engine(Model* m);                          // the host Model as the loop's Engine
+static void cpu_backward(void* m, int B, int T);             // zero the gradients, then model_backward
+
+static double evaluate(const Engine* e, const Dataset* val, int batches, int B, int T, int* inp, int* tgt) {
+    int avail = dataset_num_val_batches(val, B, T);
+    if (batches > avail) batches = avail;
+    double sum = 0.0;
+    for (int i = 0; i < batches; i++) {
+        dataset_val_batch(val, i, inp, tgt, B, T);
+        sum += e->forward(e->ctx, inp, tgt, B, T);
+    }
+    return batches ? sum / batches : NAN;
+}
+
+// Sampling: feed the last T tokens, draw the next from softmax(logits / 1) with the sample generator
+// (the inverse-CDF walk over the 24-bit uniform). The prompt is the first token of the validation data.
+static void sample_text(const Engine* e, Rng* g, const Decoder* dec, int V, int T, int first_tok, int length) {
+    int* ctx = xmalloc((size_t)(length + 1) * sizeof(int));
+    ctx[0] = first_tok;
+    print_token(dec, first_tok);
+    for (int n = 1; n <= length; n++) {
+        int start = n > T ? n - T : 0, len = n - start;
+        e->forward(e->ctx, ctx + start, NULL, 1, len);
+        const float* p = e->probs(e->ctx, len - 1, V);
+        float u = (rng_u32(g) >> 8) * (1.0f / 16777216.0f), cdf = 0.0f;
+        int next = V - 1;
+        for (int i = 0; i < V; i++) {
+            cdf += p[i];
+            if (u < cdf) { next = i; break; }
+        }
+        ctx[n] = next;
+        print_token(dec, next);
+    }
+    printf("\n");
+    fflush(stdout);
+    free(ctx);
+}
+
+// ---- a run: the options, the data, the host model, the generators and the log -------------------------
+typedef struct {
+    Options o;
+    Dataset train, val;
+    Decoder dec;
+    Model model;                  // on the host: initialized here, checkpointed from here
+    InitSpec spec;                // what -I, -g, --resid-scale and --mup-base chose
+    Rng data_rng, sample_rng;
+    int start_step;
+    Log lg;
+} Run;
+
+// Loads the data, builds and initializes the model (or resumes it), opens the output dir and the log.
+static void run_setup(Run* r) {
+    Options* o = &r->o;
+    if (o->opt.warmup > o->steps && o->steps > 0) o->opt.warmup = o->steps;
+    int shard_V = o->V ? o->V : 50257;
+    memset(&r->train, 0, sizeof(r->train));
+    memset(&r->val, 0, sizeof(r->val));
+    memset(&r->dec, 0, sizeof(r->dec));
+    dataset_load(&r->train, o->train_path, shard_V);
+    dataset_load(&r->val, o->val_path, shard_V);
+    if (r->train.is_shard != r->val.is_shard) fatal("-i and -j must both be text or both token shards");
+    int V = r->train.is_shard ? shard_V : 256;
+    if (r->train.is_shard) {
+        char path[4096];
+        const char* p = o->decode_path;
+        if (!p) {   // data/x_train.bin -> data/x_decode.bin
+            snprintf(path, sizeof(path), "%s", o->train_path);
+            char* us = strrchr(path, '_');
+            if (us) { *us = 0; strncat(path, "_decode.bin", sizeof(path) - strlen(path) - 1); p = path; }
+        }
+        if (p && access(p, R_OK) == 0) decoder_load(&r->dec, p);
+    }
+    Config cfg = config_from_options(o, V);
+    if (r->train.n < (size_t)o->T + 2) fatal("training data %s has %zu tokens, fewer than -t %d + 2", o->train_path, r->train.n, o->T);
+    if (r->val.n < (size_t)o->T + 2) fatal("validation data %s has %zu tokens, fewer than -t %d + 2", o->val_path, r->val.n, o->T);
+
+    model_build(&r->model, &cfg);
+    for (int i = 0; i < r->model.num_tensors; i++)
+        if (o->decay_emb && (r->model.tensors[i].group == G_TOK_EMB || r->model.tensors[i].group == G_POS_EMB))
+            r->model.tensors[i].decay = 1;
+    init_spec_from_options(&r->spec, o);
+    model_init(&r->model, &r->spec, (uint64_t)o->seed);
+
+    rng_seed(&r->data_rng, (uint64_t)o->seed + 1);
+    rng_seed(&r->sample_rng, (uint64_t)o->seed + 2);
+    if (o->init_report) {       // a batch of the training data, the one step 1 would see
+        int* inp = xmalloc((size_t)o->B * o->T * sizeof(int));
+        int* tgt = xmalloc((size_t)o->B * o->T * sizeof(int));
+        dataset_random_batch(&r->train, &r->data_rng, inp, tgt, o->B, o->T);
+        acts_alloc(&r->model, o->B, o->T);
+        init_report(&r->model, &r->spec, inp, o->B, o->T);
+        exit(0);
+    }
+    r->start_step = o->resume ? checkpoint_load(&r->model, o->resume, &r->data_rng, &r->sample_rng) : 0;
+    if (o->out_dir && mkdir(o->out_dir, 0755) != 0 && errno != EEXIST)
+        fatal("cannot create output dir %s (%s)", o->out_dir, strerror(errno));
+    log_open(&r->lg, o->out_dir, o->resume != NULL);
+}
+
+static void run_header(Run* r, const Engine* e) {
+    const Options* o = &r->o;
+    const Config* c = &r->model.cfg;
+    int threads = thread_count();
+    printf("model: %s preset, L=%d C=%d H=%d KVH=%d F=%d V=%d maxT=%d, %s, %s, %s%s%s, eps=%g\n",
+           o->preset, c->L, c->C, c->H, c->KVH, c->F, c->V, c->maxT, c->rmsnorm ? "RMSNorm" : "LayerNorm",
+           c->swiglu ? "SwiGLU" : "GELU", c->rope ? "RoPE" : "learned positions", c->tied ? ", tied head" : "",
+           c->gate ? ", gated attention" : "", (double)c->eps);
+    printf("parameters: %zu | data: %s %zu tokens, val %zu tokens | B=%d T=%d steps=%d | %s, %d threads\n",
+           r->model.num_params, r->train.is_shard ? "token shard" : "bytes", r->train.n, r->val.n, o->B, o->T,
+           o->steps, e->device, threads);
+    printf("init: %s, residual scaling %s%s, seed %d\n", r->spec.first, resid_names[r->spec.resid],
+           r->spec.mup ? ", muP" : "", o->seed);
+    if (o->resume) printf("resumed from %s at step %d\n", o->resume, r->start_step);
+    log_event(&r->lg, "\"event\":\"config\",\"preset\":\"%s\",\"L\":%d,\"C\":%d,\"H\":%d,\"KVH\":%d,\"F\":%d,"
+              "\"V\":%d,\"T\":%d,\"B\":%d,\"steps\":%d,\"lr\":%g,\"weight_decay\":%g,\"eps\":%g,\"gamma\":%g,\"init\":\"%s\","
+              "\"gate\":%d,\"seed\":%d,\"params\":%zu,\"device\":\"%s\",\"threads\":%d,\"start_step\":%d",
+              o->preset, c->L, c->C, c->H, c->KVH, c->F, c->V, o->T, o->B, o->steps, (double)o->opt.lr,
+              (double)o->opt.weight_decay, (double)c->eps, o->gamma, o->init, c->gate, o->seed, r->model.num_params,
+              e->device, threads, r->start_step);
+}
+
+// The probes read the host Model's activations and gradients. An engine that keeps them elsewhere
+// copies the parameters back and the host recomputes the probe step's forward and backward on the
+// same batch: probes cost a host step every -p N steps, and nothing when off.
+static void host_recompute(Run* r, const Engine* e, const int* inp, const int* tgt) {
+    e->to_host(e->ctx);
+    model_forward(&r->model, inp, tgt, r->o.B, r->o.T);
+    cpu_backward(&r->model, r->o.B, r->o.T);
+}
+
+static void run_train(Run* r, const Engine* e) {
+    Options* o = &r->o;
+    Model* m = &r->model;
+    if (e->to_host && (o->probe.every || o->probe.dump_tokens)) acts_alloc(m, o->B, o->T);
+    run_header(r, e);
+    Probes* probes = probes_new(&o->probe, m, r->train.tok, r->train.n, o->out_dir, probe_log_line, &r->lg);
+
+    int* inp = xmalloc((size_t)o->B * o->T * sizeof(int));
+    int* tgt = xmalloc((size_t)o->B * o->T * sizeof(int));
+    int sample_T = o->T < m->cfg.maxT ? o->T : m->cfg.maxT;
+    char last_ckpt[4096] = "none written";
+    double last_val = NAN;
+    for (int step = r->start_step; step <= o->steps; step++) {
+        int last = step == o->steps;
+        if (o->val_every && (step % o->val_every == 0 || last) && o->val_batches > 0) {
+            last_val = evaluate(e, &r->val, o->val_batches, o->B, o->T, inp, tgt);
+            printf("step %d | val loss %.6f\n", step, last_val);
+            log_event(&r->lg, "\"event\":\"val\",\"step\":%d,\"val_loss\":%.6f", step, last_val);
+        }
+        if ((o->sample_every && step % o->sample_every == 0 && step > r->start_step) || (last && o->sample_len > 0)) {
+            printf("---- sample at step %d ----\n", step);
+            sample_text(e, &r->sample_rng, &r->dec, m->cfg.V, sample_T, r->val.tok[0], o->sample_len);
+            printf("----\n");
+        }
+        if (o->out_dir && step > r->start_step && (last || (o->ckpt_every && step % o->ckpt_every == 0))) {
+            snprintf(last_ckpt, sizeof(last_ckpt), "%s/ckpt_%06d.bin", o->out_dir, step);
+            if (e->to_host) e->to_host(e->ctx);
+            checkpoint_save(m, last_ckpt, step, &r->data_rng, &r->sample_rng);
+            log_event(&r->lg, "\"event\":\"checkpoint\",\"step\":%d,\"path\":\"%s\"", step, last_ckpt);
+        }
+        if (last) break;
+
+        double t0 = now_ms();
+        dataset_random_batch(&r->train, &r->data_rng, inp, tgt, o->B, o->T);
+        float loss = e->forward(e->ctx, inp, tgt, o->B, o->T);
+        e->backward(e->ctx, o->B, o->T);
+        double norm = e->grad_norm(e->ctx);
+        if (!isfinite(loss) || !isfinite(norm)) {
+            log_event(&r->lg, "\"event\":\"blowup\",\"step\":%d", step + 1);
+            fatal("loss is %s (grad norm %s) at step %d: training stopped; last good checkpoint: %s",
+                  isnan(loss) ? "nan" : "inf", isnan(norm) ? "nan" : isinf(norm) ? "inf" : "finite", step + 1, last_ckpt);
+        }
+        int skip = probe_spike(probes, step, loss, norm), probing = probes_due(probes, step);
+        if (probing) {
+            if (e->to_host) host_recompute(r, e, inp, tgt);
+            probes_before_update(probes, m, step);
+        }
+        float scale = (o->opt.clip > 0 && norm > o->opt.clip) ? (float)(o->opt.clip / (norm + 1e-6)) : 1.0f;
+        float lr = lr_at(&o->opt, step);
+        if (!skip) e->update(e->ctx, &o->opt, lr, step + 1, scale);
+        if (probing) {
+            if (e->to_host) e->to_host(e->ctx);
+            probes_after_update(probes, m);
+        }
+        double ms = now_ms() - t0;
+        double tok_s = o->B * o->T / (ms / 1e3);
+        printf("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | %.1f ms | %.0f tok/s%s\n",
+               step + 1, o->steps, loss, lr, norm, ms, tok_s, skip ? " | loss spike: update skipped" : "");
+        log_event(&r->lg, "\"event\":\"train\",\"step\":%d,\"train_loss\":%.6f,\"lr\":%.6e,\"grad_norm\":%.6f,\"ms\":%.3f,\"tok_s\":%.1f",
+                  step + 1, loss, lr, norm, ms, tok_s);
+    }
+    if (isfinite(last_val)) printf("final val loss %.6f\n", last_val);
+    if (o->probe.dump_tokens) {
+        if (e->to_host) e->to_host(e->ctx);
+        dump_token_losses(m, &r->val, o->val_batches, o->B, o->T, inp, tgt, o->probe.dump_tokens);
+    }
+    probes_delete(probes);
+    free(inp);
+    free(tgt);
+}
+
+static void run_free(Run* r) {
+    if (r->lg.f) fclose(r->lg.f);
+    model_free(&r->model);
+    free(r->train.tok);
+    free(r->val.tok);
+}
+
+#ifndef TRAIN_GPT2_NO_MAIN
+int main(int argc, char** argv) {
+    Run r;
+    parse_args(&r.o, argc, argv);
+    if (r.o.probe.coord_check) coord_check(&r.o);     // returns in the child process of each width
+    run_setup(&r);
+    acts_alloc(&r.model, r.o.B, r.o.T);
+    Engine e = cpu_engine(&r.model);
+    run_train(&r, &e);
+    run_free(&r);
+    return 0;
+}
+#endif
+
+
+// ############################################################################################
+// PART II. MACHINERY
+// What Part I calls but need not show: PyTorch's random numbers bit for bit, the fast matrix
+// multiply and exp, the probes, the command line, checkpoints, the coordinate check and the engine.
+// ############################################################################################
+
+// ============================================================================================
+// 9. Random numbers: PyTorch's CPU generator, so that an initializer here and nn.init there
 //    produce the same tensor from the same seed
 // ============================================================================================
 
@@ -144,19 +1956,9 @@ static double now_ms(void) {
 // ----------------------------------------------------------------------------
 
 
-#define RNG_MT_N 624
 #define RNG_MT_M 397
 #define RNG_PI 3.14159265358979323846
 
-// The whole generator state. Plain old data: checkpoints can fwrite() it.
-// torch keeps the same things: the mt19937 state plus an optional cached
-// second Box-Muller sample for the double precision normal path.
-typedef struct {
-    uint32_t mt[RNG_MT_N];
-    int mti;                // index of the next word to temper; 624 = twist first
-    int has_next_normal;    // 1 if next_normal holds a cached sample
-    double next_normal;     // cached r*sin(theta) from the scalar normal path
-} Rng;
 
 // torch.manual_seed(seed): standard mt19937 init with the low 32 bits of the
 // seed (so seed 2**32+5 behaves like seed 5). It also clears the cached normal.
@@ -571,24 +2373,10 @@ static void init_sparse(Rng* g, float* w, int rows, int cols, float sparsity, fl
 
 
 // ============================================================================================
-// 4. Layers. Each forward is followed by its backward. Shapes: B batch, T time, C width,
-//    OC output channels, BT = B*T rows. Backward functions ACCUMULATE (+=) into gradients,
-//    so a tensor used twice (the tied embedding) collects both contributions.
-//    Speed (doc/performance.md): the matmuls are nearly all the work and have their own routine
-//    (gemm); the other loops are single passes that GCC vectorizes. A sum along a row is marked
-//    `omp simd reduction`, which lets it keep one partial sum per vector lane: a different order
-//    than left to right, but a fixed one, so results stay reproducible. Threads split rows (or
-//    channels, where rows would collide), never one sum, so results do not depend on their number.
+// 10. Fast paths: exp and the matrix multiply
 // ============================================================================================
 
 // ---- exp, in a form the compiler vectorizes ----------------------------------------------------
-// HOSTDEV marks the per-element math that train_gpt2.cu's kernels call too (nvcc compiles it for the
-// GPU as well), so both trainers evaluate the same formulas in the same order.
-#ifdef __CUDACC__
-#define HOSTDEV __host__ __device__
-#else
-#define HOSTDEV
-#endif
 // libm's expf is a function call per element: a loop that calls it stays scalar, and the softmaxes
 // and activations are such loops. vexpf is the textbook method in plain arithmetic, which GCC turns
 // into AVX-512 / AVX2 code: x = n ln2 + r with n = round(x / ln2) and |r| <= ln2 / 2; exp(r) by its
@@ -608,9 +2396,6 @@ HOSTDEV static inline float vexpf(float x) {
     memcpy(&two_n, &bits, sizeof(two_n));
     return x < -87.33f ? 0.0f : p * two_n;
 }
-
-// sigmoid(a) = 1 / (1 + exp(-a)): the attention gate (seed 000 eq. 3) and SwiGLU
-HOSTDEV static inline float sigmoid_of(float a) { return 1.0f / (1.0f + vexpf(-a)); }
 
 // ---- the matrix multiply -------------------------------------------------------------------
 // Every product of the model is one routine, gemm: Cm[M,N] (+)= A[M,K] Bm[K,N], with A and Bm read
@@ -796,8 +2581,9 @@ static void gemm(int M, int N, int K, const float* A, long sam, long sak, const 
         }
 }
 
+// ---- the fast matmul: the loops of matmul_forward / matmul_backward (section 4) as gemm calls ----
 // out[BT,OC] = inp[BT,C] W[OC,C]^T + bias[OC]: the bias is written first and the products added to it.
-static void matmul_forward(float* out, const float* inp, const float* W, const float* bias, int BT, int C, int OC) {
+static void matmul_forward_fast(float* out, const float* inp, const float* W, const float* bias, int BT, int C, int OC) {
     if (bias) {
         #pragma omp parallel for schedule(static)
         for (int bt = 0; bt < BT; bt++) memcpy(out + (long)bt * OC, bias, (size_t)OC * sizeof(float));
@@ -806,8 +2592,8 @@ static void matmul_forward(float* out, const float* inp, const float* W, const f
 }
 
 // dinp[BT,C] += dout[BT,OC] W[OC,C];  dW[OC,C] += dout^T inp;  dbias[OC] += sum over rows of dout
-static void matmul_backward(float* dinp, float* dW, float* dbias, const float* dout,
-                            const float* inp, const float* W, int BT, int C, int OC) {
+static void matmul_backward_fast(float* dinp, float* dW, float* dbias, const float* dout,
+                                 const float* inp, const float* W, int BT, int C, int OC) {
     if (dinp) gemm(BT, C, OC, dout, OC, 1, W, C, 1, dinp, C, 1);
     gemm(OC, C, BT, dout, 1, OC, inp, C, 1, dW, C, 1);   // A = dout^T: strides (1, OC)
     if (dbias) {
@@ -820,162 +2606,12 @@ static void matmul_backward(float* dinp, float* dW, float* dbias, const float* d
     }
 }
 
-// ---- embeddings -----------------------------------------------------------------------------
-// out[b,t,:] = wte[tok[b,t],:] (+ wpe[t,:] for learned positions)
-static void embedding_forward(float* out, const int* tok, const float* wte, const float* wpe,
-                              int B, int T, int C) {
-    #pragma omp parallel for schedule(static)
-    for (int bt = 0; bt < B * T; bt++) {
-        const float* e = wte + (long)tok[bt] * C;
-        const float* p = wpe ? wpe + (long)(bt % T) * C : NULL;
-        for (int c = 0; c < C; c++) out[(long)bt * C + c] = e[c] + (p ? p[c] : 0.0f);
-    }
-}
-
-// Rows of dwte can repeat (the same token twice), so the sum over positions runs in one
-// fixed order per channel block: parallel over channels, sequential over positions.
-static void embedding_backward(float* dwte, float* dwpe, const float* dout, const int* tok,
-                               int B, int T, int C) {
-    #pragma omp parallel for schedule(static)
-    for (int c0 = 0; c0 < C; c0 += 16) {
-        int c1 = c0 + 16 < C ? c0 + 16 : C;
-        for (int bt = 0; bt < B * T; bt++) {
-            const float* d = dout + (long)bt * C;
-            float* ew = dwte + (long)tok[bt] * C;
-            float* pw = dwpe ? dwpe + (long)(bt % T) * C : NULL;
-            for (int c = c0; c < c1; c++) {
-                ew[c] += d[c];
-                if (pw) pw[c] += d[c];
-            }
-        }
-    }
-}
-
-// ---- normalization: seed 000 eq. (1) LayerNorm and eq. (2) RMSNorm ---------------------------
-// LayerNorm(h) = w * (h - mu) / sqrt(sigma^2 + eps) + b      seed 000 eq. (1)
-// RMSNorm(h)   = w * h / sqrt(mean(h^2) + eps)               seed 000 eq. (2)
-// eps sits INSIDE the square root. When sigma^2 (or mean h^2) falls below eps, the factor
-// (sigma^2 + eps)^(-1/2) stops growing as the input shrinks: the normalization no longer
-// normalizes, which is why small init needs a small eps (seed 000 §2.1, Fig. 1c).
-// mean[] (LayerNorm only) and rstd[] = 1/sqrt(var + eps) are kept for the backward pass.
-static void norm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
-                         const float* b, int rms, float eps, int N, int C) {
-    #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        const float* x = inp + (long)n * C;
-        float m = 0.0f, v = 0.0f;
-        if (!rms) {
-            #pragma omp simd reduction(+ : m)
-            for (int c = 0; c < C; c++) m += x[c];
-            m /= C;
-        }
-        #pragma omp simd reduction(+ : v)
-        for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
-        v /= C;
-        float s = 1.0f / sqrtf(v + eps);
-        float* y = out + (long)n * C;
-        for (int c = 0; c < C; c++) y[c] = (x[c] - m) * s * w[c] + (b ? b[c] : 0.0f);
-        if (mean) mean[n] = m;
-        rstd[n] = s;
-    }
-}
-
-// With xhat = (x - mu) * rstd and g = dout * w:
-//   dx = rstd * (g - mean(g) - xhat * mean(g * xhat))     LayerNorm
-//   dx = rstd * (g - xhat * mean(g * xhat))               RMSNorm (no mean was removed)
-//   dw = sum over rows of dout * xhat ;  db = sum over rows of dout
-// dw/db are summed in a second, channel-parallel pass so the order is fixed.
-static void norm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
-                          const float* w, const float* mean, const float* rstd, int rms, int N, int C) {
-    #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        const float* x = inp + (long)n * C;
-        const float* d = dout + (long)n * C;
-        float m = rms ? 0.0f : mean[n], s = rstd[n];
-        float g_mean = 0.0f, gx_mean = 0.0f;
-        #pragma omp simd reduction(+ : g_mean, gx_mean)
-        for (int c = 0; c < C; c++) {
-            float g = d[c] * w[c];
-            g_mean += g;
-            gx_mean += g * (x[c] - m) * s;
-        }
-        g_mean = rms ? 0.0f : g_mean / C;
-        gx_mean /= C;
-        float* dx = dinp + (long)n * C;
-        for (int c = 0; c < C; c++) dx[c] += s * (d[c] * w[c] - g_mean - (x[c] - m) * s * gx_mean);
-    }
-    #pragma omp parallel for schedule(static)
-    for (int c0 = 0; c0 < C; c0 += 16) {
-        int c1 = c0 + 16 < C ? c0 + 16 : C;
-        for (int n = 0; n < N; n++) {
-            float m = rms ? 0.0f : mean[n], s = rstd[n];
-            for (int c = c0; c < c1; c++) {
-                float dv = dout[(long)n * C + c];
-                dw[c] += dv * (inp[(long)n * C + c] - m) * s;
-                if (db) db[c] += dv;
-            }
-        }
-    }
-}
-
-// ---- rotary position embedding (llama preset) --------------------------------------------------
-// Each head vector is split into pairs (2j, 2j+1); pair j at position t turns by the angle
-// t * theta^(-2j/hd). A rotation is orthogonal, so the backward pass is the rotation by -angle.
-// The cosines and sines depend only on (t, j): rope_table computes them once (cs [T, hd/2, 2]),
-// when the activations are allocated, and every rotation reads them.
-static void rope_table(float* cs, int T, int hd, float theta) {
-    for (int t = 0; t < T; t++)
-        for (int j = 0; j < hd / 2; j++) {
-            double ang = t * pow((double)theta, -2.0 * j / hd);
-            cs[((long)t * (hd / 2) + j) * 2] = (float)cos(ang);
-            cs[((long)t * (hd / 2) + j) * 2 + 1] = (float)sin(ang);
-        }
-}
-
-// x is [B*T, nh*hd]; sign = +1 forward, -1 backward (applied to the gradient in place).
-static void rope_apply(float* x, const float* cs, int B, int T, int nh, int hd, float sign) {
-    #pragma omp parallel for schedule(static)
-    for (int bt = 0; bt < B * T; bt++) {
-        const float* ct = cs + (long)(bt % T) * hd;
-        for (int h = 0; h < nh; h++) {
-            float* v = x + ((long)bt * nh + h) * hd;
-            for (int j = 0; j < hd / 2; j++) {
-                float c = ct[2 * j], sn = sign * ct[2 * j + 1];
-                float a = v[2 * j], b = v[2 * j + 1];
-                v[2 * j] = a * c - b * sn;
-                v[2 * j + 1] = a * sn + b * c;
-            }
-        }
-    }
-}
-
-// ---- causal self-attention with grouped KV heads -------------------------------------------
-// q [BT, H*hd], k and v [BT, KVH*hd]; head h reads kv head h / (H/KVH) (GQA; KVH = H is plain
-// multi-head attention). att [B,H,T,T] keeps the softmax probabilities for the backward pass
-// (and for the attention-sink probe, seed 000 eq. 5). y [BT, H*hd].
-//   A = softmax(scale * q k^T + causal mask),  y = A v
-// Per head these are two matrix products, done by gemm on one thread (the heads are the parallel
+// ---- the fast attention: section 4's loops as matrix products --------------------------------
+// Per head, attention is two matrix products, done by gemm on one thread (the heads are the parallel
 // loop). Queries go in blocks of ATT_QB rows: the rows [t0, t0+n) see only the keys [0, t0+n), so
 // the products skip the masked upper triangle of A except inside the diagonal blocks.
-#define ATT_QB 64
-
-// Row t of A in place: softmax over keys 0..t of scale * (the scores there), zeros after t.
-static void causal_softmax_row(float* a, int t, int T, float scale) {
-    float mx = -FLT_MAX, sum = 0.0f;
-    #pragma omp simd reduction(max : mx)
-    for (int s = 0; s <= t; s++) mx = a[s] * scale > mx ? a[s] * scale : mx;
-    #pragma omp simd reduction(+ : sum)
-    for (int s = 0; s <= t; s++) {
-        a[s] = vexpf(a[s] * scale - mx);
-        sum += a[s];
-    }
-    float inv = 1.0f / sum;
-    for (int s = 0; s <= t; s++) a[s] *= inv;
-    for (int s = t + 1; s < T; s++) a[s] = 0.0f;
-}
-
-static void attention_forward(float* y, float* att, const float* q, const float* k, const float* v,
-                              int B, int T, int H, int KVH, int hd, float scale) {
+static void attention_forward_fast(float* y, float* att, const float* q, const float* k, const float* v,
+                                   int B, int T, int H, int KVH, int hd, float scale) {
     int group = H / KVH, qd = H * hd, kvd = KVH * hd;
     #pragma omp parallel for collapse(2) schedule(dynamic)
     for (int b = 0; b < B; b++)
@@ -995,18 +2631,14 @@ static void attention_forward(float* y, float* att, const float* q, const float*
         }
 }
 
-// Floats of scratch attention_backward needs: one ATT_QB x T block of dP per thread.
-static long attention_scratch_per_thread(int T) { return (long)(T < ATT_QB ? T : ATT_QB) * T; }
-static long attention_scratch_floats(int T) { return thread_count() * attention_scratch_per_thread(T); }
-
 // With P = scale * q k^T and A = softmax(P), per head and block of query rows:
 //   dA = dy v^T ;  dP[t,s] = A[t,s] (dA[t,s] - sum_s' A[t,s'] dA[t,s'])
 //   dq += scale * dP k ;  dk += scale * dP^T q ;  dv += A^T dy
 // dA and dP share one block of scratch per thread, never a [B,H,T,T] buffer. Heads that share a kv
 // head write the same dk/dv, so one thread owns each (b, kv head).
-static void attention_backward(float* dq, float* dk, float* dv, float* scratch, const float* dy,
+static void attention_backward_fast(float* dq, float* dk, float* dv, float* scratch, const float* dy,
                                const float* att, const float* q, const float* k, const float* v,
-                               int B, int T, int H, int KVH, int hd, float scale) {
+                                    int B, int T, int H, int KVH, int hd, float scale) {
     int group = H / KVH, qd = H * hd, kvd = KVH * hd;
     #pragma omp parallel for collapse(2) schedule(dynamic)
     for (int b = 0; b < B; b++)
@@ -1042,541 +2674,8 @@ static void attention_backward(float* dq, float* dk, float* dv, float* scratch, 
         }
 }
 
-// ---- the attention gate: seed 000 eqs. (3)-(4) -------------------------------------------------
-// GAttn(x) = Concat(g_1(x) * head_1, ..., g_H(x) * head_H) W_O,  g_h(x) = sigmoid(x W_h^g)  (3),(4)
-// gpre [BT,H] holds x W^g (+ b^g) on entry and is overwritten by the gate g = sigmoid(gpre).
-static void gate_forward(float* out, float* gate, const float* y, int BT, int H, int hd) {
-    #pragma omp parallel for schedule(static)
-    for (int bt = 0; bt < BT; bt++)
-        for (int h = 0; h < H; h++) {
-            float g = sigmoid_of(gate[(long)bt * H + h]);
-            gate[(long)bt * H + h] = g;
-            for (int i = 0; i < hd; i++) out[((long)bt * H + h) * hd + i] = g * y[((long)bt * H + h) * hd + i];
-        }
-}
-
-// dy = g * dout ;  dgpre = (sum_i dout_i y_i) * g (1 - g)
-static void gate_backward(float* dy, float* dgpre, const float* dout, const float* y, const float* gate,
-                          int BT, int H, int hd) {
-    #pragma omp parallel for schedule(static)
-    for (int bt = 0; bt < BT; bt++)
-        for (int h = 0; h < H; h++) {
-            float g = gate[(long)bt * H + h], s = 0.0f;
-            #pragma omp simd reduction(+ : s)
-            for (int i = 0; i < hd; i++) {
-                long j = ((long)bt * H + h) * hd + i;
-                s += dout[j] * y[j];
-                dy[j] = g * dout[j];
-            }
-            dgpre[(long)bt * H + h] = s * g * (1.0f - g);
-        }
-}
-
-// ---- MLP activations -----------------------------------------------------------------------------
-// GELU, tanh form (GPT-2): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-#define GELU_K 0.7978845608028654f
-// tanh(u) = 1 - 2 / (exp(2u) + 1): libm's tanhf costs about four expf and does not vectorize; this
-// form is exact to ~2e-7 absolute, and saturates correctly (exp -> inf or 0).
-HOSTDEV static inline float tanh_via_exp(float u) { return 1.0f - 2.0f / (vexpf(2.0f * u) + 1.0f); }
-HOSTDEV static inline float gelu_of(float x) {
-    return 0.5f * x * (1.0f + tanh_via_exp(GELU_K * (x + 0.044715f * x * x * x)));
-}
-// d gelu / dx = (1 + th) / 2 + x (1 - th^2) GELU_K (1 + 3 * 0.044715 x^2) / 2 with th the tanh above
-HOSTDEV static inline float gelu_grad_of(float x) {
-    float th = tanh_via_exp(GELU_K * (x + 0.044715f * x * x * x));
-    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
-}
-
-static void gelu_forward(float* out, const float* inp, long N) {
-    #pragma omp parallel for schedule(static)
-    for (long i = 0; i < N; i++) out[i] = gelu_of(inp[i]);
-}
-
-static void gelu_backward(float* dinp, const float* inp, const float* dout, long N) {
-    #pragma omp parallel for schedule(static)
-    for (long i = 0; i < N; i++) dinp[i] = gelu_grad_of(inp[i]) * dout[i];
-}
-
-// SwiGLU (llama preset): out = silu(a) * u with silu(a) = a * sigmoid(a); a = x W_gate^T, u = x W_up^T.
-// d silu(a)/da = s (1 + a (1 - s)) with s = sigmoid(a).
-HOSTDEV static inline float swiglu_of(float a, float u) { return a / (1.0f + vexpf(-a)) * u; }
-
-HOSTDEV static inline void swiglu_grad_of(float a, float u, float dout, float* da, float* du) {
-    float s = sigmoid_of(a);
-    *du = dout * a * s;
-    *da = dout * u * s * (1.0f + a * (1.0f - s));
-}
-
-static void swiglu_forward(float* out, const float* a, const float* u, long N) {
-    #pragma omp parallel for schedule(static)
-    for (long i = 0; i < N; i++) out[i] = swiglu_of(a[i], u[i]);
-}
-
-static void swiglu_backward(float* da, float* du, const float* a, const float* u, const float* dout, long N) {
-    #pragma omp parallel for schedule(static)
-    for (long i = 0; i < N; i++) swiglu_grad_of(a[i], u[i], dout[i], &da[i], &du[i]);
-}
-
-// ---- residual ------------------------------------------------------------------------------------
-static void residual_forward(float* out, const float* a, const float* b, long N) {
-    #pragma omp parallel for schedule(static)
-    for (long i = 0; i < N; i++) out[i] = a[i] + b[i];
-}
-
-// ---- softmax + cross-entropy ---------------------------------------------------------------------
-// logits [BT,V] are replaced by probabilities; losses[bt] = -log p[target]. With targets NULL only
-// the probabilities are computed (sampling).
-static void softmax_forward(float* logits, float* losses, const int* targets, int BT, int V) {
-    #pragma omp parallel for schedule(static)
-    for (int bt = 0; bt < BT; bt++) {
-        float* z = logits + (long)bt * V;
-        float mx = -FLT_MAX;
-        #pragma omp simd reduction(max : mx)
-        for (int i = 0; i < V; i++) mx = z[i] > mx ? z[i] : mx;
-        float zt = targets ? z[targets[bt]] - mx : 0.0f;
-        double sum = 0.0;
-        #pragma omp simd reduction(+ : sum)
-        for (int i = 0; i < V; i++) {
-            z[i] = vexpf(z[i] - mx);
-            sum += z[i];
-        }
-        float inv = (float)(1.0 / sum);
-        for (int i = 0; i < V; i++) z[i] *= inv;
-        // -log p = log(sum) - (z_t - max): exact even where p itself underflows
-        if (targets) losses[bt] = (float)(log(sum) - zt);
-    }
-}
-
-// mean loss over BT rows: dlogits = (p - onehot(target)) / BT, written in place over p
-static void crossentropy_softmax_backward(float* probs, const int* targets, int BT, int V) {
-    float inv = 1.0f / BT;
-    #pragma omp parallel for schedule(static)
-    for (int bt = 0; bt < BT; bt++) {
-        float* p = probs + (long)bt * V;
-        for (int i = 0; i < V; i++) p[i] *= inv;
-        p[targets[bt]] -= inv;
-    }
-}
-
 // ============================================================================================
-// 5. The model
-// ============================================================================================
-
-typedef struct {
-    int V;          // vocabulary
-    int maxT;       // longest sequence (rows of wpe)
-    int L, C, H;    // blocks, width, attention heads (head size hd = C / H)
-    int KVH;        // key/value heads, divides H (grouped-query attention)
-    int F;          // MLP hidden width
-    int rmsnorm;    // 0: LayerNorm (w, b), 1: RMSNorm (w)
-    int swiglu;     // 0: GELU MLP, 1: SwiGLU MLP
-    int rope;       // 0: learned positions (wpe), 1: rotary embedding
-    int bias;       // biases on every linear layer
-    int tied;       // lm_head shares wte
-    int gate;       // gated attention, seed 000 eqs. (3)-(4)
-    float eps;      // norm eps, inside the square root (seed 000 eqs. 1-2)
-    float rope_theta;
-    float attn_scale;   // multiplies q.k: 1/sqrt(hd), or 1/hd under muP (seed 001 §5)
-    float logit_scale;  // multiplies the logits: 1, or 1/width_mult under muP
-} Config;
-
-// Parameter kinds, in the order they are stored. Per-layer kinds hold L consecutive slices.
-enum {
-    K_WTE, K_WPE,
-    K_LN1W, K_LN1B, K_WQ, K_BQ, K_WK, K_BK, K_WV, K_BV, K_WG, K_BG, K_WO, K_BO,
-    K_LN2W, K_LN2B, K_WGATE, K_BGATE, K_WUP, K_BUP, K_WDOWN, K_BDOWN,
-    K_LNFW, K_LNFB, K_LMHEAD, NUM_KINDS
-};
-#define FIRST_LAYER_KIND K_LN1W
-#define LAST_LAYER_KIND K_BDOWN
-
-// Parameter groups: the unit at which an initializer (-I group=scheme) or an optimizer rule applies.
-typedef enum {
-    G_TOK_EMB, G_POS_EMB, G_QKV, G_GATE, G_OUT, G_UP, G_DOWN, G_LM_HEAD, G_NORM, G_BIAS, NUM_GROUPS
-} Group;
-static const char* group_names[NUM_GROUPS] = {
-    "emb", "pos", "qkv", "gate", "out", "up", "down", "head", "norm", "bias"
-};
-
-static const struct { const char* name; Group group; } kind_info[NUM_KINDS] = {
-    {"wte", G_TOK_EMB}, {"wpe", G_POS_EMB},
-    {"ln1.w", G_NORM}, {"ln1.b", G_BIAS}, {"attn.wq", G_QKV}, {"attn.bq", G_BIAS},
-    {"attn.wk", G_QKV}, {"attn.bk", G_BIAS}, {"attn.wv", G_QKV}, {"attn.bv", G_BIAS},
-    {"attn.wg", G_GATE}, {"attn.bg", G_BIAS}, {"attn.wo", G_OUT}, {"attn.bo", G_BIAS},
-    {"ln2.w", G_NORM}, {"ln2.b", G_BIAS}, {"mlp.wgate", G_UP}, {"mlp.bgate", G_BIAS},
-    {"mlp.wup", G_UP}, {"mlp.bup", G_BIAS}, {"mlp.wdown", G_DOWN}, {"mlp.bdown", G_BIAS},
-    {"lnf.w", G_NORM}, {"lnf.b", G_BIAS}, {"lm_head", G_LM_HEAD},
-};
-
-// Shape (rows, cols) = (out, in) of one slice of a kind; returns 0 when the config has no such tensor.
-// Vectors are (n, 1).
-static int kind_shape(const Config* c, int kind, int* rows, int* cols) {
-    int hd = c->C / c->H, qd = c->H * hd, kvd = c->KVH * hd, ln = !c->rmsnorm;
-    int r = 0, k = 1, present = 1;
-    switch (kind) {
-    case K_WTE: r = c->V; k = c->C; break;
-    case K_WPE: r = c->maxT; k = c->C; present = !c->rope; break;
-    case K_LN1W: case K_LN2W: case K_LNFW: r = c->C; break;
-    case K_LN1B: case K_LN2B: case K_LNFB: r = c->C; present = ln; break;
-    case K_WQ: r = qd; k = c->C; break;
-    case K_BQ: r = qd; present = c->bias; break;
-    case K_WK: case K_WV: r = kvd; k = c->C; break;
-    case K_BK: case K_BV: r = kvd; present = c->bias; break;
-    case K_WG: r = c->H; k = c->C; present = c->gate; break;
-    case K_BG: r = c->H; present = c->gate && c->bias; break;
-    case K_WO: r = c->C; k = qd; break;
-    case K_BO: r = c->C; present = c->bias; break;
-    case K_WGATE: r = c->F; k = c->C; present = c->swiglu; break;
-    case K_BGATE: r = c->F; present = c->swiglu && c->bias; break;
-    case K_WUP: r = c->F; k = c->C; break;
-    case K_BUP: r = c->F; present = c->bias; break;
-    case K_WDOWN: r = c->C; k = c->F; break;
-    case K_BDOWN: r = c->C; present = c->bias; break;
-    case K_LMHEAD: r = c->V; k = c->C; present = !c->tied; break;
-    }
-    *rows = r;
-    *cols = k;
-    return present;
-}
-
-static int kind_is_layer(int kind) { return kind >= FIRST_LAYER_KIND && kind <= LAST_LAYER_KIND; }
-
-// One named parameter tensor: a slice of the parameter block.
-typedef struct {
-    char name[32];      // as in doc/model.md: "wte", "h.3.attn.wq", ...
-    int kind, layer;    // layer -1 for tensors outside the blocks
-    Group group;
-    int rows, cols;     // (out, in) = (fan_out, fan_in) for matrices; (n, 1) for vectors
-    size_t offset, numel;
-    float lr_mult;      // per-tensor learning-rate multiplier (muP sets it; 1 otherwise)
-    int decay;          // decoupled weight decay applies (matrices; embeddings with --decay-emb)
-} Tensor;
-
-// Activations of one forward pass, kept for the backward pass. Per-layer buffers hold L slices.
-typedef struct {
-    float *res;                           // (L+1) x BT x C: stream entering each block; res[L] the last
-    float *resmid;                        // L x BT x C: stream after the attention sublayer
-    float *ln1, *ln1_mean, *ln1_rstd;     // L x BT x C, L x BT, L x BT
-    float *q, *k, *v;                     // L x BT x H*hd, L x BT x KVH*hd (after RoPE)
-    float *att;                           // L x B x H x T x T softmax probabilities
-    float *yatt;                          // L x BT x C attention output before the gate
-    float *gate;                          // L x BT x H gate values (gated attention)
-    float *ygated;                        // L x BT x C gated output (= yatt without the gate)
-    float *ln2, *ln2_mean, *ln2_rstd;
-    float *up, *gpre, *hact;              // L x BT x F: up projection, SwiGLU gate input, activation
-    float *lnf, *lnf_mean, *lnf_rstd;     // BT x C, BT, BT
-    float *logits;                        // BT x V: logits, then probabilities, then their gradient
-    float *losses;                        // BT
-    // gradients of activations, reused by every layer of the backward pass
-    float *dres, *dln, *dq, *dk, *dv, *dy, *dy2, *dgate, *dup, *dgpre, *dh, *tmp;
-    float *datt;                          // attention_backward's scratch (attention_scratch_floats)
-    float *rope_cs;                       // T x hd/2 x (cos, sin) of RoPE (rope_table), or NULL
-} Acts;
-
-// One block's slices of the activation buffers. The per-layer strides are the buffers' full sizes
-// (rows = the B x T they were allocated for), not the current batch's. A macro rather than a function
-// so that train_gpt2.cu's device buffers (GpuActs: the same field names) take their slices the same way.
-typedef struct {
-    float *x, *xmid, *xout;               // the stream entering the block, after attention, after the MLP
-    float *ln1, *ln1_mean, *ln1_rstd, *ln2, *ln2_mean, *ln2_rstd;
-    float *q, *k, *v, *att, *yatt, *gate, *yg;    // yg: the gated output, or yatt without the gate
-    float *up, *gpre, *hact;              // gpre: SwiGLU only
-} LayerActs;
-
-#define LAYER_ACTS(la, a, c, l, rows, maxT)                                                          \
-    do {                                                                                             \
-        long s_c_ = (long)(rows) * (c)->C, s_1_ = (long)(rows), hd_ = (c)->C / (c)->H;               \
-        (la).x = (a)->res + (l) * s_c_;                                                              \
-        (la).xmid = (a)->resmid + (l) * s_c_;                                                        \
-        (la).xout = (a)->res + ((l) + 1) * s_c_;                                                     \
-        (la).ln1 = (a)->ln1 + (l) * s_c_;                                                            \
-        (la).ln1_mean = (a)->ln1_mean + (l) * s_1_;                                                  \
-        (la).ln1_rstd = (a)->ln1_rstd + (l) * s_1_;                                                  \
-        (la).ln2 = (a)->ln2 + (l) * s_c_;                                                            \
-        (la).ln2_mean = (a)->ln2_mean + (l) * s_1_;                                                  \
-        (la).ln2_rstd = (a)->ln2_rstd + (l) * s_1_;                                                  \
-        (la).q = (a)->q + (l) * s_1_ * (c)->H * hd_;                                                 \
-        (la).k = (a)->k + (l) * s_1_ * (c)->KVH * hd_;                                               \
-        (la).v = (a)->v + (l) * s_1_ * (c)->KVH * hd_;                                               \
-        (la).att = (a)->att + (l) * s_1_ * (maxT) * (c)->H;                                          \
-        (la).yatt = (a)->yatt + (l) * s_1_ * (c)->H * hd_;                                           \
-        (la).gate = (a)->gate + (l) * s_1_ * (c)->H;                                                 \
-        (la).yg = (c)->gate ? (a)->ygated + (l) * s_1_ * (c)->H * hd_ : (la).yatt;                   \
-        (la).up = (a)->up + (l) * s_1_ * (c)->F;                                                     \
-        (la).hact = (a)->hact + (l) * s_1_ * (c)->F;                                                 \
-        (la).gpre = (c)->swiglu ? (a)->gpre + (l) * s_1_ * (c)->F : NULL;                            \
-    } while (0)
-
-typedef struct {
-    Config cfg;
-    int num_tensors;
-    Tensor* tensors;      // layer-major order: wte, wpe, h.0.*, h.1.*, ..., lnf.*, lm_head
-    size_t num_params;
-    float *params, *grads, *m, *v;        // one contiguous block each (AdamW moments m, v)
-    float *p[NUM_KINDS], *g[NUM_KINDS];   // start of each kind in params / grads (NULL if absent)
-    size_t kind_numel[NUM_KINDS];         // numel of one slice of each kind
-    int B, T;                             // activation buffers are sized for B x T
-    Acts a;
-    int* tokens;                          // B x T inputs of the last forward
-    int* targets;                         // B x T targets, or NULL
-    float loss;
-} Model;
-
-#define PW(m, kind, l) ((m)->p[kind] ? (m)->p[kind] + (size_t)(l) * (m)->kind_numel[kind] : NULL)
-#define GW(m, kind, l) ((m)->g[kind] ? (m)->g[kind] + (size_t)(l) * (m)->kind_numel[kind] : NULL)
-
-static void add_tensor(Model* m, int kind, int layer, size_t kind_offset) {
-    if (!m->kind_numel[kind]) return;
-    Tensor* t = &m->tensors[m->num_tensors++];
-    t->kind = kind;
-    t->layer = layer;
-    t->group = kind_info[kind].group;
-    kind_shape(&m->cfg, kind, &t->rows, &t->cols);
-    t->numel = m->kind_numel[kind];
-    t->offset = kind_offset + (layer >= 0 ? (size_t)layer * t->numel : 0);
-    if (layer >= 0) snprintf(t->name, sizeof(t->name), "h.%d.%s", layer, kind_info[kind].name);
-    else snprintf(t->name, sizeof(t->name), "%s", kind_info[kind].name);
-    t->lr_mult = 1.0f;
-    t->decay = t->cols > 1 && t->group != G_TOK_EMB && t->group != G_POS_EMB;
-}
-
-static void model_build(Model* m, const Config* cfg) {
-    memset(m, 0, sizeof(*m));
-    m->cfg = *cfg;
-    const Config* c = &m->cfg;
-    // storage: kind by kind
-    size_t off[NUM_KINDS], total = 0;
-    for (int kd = 0; kd < NUM_KINDS; kd++) {
-        int r, k;
-        off[kd] = total;
-        m->kind_numel[kd] = kind_shape(c, kd, &r, &k) ? (size_t)r * k : 0;
-        total += m->kind_numel[kd] * (kind_is_layer(kd) ? c->L : 1);
-    }
-    m->num_params = total;
-    m->params = xcalloc(total, sizeof(float));
-    m->grads = xcalloc(total, sizeof(float));
-    m->m = xcalloc(total, sizeof(float));
-    m->v = xcalloc(total, sizeof(float));
-    for (int kd = 0; kd < NUM_KINDS; kd++) {
-        m->p[kd] = m->kind_numel[kd] ? m->params + off[kd] : NULL;
-        m->g[kd] = m->kind_numel[kd] ? m->grads + off[kd] : NULL;
-    }
-    // the named table: layer-major, the order a PyTorch module would list them
-    m->tensors = xcalloc((size_t)NUM_KINDS * (c->L + 1), sizeof(Tensor));
-    for (int kd = K_WTE; kd <= K_WPE; kd++) add_tensor(m, kd, -1, off[kd]);
-    for (int l = 0; l < c->L; l++)
-        for (int kd = FIRST_LAYER_KIND; kd <= LAST_LAYER_KIND; kd++) add_tensor(m, kd, l, off[kd]);
-    for (int kd = K_LNFW; kd <= K_LMHEAD; kd++) add_tensor(m, kd, -1, off[kd]);
-}
-
-static Tensor* model_find(Model* m, const char* name) {
-    for (int i = 0; i < m->num_tensors; i++)
-        if (strcmp(m->tensors[i].name, name) == 0) return &m->tensors[i];
-    return NULL;
-}
-
-static void acts_alloc(Model* m, int B, int T) {
-    const Config* c = &m->cfg;
-    long BT = (long)B * T, L = c->L, C = c->C, hd = C / c->H;
-    long qd = c->H * hd, kvd = c->KVH * hd, F = c->F, H = c->H, V = c->V;
-    Acts* a = &m->a;
-    m->B = B;
-    m->T = T;
-    a->res = xmalloc((L + 1) * BT * C * sizeof(float));
-    a->resmid = xmalloc(L * BT * C * sizeof(float));
-    a->ln1 = xmalloc(L * BT * C * sizeof(float));
-    a->ln1_mean = xmalloc(L * BT * sizeof(float));
-    a->ln1_rstd = xmalloc(L * BT * sizeof(float));
-    a->q = xmalloc(L * BT * qd * sizeof(float));
-    a->k = xmalloc(L * BT * kvd * sizeof(float));
-    a->v = xmalloc(L * BT * kvd * sizeof(float));
-    a->att = xmalloc(L * B * H * T * T * sizeof(float));
-    a->yatt = xmalloc(L * BT * qd * sizeof(float));
-    a->gate = xmalloc(L * BT * H * sizeof(float));
-    a->ygated = c->gate ? xmalloc(L * BT * qd * sizeof(float)) : a->yatt;
-    a->ln2 = xmalloc(L * BT * C * sizeof(float));
-    a->ln2_mean = xmalloc(L * BT * sizeof(float));
-    a->ln2_rstd = xmalloc(L * BT * sizeof(float));
-    a->up = xmalloc(L * BT * F * sizeof(float));
-    a->gpre = c->swiglu ? xmalloc(L * BT * F * sizeof(float)) : NULL;
-    a->hact = xmalloc(L * BT * F * sizeof(float));
-    a->lnf = xmalloc(BT * C * sizeof(float));
-    a->lnf_mean = xmalloc(BT * sizeof(float));
-    a->lnf_rstd = xmalloc(BT * sizeof(float));
-    a->logits = xmalloc(BT * V * sizeof(float));
-    a->losses = xmalloc(BT * sizeof(float));
-    a->dres = xmalloc(BT * C * sizeof(float));
-    a->dln = xmalloc(BT * C * sizeof(float));
-    a->dq = xmalloc(BT * qd * sizeof(float));
-    a->dk = xmalloc(BT * kvd * sizeof(float));
-    a->dv = xmalloc(BT * kvd * sizeof(float));
-    a->datt = xmalloc(attention_scratch_floats(T) * sizeof(float));
-    a->rope_cs = NULL;
-    if (c->rope) {
-        a->rope_cs = xmalloc(T * hd * sizeof(float));
-        rope_table(a->rope_cs, T, hd, c->rope_theta);
-    }
-    a->dy = xmalloc(BT * qd * sizeof(float));
-    a->dy2 = xmalloc(BT * qd * sizeof(float));
-    a->dgate = xmalloc(BT * H * sizeof(float));
-    a->dup = xmalloc(BT * F * sizeof(float));
-    a->dgpre = xmalloc(BT * F * sizeof(float));
-    a->dh = xmalloc(BT * F * sizeof(float));
-    a->tmp = xmalloc(BT * (C > qd ? C : qd) * sizeof(float));
-    m->tokens = xmalloc(BT * sizeof(int));
-    m->targets = xmalloc(BT * sizeof(int));
-}
-
-static void model_free(Model* m) {
-    Acts* a = &m->a;
-    float* bufs[] = {a->res, a->resmid, a->ln1, a->ln1_mean, a->ln1_rstd, a->q, a->k, a->v, a->att,
-                     a->yatt, a->gate, a->ln2, a->ln2_mean, a->ln2_rstd, a->up, a->gpre,
-                     a->hact, a->lnf, a->lnf_mean, a->lnf_rstd, a->logits, a->losses, a->dres, a->dln,
-                     a->dq, a->dk, a->dv, a->datt, a->dy, a->dy2, a->dgate, a->dup, a->dgpre, a->dh,
-                     a->tmp, a->rope_cs};
-    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) free(bufs[i]);
-    if (a->ygated != a->yatt) free(a->ygated);
-    free(m->params); free(m->grads); free(m->m); free(m->v);
-    free(m->tensors); free(m->tokens); free(m->targets);
-    memset(m, 0, sizeof(*m));
-}
-
-// Forward pass over B x T tokens (B, T no larger than the buffers). With targets, returns the mean
-// cross-entropy and keeps the probabilities for the backward pass; without, the logits buffer
-// holds next-token probabilities (for sampling) and the return value is 0.
-static float model_forward(Model* m, const int* tokens, const int* targets, int B, int T) {
-    const Config* c = &m->cfg;
-    Acts* a = &m->a;
-    int BT = B * T, C = c->C, H = c->H, KVH = c->KVH, hd = C / H, F = c->F;
-    int qd = H * hd, kvd = KVH * hd;
-    if (B > m->B || T > m->T) fatal("internal: forward with B=%d T=%d exceeds buffers %dx%d", B, T, m->B, m->T);
-    for (int i = 0; i < BT; i++) {
-        if (tokens[i] < 0 || tokens[i] >= c->V) fatal("token id %d out of range [0, %d)", tokens[i], c->V);
-        m->tokens[i] = tokens[i];
-    }
-    embedding_forward(a->res, tokens, m->p[K_WTE], m->p[K_WPE], B, T, C);
-    for (int l = 0; l < c->L; l++) {
-        LayerActs la;
-        LAYER_ACTS(la, a, c, l, (long)m->B * m->T, m->T);
-        // attention sublayer: xmid = x + Attn(Norm1(x))
-        norm_forward(la.ln1, la.ln1_mean, la.ln1_rstd, la.x, PW(m, K_LN1W, l),
-                     PW(m, K_LN1B, l), c->rmsnorm, c->eps, BT, C);
-        matmul_forward(la.q, la.ln1, PW(m, K_WQ, l), PW(m, K_BQ, l), BT, C, qd);
-        matmul_forward(la.k, la.ln1, PW(m, K_WK, l), PW(m, K_BK, l), BT, C, kvd);
-        matmul_forward(la.v, la.ln1, PW(m, K_WV, l), PW(m, K_BV, l), BT, C, kvd);
-        if (c->rope) {
-            rope_apply(la.q, a->rope_cs, B, T, H, hd, 1.0f);
-            rope_apply(la.k, a->rope_cs, B, T, KVH, hd, 1.0f);
-        }
-        attention_forward(la.yatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd, c->attn_scale);
-        if (c->gate) {
-            matmul_forward(la.gate, la.ln1, PW(m, K_WG, l), PW(m, K_BG, l), BT, C, H);
-            gate_forward(la.yg, la.gate, la.yatt, BT, H, hd);
-        }
-        matmul_forward(a->tmp, la.yg, PW(m, K_WO, l), PW(m, K_BO, l), BT, qd, C);
-        residual_forward(la.xmid, la.x, a->tmp, (long)BT * C);
-        // MLP sublayer: xout = xmid + MLP(Norm2(xmid))
-        norm_forward(la.ln2, la.ln2_mean, la.ln2_rstd, la.xmid, PW(m, K_LN2W, l),
-                     PW(m, K_LN2B, l), c->rmsnorm, c->eps, BT, C);
-        matmul_forward(la.up, la.ln2, PW(m, K_WUP, l), PW(m, K_BUP, l), BT, C, F);
-        if (c->swiglu) {
-            matmul_forward(la.gpre, la.ln2, PW(m, K_WGATE, l), PW(m, K_BGATE, l), BT, C, F);
-            swiglu_forward(la.hact, la.gpre, la.up, (long)BT * F);
-        } else {
-            gelu_forward(la.hact, la.up, (long)BT * F);
-        }
-        matmul_forward(a->tmp, la.hact, PW(m, K_WDOWN, l), PW(m, K_BDOWN, l), BT, F, C);
-        residual_forward(la.xout, la.xmid, a->tmp, (long)BT * C);
-    }
-    float* xL = a->res + (long)c->L * m->B * m->T * C;
-    norm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, xL, m->p[K_LNFW], m->p[K_LNFB], c->rmsnorm, c->eps, BT, C);
-    const float* head = c->tied ? m->p[K_WTE] : m->p[K_LMHEAD];
-    matmul_forward(a->logits, a->lnf, head, NULL, BT, C, c->V);
-    if (c->logit_scale != 1.0f)
-        for (long i = 0; i < (long)BT * c->V; i++) a->logits[i] *= c->logit_scale;
-    softmax_forward(a->logits, a->losses, targets, BT, c->V);
-    if (!targets) return 0.0f;
-    double sum = 0.0;
-    for (int i = 0; i < BT; i++) {
-        m->targets[i] = targets[i];
-        sum += a->losses[i];
-    }
-    m->loss = (float)(sum / BT);
-    return m->loss;
-}
-
-// A pass over every gradient (hundreds of MB on a large model), split between the threads like
-// AdamW's; it is memory-bound, so a second core helps only as far as the memory bus allows.
-static void model_zero_grad(Model* m) {
-    #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < m->num_params; i++) m->grads[i] = 0.0f;
-}
-
-// Backward pass of the last forward (which must have had targets). Gradients accumulate into
-// m->grads (zero them first with model_zero_grad).
-static void model_backward(Model* m, int B, int T) {
-    const Config* c = &m->cfg;
-    Acts* a = &m->a;
-    int BT = B * T, C = c->C, H = c->H, KVH = c->KVH, hd = C / H, F = c->F;
-    int qd = H * hd, kvd = KVH * hd;
-    long s_c = (long)m->B * m->T * C;     // the stride of one layer's slice of res
-    // loss -> logits -> final norm
-    crossentropy_softmax_backward(a->logits, m->targets, BT, c->V);
-    if (c->logit_scale != 1.0f)
-        for (long i = 0; i < (long)BT * c->V; i++) a->logits[i] *= c->logit_scale;
-    memset(a->dln, 0, (size_t)BT * C * sizeof(float));
-    const float* head = c->tied ? m->p[K_WTE] : m->p[K_LMHEAD];
-    float* dhead = c->tied ? m->g[K_WTE] : m->g[K_LMHEAD];
-    matmul_backward(a->dln, dhead, NULL, a->logits, a->lnf, head, BT, C, c->V);
-    memset(a->dres, 0, (size_t)BT * C * sizeof(float));
-    norm_backward(a->dres, m->g[K_LNFW], m->g[K_LNFB], a->dln, a->res + c->L * s_c, m->p[K_LNFW],
-                  a->lnf_mean, a->lnf_rstd, c->rmsnorm, BT, C);
-    // blocks in reverse; a->dres carries d loss / d residual stream
-    for (int l = c->L - 1; l >= 0; l--) {
-        LayerActs la;
-        LAYER_ACTS(la, a, c, l, (long)m->B * m->T, m->T);
-        // MLP sublayer
-        memset(a->dh, 0, (size_t)BT * F * sizeof(float));
-        matmul_backward(a->dh, GW(m, K_WDOWN, l), GW(m, K_BDOWN, l), a->dres, la.hact, PW(m, K_WDOWN, l), BT, F, C);
-        memset(a->dln, 0, (size_t)BT * C * sizeof(float));
-        if (c->swiglu) {
-            swiglu_backward(a->dgpre, a->dup, la.gpre, la.up, a->dh, (long)BT * F);
-            matmul_backward(a->dln, GW(m, K_WGATE, l), GW(m, K_BGATE, l), a->dgpre, la.ln2, PW(m, K_WGATE, l), BT, C, F);
-        } else {
-            gelu_backward(a->dup, la.up, a->dh, (long)BT * F);
-        }
-        matmul_backward(a->dln, GW(m, K_WUP, l), GW(m, K_BUP, l), a->dup, la.ln2, PW(m, K_WUP, l), BT, C, F);
-        norm_backward(a->dres, GW(m, K_LN2W, l), GW(m, K_LN2B, l), a->dln, la.xmid, PW(m, K_LN2W, l),
-                      la.ln2_mean, la.ln2_rstd, c->rmsnorm, BT, C);
-        // attention sublayer
-        memset(a->dy, 0, (size_t)BT * qd * sizeof(float));
-        matmul_backward(a->dy, GW(m, K_WO, l), GW(m, K_BO, l), a->dres, la.yg, PW(m, K_WO, l), BT, qd, C);
-        memset(a->dln, 0, (size_t)BT * C * sizeof(float));
-        float* dyatt = a->dy;
-        if (c->gate) {
-            gate_backward(a->dy2, a->dgate, a->dy, la.yatt, la.gate, BT, H, hd);
-            matmul_backward(a->dln, GW(m, K_WG, l), GW(m, K_BG, l), a->dgate, la.ln1, PW(m, K_WG, l), BT, C, H);
-            dyatt = a->dy2;
-        }
-        memset(a->dq, 0, (size_t)BT * qd * sizeof(float));
-        memset(a->dk, 0, (size_t)BT * kvd * sizeof(float));
-        memset(a->dv, 0, (size_t)BT * kvd * sizeof(float));
-        attention_backward(a->dq, a->dk, a->dv, a->datt, dyatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd, c->attn_scale);
-        if (c->rope) {
-            rope_apply(a->dq, a->rope_cs, B, T, H, hd, -1.0f);
-            rope_apply(a->dk, a->rope_cs, B, T, KVH, hd, -1.0f);
-        }
-        matmul_backward(a->dln, GW(m, K_WQ, l), GW(m, K_BQ, l), a->dq, la.ln1, PW(m, K_WQ, l), BT, C, qd);
-        matmul_backward(a->dln, GW(m, K_WK, l), GW(m, K_BK, l), a->dk, la.ln1, PW(m, K_WK, l), BT, C, kvd);
-        matmul_backward(a->dln, GW(m, K_WV, l), GW(m, K_BV, l), a->dv, la.ln1, PW(m, K_WV, l), BT, C, kvd);
-        norm_backward(a->dres, GW(m, K_LN1W, l), GW(m, K_LN1B, l), a->dln, la.x, PW(m, K_LN1W, l),
-                      la.ln1_mean, la.ln1_rstd, c->rmsnorm, BT, C);
-    }
-    embedding_backward(m->g[K_WTE], m->g[K_WPE], a->dres, m->tokens, B, T, C);
-}
-
-// ============================================================================================
-// 5b. Probes: the quantities the seeds measure inside a network (PROBES_SECTION)
+// 11. Probes: the quantities the papers measure inside a network (PROBES_SECTION)
 //     Each probe reads what the forward and backward pass of a training step left behind (Acts,
 //     gradients, weights) and writes JSON lines to the log. None writes to the model, so a run is
 //     the same with probes on or off; off (-p 0, the default) they cost a few integer tests a step.
@@ -1598,16 +2697,6 @@ static const char* probe_names[NUM_PROBES] = {
 #define SPIKE_WARMUP 10         // spike: no z-score before this many steps
 #define COSSIM_MAX_ROWS 8192    // --cossim-dump writes rows^2 floats
 
-typedef struct {
-    int every;                  // -p N: probe steps 0, N, 2N, ...; 0 = off
-    const char* list;           // --probes NAME,...; NULL = all
-    const char* cossim;         // --cossim-dump TENSOR
-    const char* dump_tokens;    // --dump-token-losses FILE
-    float spike_z;              // --spike-z
-    int spike_skip;             // --spike-skip
-    int coord_check, coord_steps;   // --coord-check, --coord-steps
-    const char* coord_widths;       // --coord-widths
-} ProbeOptions;
 
 // Exponential moving mean and variance, the statistics the spike probe scores each step against.
 typedef struct {
@@ -1615,7 +2704,7 @@ typedef struct {
     int n;
 } Ema;
 
-typedef struct {
+struct Probes {
     unsigned sel;               // bit p set: probe_names[p] runs
     int every, step;            // -p N; the probe step being written
     void (*emit)(void* ctx, const char* fields);    // writes one log line (main: log_event)
@@ -1628,7 +2717,7 @@ typedef struct {
     Ema loss_ema, norm_ema;     // spike
     float spike_z;
     int spike_skip;
-} Probes;
+};
 
 // ---- the log line ------------------------------------------------------------------------------
 // A non-finite number (1/sigma of an all-zero row, a z-score before the warmup) is written as null,
@@ -1690,7 +2779,7 @@ static Stats stats_of(const float* a, const float* b, long n) {
     return s;
 }
 
-// seed 000 §2.1, Fig. 1c: a norm multiplies each row h by (sigma^2(h) + eps)^(-1/2), sigma^2 the
+// [SmallInit §2.1, Fig. 1c]: a norm multiplies each row h by (sigma^2(h) + eps)^(-1/2), sigma^2 the
 // variance over the C channels (LayerNorm, eq. 1) or the mean square (RMSNorm, eq. 2). Once sigma^2
 // falls below eps, eps sets the factor and the scale of h no longer reaches the output.
 // out: [0] mean factor, [1] mean eps-free factor 1/sigma(h), [2] fraction of rows where eps > sigma^2,
@@ -1706,7 +2795,7 @@ static void norm_scale(const float* x, long rows, int C, int rms, double eps, do
         }
         for (int c = 0; c < C; c++) v += (h[c] - mu) * (h[c] - mu);
         v /= C;
-        f += 1.0 / sqrt(v + eps);      // seed 000 eqs. (1)-(2): the factor the norm applies
+        f += 1.0 / sqrt(v + eps);      // [SmallInit eqs. 1-2]: the factor the norm applies
         free += 1.0 / sqrt(v);
         dom += eps > v;
         var += v;
@@ -1717,9 +2806,9 @@ static void norm_scale(const float* x, long rows, int C, int rms, double eps, do
     out[3] = var / rows;
 }
 
-// seed 000 §2.4, App. A: the residual flow h - e against the embedding stream e, per token
+// [SmallInit §2.4, App. A]: the residual flow h - e against the embedding stream e, per token
 // ||h - e||_2 / ||e||_2, averaged over the rows. With h = h_L it grows like d^(1-gamma) (App. A),
-// with a constant that grows like sqrt(L) (seed_corrections 000-5f).
+// with a constant that grows like sqrt(L) [Errata 000-5f].
 static double resflow_ratio(const float* e, const float* h, long rows, int C) {
     double sum = 0.0;
     for (long r = 0; r < rows; r++) {
@@ -1734,7 +2823,7 @@ static double resflow_ratio(const float* e, const float* h, long rows, int C) {
     return sum / rows;
 }
 
-// seed 000 eq. (5): S(l,h) = (1/T) sum_i A_h(i, 1), the attention mass the T queries put on the first
+// [SmallInit eq. 5]: S(l,h) = (1/T) sum_i A_h(i, 1), the attention mass the T queries put on the first
 // key, averaged over the B sequences. att is [B,H,T,T]: row i is query i, column 0 the first key.
 static void sink_scores(const float* att, int B, int H, int T, double* S) {
     for (int h = 0; h < H; h++) {
@@ -1785,7 +2874,7 @@ static double sigma_max(const float* W, int rows, int cols, int* iters) {
     return sigma;
 }
 
-// seed 000 eq. (7): the stable rank ||W||_F^2 / ||W||_2^2 = sum_i sigma_i^2 / sigma_max^2, n for an
+// [SmallInit eq. 7]: the stable rank ||W||_F^2 / ||W||_2^2 = sum_i sigma_i^2 / sigma_max^2, n for an
 // orthogonal n x n matrix, 1 for rank one. *smax and *iters receive sigma_max and the iterations.
 static double stable_rank(const float* W, int rows, int cols, double* smax, int* iters) {
     double fro2 = 0.0;
@@ -1864,7 +2953,7 @@ static void singular_values(const float* W, int rows, int cols, double* sv) {
     free(G);
 }
 
-// seed 003 eq. (2), with the 1/n^2 normalization of seed_corrections 003-3: D_c is the mean cosine
+// [ComplexCtl eq. 2], with the 1/n^2 normalization of [Errata 003-3]: D_c is the mean cosine
 // over all n^2 ordered pairs of the n rows (neurons) of the (out, in) weight, diagonal included: 1 when
 // every row points the same way, 1/n for orthogonal rows. sum_ij cos(w_i, w_j) = ||sum_i w_i/||w_i|| ||^2,
 // so it costs one pass. A zero row has cosine 0 with everything.
@@ -1883,8 +2972,8 @@ static double condensation_degree(const float* W, int rows, int cols) {
     return ss / ((double)rows * rows);
 }
 
-// seed 003 eq. (2): the low-rank degree D_s = sigma_max / sum_i sigma_i, from 1/min(rows, cols) (all
-// singular values equal) to 1 (rank one) (seed_corrections 003-4).
+// [ComplexCtl eq. 2]: the low-rank degree D_s = sigma_max / sum_i sigma_i, from 1/min(rows, cols) (all
+// singular values equal) to 1 (rank one) [Errata 003-4].
 static double lowrank_degree(const float* W, int rows, int cols) {
     int n = rows < cols ? rows : cols;
     double* sv = xmalloc((size_t)n * sizeof(double));
@@ -1896,7 +2985,7 @@ static double lowrank_degree(const float* W, int rows, int cols) {
     return ds;
 }
 
-// seed 000 eq. (6): C_ij = <w_i, w_j> / (||w_i||_2 ||w_j||_2) for the rows idx[0..n-1] of W (all rows
+// [SmallInit eq. 6]: C_ij = <w_i, w_j> / (||w_i||_2 ||w_j||_2) for the rows idx[0..n-1] of W (all rows
 // when idx is NULL), 0 where a row is zero. Cout is n x n, row-major.
 static void row_cosines(const float* W, const int* idx, int n, int cols, float* Cout) {
     double* norm = xmalloc((size_t)n * sizeof(double));
@@ -1963,7 +3052,7 @@ static void emit_act(Probes* pr, int layer, const char* name, Stats s) {
     probe_emit(pr, P_ACT, layer, name, s.std, 7, keys, v);
 }
 
-// act: statistics of every activation, stored or derived (seed 002 ch. 0, seed 004 E1).
+// act: statistics of every activation, stored or derived [InitGuide ch. 0], [VarDyn E1].
 static void probe_act(Probes* pr, const Model* m) {
     const Config* c = &m->cfg;
     const Acts* a = &m->a;
@@ -1984,7 +3073,7 @@ static void probe_act(Probes* pr, const Model* m) {
     emit_act(pr, -1, "lnf", stats_of(a->lnf, NULL, sc));
 }
 
-// normscale: the norm factor of every norm on the input it normalized (seed 000 §2.1, Fig. 1c).
+// normscale: the norm factor of every norm on the input it normalized [SmallInit §2.1, Fig. 1c].
 static void probe_normscale(Probes* pr, const Model* m) {
     static const char* keys[] = {"factor", "free", "eps_frac", "var"};
     const Config* c = &m->cfg;
@@ -2001,7 +3090,7 @@ static void probe_normscale(Probes* pr, const Model* m) {
     probe_emit(pr, P_NORMSCALE, -1, "lnf", o[0], 4, keys, o);
 }
 
-// resflow: ||h - e|| / ||e|| after every block l, and for h_L (layer -1), the seed's quantity.
+// resflow: ||h - e|| / ||e|| after every block l, and for h_L (layer -1), the quantity of [SmallInit §2.4].
 static void probe_resflow(Probes* pr, const Model* m) {
     const Config* c = &m->cfg;
     long BT = (long)m->B * m->T, sc = BT * c->C;
@@ -2011,7 +3100,7 @@ static void probe_resflow(Probes* pr, const Model* m) {
 }
 
 // sink: the sink score of every head, and the layer's average over heads (head -1), which is what
-// seed 000 Fig. 1f-g plots.
+// [SmallInit Fig. 1f-g] plots.
 static void probe_sink(Probes* pr, const Model* m) {
     static const char* keys[] = {"head"};
     const Config* c = &m->cfg;
@@ -2033,7 +3122,7 @@ static void probe_sink(Probes* pr, const Model* m) {
 }
 
 // coord: the mean |x| of the embedding output, of every attention and MLP sublayer output and of the
-// logits, the coordinates of mup's coord check (seed 001 §5.6). --coord-check runs it at several widths:
+// logits, the coordinates of mup's coord check [InitFP §5.6]. --coord-check runs it at several widths:
 // under muP the curves do not move with the width; under the standard parameterization the logits and
 // the sublayer outputs after the first updates grow with it.
 static void probe_coord(Probes* pr, Model* m) {
@@ -2059,7 +3148,7 @@ static void probe_coord(Probes* pr, Model* m) {
 }
 
 // weight: mean, std and Frobenius norm of every tensor, so that Q, K and V of every layer can be
-// followed (seed 004 E3), and the norm of all parameters together (seed 003 Fig. 4).
+// followed [VarDyn E3], and the norm of all parameters together [ComplexCtl Fig. 4].
 static void probe_weight(Probes* pr, const Model* m) {
     static const char* keys[] = {"mean", "std", "norm"};
     double total = 0.0;
@@ -2074,7 +3163,7 @@ static void probe_weight(Probes* pr, const Model* m) {
 }
 
 // grad: norm and RMS of every gradient (before clipping), and the relative update ||Δθ|| / ||θ|| of
-// the step (seed 001 §5.2: under the standard parameterization it changes with the width, under muP
+// the step ([InitFP §5.2]: under the standard parameterization it changes with the width, under muP
 // it does not). Runs after the update; the gradients are still in place.
 static void probe_grad(Probes* pr, const Model* m) {
     static const char* keys[] = {"norm", "rms", "update_ratio"};
@@ -2095,8 +3184,8 @@ static void probe_grad(Probes* pr, const Model* m) {
     probe_emit(pr, P_GRAD, -1, "all", v[0], 3, keys, v);
 }
 
-// rank and condense: the stable rank ||W||_F^2 / ||W||_2^2 (seed 000 eq. 7) and D_c, D_s (seed 003
-// eq. 2) of every matrix. One matrix per thread: each is computed serially, so the numbers do not
+// rank and condense: the stable rank ||W||_F^2 / ||W||_2^2 [SmallInit eq. 7] and D_c, D_s
+// [ComplexCtl eq. 2] of every matrix. One matrix per thread: each is computed serially, so the numbers do not
 // depend on the thread count.
 static void probe_matrices(Probes* pr, const Model* m) {
     static const char* rank_keys[] = {"sigma_max", "fro", "iters"};
@@ -2113,13 +3202,13 @@ static void probe_matrices(Probes* pr, const Model* m) {
         double* o = r + 6 * i;
         if (rank) {
             int iters;
-            o[0] = stable_rank(W, t->rows, t->cols, &o[1], &iters);    // seed 000 eq. (7)
+            o[0] = stable_rank(W, t->rows, t->cols, &o[1], &iters);    // [SmallInit eq. 7]
             o[2] = o[1] * sqrt(o[0]);                                   // ||W||_F
             o[3] = iters;
         }
         if (cond) {
-            o[4] = condensation_degree(W, t->rows, t->cols);   // seed 003 eq. (2): D_c
-            o[5] = lowrank_degree(W, t->rows, t->cols);        // seed 003 eq. (2): D_s
+            o[4] = condensation_degree(W, t->rows, t->cols);   // [ComplexCtl eq. 2]: D_c
+            o[5] = lowrank_degree(W, t->rows, t->cols);        // [ComplexCtl eq. 2]: D_s
         }
     }
     for (int i = 0; i < nm; i++) {
@@ -2133,7 +3222,7 @@ static void probe_matrices(Probes* pr, const Model* m) {
 }
 
 // embcos: the mean cosine similarity between the embeddings of the most frequent training tokens,
-// over the K(K-1)/2 pairs (seed 003 Fig. 6, which shows the K x K matrix for K = 350): near 0 when
+// over the K(K-1)/2 pairs ([ComplexCtl Fig. 6], which shows the K x K matrix for K = 350): near 0 when
 // the embeddings are orthogonal, higher when small complexity makes them condense.
 static void probe_embcos(Probes* pr, const Model* m) {
     static const char* keys[] = {"mean", "abs_mean", "k"};
@@ -2151,7 +3240,7 @@ static void probe_embcos(Probes* pr, const Model* m) {
     free(Cm);
 }
 
-// --cossim-dump: C(W) of one tensor (seed 000 eq. 6, the heatmaps of Fig. 4d-e) to
+// --cossim-dump: C(W) of one tensor ([SmallInit eq. 6], the heatmaps of [SmallInit Fig. 4d-e]) to
 // OUT/cossim_NAME_stepSTEP.bin: int32 n, then n x n float32, row-major (dev/plot/heatmap.py).
 static void cossim_dump(Probes* pr, const Model* m) {
     const Tensor* t = pr->cossim;
@@ -2168,8 +3257,8 @@ static void cossim_dump(Probes* pr, const Model* m) {
     free(Cm);
 }
 
-// spike: the loss and gradient norm of every step scored against their moving statistics (seed 003
-// §6.1 and App. D see loss spikes at small initialization). A z-score above --spike-z flags a spike;
+// spike: the loss and gradient norm of every step scored against their moving statistics
+// ([ComplexCtl §6.1 and App. D] see loss spikes at small initialization). A z-score above --spike-z flags a spike;
 // with --spike-skip 1 the caller then skips the update. Returns 1 when it should.
 static int probe_spike(Probes* pr, int step, double loss, double norm) {
     static const char* keys[] = {"loss", "loss_z", "grad_norm", "grad_z", "spike", "skipped"};
@@ -2269,127 +3358,148 @@ static void probes_free(Probes* pr) {
     free(pr->top_tok);
     memset(pr, 0, sizeof(*pr));
 }
+// For the training loop: probes_init on a new allocation, and its release.
+static Probes* probes_new(const ProbeOptions* po, Model* m, const uint16_t* train_tok, size_t n_tok,
+                          const char* out_dir, void (*emit)(void*, const char*), void* ctx) {
+    Probes* pr = xmalloc(sizeof(*pr));
+    probes_init(pr, po, m, train_tok, n_tok, out_dir, emit, ctx);
+    return pr;
+}
+
+static void probes_delete(Probes* pr) {
+    probes_free(pr);
+    free(pr);
+}
 // PROBES_SECTION_END
 
-// ============================================================================================
-// 6. Initialization: which formula each tensor gets (INIT_SECTION)
-// ============================================================================================
-//
-// Three layers, each usable on its own (doc/initializers.md has one section per scheme):
-//   1. a scheme ("xavier_normal", "kaiming_uniform:leaky_relu:0.2", ...) turns a tensor's shape into
-//      a distribution (Dist): scheme_dist(). Each scheme is one case there, with its derivation.
-//   2. dist_fill() draws the Dist with the section-2 primitives, call for call what nn.init does,
-//      so `init_matrix_text(g, w, rows, cols, "xavier_uniform")` after rng_seed(g, s) equals
-//      torch.manual_seed(s); nn.init.xavier_uniform_(torch.empty(rows, cols)) bit for bit
-//      (orthogonal: to 5e-6, its QR differs, section 2). Shapes follow PyTorch: (rows, cols) = (fan_out, fan_in).
-//   3. a recipe (gpt2, llama, olmo_mitchell, mup, ...) picks a scheme per parameter group plus a
-//      residual factor per tensor: InitSpec, parse_init(), model_init().
+// ---- the probes' hooks: the parts that need the data, the log and the options (section 11 measures) ----
 
-// ---- gains: torch.nn.init.calculate_gain, plus GELU and SiLU --------------------------------------
+// The probes write their lines through this, into the run's log beside every other event.
+static void probe_log_line(void* lg, const char* fields) { log_event((Log*)lg, "%s", fields); }
 
-// E[f(z)] for z ~ N(0, 1), Simpson's rule on [-12, 12] with 4800 panels (the tails beyond carry
-// less than 1e-30; the rule's error on these smooth integrands is below 1e-12).
-static double gauss_expect(double (*f)(double)) {
-    const int n = 4800;
-    const double lo = -12.0, h = 24.0 / n;
-    double s = 0.0;
-    for (int i = 0; i <= n; i++) {
-        double z = lo + i * h, w = (i == 0 || i == n) ? 1.0 : (i % 2 ? 4.0 : 2.0);
-        s += w * f(z) * exp(-0.5 * z * z);
+// --dump-token-losses: the validation batches evaluate() reads, one CSV row per position: the target's
+// position in the validation data, its id, its loss -log p and p (the softmax probability). The mean of
+// the loss column is evaluate()'s validation loss. Two runs' dumps compare token by token
+// ([SmallInit §2.5 and §4.7]; dev/plot/compare_tokens.py).
+static void dump_token_losses(Model* m, const Dataset* val, int batches, int B, int T, int* inp, int* tgt,
+                              const char* path) {
+    int avail = dataset_num_val_batches(val, B, T);
+    if (batches > avail) batches = avail;
+    FILE* f = fopen(path, "w");
+    if (!f) fatal("cannot write token dump %s (%s)", path, strerror(errno));
+    fprintf(f, "pos,target,loss,p\n");
+    for (int i = 0; i < batches; i++) {
+        dataset_val_batch(val, i, inp, tgt, B, T);
+        model_forward(m, inp, tgt, B, T);
+        for (int bt = 0; bt < B * T; bt++)
+            fprintf(f, "%zu,%d,%.9g,%.9g\n", ((size_t)i * B + bt / T) * T + bt % T + 1, tgt[bt], m->a.losses[bt],
+                    m->a.logits[(size_t)bt * m->cfg.V + tgt[bt]]);
     }
-    return s * h / 3.0 / sqrt(2.0 * RNG_PI);
+    if (fclose(f) != 0) fatal("writing token dump %s failed (%s)", path, strerror(errno));
+    printf("token losses of %d validation batches written to %s\n", batches, path);
 }
 
-static double gelu_exact(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); }
-static double silu(double x) { return x / (1.0 + exp(-x)); }
-static double gelu_exact_sq(double x) { return gelu_exact(x) * gelu_exact(x); }
-static double silu_sq(double x) { return silu(x) * silu(x); }
+// ============================================================================================
+// 12. The command line
+// ============================================================================================
 
-// torch.nn.init.calculate_gain(nonlinearity, param): the factor g in std = g / sqrt(fan) that keeps
-// the second moment of the pre-activations constant from layer to layer (seed 001 §3, seed 002 ch. 3).
-// A layer multiplies E[x^2] by fan_in Var(W) E[phi(z)^2]/Var(z) (seed_corrections 001-1: the second
-// moment, not the variance), so g^2 = 1 / c_phi with c_phi = E[phi(z)^2] at unit Var(z):
-//   linear, conv*, sigmoid: 1 (PyTorch's convention; sigmoid is not derived, it is a convention)
-//   relu: c = 1/2, g = sqrt(2) (He et al. 2015)      leaky_relu(s): c = (1+s^2)/2, g = sqrt(2/(1+s^2))
-//   tanh: 5/3 (PyTorch's historical constant; the exact 1/c at q = 1 is sqrt(2.53618) = 1.5925)
-//   selu: 3/4 (PyTorch's value for self-normalizing nets)
-//   gelu, silu: PyTorch refuses them. seed 001 §3.1 uses gain^2 = 2 "like ReLU", which is wrong:
-//     E[GELU(z)^2] = 1/3 + 1/(2 pi sqrt 3) = 0.425221, E[SiLU(z)^2] = 0.355776, so gain^2 is
-//     2.35172 and 2.81076 (seed_corrections 001-7, 002-12); computed here by quadrature.
-//     These hold at unit pre-activation variance only: GELU/SiLU are not homogeneous.
-// `param` is leaky_relu's negative slope (NAN: PyTorch's default 0.01); other names ignore it.
-static double calculate_gain(const char* nonlinearity, double param) {
-    static const char* unit[] = {"linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
-                                 "conv_transpose2d", "conv_transpose3d", "sigmoid"};
-    for (size_t i = 0; i < sizeof(unit) / sizeof(unit[0]); i++)
-        if (strcmp(nonlinearity, unit[i]) == 0) return 1.0;
-    if (strcmp(nonlinearity, "tanh") == 0) return 5.0 / 3;
-    if (strcmp(nonlinearity, "relu") == 0) return sqrt(2.0);
-    if (strcmp(nonlinearity, "leaky_relu") == 0) {
-        double s = isnan(param) ? 0.01 : param;
-        return sqrt(2.0 / (1 + s * s));
-    }
-    if (strcmp(nonlinearity, "selu") == 0) return 3.0 / 4;
-    if (strcmp(nonlinearity, "gelu") == 0) return 1.0 / sqrt(gauss_expect(gelu_exact_sq));
-    if (strcmp(nonlinearity, "silu") == 0) return 1.0 / sqrt(gauss_expect(silu_sq));
-    fatal("unknown nonlinearity '%s' (linear sigmoid tanh relu leaky_relu selu gelu silu conv1d ...)", nonlinearity);
-    return 0.0;
+
+static void options_default(Options* o) {
+    memset(o, 0, sizeof(*o));
+    o->train_path = "data/moby_train.txt";
+    o->val_path = "data/moby_val.txt";
+    o->preset = "gpt2";
+    o->init = "gpt2";
+    o->bias = o->tie = o->gate = -1;
+    o->L = 4; o->C = 128; o->H = 4;
+    o->B = 12; o->T = 64; o->steps = 2000; o->seed = 1337;
+    o->val_every = 250; o->val_batches = 20; o->sample_every = 0; o->sample_len = 200; o->ckpt_every = 500;
+    o->gamma = -1.0;
+    o->resid_scale = -1;
+    o->eps = 1e-5f;
+    o->rope_theta = 10000.0f;
+    o->opt = (OptConfig){.lr = 2e-3f, .lr_floor = 0.1f, .warmup = 100, .steps = 0, .beta1 = 0.9f,
+                         .beta2 = 0.95f, .adam_eps = 1e-8f, .weight_decay = 0.1f, .clip = 1.0f};
+    o->probe = (ProbeOptions){.spike_z = 6.0f, .coord_steps = 4, .coord_widths = "64,128,256,512"};
 }
 
-// ---- schemes: a shape in, a distribution out -------------------------------------------------------
-
-// What one tensor is drawn from. Each kind is drawn the way one torch call draws it (dist_fill).
-typedef enum { D_CONST, D_NORMAL, D_UNIFORM, D_TRUNC, D_ORTHO, D_SPARSE, D_EYE } DistKind;
-typedef struct {
-    DistKind kind;
-    double mean, std;     // D_CONST: mean is the value; D_NORMAL, D_TRUNC, D_SPARSE: std
-    double lo, hi;        // D_UNIFORM: [lo, hi); D_TRUNC: absolute bounds (torch's a, b)
-    double gain;          // D_ORTHO; D_EYE: the diagonal value
-    double sparsity;      // D_SPARSE
-} Dist;
-
-// A parsed scheme: "NAME[:ARG[:ARG...]]". Numbers go to arg[]; kaiming_* also take words.
-typedef struct {
-    char text[64];        // as given
-    char name[24];
-    int nargs;
-    double arg[3];
-    char nonlin[24];      // kaiming_*: the calculate_gain name ("relu" when not given)
-    int fan_out;          // kaiming_*: ":fan_out" (torch's mode='fan_out'): keep the backward's variance
-} Scheme;
-
-// The catalogue: name, numeric arguments accepted, whether it needs fans (a matrix), the -h line.
-static const struct { const char* name; int min_args, max_args, fans; const char* help; } schemes[] = {
-    {"zeros", 0, 0, 0, "all 0 (nn.init.zeros_)"},
-    {"ones", 0, 0, 0, "all 1 (nn.init.ones_)"},
-    {"constant", 1, 1, 0, "constant:C, all C (nn.init.constant_)"},
-    {"normal", 0, 2, 0, "normal[:STD] or normal:MEAN:STD, N(MEAN, STD^2) (default N(0,1); normal_)"},
-    {"uniform", 0, 2, 0, "uniform[:A] U(-A,A), uniform:A:B U(A,B) (default U(0,1); uniform_)"},
-    {"trunc_normal", 0, 3, 0, "trunc_normal[:STD[:A:B]], N(0,STD^2) cut at the ABSOLUTE A,B (default +-2; trunc_normal_)"},
-    {"trunc_sigma", 1, 2, 0, "trunc_sigma:STD[:K], N(0,STD^2) cut at +-K STD (default K=2)"},
-    {"eye", 0, 0, 1, "identity matrix (nn.init.eye_)"},
-    {"sparse", 1, 2, 1, "sparse:S[:STD], N(0,STD^2) with a fraction S of each column 0 (default STD 0.01; sparse_)"},
-    {"lecun_normal", 0, 0, 1, "N(0, 1/fan_in) (LeCun 1998; = kaiming_normal:linear)"},
-    {"lecun_uniform", 0, 0, 1, "U(-a,a), a = sqrt(3/fan_in)"},
-    {"xavier_normal", 0, 1, 1, "xavier_normal[:GAIN], N(0, GAIN^2 2/(fan_in+fan_out)) (xavier_normal_)"},
-    {"xavier_uniform", 0, 1, 1, "xavier_uniform[:GAIN], bound GAIN sqrt(6/(fan_in+fan_out)) (xavier_uniform_)"},
-    {"kaiming_normal", 0, 1, 1, "kaiming_normal[:NONLIN[:PARAM]][:fan_out], N(0, gain^2/fan) (kaiming_normal_)"},
-    {"kaiming_uniform", 0, 1, 1, "kaiming_uniform[:NONLIN[:PARAM]][:fan_out], bound gain sqrt(3/fan)"},
-    {"torch_linear", 0, 0, 1, "nn.Linear's default: kaiming_uniform a=sqrt(5), bound 1/sqrt(fan_in)"},
-    {"orthogonal", 0, 1, 1, "orthogonal[:GAIN], GAIN x a random orthogonal matrix (orthogonal_)"},
-    {"sigma", 0, 1, 0, "sigma[:S], sigma-init N(0, S^2), S = 0.02 by default (seed 004)"},
-    {"gamma", 1, 1, 1, "gamma:G, N(0, fan_in^-2G) (seed 000 §4.2, seed 003 §3)"},
-    {"small_init", 0, 0, 1, "N(0, 2/(5d)), d the model width (Nguyen & Salazar 2019)"},
-    {"trunc_lecun", 0, 1, 1, "trunc_lecun[:K], N(0, 1/fan_in) cut at +-K sigma (default 3; OLMo mitchell)"},
-};
-#define NUM_SCHEMES ((int)(sizeof(schemes) / sizeof(schemes[0])))
-
-static int scheme_index(const char* name) {
-    for (int i = 0; i < NUM_SCHEMES; i++)
-        if (strcmp(schemes[i].name, name) == 0) return i;
-    return -1;
+static void usage(void) {
+    Options d;
+    options_default(&d);
+    printf("usage: ./train_gpt2 [flags]   (every flag takes a value)\n"
+           "data and output\n"
+           "  -i FILE   training data: byte text, or an llm.c uint16 token shard (default %s)\n"
+           "  -j FILE   validation data (default %s)\n"
+           "  -o DIR    output dir: DIR/log.jsonl and checkpoints DIR/ckpt_STEP.bin (default none)\n"
+           "  -y FILE   resume from this checkpoint (the model flags must match it)\n"
+           "  --decode FILE  decode table for token shards (default: beside -i, PREFIX_decode.bin)\n"
+           "model\n"
+           "  -a NAME   preset: gpt2 (LayerNorm, GELU, learned positions, biases, tied head)\n"
+           "            or llama (RMSNorm, SwiGLU, RoPE, no biases, untied head) (default %s)\n"
+           "  -L N      blocks (default %d)    -C N  width d (default %d)    -H N  heads (default %d)\n"
+           "  -K N      key/value heads, divides -H (default: = heads)\n"
+           "  -F N      MLP hidden width (default 4 x width)\n"
+           "  -T N      longest sequence the model takes (default: = -t)\n"
+           "  -V N      vocabulary of token shards (default 50257; byte text is always 256)\n"
+           "  -G 0|1    gated attention, [SmallInit eqs. 3-4] (default 0)\n"
+           "  -e EPS    norm eps inside the square root, [SmallInit eqs. 1-2] (default %g)\n"
+           "  --norm layernorm|rmsnorm  --mlp gelu|swiglu  --pos learned|rope  --bias 0|1  --tie 0|1\n"
+           "            override one switch of the preset\n"
+           "  --rope-theta X  RoPE base (default %g)\n"
+           "initialization (doc/initializers.md; the recipes and schemes are listed below)\n"
+           "  -I SPEC   RECIPE_OR_SCHEME[,GROUP=SCHEME...] (default %s): the scheme applies to every\n"
+           "            weight group, GROUP=SCHEME overrides one group; norms start at 1, biases at 0\n"
+           "            unless overridden. Groups: emb pos qkv gate out up down head norm bias\n"
+           "  -g G      gamma-init, = -I gamma:G [SmallInit §4.2]: N(0, fan_in^-2G), wte/wpe (n, d): d^-2G\n"
+           "  --resid-scale 0|1  multiply attn.wo and mlp.wdown by 1/sqrt(2L), with any scheme\n"
+           "            (default: as the recipe says; 0 also turns off a recipe's depth factors)\n"
+           "  --mup-base N  muP's base width, width_mult = C/N (default %d; needs -I mup)\n"
+           "  --init-report 1  print every tensor's scheme, expected and measured statistics and the\n"
+           "            blocks' variance ratios on one batch, then exit without training\n"
+           "  -r SEED   seed of initialization, data order and sampling (default %d)\n"
+           "training\n"
+           "  -b N      batch size (default %d)    -t N  sequence length (default %d)\n"
+           "  -x N      steps (default %d)\n"
+           "  -l LR     peak learning rate (default %g)   -u N  warmup steps (default %d)\n"
+           "  -q F      cosine floor as a fraction of the peak (default %g)\n"
+           "  -c L      decoupled weight decay lambda, [ComplexCtl eq. 1] (default %g); applies to\n"
+           "            weight matrices only: not to norms, biases, or wte/wpe unless --decay-emb 1\n"
+           "  --decay-emb 0|1  decay the embeddings too (default 0)\n"
+           "  -z X      clip the global gradient norm at X, 0 = off (default %g)\n"
+           "  --beta1 X --beta2 X --adam-eps X  AdamW constants (default %g %g %g)\n"
+           "evaluation\n"
+           "  -v N      validation loss every N steps (default %d)   -m N  batches of it (default %d)\n"
+           "  -s N      sample every N steps, 0 = only at the end (default %d)\n"
+           "  -S N      sample length in tokens (default %d)\n"
+           "  -n N      checkpoint every N steps when -o is given (default %d; always at the end)\n"
+           "  -h        this help\n"
+           "threads: OMP_NUM_THREADS. Same seed, flags and thread count give the same losses.\n",
+           d.train_path, d.val_path, d.preset, d.L, d.C, d.H, (double)d.eps, (double)d.rope_theta, d.init,
+           MUP_BASE_DEFAULT, d.seed, d.B, d.T, d.steps, (double)d.opt.lr, d.opt.warmup, (double)d.opt.lr_floor,
+           (double)d.opt.weight_decay, (double)d.opt.clip, (double)d.opt.beta1, (double)d.opt.beta2,
+           (double)d.opt.adam_eps, d.val_every, d.val_batches, d.sample_every, d.sample_len, d.ckpt_every);
+    printf("-I recipes\n");
+    for (int i = 0; i < NUM_RECIPES; i++) printf("  %-15s %s\n", recipes[i].name, recipes[i].help);
+    printf("-I schemes (fan_in = columns, fan_out = rows of a (out, in) weight; PyTorch's nn.init, bit for bit)\n");
+    for (int i = 0; i < NUM_SCHEMES; i++) printf("  %-15s %s\n", schemes[i].name, schemes[i].help);
+    printf("  kaiming NONLIN: linear sigmoid tanh relu (default) leaky_relu selu gelu silu; PARAM: leaky_relu's slope\n");
+    printf("probes (doc/probes.md; they do not change training, except --spike-skip 1)\n"
+           "  -p N      run the probes at step 0 and every N steps, into DIR/log.jsonl (default 0 = off)\n"
+           "  --probes LIST  comma-separated subset (default all): act grad weight normscale resflow\n"
+           "            sink rank condense embcos spike (spike: every step); coord: see --coord-check\n"
+           "  --cossim-dump NAME  at every probe step write the row cosine matrix C(W) of tensor NAME\n"
+           "            (e.g. h.0.attn.wq) to DIR/cossim_NAME_stepSTEP.bin\n"
+           "  --dump-token-losses FILE  after training, write target, loss and p(target) of every\n"
+           "            position of the -m validation batches to FILE (CSV)\n"
+           "  --spike-z Z      the spike probe flags a loss or grad-norm z-score above Z (default %g)\n"
+           "  --spike-skip 0|1 skip the update of a flagged step (default 0)\n"
+           "  --coord-check 0|1  muP coordinate check: train --coord-steps steps at each width of\n"
+           "            --coord-widths (other flags as given), log mean |x| per sublayer, print a table\n"
+           "  --coord-widths LIST (default %s)   --coord-steps N (default %d)\n",
+           (double)d.probe.spike_z, d.probe.coord_widths, d.probe.coord_steps);
 }
 
+// ---- initializer text: schemes (section 6) and -I ----------------------------------------------
 // "kaiming_uniform:leaky_relu:0.2:fan_out" -> name, nonlin, args. fatal() on anything else.
 static void parse_scheme(Scheme* s, const char* text) {
     memset(s, 0, sizeof(*s));
@@ -2425,232 +3535,6 @@ static void parse_scheme(Scheme* s, const char* text) {
         fatal("initializer '%s' takes %d to %d numbers, got %d", s->name, schemes[idx].min_args,
               schemes[idx].max_args, s->nargs);
 }
-
-static Dist dist_of(DistKind kind) {
-    Dist d;
-    memset(&d, 0, sizeof(d));
-    d.kind = kind;
-    return d;
-}
-static Dist dist_const(double v) { Dist d = dist_of(D_CONST); d.mean = v; return d; }
-static Dist dist_normal(double mean, double std) { Dist d = dist_of(D_NORMAL); d.mean = mean; d.std = std; return d; }
-static Dist dist_uniform(double lo, double hi) { Dist d = dist_of(D_UNIFORM); d.lo = lo; d.hi = hi; return d; }
-static Dist dist_trunc(double std, double lo, double hi) { Dist d = dist_of(D_TRUNC); d.std = std; d.lo = lo; d.hi = hi; return d; }
-
-// The distribution a scheme gives a (rows, cols) tensor; fan_in = cols, fan_out = rows, as PyTorch's
-// _calculate_fan_in_and_fan_out for a 2-D tensor. That includes embeddings: wte is (V, C), so its
-// "fan_in" is C, which is exactly seed 000 Appendix A's convention std = d^-gamma (seed_corrections
-// 000-4). `matrix` is 0 for norm weights and biases. d_model is the model width (small_init); 0 outside a model, where cols stands in.
-// Every arithmetic step below is the one PyTorch's Python performs, in the same order, in double.
-static Dist scheme_dist(const Scheme* s, int rows, int cols, int matrix, int d_model) {
-    const char* n = s->name;
-    const double* a = s->arg;
-    double fan_in = cols, fan_out = rows;
-    if (schemes[scheme_index(n)].fans && !matrix) fatal("initializer '%s' needs a matrix (fans), not a vector", n);
-    // Constants are right for norm weights (1) and biases (0). For a weight matrix they are seed 002
-    // ch. 7's symmetry problem: units with equal weights in and out compute the same thing, get the
-    // same gradient and never separate; all zeros is even a stationary point (init_report flags it).
-    if (!strcmp(n, "zeros")) return dist_const(0.0);
-    if (!strcmp(n, "ones")) return dist_const(1.0);
-    if (!strcmp(n, "constant")) return dist_const(a[0]);
-    // The two raw distributions: Var N(m, s^2) = s^2, Var U(a, b) = (b - a)^2 / 12. PyTorch's order
-    // of arguments (mean, std) and (a, b); one number is a std or a symmetric bound.
-    if (!strcmp(n, "normal")) return s->nargs == 2 ? dist_normal(a[0], a[1]) : dist_normal(0.0, s->nargs ? a[0] : 1.0);
-    if (!strcmp(n, "uniform")) return s->nargs == 2 ? dist_uniform(a[0], a[1]) : s->nargs ? dist_uniform(-a[0], a[0]) : dist_uniform(0.0, 1.0);
-    if (!strcmp(n, "trunc_normal")) {
-        // PyTorch's bounds are ABSOLUTE: trunc_normal_(w, std=0.02) cuts at +-2 = +-100 sigma, i.e.
-        // not at all. seed 002's "|x| < 2 sigma" misreads it (seed_corrections 002-23).
-        if (s->nargs == 2) fatal("trunc_normal takes STD or STD:A:B, not two numbers");
-        double std = s->nargs ? a[0] : 1.0;
-        return s->nargs == 3 ? dist_trunc(std, a[1], a[2]) : dist_trunc(std, -2.0, 2.0);
-    }
-    if (!strcmp(n, "trunc_sigma")) {
-        // cut at +-K sigma: the std shrinks, by 0.8796 at K = 2 and 0.9866 at K = 3
-        // (seed_corrections 002-23); the parameter is the std before the cut, as in PyTorch
-        double k = s->nargs == 2 ? a[1] : 2.0;
-        return dist_trunc(a[0], -k * a[0], k * a[0]);
-    }
-    // eye: W x copies the first min(rows, cols) coordinates of x; norm-preserving when square
-    if (!strcmp(n, "eye")) { Dist d = dist_of(D_EYE); d.gain = 1.0; return d; }
-    // sparse (Martens 2010): N(0, std^2) with ceil(S rows) zeros in each column, so each input feeds
-    // only a fraction 1 - S of the units; Var = std^2 (1 - zeros/rows)
-    if (!strcmp(n, "sparse")) {
-        Dist d = dist_of(D_SPARSE);
-        d.sparsity = a[0];
-        d.std = s->nargs == 2 ? a[1] : 0.01;
-        return d;
-    }
-    if (!strcmp(n, "lecun_normal") || !strcmp(n, "lecun_uniform")) {
-        // LeCun (1998), seed 001 §2 Challenge 1: Var(y) = fan_in Var(W) Var(x) for independent
-        // zero-mean W, x, so Var(W) = 1/fan_in keeps Var(y) = Var(x). PyTorch spells it
-        // kaiming_*(nonlinearity='linear'): std = 1/sqrt(fan_in); uniform bound sqrt(3) std.
-        double std = calculate_gain("linear", NAN) / sqrt(fan_in);
-        return !strcmp(n, "lecun_normal") ? dist_normal(0.0, std) : dist_uniform(-sqrt(3.0) * std, sqrt(3.0) * std);
-    }
-    if (!strcmp(n, "xavier_normal") || !strcmp(n, "xavier_uniform")) {
-        // Glorot & Bengio (2010), seed 001 §2 Challenge 2, seed 002 ch. 2: the forward pass wants
-        // Var(W) = 1/fan_in, the backward 1/fan_out; Xavier takes the harmonic mean 2/(fan_in+fan_out)
-        // (not the arithmetic mean of the variances, seed_corrections 002-8). For a square layer it is
-        // 1/n, LeCun (001-4). Uniform: Var U(-b,b) = b^2/3, so b = sqrt(3) std = sqrt(6/(fan_in+fan_out)).
-        double gain = s->nargs ? a[0] : 1.0;
-        double std = gain * sqrt(2.0 / (fan_in + fan_out));
-        return !strcmp(n, "xavier_normal") ? dist_normal(0.0, std) : dist_uniform(-sqrt(3.0) * std, sqrt(3.0) * std);
-    }
-    if (!strcmp(n, "kaiming_normal") || !strcmp(n, "kaiming_uniform") || !strcmp(n, "torch_linear")) {
-        // He et al. (2015), seed 001 §3 Challenge 3, seed 002 ch. 3: ReLU keeps half the SECOND
-        // MOMENT, E[relu(z)^2] = E[z^2]/2, so Var(W) = 2/fan_in (the variance is 0.34 Var z, not
-        // half: seed_corrections 001-6; the next layer needs E[x^2]). In general gain^2/fan with
-        // calculate_gain's g; mode fan_out preserves the backward pass instead (2/fan_out).
-        // torch_linear: nn.Linear's reset_parameters() calls kaiming_uniform_(a=sqrt(5)): gain^2 =
-        // 2/(1+5), bound = sqrt(3) gain/sqrt(fan_in) = 1/sqrt(fan_in), Var = 1/(3 fan_in): one sixth
-        // of He's, not He init (seed_corrections 002-16).
-        int torch_lin = !strcmp(n, "torch_linear");
-        double param = torch_lin ? sqrt(5.0) : s->nargs ? a[0] : 0.0;   // kaiming_*_(a=0) by default
-        double gain = calculate_gain(torch_lin ? "leaky_relu" : s->nonlin, param);
-        double std = gain / sqrt(s->fan_out ? fan_out : fan_in);
-        return !strcmp(n, "kaiming_normal") ? dist_normal(0.0, std) : dist_uniform(-sqrt(3.0) * std, sqrt(3.0) * std);
-    }
-    if (!strcmp(n, "orthogonal")) {
-        // Saxe et al. (2014), seed 002 ch. 4: Q from the QR of a Gaussian matrix, columns times
-        // sign(diag R) so Q is uniform (Haar); Q^T Q = I preserves every norm exactly, at any depth.
-        Dist d = dist_of(D_ORTHO);
-        d.gain = s->nargs ? a[0] : 1.0;
-        return d;
-    }
-    if (!strcmp(n, "sigma")) return dist_normal(0.0, s->nargs ? a[0] : 0.02);  // seed 004 E1: one std for all
-    if (!strcmp(n, "gamma")) {
-        // seed 000 §4.2, seed 003 §3: W_ij ~ N(0, d_in^(-2 gamma)); gamma = 1/2 is LeCun exactly
-        // (He has an extra sqrt 2, Xavier matches for square layers: seed_corrections 000-4, 003-1).
-        // gamma = 1 at d = 2048: Var 2.38e-7 (000-1); the large-gamma regime of seed 000 §4.
-        return dist_normal(0.0, pow(fan_in, -a[0]));
-    }
-    if (!strcmp(n, "small_init")) {
-        // Nguyen & Salazar (2019) "Transformers without tears": Var = 2/(5d) = 2/(d + 4d), Xavier's
-        // harmonic rule applied to a d -> 4d MLP layer, used for every matrix (GPT-NeoX small_init).
-        return dist_normal(0.0, sqrt(2.0 / (5.0 * (d_model > 0 ? d_model : fan_in))));
-    }
-    if (!strcmp(n, "trunc_lecun")) {
-        // OLMo's "mitchell" init: std 1/sqrt(fan_in), truncated at +-K std (K = 3) so that no weight
-        // starts an outlier; the cut shrinks the std by 1.3% at K = 3
-        double std = 1.0 / sqrt(fan_in), k = s->nargs ? a[0] : 3.0;
-        return dist_trunc(std, -k * std, k * std);
-    }
-    fatal("internal: scheme '%s' has no distribution", n);
-    return dist_const(0.0);
-}
-
-// Multiplies a distribution by f (the residual factors of section 6's recipes): same draws, scaled.
-static Dist dist_scaled(Dist d, double f) {
-    d.mean *= f; d.std *= f; d.lo *= f; d.hi *= f; d.gain *= f;
-    return d;
-}
-
-// Draws a (rows, cols) tensor from d exactly as the nn.init function does (section 2).
-static void dist_fill(Rng* g, float* w, int rows, int cols, const Dist* d) {
-    size_t n = (size_t)rows * cols;
-    switch (d->kind) {
-    case D_CONST: for (size_t i = 0; i < n; i++) w[i] = (float)d->mean; break;
-    case D_NORMAL: init_normal_d(g, w, n, d->mean, d->std); break;
-    case D_UNIFORM: init_uniform(g, w, n, (float)d->lo, (float)d->hi); break;
-    case D_TRUNC: init_trunc_normal_d(g, w, n, 0.0, d->std, d->lo, d->hi); break;
-    case D_ORTHO: init_orthogonal(g, w, rows, cols, (float)d->gain); break;
-    case D_SPARSE: init_sparse_d(g, w, rows, cols, d->sparsity, d->std); break;
-    case D_EYE:
-        for (size_t i = 0; i < n; i++) w[i] = 0.0f;
-        for (int i = 0; i < rows && i < cols; i++) w[(size_t)i * cols + i] = (float)d->gain;
-        break;
-    }
-}
-
-// The std a tensor drawn from d should show (for --init-report and the sampling tests).
-static double dist_std(const Dist* d, int rows, int cols) {
-    switch (d->kind) {
-    case D_CONST: return 0.0;
-    case D_NORMAL: return d->std;
-    case D_UNIFORM: return (d->hi - d->lo) / sqrt(12.0);
-    case D_TRUNC: {
-        // N(0, s^2) cut to [a, b]: with al = a/s, be = b/s, Z = Phi(be) - Phi(al),
-        // Var = s^2 (1 + (al phi(al) - be phi(be))/Z - ((phi(al) - phi(be))/Z)^2)
-        double al = d->lo / d->std, be = d->hi / d->std;
-        double pa = exp(-0.5 * al * al) / sqrt(2 * RNG_PI), pb = exp(-0.5 * be * be) / sqrt(2 * RNG_PI);
-        double Z = 0.5 * (erf(be / sqrt(2.0)) - erf(al / sqrt(2.0)));
-        double m = (pa - pb) / Z;
-        return d->std * sqrt(1.0 + (al * pa - be * pb) / Z - m * m);
-    }
-    case D_ORTHO: return fabs(d->gain) / sqrt(rows > cols ? rows : cols);   // unit columns (rows) of length max
-    case D_SPARSE: return d->std * sqrt((rows - ceil(d->sparsity * rows)) / rows);
-    case D_EYE: {
-        double p = (double)(rows < cols ? rows : cols) / ((double)rows * cols);
-        return fabs(d->gain) * sqrt(p * (1.0 - p));
-    }
-    }
-    return 0.0;
-}
-
-// Fill a (rows, cols) matrix, PyTorch Linear convention: rows = fan_out, cols = fan_in.
-// `scheme` is the -I syntax for one scheme, e.g. "xavier_normal", "xavier_uniform:1.6667",
-// "kaiming_normal:relu", "kaiming_uniform:leaky_relu:0.2", "lecun_normal", "orthogonal:1.414",
-// "normal:0.01", "uniform:-0.1:0.1", "trunc_normal:0.02", "zeros", "constant:0.5", "eye", ...
-// Equal to torch.manual_seed + the nn.init call on torch.empty(rows, cols) (orthogonal: to 5e-6).
-static void init_matrix_text(Rng* g, float* w, int rows, int cols, const char* scheme) {
-    Scheme s;
-    parse_scheme(&s, scheme);
-    Dist d = scheme_dist(&s, rows, cols, 1, 0);
-    dist_fill(g, w, rows, cols, &d);
-}
-
-// ---- recipes: a scheme per parameter group, a factor per tensor, and muP ---------------------------
-
-// How the projections that write into the residual stream (attn.wo, mlp.wdown) are scaled.
-typedef enum { RESID_NONE, RESID_SQRT2L, RESID_DEPTH, RESID_DEEPNET } ResidScale;
-static const char* resid_names[] = {"none", "1/sqrt(2L)", "1/sqrt(2(l+1))", "deepnet (8L)^-1/4"};
-
-// What -I, -g, --resid-scale and --mup-base select.
-typedef struct {
-    char first[32];             // the first word of -I (a recipe or a scheme), for the printout
-    Scheme rule[NUM_GROUPS];    // an empty name: norm weights 1, biases 0
-    int resid;                  // ResidScale
-    int mup;                    // muP (seed 001 §5-6, corrected by seed_corrections 001-14)
-    int mup_base;               // muP's base width: width_mult = C / mup_base
-} InitSpec;
-
-#define MUP_BASE_DEFAULT 128
-
-// Each recipe is written in -I's own syntax: a scheme for every weight group, then overrides.
-static const struct { const char* name; const char* spec; int resid, mup; const char* help; } recipes[] = {
-    // seed 001 §4, seed 002 ch. 5 (GPT-2, nanoGPT): N(0, 0.02^2) everywhere; the 2L projections
-    // that add into the residual stream get 0.02/sqrt(2L) so its variance grows by 1 + sigma^2, not
-    // 1 + 2L sigma^2 (seed_corrections 001-10: 161x at L=80 unscaled, not 81x)
-    {"gpt2", "sigma:0.02", RESID_SQRT2L, 0, "N(0,0.02^2), out/down x 1/sqrt(2L) (seed 001 §4)"},
-    // seed 002 ch. 5's "Llama" column (the post's own proposal, not Meta's or HF's recipe:
-    // seed_corrections 002-21): embeddings 1/sqrt(d) (wte is (V, d): fan_in d), He normal for every
-    // matrix, residual projections / sqrt(2L). It applies to attn.wo AND mlp.wdown here (the post's
-    // code misses Llama's o_proj by matching 'out_proj').
-    {"llama", "kaiming_normal:relu,emb=lecun_normal,pos=lecun_normal", RESID_SQRT2L, 0,
-     "seed 002: embeddings N(0,1/d), He normal, out/down x 1/sqrt(2L)"},
-    // Hugging Face LlamaPreTrainedModel._init_weights: N(0, 0.02^2) for every Linear and Embedding
-    // (initializer_range), no residual scaling (seed_corrections 002-21, point 3)
-    {"hf_llama", "sigma:0.02", RESID_NONE, 0, "N(0,0.02^2) everywhere, no residual scaling (HF Llama)"},
-    // OLMo "mitchell": every matrix N(0, 1/fan_in) truncated at +-3 sigma; output projections of
-    // block l (from 0) 1/sqrt(2 fan_in (l+1)) = the same times 1/sqrt(2(l+1))
-    {"olmo_mitchell", "trunc_lecun:3", RESID_DEPTH, 0, "N(0,1/fan_in) cut at 3 sigma, out/down x 1/sqrt(2(l+1))"},
-    // depth-scaled (TorchTitan's depth_init): N(0, 0.02^2), output projections of block l 0.02/sqrt(2(l+1))
-    {"depth_scaled", "sigma:0.02", RESID_DEPTH, 0, "N(0,0.02^2), out/down x 1/sqrt(2(l+1))"},
-    {"small_init", "small_init", RESID_NONE, 0, "N(0, 2/(5d)) everywhere (Nguyen & Salazar 2019)"},
-    // ReZero / SkipInit / Fixup style: each block starts as the identity, the residual stream is the
-    // embedding until training opens the branches
-    {"zero_resid", "sigma:0.02,out=zeros,down=zeros", RESID_NONE, 0, "N(0,0.02^2), out/down = 0 (blocks start as identity)"},
-    // DeepNet (Wang et al. 2022), decoder-only: Xavier, then beta = (8N)^(-1/4) on the FFN, the value
-    // and the output projections (N = L blocks). DeepNet's residual up-weighting alpha = (2N)^(1/4)
-    // belongs to its Post-LN architecture and is not applied here (this model is Pre-LN).
-    {"deepnet", "xavier_normal", RESID_DEEPNET, 0, "Xavier normal, v/out/up/gate/down x (8L)^-1/4"},
-    // muP for Adam (Tensor Programs V Table 3; seed_corrections 001-14): hidden N(0, 1/fan_in) with lr
-    // x 1/width_mult, embeddings with a width-independent N(0, 1) (nn.Embedding's default), the readout
-    // zero with a forward multiplier 1/width_mult, attention 1/d_head. See mup_configure().
-    {"mup", "lecun_normal,emb=normal:1,pos=normal:1,head=zeros", RESID_NONE, 1,
-     "muP (untied head): hidden N(0,1/fan_in) lr/width_mult, emb N(0,1), head 0 x 1/width_mult, attn 1/d_head"},
-};
-#define NUM_RECIPES ((int)(sizeof(recipes) / sizeof(recipes[0])))
 
 // -I SCHEME_OR_RECIPE[,GROUP=SCHEME...] into spec (on top of what it holds). A recipe's own text is
 // read with recipes off: "small_init" is both a recipe and the scheme it applies.
@@ -2690,7 +3574,7 @@ static void parse_init_text(InitSpec* spec, const char* text, int recipes_on) {
     if (first) fatal("empty -I");
 }
 
-// -I text and -g gamma (>= 0: gamma-init for every matrix and embedding, seed 000 §4.2; replaces -I).
+// -I text and -g gamma (>= 0: gamma-init for every matrix and embedding, [SmallInit §4.2]; replaces -I).
 static void parse_init(InitSpec* spec, const char* text, double gamma) {
     memset(spec, 0, sizeof(*spec));
     spec->mup_base = MUP_BASE_DEFAULT;
@@ -2701,540 +3585,6 @@ static void parse_init(InitSpec* spec, const char* text, double gamma) {
     } else {
         parse_init_text(spec, text, 1);
     }
-}
-
-// The residual factor of one tensor: 1 for all but the projections each recipe scales.
-static double resid_factor(const InitSpec* spec, const Tensor* t, int L) {
-    int resid = t->kind == K_WO || t->kind == K_WDOWN;
-    switch (spec->resid) {
-    case RESID_SQRT2L: return resid ? 1.0 / sqrt(2.0 * L) : 1.0;
-    case RESID_DEPTH: return resid ? 1.0 / sqrt(2.0 * (t->layer + 1)) : 1.0;
-    case RESID_DEEPNET:
-        return resid || t->kind == K_WV || t->kind == K_WUP || t->kind == K_WGATE ? pow(8.0 * L, -0.25) : 1.0;
-    }
-    return 1.0;
-}
-
-// The scheme of one tensor: its group's rule, or 1 for norm weights and 0 for biases.
-static Scheme tensor_scheme(const InitSpec* spec, const Tensor* t) {
-    Scheme s = spec->rule[t->group];
-    if (!s.name[0]) parse_scheme(&s, t->group == G_NORM ? "ones" : "zeros");
-    return s;
-}
-
-// The distribution one tensor of m is drawn from under spec.
-static Dist tensor_dist(const InitSpec* spec, const Model* m, const Tensor* t) {
-    Scheme s = tensor_scheme(spec, t);
-    int matrix = t->group != G_NORM && t->group != G_BIAS;
-    Dist d = scheme_dist(&s, t->rows, t->cols, matrix, m->cfg.C);
-    return dist_scaled(d, resid_factor(spec, t, m->cfg.L));
-}
-
-// muP for Adam (Yang et al., Tensor Programs V, Table 3), as seed_corrections 001-14 corrects seed
-// 001 §5-6. With width_mult = C / base:
-//   hidden matrices (qkv, gate, out, up, down): init Var 1/fan_in (the recipe), lr x 1/width_mult
-//     (= base_fan_in / fan_in: 256/8192 = 0.03125, seed_corrections 001-17): Adam moves every entry by
-//     ~lr whatever the width, and fan_in such moves add up coherently in W x, so the lr must fall as
-//     1/fan_in to keep the change of each output O(1) (001-15).
-//   the readout (lm_head): zero at init, logits multiplied by 1/width_mult, lr x 1 (the mup package's
-//     MuReadout form). seed 001's MuPLinear has neither and is not muP (001-14).
-//   embeddings, norms, biases: lr x 1, embedding init independent of width.
-//   attention: q.k / d_head instead of q.k / sqrt(d_head): q and k become correlated during
-//     training, so q.k grows like d_head, not sqrt(d_head).
-// This changes the forward pass (Config.attn_scale, Config.logit_scale; the backward pass uses the
-// same two numbers), so it happens before a checkpoint is loaded, which checks them.
-static void mup_configure(Model* m, int base) {
-    Config* c = &m->cfg;
-    if (c->tied) fatal("-I mup needs an untied head (--tie 0): the readout starts at 0 with its own multiplier, the embedding does not");
-    if (base <= 0) fatal("--mup-base must be positive");
-    double width_mult = (double)c->C / base;
-    c->attn_scale = 1.0f / (float)(c->C / c->H);
-    c->logit_scale = (float)(1.0 / width_mult);
-    for (int i = 0; i < m->num_tensors; i++) {
-        Tensor* t = &m->tensors[i];
-        Group g = t->group;
-        int hidden = g == G_QKV || g == G_GATE || g == G_OUT || g == G_UP || g == G_DOWN;
-        t->lr_mult = hidden ? (float)(1.0 / width_mult) : 1.0f;
-    }
-}
-
-// Initializes every tensor of m in the table's order (wte, wpe, h.0.*, ..., lnf.*, lm_head), all from
-// one generator seeded once, and applies muP's forward multipliers and learning rates.
-static void model_init(Model* m, const InitSpec* spec, uint64_t seed) {
-    Rng g;
-    rng_seed(&g, seed);
-    if (spec->mup) mup_configure(m, spec->mup_base);
-    for (int i = 0; i < m->num_tensors; i++) {
-        const Tensor* t = &m->tensors[i];
-        Dist d = tensor_dist(spec, m, t);
-        dist_fill(&g, m->params + t->offset, t->rows, t->cols, &d);
-    }
-}
-
-// --init-report: seed 001 §6.1's table of every tensor (expected against measured statistics), then
-// each block's effect on the residual stream's variance for one batch, Var(out)/Var(in), with a
-// warning outside [0.5, 2]. It flags the symmetry trap of seed 002 ch. 7: when the MLP's hidden units
-// all have the same incoming weights (rows of up/gate, and biases) and the same outgoing weights
-// (columns of down), they compute the same thing, receive the same gradient, and no step can ever
-// separate them: the layer acts as one unit (-I zeros shows it). Equal rows alone are harmless when
-// the units' gradients differ, e.g. a zero readout or zero out/down projections (zero_resid, muP).
-static int columns_equal(const float* w, int rows, int cols) {
-    for (int r = 0; r < rows; r++)
-        for (int k = 1; k < cols; k++)
-            if (w[(size_t)r * cols + k] != w[(size_t)r * cols]) return 0;
-    return 1;
-}
-
-static void init_report(Model* m, const InitSpec* spec, const int* tokens, int B, int T) {
-    const Config* c = &m->cfg;
-    printf("init: %s, residual scaling %s%s; L=%d C=%d\n", spec->first, resid_names[spec->resid],
-           spec->mup ? ", muP" : "", c->L, c->C);
-    printf("%-18s %-10s %-30s %6s %10s | %10s %10s %10s %10s\n", "tensor", "shape", "scheme", "lr x",
-           "expect std", "mean", "std", "min", "max");
-    int symmetric = 0;
-    for (int i = 0; i < m->num_tensors; i++) {
-        const Tensor* t = &m->tensors[i];
-        const float* w = m->params + t->offset;
-        Scheme sc = tensor_scheme(spec, t);
-        Dist d = tensor_dist(spec, m, t);
-        double f = resid_factor(spec, t, c->L);
-        char shape[24], desc[96];
-        if (t->cols > 1) snprintf(shape, sizeof(shape), "%dx%d", t->rows, t->cols);
-        else snprintf(shape, sizeof(shape), "%d", t->rows);
-        if (f != 1.0) snprintf(desc, sizeof(desc), "%s x%.4g", sc.text, f);
-        else snprintf(desc, sizeof(desc), "%s", sc.text);
-        Stats st = stats_of(w, NULL, (long)t->numel);
-        printf("%-18s %-10s %-30.30s %6.4g %10.4g | %10.3e %10.4g %10.4g %10.4g\n", t->name, shape, desc,
-               (double)t->lr_mult, dist_std(&d, t->rows, t->cols), st.mean, st.std, st.min, st.max);
-    }
-    // the MLP's hidden units: rows of up (and gate, and their biases) = columns of down (transposed)
-    for (int l = 0; l < c->L; l++) {
-        int equal = columns_equal(PW(m, K_WDOWN, l), c->C, c->F);
-        int in_kinds[4] = {K_WUP, K_BUP, K_WGATE, K_BGATE};
-        for (int k = 0; k < 4 && equal; k++) {
-            const float* w = PW(m, in_kinds[k], l);
-            int cols = in_kinds[k] == K_WUP || in_kinds[k] == K_WGATE ? c->C : 1;
-            for (int r = 1; w && r < c->F && equal; r++) equal = !memcmp(w, w + (size_t)r * cols, cols * sizeof(float));
-        }
-        if (equal) {
-            printf("warning: h.%d.mlp: all %d hidden units have identical weights in and out: they get identical "
-                   "gradients and stay identical (seed 002 ch. 7)\n", l, c->F);
-            symmetric++;
-        }
-    }
-    if (spec->mup)
-        printf("muP: attention scale %.6g (1/d_head), logit multiplier %.6g (1/width_mult, base width %d)\n",
-               (double)c->attn_scale, (double)c->logit_scale, spec->mup_base);
-    model_forward(m, tokens, NULL, B, T);
-    long n = (long)B * T * c->C, stride = (long)m->B * m->T * c->C;
-    printf("forward pass on one batch (B=%d T=%d): variance of the residual stream\n", B, T);
-    printf("%-8s %12s %12s %10s\n", "block", "Var(in)", "Var(out)", "out/in");
-    int warned = 0;
-    for (int l = 0; l < c->L; l++) {
-        Stats a = stats_of(m->a.res + l * stride, NULL, n), b = stats_of(m->a.res + (l + 1) * stride, NULL, n);
-        double ratio = (b.std * b.std) / (a.std * a.std);
-        int off = !(ratio >= 0.5 && ratio <= 2.0);
-        warned += off;
-        printf("h.%-6d %12.4e %12.4e %10.4g%s\n", l, a.std * a.std, b.std * b.std, ratio,
-               a.std == 0.0 ? "   warning: the stream is exactly 0" : off ? "   warning: outside [0.5, 2]" : "");
-    }
-    if (warned) printf("warning: %d of %d blocks outside [0.5, 2]\n", warned, c->L);
-    if (symmetric) printf("warning: %d of %d MLPs are symmetric: each trains as a single hidden unit\n", symmetric, c->L);
-}
-
-// ============================================================================================
-// 7. AdamW with decoupled weight decay, the learning-rate schedule, gradient clipping
-// ============================================================================================
-
-typedef struct {
-    float lr;           // peak learning rate
-    float lr_floor;     // the cosine decays to lr * lr_floor
-    int warmup, steps;
-    float beta1, beta2, adam_eps;
-    float weight_decay; // lambda, seed 003 eq. (1)
-    float clip;         // global gradient-norm clip, 0 = off
-} OptConfig;
-
-// Linear warmup over `warmup` steps, then cosine decay to lr * lr_floor at the last step.
-static float lr_at(const OptConfig* o, int step) {
-    if (step < o->warmup) return o->lr * (step + 1) / o->warmup;
-    double span = o->steps - o->warmup;
-    double ratio = span > 0 ? (step - o->warmup) / span : 0.0;
-    if (ratio > 1.0) ratio = 1.0;
-    double floor_lr = o->lr * o->lr_floor;
-    return (float)(floor_lr + 0.5 * (1.0 + cos(M_PI * ratio)) * (o->lr - floor_lr));
-}
-
-// sqrt(sum g^2) over every gradient, summed in GN_CHUNKS fixed chunks (each in vector-lane partial
-// sums) and then in chunk order, so the result does not depend on the number of threads.
-#define GN_CHUNKS 256
-static double grad_norm(const Model* m) {
-    double partial[GN_CHUNKS];
-    size_t n = m->num_params, chunk = (n + GN_CHUNKS - 1) / GN_CHUNKS;
-    #pragma omp parallel for schedule(static)
-    for (int ci = 0; ci < GN_CHUNKS; ci++) {
-        size_t i0 = ci * chunk < n ? ci * chunk : n, i1 = i0 + chunk < n ? i0 + chunk : n;
-        const float* g = m->grads;
-        double s = 0.0;
-        #pragma omp simd reduction(+ : s)
-        for (size_t i = i0; i < i1; i++) s += (double)g[i] * g[i];
-        partial[ci] = s;
-    }
-    double total = 0.0;
-    for (int ci = 0; ci < GN_CHUNKS; ci++) total += partial[ci];
-    return sqrt(total);
-}
-
-// One AdamW step (t counts from 1), PyTorch's operation order:
-//   theta <- theta (1 - lr lambda)                        decoupled weight decay, seed 003 eq. (1)
-//   m <- b1 m + (1-b1) g ;  v <- b2 v + (1-b2) g^2
-//   theta <- theta - lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
-// seed 003 writes the decay as theta - lambda C theta without defining C; C = lr (the scheduled
-// learning rate) is the only reading under which its lambda = 1 makes sense (seed_corrections 003-2).
-// lr is the scheduled rate times the tensor's multiplier (muP, seed 001 §5), for both terms.
-// The loop is one pass over four arrays (memory-bound on a large model); it vectorizes when sqrtf
-// may skip setting errno (-fno-math-errno, in the Makefile; v is never negative, so it never would).
-static void adamw_step(Model* m, const OptConfig* o, float sched_lr, int t, float grad_scale) {
-    double bc1 = 1.0 - pow(o->beta1, t), bc2 = sqrt(1.0 - pow(o->beta2, t));
-    for (int ti = 0; ti < m->num_tensors; ti++) {
-        const Tensor* tn = &m->tensors[ti];
-        float lr = sched_lr * tn->lr_mult;
-        float decay = tn->decay ? 1.0f - lr * o->weight_decay : 1.0f;
-        float step_size = (float)(lr / bc1), b2c = (float)bc2;
-        float *p = m->params + tn->offset, *g = m->grads + tn->offset;
-        float *mm = m->m + tn->offset, *vv = m->v + tn->offset;
-        #pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < tn->numel; i++) {
-            float gi = g[i] * grad_scale;
-            p[i] *= decay;
-            mm[i] = o->beta1 * mm[i] + (1.0f - o->beta1) * gi;
-            vv[i] = o->beta2 * vv[i] + (1.0f - o->beta2) * gi * gi;
-            p[i] -= step_size * mm[i] / (sqrtf(vv[i]) / b2c + o->adam_eps);
-        }
-    }
-}
-
-// ============================================================================================
-// 8. Data, sampling, checkpoints, the log
-// ============================================================================================
-
-// A token stream in memory. Two formats:
-//  - plain text: every byte is a token (vocabulary 256), no tokenizer needed;
-//  - llm.c token shards: 256 int32 header (magic 20240520, version 1, token count), then uint16
-//    tokens (GPT-2 BPE, written by dev/data/tokenize_gpt2.sh).
-#define SHARD_MAGIC 20240520
-typedef struct {
-    uint16_t* tok;
-    size_t n;
-    int is_shard;
-} Dataset;
-
-static void dataset_load(Dataset* d, const char* path, int V) {
-    FILE* f = fopen(path, "rb");
-    if (!f) fatal("cannot open data file %s (%s); run `make data` to fetch the default corpus", path, strerror(errno));
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    int32_t header[256] = {0};
-    size_t got = size >= (long)sizeof(header) ? fread(header, sizeof(int32_t), 256, f) : 0;
-    d->is_shard = got == 256 && header[0] == SHARD_MAGIC;
-    size_t plen = strlen(path);
-    if (!d->is_shard && plen > 4 && strcmp(path + plen - 4, ".bin") == 0)
-        fatal("%s is not a token shard (bad magic; expected %d)", path, SHARD_MAGIC);
-    if (d->is_shard) {
-        if (header[1] != 1) fatal("%s: token shard version %d, expected 1", path, header[1]);
-        d->n = (size_t)(uint32_t)header[2];
-        if ((long)(sizeof(header) + d->n * sizeof(uint16_t)) != size)
-            fatal("%s: header says %zu tokens but the file holds %ld bytes (truncated?)", path, d->n, size);
-        d->tok = xmalloc(d->n * sizeof(uint16_t));
-        if (fread(d->tok, sizeof(uint16_t), d->n, f) != d->n) fatal("%s: short read", path);
-        for (size_t i = 0; i < d->n; i++)
-            if (d->tok[i] >= V) fatal("%s: token %u at position %zu is >= vocabulary %d", path, d->tok[i], i, V);
-    } else {
-        fseek(f, 0, SEEK_SET);
-        d->n = (size_t)size;
-        d->tok = xmalloc(d->n * sizeof(uint16_t) + 1);
-        unsigned char* bytes = xmalloc(d->n + 1);
-        if (fread(bytes, 1, d->n, f) != d->n) fatal("%s: short read", path);
-        for (size_t i = 0; i < d->n; i++) d->tok[i] = bytes[i];
-        free(bytes);
-        if (V < 256) fatal("%s is byte text, which needs vocabulary 256 (got %d)", path, V);
-    }
-    fclose(f);
-}
-
-// Random windows for training: each sequence starts at an offset drawn from the data generator,
-// whose state goes into checkpoints, so a resumed run sees the same batches.
-static void dataset_random_batch(const Dataset* d, Rng* g, int* inp, int* tgt, int B, int T) {
-    size_t range = d->n - T - 1;
-    for (int b = 0; b < B; b++) {
-        size_t off = (((uint64_t)rng_u32(g) << 32) | rng_u32(g)) % (range + 1);
-        for (int t = 0; t < T; t++) {
-            inp[b * T + t] = d->tok[off + t];
-            tgt[b * T + t] = d->tok[off + t + 1];
-        }
-    }
-}
-
-// Validation batches are fixed: consecutive windows from the start of the validation data.
-static void dataset_val_batch(const Dataset* d, int batch_index, int* inp, int* tgt, int B, int T) {
-    for (int b = 0; b < B; b++) {
-        size_t off = ((size_t)batch_index * B + b) * T;
-        for (int t = 0; t < T; t++) {
-            inp[b * T + t] = d->tok[off + t];
-            tgt[b * T + t] = d->tok[off + t + 1];
-        }
-    }
-}
-
-static int dataset_num_val_batches(const Dataset* d, int B, int T) { return (int)((d->n - 1) / ((size_t)B * T)); }
-
-// Decoding tokens for printing: bytes print as themselves; GPT-2 tokens through the decode table
-// written by dev/data/tokenize_gpt2.sh (int32 header: 20240328, version 2, vocab, eot; 256 int32
-// in all; then per token a length byte and the token's bytes).
-typedef struct {
-    int V;
-    char** piece;
-} Decoder;
-
-static void decoder_load(Decoder* dec, const char* path) {
-    FILE* f = fopen(path, "rb");
-    if (!f) fatal("cannot open decode table %s (%s)", path, strerror(errno));
-    int32_t h[256];
-    if (fread(h, sizeof(int32_t), 256, f) != 256 || h[0] != 20240328 || h[1] != 2)
-        fatal("%s is not a decode table (bad header)", path);
-    dec->V = h[2];
-    dec->piece = xcalloc(dec->V, sizeof(char*));
-    for (int i = 0; i < dec->V; i++) {
-        unsigned char len;
-        if (fread(&len, 1, 1, f) != 1) fatal("%s: truncated at token %d", path, i);
-        dec->piece[i] = xcalloc(len + 1, 1);
-        if (fread(dec->piece[i], 1, len, f) != len) fatal("%s: truncated at token %d", path, i);
-    }
-    fclose(f);
-}
-
-static void print_token(const Decoder* dec, int tok) {
-    if (dec->piece) {
-        fputs(tok < dec->V ? dec->piece[tok] : "?", stdout);
-    } else {
-        putchar(tok);
-    }
-}
-
-// ---- checkpoints (format: doc/checkpoint.md) ----------------------------------------------------
-// header: "IGPTCKPT", int32 version, Config, int32 step, Rng data_rng, Rng sample_rng,
-//         uint64 num_params; then params, AdamW m, AdamW v as float32.
-#define CKPT_MAGIC "IGPTCKPT"
-#define CKPT_VERSION 1
-typedef struct {
-    char magic[8];
-    int32_t version;
-    int32_t step;           // number of optimizer steps completed
-    Config cfg;
-    Rng data_rng, sample_rng;
-    uint64_t num_params;
-} CkptHeader;
-
-// Written to PATH.tmp and renamed, so a crash mid-write never leaves a broken checkpoint at PATH.
-static void checkpoint_save(const Model* m, const char* path, int step, const Rng* data_rng, const Rng* sample_rng) {
-    char tmp[4200];
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE* f = fopen(tmp, "wb");
-    if (!f) fatal("cannot write checkpoint %s (%s)", tmp, strerror(errno));
-    CkptHeader h;
-    memset(&h, 0, sizeof(h));
-    memcpy(h.magic, CKPT_MAGIC, 8);
-    h.version = CKPT_VERSION;
-    h.step = step;
-    h.cfg = m->cfg;
-    h.data_rng = *data_rng;
-    h.sample_rng = *sample_rng;
-    h.num_params = m->num_params;
-    int ok = fwrite(&h, sizeof(h), 1, f) == 1;
-    ok = ok && fwrite(m->params, sizeof(float), m->num_params, f) == m->num_params;
-    ok = ok && fwrite(m->m, sizeof(float), m->num_params, f) == m->num_params;
-    ok = ok && fwrite(m->v, sizeof(float), m->num_params, f) == m->num_params;
-    ok = (fflush(f) == 0) && ok;
-    ok = (fsync(fileno(f)) == 0) && ok;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok) { unlink(tmp); fatal("writing checkpoint %s failed (%s)", tmp, strerror(errno)); }
-    if (rename(tmp, path) != 0) fatal("cannot rename %s to %s (%s)", tmp, path, strerror(errno));
-}
-
-// Names the first config field that differs, so the user knows which flag to fix.
-static void config_check_match(const Config* a, const Config* b, const char* path) {
-#define CHECK_FIELD(f, flag) if (a->f != b->f) fatal("checkpoint %s has %s=%g but the flags give %g (%s)", path, #f, (double)a->f, (double)b->f, flag)
-    CHECK_FIELD(V, "vocabulary comes from the data"); CHECK_FIELD(maxT, "-T"); CHECK_FIELD(L, "-L");
-    CHECK_FIELD(C, "-C"); CHECK_FIELD(H, "-H"); CHECK_FIELD(KVH, "-K"); CHECK_FIELD(F, "-F");
-    CHECK_FIELD(rmsnorm, "-a/--norm"); CHECK_FIELD(swiglu, "-a/--mlp"); CHECK_FIELD(rope, "-a/--pos");
-    CHECK_FIELD(bias, "-a/--bias"); CHECK_FIELD(tied, "-a/--tie"); CHECK_FIELD(gate, "-G");
-    CHECK_FIELD(eps, "-e"); CHECK_FIELD(rope_theta, "--rope-theta"); CHECK_FIELD(attn_scale, "muP");
-    CHECK_FIELD(logit_scale, "muP");
-#undef CHECK_FIELD
-}
-
-static int checkpoint_load(Model* m, const char* path, Rng* data_rng, Rng* sample_rng) {
-    FILE* f = fopen(path, "rb");
-    if (!f) fatal("cannot open checkpoint %s (%s)", path, strerror(errno));
-    CkptHeader h;
-    if (fread(h.magic, 1, 8, f) != 8 || memcmp(h.magic, CKPT_MAGIC, 8) != 0) fatal("%s is not a checkpoint (bad magic)", path);
-    if (fread((char*)&h + 8, sizeof(h) - 8, 1, f) != 1) fatal("checkpoint %s is truncated (no header)", path);
-    if (h.version != CKPT_VERSION) fatal("checkpoint %s has version %d, expected %d", path, h.version, CKPT_VERSION);
-    config_check_match(&h.cfg, &m->cfg, path);
-    if (h.num_params != m->num_params) fatal("checkpoint %s holds %llu parameters, the model %zu", path, (unsigned long long)h.num_params, m->num_params);
-    int ok = fread(m->params, sizeof(float), m->num_params, f) == m->num_params;
-    ok = ok && fread(m->m, sizeof(float), m->num_params, f) == m->num_params;
-    ok = ok && fread(m->v, sizeof(float), m->num_params, f) == m->num_params;
-    char extra;
-    if (!ok) fatal("checkpoint %s is truncated", path);
-    if (fread(&extra, 1, 1, f) == 1) fatal("checkpoint %s has trailing bytes", path);
-    fclose(f);
-    *data_rng = h.data_rng;
-    *sample_rng = h.sample_rng;
-    return h.step;
-}
-
-// ---- the JSON-lines log ------------------------------------------------------------------------
-typedef struct {
-    FILE* f;
-} Log;
-
-static void log_open(Log* lg, const char* dir, int append) {
-    lg->f = NULL;
-    if (!dir) return;
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/log.jsonl", dir);
-    lg->f = fopen(path, append ? "a" : "w");
-    if (!lg->f) fatal("cannot open log %s (%s)", path, strerror(errno));
-}
-
-// one object per line; fields as printf fragments, e.g. log_event(&lg, "\"step\":%d,\"val_loss\":%.6f", ...)
-static void log_event(Log* lg, const char* fmt, ...) {
-    if (!lg->f) return;
-    va_list ap;
-    va_start(ap, fmt);
-    fputc('{', lg->f);
-    vfprintf(lg->f, fmt, ap);
-    fputs("}\n", lg->f);
-    fflush(lg->f);
-    va_end(ap);
-}
-
-// ============================================================================================
-// 9. The command line and the training loop
-// ============================================================================================
-
-typedef struct {
-    const char *train_path, *val_path, *out_dir, *resume, *preset, *init, *decode_path;
-    const char *norm, *mlp, *pos;
-    int bias, tie, gate;           // -1: the preset decides
-    int L, C, H, KVH, F, maxT, V;  // 0: derived
-    int B, T, steps, seed;
-    int val_every, val_batches, sample_every, sample_len, ckpt_every;
-    int decay_emb;
-    double gamma;                  // < 0: not given
-    int resid_scale;               // -1: the -I recipe decides; 0 off; 1 out/down x 1/sqrt(2L)
-    int mup_base;                  // 0: MUP_BASE_DEFAULT
-    int init_report;               // print the initialization table and exit
-    float eps, rope_theta;
-    OptConfig opt;
-    ProbeOptions probe;            // -p, --probes, ... (section 5b)
-} Options;
-
-static void options_default(Options* o) {
-    memset(o, 0, sizeof(*o));
-    o->train_path = "data/moby_train.txt";
-    o->val_path = "data/moby_val.txt";
-    o->preset = "gpt2";
-    o->init = "gpt2";
-    o->bias = o->tie = o->gate = -1;
-    o->L = 4; o->C = 128; o->H = 4;
-    o->B = 12; o->T = 64; o->steps = 2000; o->seed = 1337;
-    o->val_every = 250; o->val_batches = 20; o->sample_every = 0; o->sample_len = 200; o->ckpt_every = 500;
-    o->gamma = -1.0;
-    o->resid_scale = -1;
-    o->eps = 1e-5f;
-    o->rope_theta = 10000.0f;
-    o->opt = (OptConfig){.lr = 2e-3f, .lr_floor = 0.1f, .warmup = 100, .steps = 0, .beta1 = 0.9f,
-                         .beta2 = 0.95f, .adam_eps = 1e-8f, .weight_decay = 0.1f, .clip = 1.0f};
-    o->probe = (ProbeOptions){.spike_z = 6.0f, .coord_steps = 4, .coord_widths = "64,128,256,512"};
-}
-
-static void usage(void) {
-    Options d;
-    options_default(&d);
-    printf("usage: ./train_gpt2 [flags]   (every flag takes a value)\n"
-           "data and output\n"
-           "  -i FILE   training data: byte text, or an llm.c uint16 token shard (default %s)\n"
-           "  -j FILE   validation data (default %s)\n"
-           "  -o DIR    output dir: DIR/log.jsonl and checkpoints DIR/ckpt_STEP.bin (default none)\n"
-           "  -y FILE   resume from this checkpoint (the model flags must match it)\n"
-           "  --decode FILE  decode table for token shards (default: beside -i, PREFIX_decode.bin)\n"
-           "model\n"
-           "  -a NAME   preset: gpt2 (LayerNorm, GELU, learned positions, biases, tied head)\n"
-           "            or llama (RMSNorm, SwiGLU, RoPE, no biases, untied head) (default %s)\n"
-           "  -L N      blocks (default %d)    -C N  width d (default %d)    -H N  heads (default %d)\n"
-           "  -K N      key/value heads, divides -H (default: = heads)\n"
-           "  -F N      MLP hidden width (default 4 x width)\n"
-           "  -T N      longest sequence the model takes (default: = -t)\n"
-           "  -V N      vocabulary of token shards (default 50257; byte text is always 256)\n"
-           "  -G 0|1    gated attention, seed 000 eqs. (3)-(4) (default 0)\n"
-           "  -e EPS    norm eps inside the square root, seed 000 eqs. (1)-(2) (default %g)\n"
-           "  --norm layernorm|rmsnorm  --mlp gelu|swiglu  --pos learned|rope  --bias 0|1  --tie 0|1\n"
-           "            override one switch of the preset\n"
-           "  --rope-theta X  RoPE base (default %g)\n"
-           "initialization (doc/initializers.md; the recipes and schemes are listed below)\n"
-           "  -I SPEC   RECIPE_OR_SCHEME[,GROUP=SCHEME...] (default %s): the scheme applies to every\n"
-           "            weight group, GROUP=SCHEME overrides one group; norms start at 1, biases at 0\n"
-           "            unless overridden. Groups: emb pos qkv gate out up down head norm bias\n"
-           "  -g G      gamma-init, = -I gamma:G (seed 000 §4.2): N(0, fan_in^-2G), wte/wpe (n, d): d^-2G\n"
-           "  --resid-scale 0|1  multiply attn.wo and mlp.wdown by 1/sqrt(2L), with any scheme\n"
-           "            (default: as the recipe says; 0 also turns off a recipe's depth factors)\n"
-           "  --mup-base N  muP's base width, width_mult = C/N (default %d; needs -I mup)\n"
-           "  --init-report 1  print every tensor's scheme, expected and measured statistics and the\n"
-           "            blocks' variance ratios on one batch, then exit without training\n"
-           "  -r SEED   seed of initialization, data order and sampling (default %d)\n"
-           "training\n"
-           "  -b N      batch size (default %d)    -t N  sequence length (default %d)\n"
-           "  -x N      steps (default %d)\n"
-           "  -l LR     peak learning rate (default %g)   -u N  warmup steps (default %d)\n"
-           "  -q F      cosine floor as a fraction of the peak (default %g)\n"
-           "  -c L      decoupled weight decay lambda, seed 003 eq. (1) (default %g); applies to\n"
-           "            weight matrices only: not to norms, biases, or wte/wpe unless --decay-emb 1\n"
-           "  --decay-emb 0|1  decay the embeddings too (default 0)\n"
-           "  -z X      clip the global gradient norm at X, 0 = off (default %g)\n"
-           "  --beta1 X --beta2 X --adam-eps X  AdamW constants (default %g %g %g)\n"
-           "evaluation\n"
-           "  -v N      validation loss every N steps (default %d)   -m N  batches of it (default %d)\n"
-           "  -s N      sample every N steps, 0 = only at the end (default %d)\n"
-           "  -S N      sample length in tokens (default %d)\n"
-           "  -n N      checkpoint every N steps when -o is given (default %d; always at the end)\n"
-           "  -h        this help\n"
-           "threads: OMP_NUM_THREADS. Same seed, flags and thread count give the same losses.\n",
-           d.train_path, d.val_path, d.preset, d.L, d.C, d.H, (double)d.eps, (double)d.rope_theta, d.init,
-           MUP_BASE_DEFAULT, d.seed, d.B, d.T, d.steps, (double)d.opt.lr, d.opt.warmup, (double)d.opt.lr_floor,
-           (double)d.opt.weight_decay, (double)d.opt.clip, (double)d.opt.beta1, (double)d.opt.beta2,
-           (double)d.opt.adam_eps, d.val_every, d.val_batches, d.sample_every, d.sample_len, d.ckpt_every);
-    printf("-I recipes\n");
-    for (int i = 0; i < NUM_RECIPES; i++) printf("  %-15s %s\n", recipes[i].name, recipes[i].help);
-    printf("-I schemes (fan_in = columns, fan_out = rows of a (out, in) weight; PyTorch's nn.init, bit for bit)\n");
-    for (int i = 0; i < NUM_SCHEMES; i++) printf("  %-15s %s\n", schemes[i].name, schemes[i].help);
-    printf("  kaiming NONLIN: linear sigmoid tanh relu (default) leaky_relu selu gelu silu; PARAM: leaky_relu's slope\n");
-    printf("probes (doc/probes.md; they do not change training, except --spike-skip 1)\n"
-           "  -p N      run the probes at step 0 and every N steps, into DIR/log.jsonl (default 0 = off)\n"
-           "  --probes LIST  comma-separated subset (default all): act grad weight normscale resflow\n"
-           "            sink rank condense embcos spike (spike: every step); coord: see --coord-check\n"
-           "  --cossim-dump NAME  at every probe step write the row cosine matrix C(W) of tensor NAME\n"
-           "            (e.g. h.0.attn.wq) to DIR/cossim_NAME_stepSTEP.bin\n"
-           "  --dump-token-losses FILE  after training, write target, loss and p(target) of every\n"
-           "            position of the -m validation batches to FILE (CSV)\n"
-           "  --spike-z Z      the spike probe flags a loss or grad-norm z-score above Z (default %g)\n"
-           "  --spike-skip 0|1 skip the update of a flagged step (default 0)\n"
-           "  --coord-check 0|1  muP coordinate check: train --coord-steps steps at each width of\n"
-           "            --coord-widths (other flags as given), log mean |x| per sublayer, print a table\n"
-           "  --coord-widths LIST (default %s)   --coord-steps N (default %d)\n",
-           (double)d.probe.spike_z, d.probe.coord_widths, d.probe.coord_steps);
 }
 
 static long parse_int(const char* flag, const char* v, long lo, long hi) {
@@ -3362,34 +3712,153 @@ static void init_spec_from_options(InitSpec* spec, const Options* o) {
     if (o->mup_base) spec->mup_base = o->mup_base;
 }
 
-// ---- the probes' hooks: the parts that need the data, the log and the options (section 5b measures) ----
-
-// The probes write their lines through this, into the run's log beside every other event.
-static void probe_log_line(void* lg, const char* fields) { log_event((Log*)lg, "%s", fields); }
-
-// --dump-token-losses: the validation batches evaluate() reads, one CSV row per position: the target's
-// position in the validation data, its id, its loss -log p and p (the softmax probability). The mean of
-// the loss column is evaluate()'s validation loss. Two runs' dumps compare token by token (seed 000
-// §2.5 and Method; dev/plot/compare_tokens.py).
-static void dump_token_losses(Model* m, const Dataset* val, int batches, int B, int T, int* inp, int* tgt,
-                              const char* path) {
-    int avail = dataset_num_val_batches(val, B, T);
-    if (batches > avail) batches = avail;
-    FILE* f = fopen(path, "w");
-    if (!f) fatal("cannot write token dump %s (%s)", path, strerror(errno));
-    fprintf(f, "pos,target,loss,p\n");
-    for (int i = 0; i < batches; i++) {
-        dataset_val_batch(val, i, inp, tgt, B, T);
-        model_forward(m, inp, tgt, B, T);
-        for (int bt = 0; bt < B * T; bt++)
-            fprintf(f, "%zu,%d,%.9g,%.9g\n", ((size_t)i * B + bt / T) * T + bt % T + 1, tgt[bt], m->a.losses[bt],
-                    m->a.logits[(size_t)bt * m->cfg.V + tgt[bt]]);
-    }
-    if (fclose(f) != 0) fatal("writing token dump %s failed (%s)", path, strerror(errno));
-    printf("token losses of %d validation batches written to %s\n", batches, path);
+// ---- --init-report ----------------------------------------------------------------------------
+// --init-report: [InitFP §6.1]'s table of every tensor (expected against measured statistics), then
+// each block's effect on the residual stream's variance for one batch, Var(out)/Var(in), with a
+// warning outside [0.5, 2]. It flags the symmetry trap of [InitGuide ch. 7]: when the MLP's hidden units
+// all have the same incoming weights (rows of up/gate, and biases) and the same outgoing weights
+// (columns of down), they compute the same thing, receive the same gradient, and no step can ever
+// separate them: the layer acts as one unit (-I zeros shows it). Equal rows alone are harmless when
+// the units' gradients differ, e.g. a zero readout or zero out/down projections (zero_resid, muP).
+static int columns_equal(const float* w, int rows, int cols) {
+    for (int r = 0; r < rows; r++)
+        for (int k = 1; k < cols; k++)
+            if (w[(size_t)r * cols + k] != w[(size_t)r * cols]) return 0;
+    return 1;
 }
 
-// --coord-check (seed 001 §5.6, the protocol of mup's coord check): for every width of --coord-widths,
+static void init_report(Model* m, const InitSpec* spec, const int* tokens, int B, int T) {
+    const Config* c = &m->cfg;
+    printf("init: %s, residual scaling %s%s; L=%d C=%d\n", spec->first, resid_names[spec->resid],
+           spec->mup ? ", muP" : "", c->L, c->C);
+    printf("%-18s %-10s %-30s %6s %10s | %10s %10s %10s %10s\n", "tensor", "shape", "scheme", "lr x",
+           "expect std", "mean", "std", "min", "max");
+    int symmetric = 0;
+    for (int i = 0; i < m->num_tensors; i++) {
+        const Tensor* t = &m->tensors[i];
+        const float* w = m->params + t->offset;
+        Scheme sc = tensor_scheme(spec, t);
+        Dist d = tensor_dist(spec, m, t);
+        double f = resid_factor(spec, t, c->L);
+        char shape[24], desc[96];
+        if (t->cols > 1) snprintf(shape, sizeof(shape), "%dx%d", t->rows, t->cols);
+        else snprintf(shape, sizeof(shape), "%d", t->rows);
+        if (f != 1.0) snprintf(desc, sizeof(desc), "%s x%.4g", sc.text, f);
+        else snprintf(desc, sizeof(desc), "%s", sc.text);
+        Stats st = stats_of(w, NULL, (long)t->numel);
+        printf("%-18s %-10s %-30.30s %6.4g %10.4g | %10.3e %10.4g %10.4g %10.4g\n", t->name, shape, desc,
+               (double)t->lr_mult, dist_std(&d, t->rows, t->cols), st.mean, st.std, st.min, st.max);
+    }
+    // the MLP's hidden units: rows of up (and gate, and their biases) = columns of down (transposed)
+    for (int l = 0; l < c->L; l++) {
+        int equal = columns_equal(PW(m, K_WDOWN, l), c->C, c->F);
+        int in_kinds[4] = {K_WUP, K_BUP, K_WGATE, K_BGATE};
+        for (int k = 0; k < 4 && equal; k++) {
+            const float* w = PW(m, in_kinds[k], l);
+            int cols = in_kinds[k] == K_WUP || in_kinds[k] == K_WGATE ? c->C : 1;
+            for (int r = 1; w && r < c->F && equal; r++) equal = !memcmp(w, w + (size_t)r * cols, cols * sizeof(float));
+        }
+        if (equal) {
+            printf("warning: h.%d.mlp: all %d hidden units have identical weights in and out: they get identical "
+                   "gradients and stay identical [InitGuide ch. 7]\n", l, c->F);
+            symmetric++;
+        }
+    }
+    if (spec->mup)
+        printf("muP: attention scale %.6g (1/d_head), logit multiplier %.6g (1/width_mult, base width %d)\n",
+               (double)c->attn_scale, (double)c->logit_scale, spec->mup_base);
+    model_forward(m, tokens, NULL, B, T);
+    long n = (long)B * T * c->C, stride = (long)m->B * m->T * c->C;
+    printf("forward pass on one batch (B=%d T=%d): variance of the residual stream\n", B, T);
+    printf("%-8s %12s %12s %10s\n", "block", "Var(in)", "Var(out)", "out/in");
+    int warned = 0;
+    for (int l = 0; l < c->L; l++) {
+        Stats a = stats_of(m->a.res + l * stride, NULL, n), b = stats_of(m->a.res + (l + 1) * stride, NULL, n);
+        double ratio = (b.std * b.std) / (a.std * a.std);
+        int off = !(ratio >= 0.5 && ratio <= 2.0);
+        warned += off;
+        printf("h.%-6d %12.4e %12.4e %10.4g%s\n", l, a.std * a.std, b.std * b.std, ratio,
+               a.std == 0.0 ? "   warning: the stream is exactly 0" : off ? "   warning: outside [0.5, 2]" : "");
+    }
+    if (warned) printf("warning: %d of %d blocks outside [0.5, 2]\n", warned, c->L);
+    if (symmetric) printf("warning: %d of %d MLPs are symmetric: each trains as a single hidden unit\n", symmetric, c->L);
+}
+
+// ---- checkpoints (format: doc/checkpoint.md) ----------------------------------------------------
+// header: "IGPTCKPT", int32 version, Config, int32 step, Rng data_rng, Rng sample_rng,
+//         uint64 num_params; then params, AdamW m, AdamW v as float32.
+#define CKPT_MAGIC "IGPTCKPT"
+#define CKPT_VERSION 1
+typedef struct {
+    char magic[8];
+    int32_t version;
+    int32_t step;           // number of optimizer steps completed
+    Config cfg;
+    Rng data_rng, sample_rng;
+    uint64_t num_params;
+} CkptHeader;
+
+// Written to PATH.tmp and renamed, so a crash mid-write never leaves a broken checkpoint at PATH.
+static void checkpoint_save(const Model* m, const char* path, int step, const Rng* data_rng, const Rng* sample_rng) {
+    char tmp[4200];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE* f = fopen(tmp, "wb");
+    if (!f) fatal("cannot write checkpoint %s (%s)", tmp, strerror(errno));
+    CkptHeader h;
+    memset(&h, 0, sizeof(h));
+    memcpy(h.magic, CKPT_MAGIC, 8);
+    h.version = CKPT_VERSION;
+    h.step = step;
+    h.cfg = m->cfg;
+    h.data_rng = *data_rng;
+    h.sample_rng = *sample_rng;
+    h.num_params = m->num_params;
+    int ok = fwrite(&h, sizeof(h), 1, f) == 1;
+    ok = ok && fwrite(m->params, sizeof(float), m->num_params, f) == m->num_params;
+    ok = ok && fwrite(m->m, sizeof(float), m->num_params, f) == m->num_params;
+    ok = ok && fwrite(m->v, sizeof(float), m->num_params, f) == m->num_params;
+    ok = (fflush(f) == 0) && ok;
+    ok = (fsync(fileno(f)) == 0) && ok;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok) { unlink(tmp); fatal("writing checkpoint %s failed (%s)", tmp, strerror(errno)); }
+    if (rename(tmp, path) != 0) fatal("cannot rename %s to %s (%s)", tmp, path, strerror(errno));
+}
+
+// Names the first config field that differs, so the user knows which flag to fix.
+static void config_check_match(const Config* a, const Config* b, const char* path) {
+#define CHECK_FIELD(f, flag) if (a->f != b->f) fatal("checkpoint %s has %s=%g but the flags give %g (%s)", path, #f, (double)a->f, (double)b->f, flag)
+    CHECK_FIELD(V, "vocabulary comes from the data"); CHECK_FIELD(maxT, "-T"); CHECK_FIELD(L, "-L");
+    CHECK_FIELD(C, "-C"); CHECK_FIELD(H, "-H"); CHECK_FIELD(KVH, "-K"); CHECK_FIELD(F, "-F");
+    CHECK_FIELD(rmsnorm, "-a/--norm"); CHECK_FIELD(swiglu, "-a/--mlp"); CHECK_FIELD(rope, "-a/--pos");
+    CHECK_FIELD(bias, "-a/--bias"); CHECK_FIELD(tied, "-a/--tie"); CHECK_FIELD(gate, "-G");
+    CHECK_FIELD(eps, "-e"); CHECK_FIELD(rope_theta, "--rope-theta"); CHECK_FIELD(attn_scale, "muP");
+    CHECK_FIELD(logit_scale, "muP");
+#undef CHECK_FIELD
+}
+
+static int checkpoint_load(Model* m, const char* path, Rng* data_rng, Rng* sample_rng) {
+    FILE* f = fopen(path, "rb");
+    if (!f) fatal("cannot open checkpoint %s (%s)", path, strerror(errno));
+    CkptHeader h;
+    if (fread(h.magic, 1, 8, f) != 8 || memcmp(h.magic, CKPT_MAGIC, 8) != 0) fatal("%s is not a checkpoint (bad magic)", path);
+    if (fread((char*)&h + 8, sizeof(h) - 8, 1, f) != 1) fatal("checkpoint %s is truncated (no header)", path);
+    if (h.version != CKPT_VERSION) fatal("checkpoint %s has version %d, expected %d", path, h.version, CKPT_VERSION);
+    config_check_match(&h.cfg, &m->cfg, path);
+    if (h.num_params != m->num_params) fatal("checkpoint %s holds %llu parameters, the model %zu", path, (unsigned long long)h.num_params, m->num_params);
+    int ok = fread(m->params, sizeof(float), m->num_params, f) == m->num_params;
+    ok = ok && fread(m->m, sizeof(float), m->num_params, f) == m->num_params;
+    ok = ok && fread(m->v, sizeof(float), m->num_params, f) == m->num_params;
+    char extra;
+    if (!ok) fatal("checkpoint %s is truncated", path);
+    if (fread(&extra, 1, 1, f) == 1) fatal("checkpoint %s has trailing bytes", path);
+    fclose(f);
+    *data_rng = h.data_rng;
+    *sample_rng = h.sample_rng;
+    return h.step;
+}
+
+// ---- the coordinate check ---------------------------------------------------------------------
+// --coord-check ([InitFP §5.6], the protocol of mup's coord check): for every width of --coord-widths,
 // a run of --coord-steps steps with the other flags as given (so -I mup is checked as it trains) and
 // the coord probe at every step. Each width runs in a child process that returns from here and goes on
 // through main() with its options changed, writing DIR/coord_wWIDTH/log.jsonl (its checkpoint is
@@ -3463,21 +3932,7 @@ static void coord_check(Options* o) {
     exit(0);
 }
 
-// ---- the engine: whatever holds the parameters -----------------------------------------------------
-// The training loop below is shared with train_gpt2.cu. Everything that touches the parameters goes
-// through an Engine: this file's is the host Model itself, train_gpt2.cu's a copy on the GPU. Data,
-// schedule, printout, log, validation, samples, checkpoints, probes and the NaN stop are written once.
-typedef struct {
-    const char* device;           // printed and logged: "cpu", or the GPU's name
-    void* ctx;
-    float (*forward)(void* ctx, const int* inp, const int* tgt, int B, int T);   // mean loss; tgt NULL: none
-    const float* (*probs)(void* ctx, int bt, int V);   // host copy of softmax row bt of the last forward
-    void (*backward)(void* ctx, int B, int T);         // zero the gradients, then backpropagate
-    double (*grad_norm)(void* ctx);
-    void (*update)(void* ctx, const OptConfig* o, float lr, int t, float grad_scale);
-    void (*to_host)(void* ctx);   // parameters and AdamW state into the host Model; NULL: they live there
-} Engine;
-
+// ---- the CPU engine: the host Model itself (section 8 defines Engine) ---------------------------
 // (Model*) casts: the file also compiles as C++ inside train_gpt2.cu
 static float cpu_forward(void* m, const int* inp, const int* tgt, int B, int T) {
     return model_forward((Model*)m, inp, tgt, B, T);
@@ -3496,222 +3951,3 @@ static Engine cpu_engine(Model* m) {
     return (Engine){"cpu", m, cpu_forward, cpu_probs, cpu_backward, cpu_grad_norm, cpu_update, NULL};
 }
 
-static double evaluate(const Engine* e, const Dataset* val, int batches, int B, int T, int* inp, int* tgt) {
-    int avail = dataset_num_val_batches(val, B, T);
-    if (batches > avail) batches = avail;
-    double sum = 0.0;
-    for (int i = 0; i < batches; i++) {
-        dataset_val_batch(val, i, inp, tgt, B, T);
-        sum += e->forward(e->ctx, inp, tgt, B, T);
-    }
-    return batches ? sum / batches : NAN;
-}
-
-// Sampling: feed the last T tokens, draw the next from softmax(logits / 1) with the sample generator
-// (the inverse-CDF walk over the 24-bit uniform). The prompt is the first token of the validation data.
-static void sample_text(const Engine* e, Rng* g, const Decoder* dec, int V, int T, int first_tok, int length) {
-    int* ctx = xmalloc((size_t)(length + 1) * sizeof(int));
-    ctx[0] = first_tok;
-    print_token(dec, first_tok);
-    for (int n = 1; n <= length; n++) {
-        int start = n > T ? n - T : 0, len = n - start;
-        e->forward(e->ctx, ctx + start, NULL, 1, len);
-        const float* p = e->probs(e->ctx, len - 1, V);
-        float u = (rng_u32(g) >> 8) * (1.0f / 16777216.0f), cdf = 0.0f;
-        int next = V - 1;
-        for (int i = 0; i < V; i++) {
-            cdf += p[i];
-            if (u < cdf) { next = i; break; }
-        }
-        ctx[n] = next;
-        print_token(dec, next);
-    }
-    printf("\n");
-    fflush(stdout);
-    free(ctx);
-}
-
-// ---- a run: the options, the data, the host model, the generators and the log -------------------------
-typedef struct {
-    Options o;
-    Dataset train, val;
-    Decoder dec;
-    Model model;                  // on the host: initialized here, checkpointed from here
-    InitSpec spec;                // what -I, -g, --resid-scale and --mup-base chose
-    Rng data_rng, sample_rng;
-    int start_step;
-    Log lg;
-} Run;
-
-// Loads the data, builds and initializes the model (or resumes it), opens the output dir and the log.
-static void run_setup(Run* r) {
-    Options* o = &r->o;
-    if (o->opt.warmup > o->steps && o->steps > 0) o->opt.warmup = o->steps;
-    int shard_V = o->V ? o->V : 50257;
-    memset(&r->train, 0, sizeof(r->train));
-    memset(&r->val, 0, sizeof(r->val));
-    memset(&r->dec, 0, sizeof(r->dec));
-    dataset_load(&r->train, o->train_path, shard_V);
-    dataset_load(&r->val, o->val_path, shard_V);
-    if (r->train.is_shard != r->val.is_shard) fatal("-i and -j must both be text or both token shards");
-    int V = r->train.is_shard ? shard_V : 256;
-    if (r->train.is_shard) {
-        char path[4096];
-        const char* p = o->decode_path;
-        if (!p) {   // data/x_train.bin -> data/x_decode.bin
-            snprintf(path, sizeof(path), "%s", o->train_path);
-            char* us = strrchr(path, '_');
-            if (us) { *us = 0; strncat(path, "_decode.bin", sizeof(path) - strlen(path) - 1); p = path; }
-        }
-        if (p && access(p, R_OK) == 0) decoder_load(&r->dec, p);
-    }
-    Config cfg = config_from_options(o, V);
-    if (r->train.n < (size_t)o->T + 2) fatal("training data %s has %zu tokens, fewer than -t %d + 2", o->train_path, r->train.n, o->T);
-    if (r->val.n < (size_t)o->T + 2) fatal("validation data %s has %zu tokens, fewer than -t %d + 2", o->val_path, r->val.n, o->T);
-
-    model_build(&r->model, &cfg);
-    for (int i = 0; i < r->model.num_tensors; i++)
-        if (o->decay_emb && (r->model.tensors[i].group == G_TOK_EMB || r->model.tensors[i].group == G_POS_EMB))
-            r->model.tensors[i].decay = 1;
-    init_spec_from_options(&r->spec, o);
-    model_init(&r->model, &r->spec, (uint64_t)o->seed);
-
-    rng_seed(&r->data_rng, (uint64_t)o->seed + 1);
-    rng_seed(&r->sample_rng, (uint64_t)o->seed + 2);
-    if (o->init_report) {       // a batch of the training data, the one step 1 would see
-        int* inp = xmalloc((size_t)o->B * o->T * sizeof(int));
-        int* tgt = xmalloc((size_t)o->B * o->T * sizeof(int));
-        dataset_random_batch(&r->train, &r->data_rng, inp, tgt, o->B, o->T);
-        acts_alloc(&r->model, o->B, o->T);
-        init_report(&r->model, &r->spec, inp, o->B, o->T);
-        exit(0);
-    }
-    r->start_step = o->resume ? checkpoint_load(&r->model, o->resume, &r->data_rng, &r->sample_rng) : 0;
-    if (o->out_dir && mkdir(o->out_dir, 0755) != 0 && errno != EEXIST)
-        fatal("cannot create output dir %s (%s)", o->out_dir, strerror(errno));
-    log_open(&r->lg, o->out_dir, o->resume != NULL);
-}
-
-static void run_header(Run* r, const Engine* e) {
-    const Options* o = &r->o;
-    const Config* c = &r->model.cfg;
-    int threads = thread_count();
-    printf("model: %s preset, L=%d C=%d H=%d KVH=%d F=%d V=%d maxT=%d, %s, %s, %s%s%s, eps=%g\n",
-           o->preset, c->L, c->C, c->H, c->KVH, c->F, c->V, c->maxT, c->rmsnorm ? "RMSNorm" : "LayerNorm",
-           c->swiglu ? "SwiGLU" : "GELU", c->rope ? "RoPE" : "learned positions", c->tied ? ", tied head" : "",
-           c->gate ? ", gated attention" : "", (double)c->eps);
-    printf("parameters: %zu | data: %s %zu tokens, val %zu tokens | B=%d T=%d steps=%d | %s, %d threads\n",
-           r->model.num_params, r->train.is_shard ? "token shard" : "bytes", r->train.n, r->val.n, o->B, o->T,
-           o->steps, e->device, threads);
-    printf("init: %s, residual scaling %s%s, seed %d\n", r->spec.first, resid_names[r->spec.resid],
-           r->spec.mup ? ", muP" : "", o->seed);
-    if (o->resume) printf("resumed from %s at step %d\n", o->resume, r->start_step);
-    log_event(&r->lg, "\"event\":\"config\",\"preset\":\"%s\",\"L\":%d,\"C\":%d,\"H\":%d,\"KVH\":%d,\"F\":%d,"
-              "\"V\":%d,\"T\":%d,\"B\":%d,\"steps\":%d,\"lr\":%g,\"weight_decay\":%g,\"eps\":%g,\"gamma\":%g,\"init\":\"%s\","
-              "\"gate\":%d,\"seed\":%d,\"params\":%zu,\"device\":\"%s\",\"threads\":%d,\"start_step\":%d",
-              o->preset, c->L, c->C, c->H, c->KVH, c->F, c->V, o->T, o->B, o->steps, (double)o->opt.lr,
-              (double)o->opt.weight_decay, (double)c->eps, o->gamma, o->init, c->gate, o->seed, r->model.num_params,
-              e->device, threads, r->start_step);
-}
-
-// The probes read the host Model's activations and gradients. An engine that keeps them elsewhere
-// copies the parameters back and the host recomputes the probe step's forward and backward on the
-// same batch: probes cost a host step every -p N steps, and nothing when off.
-static void host_recompute(Run* r, const Engine* e, const int* inp, const int* tgt) {
-    e->to_host(e->ctx);
-    model_forward(&r->model, inp, tgt, r->o.B, r->o.T);
-    cpu_backward(&r->model, r->o.B, r->o.T);
-}
-
-static void run_train(Run* r, const Engine* e) {
-    Options* o = &r->o;
-    Model* m = &r->model;
-    if (e->to_host && (o->probe.every || o->probe.dump_tokens)) acts_alloc(m, o->B, o->T);
-    run_header(r, e);
-    Probes probes;
-    probes_init(&probes, &o->probe, m, r->train.tok, r->train.n, o->out_dir, probe_log_line, &r->lg);
-
-    int* inp = xmalloc((size_t)o->B * o->T * sizeof(int));
-    int* tgt = xmalloc((size_t)o->B * o->T * sizeof(int));
-    int sample_T = o->T < m->cfg.maxT ? o->T : m->cfg.maxT;
-    char last_ckpt[4096] = "none written";
-    double last_val = NAN;
-    for (int step = r->start_step; step <= o->steps; step++) {
-        int last = step == o->steps;
-        if (o->val_every && (step % o->val_every == 0 || last) && o->val_batches > 0) {
-            last_val = evaluate(e, &r->val, o->val_batches, o->B, o->T, inp, tgt);
-            printf("step %d | val loss %.6f\n", step, last_val);
-            log_event(&r->lg, "\"event\":\"val\",\"step\":%d,\"val_loss\":%.6f", step, last_val);
-        }
-        if ((o->sample_every && step % o->sample_every == 0 && step > r->start_step) || (last && o->sample_len > 0)) {
-            printf("---- sample at step %d ----\n", step);
-            sample_text(e, &r->sample_rng, &r->dec, m->cfg.V, sample_T, r->val.tok[0], o->sample_len);
-            printf("----\n");
-        }
-        if (o->out_dir && step > r->start_step && (last || (o->ckpt_every && step % o->ckpt_every == 0))) {
-            snprintf(last_ckpt, sizeof(last_ckpt), "%s/ckpt_%06d.bin", o->out_dir, step);
-            if (e->to_host) e->to_host(e->ctx);
-            checkpoint_save(m, last_ckpt, step, &r->data_rng, &r->sample_rng);
-            log_event(&r->lg, "\"event\":\"checkpoint\",\"step\":%d,\"path\":\"%s\"", step, last_ckpt);
-        }
-        if (last) break;
-
-        double t0 = now_ms();
-        dataset_random_batch(&r->train, &r->data_rng, inp, tgt, o->B, o->T);
-        float loss = e->forward(e->ctx, inp, tgt, o->B, o->T);
-        e->backward(e->ctx, o->B, o->T);
-        double norm = e->grad_norm(e->ctx);
-        if (!isfinite(loss) || !isfinite(norm)) {
-            log_event(&r->lg, "\"event\":\"blowup\",\"step\":%d", step + 1);
-            fatal("loss is %s (grad norm %s) at step %d: training stopped; last good checkpoint: %s",
-                  isnan(loss) ? "nan" : "inf", isnan(norm) ? "nan" : isinf(norm) ? "inf" : "finite", step + 1, last_ckpt);
-        }
-        int skip = probe_spike(&probes, step, loss, norm), probing = probes_due(&probes, step);
-        if (probing) {
-            if (e->to_host) host_recompute(r, e, inp, tgt);
-            probes_before_update(&probes, m, step);
-        }
-        float scale = (o->opt.clip > 0 && norm > o->opt.clip) ? (float)(o->opt.clip / (norm + 1e-6)) : 1.0f;
-        float lr = lr_at(&o->opt, step);
-        if (!skip) e->update(e->ctx, &o->opt, lr, step + 1, scale);
-        if (probing) {
-            if (e->to_host) e->to_host(e->ctx);
-            probes_after_update(&probes, m);
-        }
-        double ms = now_ms() - t0;
-        double tok_s = o->B * o->T / (ms / 1e3);
-        printf("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | %.1f ms | %.0f tok/s%s\n",
-               step + 1, o->steps, loss, lr, norm, ms, tok_s, skip ? " | loss spike: update skipped" : "");
-        log_event(&r->lg, "\"event\":\"train\",\"step\":%d,\"train_loss\":%.6f,\"lr\":%.6e,\"grad_norm\":%.6f,\"ms\":%.3f,\"tok_s\":%.1f",
-                  step + 1, loss, lr, norm, ms, tok_s);
-    }
-    if (isfinite(last_val)) printf("final val loss %.6f\n", last_val);
-    if (o->probe.dump_tokens) {
-        if (e->to_host) e->to_host(e->ctx);
-        dump_token_losses(m, &r->val, o->val_batches, o->B, o->T, inp, tgt, o->probe.dump_tokens);
-    }
-    probes_free(&probes);
-    free(inp);
-    free(tgt);
-}
-
-static void run_free(Run* r) {
-    if (r->lg.f) fclose(r->lg.f);
-    model_free(&r->model);
-    free(r->train.tok);
-    free(r->val.tok);
-}
-
-#ifndef TRAIN_GPT2_NO_MAIN
-int main(int argc, char** argv) {
-    Run r;
-    parse_args(&r.o, argc, argv);
-    if (r.o.probe.coord_check) coord_check(&r.o);     // returns in the child process of each width
-    run_setup(&r);
-    acts_alloc(&r.model, r.o.B, r.o.T);
-    Engine e = cpu_engine(&r.model);
-    run_train(&r, &e);
-    run_free(&r);
-    return 0;
-}
-#endif

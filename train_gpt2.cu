@@ -1,7 +1,7 @@
 /*
 train_gpt2.cu: the trainer of train_gpt2.c on one NVIDIA GPU, in one file.
 
-    make train_gpt2cu && ./train_gpt2cu -g 1.0 -e 1e-12     # gamma-init, rate 1, eps 1e-12 (seed 000)
+    make train_gpt2cu && ./train_gpt2cu -g 1.0 -e 1e-12     # gamma-init, rate 1, eps 1e-12 [SmallInit]
 
 Everything that is not arithmetic on the model is SHARED with the CPU trainer, not copied: this
 file #includes train_gpt2.c (with TRAIN_GPT2_NO_MAIN) and uses its flags (parse_args, same flags
@@ -238,9 +238,9 @@ __global__ void embedding_backward_wpe_kernel(float* dwpe, const float* dout, in
     dwpe[i] = s;
 }
 
-// ---- normalization: seed 000 eq. (1) LayerNorm and eq. (2) RMSNorm ---------------------------
-// LayerNorm(h) = w * (h - mu) / sqrt(sigma^2 + eps) + b      seed 000 eq. (1)
-// RMSNorm(h)   = w * h / sqrt(mean(h^2) + eps)               seed 000 eq. (2)
+// ---- normalization: [SmallInit eq. 1] LayerNorm and [SmallInit eq. 2] RMSNorm ---------------------------
+// LayerNorm(h) = w * (h - mu) / sqrt(sigma^2 + eps) + b      [SmallInit eq. 1]
+// RMSNorm(h)   = w * h / sqrt(mean(h^2) + eps)               [SmallInit eq. 2]
 // eps INSIDE the square root, as on the CPU (see norm_forward there for why it matters).
 // One warp per row; mean[] (LayerNorm) and rstd[] are kept for the backward pass.
 __global__ void norm_forward_kernel(float* out, float* mean, float* rstd, const float* inp, const float* w,
@@ -356,7 +356,7 @@ static void gpu_rope(float* x, int BT, int T, int nh, int hd, float theta, float
 
 // ---- causal self-attention with grouped KV heads -------------------------------------------
 // q [BT, H*hd], k and v [BT, KVH*hd]; head h reads kv head h / (H/KVH). att [B,H,T,T] keeps the
-// probabilities (the attention-sink probe of seed 000 eq. 5 reads them).
+// probabilities (the attention-sink probe of [SmallInit eq. 5] reads them).
 //   A = softmax(scale * q k^T + causal mask),  y = A v
 // One block per query row (b, h, t): thread s computes score s, the block finds max and sum,
 // then thread i computes y[i] summing over s in order.
@@ -458,7 +458,7 @@ static void gpu_attention_backward(float* dq, float* dk, float* dv, float* datt,
     LAUNCH_CHECK(attention_backward_kv_kernel);
 }
 
-// ---- the attention gate: seed 000 eqs. (3)-(4) -------------------------------------------------
+// ---- the attention gate: [SmallInit eqs. 3-4] -------------------------------------------------
 // GAttn(x) = Concat(g_1(x) * head_1, ..., g_H(x) * head_H) W_O,  g_h(x) = sigmoid(x W_h^g)  (3),(4)
 // gate [BT,H] holds x W^g (+ b^g) on entry and is overwritten by g = sigmoid(gpre). One thread
 // per (bt, h).
@@ -553,7 +553,7 @@ __global__ void crossentropy_softmax_backward_kernel(float* probs, const int* ta
 // 3. The model on the device
 // ============================================================================================
 
-// Device mirrors of Acts (train_gpt2.c section 5), the same shapes, plus what the kernels need.
+// Device mirrors of Acts (train_gpt2.c section 3), the same shapes, plus what the kernels need.
 typedef struct {
     float *res, *resmid, *ln1, *ln1_mean, *ln1_rstd, *q, *k, *v, *att, *yatt, *gate, *ygated;
     float *ln2, *ln2_mean, *ln2_rstd, *up, *gpre, *hact, *lnf, *lnf_mean, *lnf_rstd, *logits, *losses;
@@ -907,7 +907,7 @@ static double gpu_grad_norm(GpuModel* gm) {
 }
 
 // One AdamW step over one tensor, adamw_step's arithmetic element for element:
-//   theta <- theta (1 - lr lambda)                        decoupled weight decay, seed 003 eq. (1)
+//   theta <- theta (1 - lr lambda)                        decoupled weight decay, [ComplexCtl eq. 1]
 //   m <- b1 m + (1-b1) g ;  v <- b2 v + (1-b2) g^2
 //   theta <- theta - lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
 // grad_scale is the clipping factor (1 when the norm is below the clip).
@@ -959,7 +959,7 @@ static void gpu_init(int tf32) {
     gpu_set_tf32(tf32);
 }
 
-// The Engine of train_gpt2.c's training loop (section 9 there), on the device.
+// The Engine of train_gpt2.c's training loop (section 8 there), on the device.
 static float gpu_engine_forward(void* gm, const int* inp, const int* tgt, int B, int T) {
     return gpu_forward((GpuModel*)gm, inp, tgt, B, T);
 }

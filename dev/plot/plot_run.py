@@ -9,15 +9,15 @@ overlaid, one colour per run. Written to DIR (default: the first run's directory
     loss.png          training loss (thin) and validation loss (dots) against the step
     act_std.png       std of the attention output, the MLP output and the residual stream of every
                       layer over the probe steps (probe act)
-    stable_rank.png   stable rank of every matrix kind, one line per layer (probe rank; seed 000 Fig. 4f-g)
+    stable_rank.png   stable rank of every matrix kind, one line per layer (probe rank; [SmallInit Fig. 4f-g])
     sink.png          attention-sink score per layer at the last probe step and over the steps (probe sink;
-                      seed 000 Fig. 1f-g)
+                      [SmallInit Fig. 1f-g])
     normscale.png     norm factor (sigma^2+eps)^-1/2 against the eps-free 1/sigma, and the fraction of
-                      eps-dominated rows (probe normscale; seed 000 Fig. 1c)
-    param_norm.png    norm of all parameters over the steps (probe weight; seed 003 Fig. 4)
-and, when the log has them: resflow.png (seed 000 Fig. 3a), condense.png (D_c and D_s of W_Q and W_K per
-layer, seed 003 Fig. 7), update_ratio.png (probe grad; seed 001 §5.2), spike.png (probe spike),
-embcos.png (seed 003 Fig. 6).
+                      eps-dominated rows (probe normscale; [SmallInit Fig. 1c])
+    param_norm.png    norm of all parameters over the steps (probe weight; [ComplexCtl Fig. 4])
+and, when the log has them: resflow.png [SmallInit Fig. 3a], condense.png (D_c and D_s of W_Q and W_K per
+layer, [ComplexCtl Fig. 7]), update_ratio.png (probe grad; [InitFP §5.2]), spike.png (probe spike),
+embcos.png [ComplexCtl Fig. 6].
 A figure whose probe is not in any log is skipped. Needs python3-numpy and python3-matplotlib.
 """
 import argparse
@@ -160,7 +160,7 @@ def plot_stable_rank(runs, labels, outdir):
     for ax in list(axes.flat)[len(kinds):]:
         ax.axis("off")
     axes.flat[0].set_ylabel("stable rank")
-    fig.suptitle("stable rank ||W||_F^2 / ||W||_2^2 (seed 000 eq. 7); colour = layer, line style = run "
+    fig.suptitle("stable rank ||W||_F^2 / ||W||_2^2 [SmallInit eq. 7]; colour = layer, line style = run "
                  + ", ".join(f"{STYLES[i % 4]} {l}" for i, l in enumerate(labels)), fontsize=10)
     save(fig, outdir, "stable_rank.png")
 
@@ -178,7 +178,7 @@ def plot_sink(runs, labels, outdir):
         steps = sorted({r["step"] for r in recs})
         mean = [np.mean([r["value"] for r in recs if r["step"] == s]) for s in steps]
         b.plot(steps, mean, "-", color=f"C{i}", label=label)
-    label_axes(a, "sink score (mean over heads)", "attention on the first token per layer (seed 000 eq. 5)", xlabel="layer")
+    label_axes(a, "sink score (mean over heads)", "attention on the first token per layer [SmallInit eq. 5]", xlabel="layer")
     label_axes(b, "mean over layers", "sink score over training", legend=None)
     save(fig, outdir, "sink.png")
 
@@ -198,7 +198,7 @@ def plot_normscale(runs, labels, outdir):
         steps = sorted({r["step"] for r in probe(run, "normscale")})
         frac = [np.mean([r["eps_frac"] for r in probe(run, "normscale") if r["step"] == s]) for s in steps]
         b.plot(steps, frac, "-", color=f"C{i}", label=f"{label} ({2 * L + 1} norms)")
-    label_axes(a, "mean factor over tokens", "norm factor with and without eps (seed 000 Fig. 1c)", logy=True, legend=7)
+    label_axes(a, "mean factor over tokens", "norm factor with and without eps [SmallInit Fig. 1c]", logy=True, legend=7)
     label_axes(b, "fraction of rows with eps > sigma^2", "eps-dominated rows, mean over the norms")
     b.set_ylim(-0.05, 1.05)
     save(fig, outdir, "normscale.png")
@@ -221,7 +221,7 @@ def plot_resflow(runs, labels, outdir):
             ax.plot(s, v, STYLES[i % 4], color=f"C{i}", alpha=0.25 + 0.5 * l / max(layers_of(run), 1), lw=0.8)
         s, v = series(probe(run, "resflow", layer=-1))
         ax.plot(s, v, "o-", ms=3, color=f"C{i}", lw=2, label=f"{label}: h_L (thin: after each block)")
-    label_axes(ax, "mean over tokens of ||h - e|| / ||e||", "residual flow (seed 000 §2.4, App. A)", logy=True)
+    label_axes(ax, "mean over tokens of ||h - e|| / ||e||", "residual flow [SmallInit §2.4, App. A]", logy=True)
     save(fig, outdir, "resflow.png")
 
 
@@ -241,7 +241,7 @@ def plot_condense(runs, labels, outdir):
                     ax.plot([r["layer"] for r in at], [r[field] for r in at], style, ms=3, color=f"C{i}",
                             label=f"{label} step {step}")
             name = "D_c" if field == "dc" else "D_s"
-            label_axes(ax, name, f"{name} of W_{kind[-1].upper()} (seed 003 eq. 2, Fig. 7)", xlabel="layer", legend=7)
+            label_axes(ax, name, f"{name} of W_{kind[-1].upper()} [ComplexCtl eq. 2, Fig. 7]", xlabel="layer", legend=7)
     save(fig, outdir, "condense.png")
 
 
@@ -253,7 +253,7 @@ def plot_update_ratio(runs, labels, outdir):
         for j, kind in enumerate(("attn.wq", "mlp.wdown")):
             s, v = series(probe(run, "grad", tensor="h.0." + kind), "update_ratio")
             ax.plot(s, v, STYLES[(j + 1) % 4], color=f"C{i}", lw=1, label=f"{label}: h.0.{kind}")
-    label_axes(ax, "||Δθ|| / ||θ||", "relative update per step (seed 001 §5.2)", logy=True, legend=7)
+    label_axes(ax, "||Δθ|| / ||θ||", "relative update per step [InitFP §5.2]", logy=True, legend=7)
     save(fig, outdir, "update_ratio.png")
 
 
@@ -287,9 +287,9 @@ def main():
     os.makedirs(outdir, exist_ok=True)
     plot_loss(runs, labels, outdir)
     param_norm = functools.partial(plot_global, name="weight", tensor="all", field="value", ylabel="||θ||_2 of all parameters",
-                                   title="parameter norm (seed 003 Fig. 4)", fname="param_norm.png")
+                                   title="parameter norm [ComplexCtl Fig. 4]", fname="param_norm.png")
     embcos = functools.partial(plot_global, name="embcos", tensor="wte", field="value", ylabel="mean cosine over pairs",
-                               title="embeddings of the 50 most frequent tokens (seed 003 Fig. 6)", fname="embcos.png")
+                               title="embeddings of the 50 most frequent tokens [ComplexCtl Fig. 6]", fname="embcos.png")
     figures = [("act", plot_act_std), ("rank", plot_stable_rank), ("sink", plot_sink), ("normscale", plot_normscale),
                ("weight", param_norm), ("resflow", plot_resflow), ("condense", plot_condense),
                ("grad", plot_update_ratio), ("spike", plot_spike), ("embcos", embcos)]

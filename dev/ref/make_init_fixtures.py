@@ -221,7 +221,7 @@ def group_of(name):
 
 
 def recipe_call(recipe, cfg, name, w, layer):
-    """Draws one tensor the way the recipe's source does (nanoGPT, HF, OLMo, DeepNet, mup, seed 002)."""
+    """Draws one tensor the way the recipe's source does (nanoGPT, HF, OLMo, DeepNet, mup, [InitGuide])."""
     init, g = torch.nn.init, group_of(name)
     if g == "norm":
         return init.ones_(w)
@@ -249,12 +249,12 @@ def recipe_call(recipe, cfg, name, w, layer):
         if g == "head":
             return init.zeros_(w)
         return init.normal_(w, 0.0, 1.0) if g in ("emb", "pos") else init.kaiming_normal_(w, nonlinearity="linear")
-    if recipe == "llama":                       # seed 002 ch. 5: embeddings 1/sqrt(d), He, residual / sqrt(2L)
+    if recipe == "llama":                       # [InitGuide ch. 7]: embeddings 1/sqrt(d), He, residual / sqrt(2L)
         if g in ("emb", "pos"):
             return init.normal_(w, 0.0, 1.0 / math.sqrt(cfg.C))
         return init.normal_(w, 0.0, math.sqrt(2.0) / math.sqrt(fan_in) / math.sqrt(2 * L)) if resid else \
             init.kaiming_normal_(w, nonlinearity="relu")
-    if recipe == "gamma:0.75":                  # seed 000 §4.2, wte/wpe (n, d): d^-gamma
+    if recipe == "gamma:0.75":                  # [SmallInit §4.2], wte/wpe (n, d): d^-gamma
         return init.normal_(w, 0.0, fan_in ** -0.75)
     if recipe == "kaiming_uniform:tanh":
         return init.kaiming_uniform_(w, nonlinearity="tanh")

@@ -29,7 +29,7 @@ class Config:
     pos: str = "learned"        # "learned" | "rope"
     bias: bool = True           # biases on every linear layer
     tied: bool = True           # lm_head is wte
-    gate: bool = False          # gated attention (seed 000 eqs. (3)-(4))
+    gate: bool = False          # gated attention [SmallInit eqs. 3-4]
     eps: float = 1e-5           # norm epsilon, inside the square root
     rope_theta: float = 10000.0
     attn_scale: Optional[float] = None  # None = 1/sqrt(hd)
@@ -70,14 +70,14 @@ def param_shapes(cfg):
 # --- the pieces, written from the formulas of doc/model.md ---------------------------------------
 
 def layernorm(x, w, b, eps):
-    # seed 000 eq. (1): (x - mu) / sqrt(sigma^2 + eps) * w + b, sigma^2 the biased variance over C
+    # [SmallInit eq. 1]: (x - mu) / sqrt(sigma^2 + eps) * w + b, sigma^2 the biased variance over C
     mu = x.mean(-1, keepdim=True)
     var = ((x - mu) ** 2).mean(-1, keepdim=True)
     return (x - mu) / torch.sqrt(var + eps) * w + b
 
 
 def rmsnorm(x, w, eps):
-    # seed 000 eq. (2): x / sqrt(mean(x^2) + eps) * w
+    # [SmallInit eq. 2]: x / sqrt(mean(x^2) + eps) * w
     return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * w
 
 
@@ -152,7 +152,7 @@ class GPT(nn.Module):
             att = att.masked_fill(~causal, float("-inf")).softmax(dim=-1)
             y = att @ v                                         # (B,H,T,hd)
             if c.gate:
-                # seed 000 eqs. (3)-(4): one sigmoid gate per head and position, from the normed input
+                # [SmallInit eqs. 3-4]: one sigmoid gate per head and position, from the normed input
                 gt = torch.sigmoid(linear(n, p[a + "wg"], g(a + "bg")))   # (B,T,H)
                 y = y * gt.transpose(1, 2).unsqueeze(-1)
             y = y.transpose(1, 2).reshape(B, T, c.H * hd)       # concat heads
@@ -202,7 +202,7 @@ def clip_grads(params, clip):
 
 @torch.no_grad()
 def adamw_step(params, grads, state, step, lr, beta1, beta2, eps, weight_decay, decay_names, mults=None):
-    """One AdamW step, in place. seed 003 eq. (1): decoupled weight decay, C = eta_t.
+    """One AdamW step [AdamW], in place. [ComplexCtl eq. 1]: decoupled weight decay, C = eta_t.
     params/grads: name -> tensor; state: name -> {"m","v"} (created on first use);
     step: t counted from 1; lr: the scheduled eta_t; mults: optional name -> lr multiplier (muP)."""
     bc1, bc2 = 1.0 - beta1 ** step, 1.0 - beta2 ** step

@@ -1,15 +1,17 @@
 /*
 mlp_lab.c: the small MLP trainer behind the classroom labs of doc/labs/ (issue 7, labs I).
 
-Seeds 001, 002 and 004 teach initialization through experiments on deep MLPs. Each lab below re-runs
-one of them with this project's code: the generator, the nn.init primitives and the initializer
-(init_matrix_text, train_gpt2.c section 6), the matmul, GELU, norm, softmax and cross-entropy kernels
-and the statistics of the probes all come from train_gpt2.c, included here the way test_gpt2.c does.
+[InitFP], [InitGuide] and [VarDyn] teach initialization through experiments on deep MLPs. Each lab
+below re-runs one of them with this project's code: the generator, the nn.init primitives and the
+initializer (init_matrix_text, train_gpt2.c section 6), the matmul, GELU, norm, softmax and
+cross-entropy kernels and the statistics of the probes all come from train_gpt2.c, included here the
+way test_gpt2.c does.
 What is new here is only what an MLP needs on top: the other activations, the layer stack with
 optional residual blocks and normalization, its backward pass, SGD/Adam, the data tables, the labs.
 
     make dev/labs/mlp_lab
-    dev/labs/mlp_lab selftest                 finite-difference check of the backward pass (make test)
+    dev/labs/mlp_lab selftest                 backward passes against finite differences, worked examples (make test)
+    dev/labs/mlp_lab worked                   the sources' worked examples, recomputed next to their numbers
     dev/labs/mlp_lab LAB [flags]              one lab; writes its CSV (make lab-LAB also plots it)
 
 Every lab writes one CSV in long form, `section,series,x,metric,value`, which dev/labs/plot_labs.py
@@ -175,7 +177,7 @@ static void mlp_free(MLP* n) {
 
 // Every weight matrix from init_matrix_text(scheme) (rows = fan_out, cols = fan_in), biases 0, norm
 // weights 1. The V of the residual blocks write into the stream; resid_scale multiplies them by
-// 1/sqrt(number of blocks), GPT-2's rule (seed 001 §4, seed 002 ch. 5) with one term per block.
+// 1/sqrt(number of blocks), GPT-2's rule ([InitFP §4], [InitGuide ch. 5]) with one term per block.
 static void mlp_init(MLP* n, const char* scheme, int resid_scale, uint64_t seed) {
     const MLPConfig* c = &n->cfg;
     Rng g;
@@ -487,7 +489,8 @@ static TrainResult mlp_train(MLP* n, const Data* tr, const Data* va, TrainSpec* 
 // 5. Deep stacks at initialization: z_l = W_l h_{l-1}, h_l = phi(z_l), a fresh W_l per layer
 // ============================================================================================
 // The propagation labs need widths (4096) and depths (64) whose weights would not fit in memory all
-// at once, and no training, so each layer's matrix is drawn, applied and dropped.
+// at once, and no training, so each layer's matrix is drawn, applied and dropped (and drawn again by
+// the backward pass).
 
 typedef struct {
     int width, depth, batch;
@@ -495,32 +498,66 @@ typedef struct {
     const char* scheme;           // init_matrix_text scheme of every layer
     const char* first;            // layer 1's scheme (NULL: scheme)
     double gain;                  // layers 2..depth are multiplied by this after drawing
-    uint64_t seed;                // weights; the input is N(0, 1) from seed + 1
+    uint64_t seed;                // weights; the input is N(0, 1) from seed + 1, the output gradient from seed + 2
 } StackSpec;
 
 typedef void (*LayerHook)(int l, const float* z, const float* h, const float* h0, int B, int d, void* ctx);
+typedef void (*GradHook)(int l, const float* dh, int B, int d, void* ctx);
 
-// Runs the stack; hook(l, ...) sees layer l's pre-activation z and output h (l = 0: h = input).
-static void stack_run(const StackSpec* s, LayerHook hook, void* ctx) {
+// W_l, the next matrix of the generator: layer 1's scheme, the gain from layer 2 on
+static void stack_weight(Rng* gw, float* W, const StackSpec* s, int l) {
+    init_matrix_text(gw, W, s->width, s->width, l == 1 && s->first ? s->first : s->scheme);
+    if (l > 1 && s->gain != 1.0)
+        for (size_t i = 0; i < (size_t)s->width * s->width; i++) W[i] *= (float)s->gain;
+}
+
+// Runs the stack on input (batch x width; NULL: N(0, 1) from seed + 1); hook(l, ...) sees layer l's
+// pre-activation z and output h (l = 0: h = input). With ghook, then the backward pass of the loss
+// L = sum(g * h_depth), g ~ N(0, 1) from seed + 2: a unit-variance gradient arriving at the top, the
+// signal whose variance Xavier's backward condition n_out Var(W) = 1 keeps constant ([InitFP §2.1],
+// [InitGuide ch. 2]; through phi, n_out Var(W) d_phi = 1: [VarDyn], [Errata 004-4]). ghook(l, dL/dh_l)
+// for l = depth .. 0, with dL/dh_{l-1} = W_l^T (phi'(z_l) * dL/dh_l). Every z_l and h_l is then kept;
+// the matrices are not: W_l is drawn again from a copy of the generator as it was before layer l.
+static void stack_run_grad(const StackSpec* s, const float* input, LayerHook hook, GradHook ghook, void* ctx) {
     size_t N = (size_t)s->batch * s->width, M = (size_t)s->width * s->width;
+    int keep = ghook ? s->depth + 1 : 1;          // layers whose z and h stay in memory
     float* W = xmalloc(M * sizeof(float));
-    float *h0 = xmalloc(N * sizeof(float)), *h = xmalloc(N * sizeof(float)), *z = xmalloc(N * sizeof(float));
-    Rng gw, gx;
+    float* h0 = xmalloc(N * sizeof(float));
+    float *hs = xmalloc(keep * N * sizeof(float)), *zs = xmalloc(keep * N * sizeof(float));
+    Rng gw, gx, *before = ghook ? xmalloc((s->depth + 1) * sizeof(Rng)) : NULL;
     rng_seed(&gw, s->seed);
     rng_seed(&gx, s->seed + 1);
-    init_normal(&gx, h0, N, 0.0f, 1.0f);
-    memcpy(h, h0, N * sizeof(float));
-    hook(0, NULL, h, h0, s->batch, s->width, ctx);
+    if (input) memcpy(h0, input, N * sizeof(float));
+    else init_normal(&gx, h0, N, 0.0f, 1.0f);
+    memcpy(hs, h0, N * sizeof(float));
+    hook(0, NULL, hs, h0, s->batch, s->width, ctx);
     for (int l = 1; l <= s->depth; l++) {
-        init_matrix_text(&gw, W, s->width, s->width, l == 1 && s->first ? s->first : s->scheme);
-        if (l > 1 && s->gain != 1.0)
-            for (size_t i = 0; i < M; i++) W[i] *= (float)s->gain;
-        matmul_forward(z, h, W, NULL, s->batch, s->width, s->width);
+        float *h = hs + (ghook ? l : 0) * N, *z = zs + (ghook ? l : 0) * N;
+        if (before) before[l] = gw;
+        stack_weight(&gw, W, s, l);
+        matmul_forward(z, hs + (ghook ? l - 1 : 0) * N, W, NULL, s->batch, s->width, s->width);
         act_forward(s->act, h, z, (long)N);
         hook(l, z, h, h0, s->batch, s->width, ctx);
     }
-    free(W); free(h0); free(h); free(z);
+    if (ghook) {
+        float *dh = xmalloc(N * sizeof(float)), *dz = xmalloc(N * sizeof(float)), *dW = xcalloc(M, sizeof(float));
+        Rng gg;
+        rng_seed(&gg, s->seed + 2);
+        init_normal(&gg, dh, N, 0.0f, 1.0f);
+        for (int l = s->depth; l >= 1; l--) {
+            ghook(l, dh, s->batch, s->width, ctx);
+            act_backward(s->act, dz, zs + l * N, dh, (long)N);
+            stack_weight(&before[l], W, s, l);
+            memset(dh, 0, N * sizeof(float));
+            matmul_backward(dh, dW, NULL, dz, hs + (l - 1) * N, W, s->batch, s->width, s->width);   // dW: unused
+        }
+        ghook(0, dh, s->batch, s->width, ctx);
+        free(dh); free(dz); free(dW);
+    }
+    free(W); free(h0); free(hs); free(zs); free(before);
 }
+
+static void stack_run(const StackSpec* s, LayerHook hook, void* ctx) { stack_run_grad(s, NULL, hook, NULL, ctx); }
 
 // ============================================================================================
 // 6. Statistics: the paired t-test of lab 8
@@ -644,7 +681,7 @@ static void lab_data_end(FILE* f, Data* all, Data* tr, Data* va) {
     fclose(f);
 }
 
-// ---- lab 1: explode / vanish (seed 002 ch. 0-1) ------------------------------------------------------
+// ---- lab 1: explode / vanish ([InitGuide ch. 0-1]) ----------------------------------------------------
 typedef struct { FILE* f; const char* section; const char* series; int first_inf, first_nan; } StackLog;
 
 // per layer: mean and std of h (the seed's printout), E[z^2], max |h|, and where inf / NaN first appear
@@ -671,9 +708,16 @@ static void hook_stats(int l, const float* z, const float* h, const float* h0, i
     if (z) csv_row(s->f, s->section, s->series, l, "q", mean_square(z, N));
 }
 
+// per layer: Var(dL/dh_l), the backward signal (ctx: a StackLog, or a struct that starts with one)
+static void hook_grad_stats(int l, const float* dh, int B, int d, void* ctx) {
+    StackLog* s = ctx;
+    double sd = stats_of(dh, NULL, (long)B * d).std;
+    csv_row(s->f, s->section, s->series, l, "grad_var", sd * sd);
+}
+
 static void run_stack_logged(FILE* f, const char* section, const StackSpec* sp) {
     StackLog s = {f, section, sp->scheme, -1, -1};
-    stack_run(sp, hook_stats, &s);
+    stack_run_grad(sp, NULL, hook_stats, hook_grad_stats, &s);
     csv_row(f, section, sp->scheme, sp->depth, "first_inf_layer", s.first_inf);
     csv_row(f, section, sp->scheme, sp->depth, "first_nan_layer", s.first_nan);
     printf("  %-12s %-20s first inf at layer %d, first NaN at layer %d\n", section, sp->scheme, s.first_inf, s.first_nan);
@@ -683,12 +727,12 @@ static void lab_explode(const LabOptions* o) {
     FILE* f = csv_open(o->out);
     int d = o->width ? o->width : 512, depth = o->depth ? o->depth : 20, B = o->batch ? o->batch : 64;
     const char* schemes[] = {"normal:1", "normal:0.01", "kaiming_normal:relu"};
-    // seed 002 ch. 0's code: 20 ReLU layers, batch 64, width 512
+    // [InitGuide ch. 0]'s code: 20 ReLU layers, batch 64, width 512
     for (int i = 0; i < 3; i++) {
         StackSpec sp = {d, depth, B, A_RELU, schemes[i], NULL, 1.0, o->seed};
         run_stack_logged(f, "relu", &sp);
     }
-    // where fp32 gives out: the N(0,1) stacks continued to 64 layers, ReLU and linear (seed 002 ch. 1's
+    // where fp32 gives out: the N(0,1) stacks continued to 64 layers, ReLU and linear ([InitGuide ch. 1]'s
     // numpy code is the linear one; its 512^n table is the variance of that stack)
     StackSpec relu = {d, 64, B, A_RELU, "normal:1", NULL, 1.0, o->seed};
     run_stack_logged(f, "overflow_relu", &relu);
@@ -697,7 +741,7 @@ static void lab_explode(const LabOptions* o) {
     fclose(f);
 }
 
-// ---- lab 2: Xavier vs naive under tanh, Xavier vs He under ReLU (seed 002 ch. 2-3, seed 001 §3.3) ----
+// ---- lab 2: Xavier vs naive under tanh, Xavier vs He under ReLU ([InitGuide ch. 2-3], [InitFP §3.3]) ---
 #define HIST_BINS 60
 typedef struct { StackLog log; float lo, hi; } HistLog;
 
@@ -731,10 +775,10 @@ static void lab_xavier(const LabOptions* o) {
         for (int i = 0; i < 2; i++) {
             StackSpec sp = {d, 10, B, cases[c].act, sch[i], NULL, 1.0, o->seed};
             HistLog hl = {{f, cases[c].section, sch[i], -1, -1}, cases[c].lo, cases[c].hi};
-            stack_run(&sp, hook_hist, &hl);
+            stack_run_grad(&sp, NULL, hook_hist, hook_grad_stats, &hl);
         }
     }
-    // seed 001 §3.3: 32 ReLU layers of d = 4096, x ~ N(0,1), batch 64; h.var() after layer 32.
+    // [InitFP §3.3]: 32 ReLU layers of d = 4096, x ~ N(0,1), batch 64; h.var() after layer 32.
     // For a square layer fan-in and fan-out Kaiming are the same matrix.
     int big = o->big_width ? o->big_width : 4096, seeds = o->seeds ? o->seeds : 1;
     const char* big_schemes[] = {"normal:1", "xavier_normal", "kaiming_normal:relu"};
@@ -748,7 +792,7 @@ static void lab_xavier(const LabOptions* o) {
     fclose(f);
 }
 
-// ---- lab 3: orthogonal matrices preserve norms exactly (seed 002 ch. 4) ----------------------------
+// ---- lab 3: orthogonal matrices preserve norms exactly ([InitGuide ch. 4]) ----------------------------
 // per layer: the ratio ||h_l|| / ||h_0|| of every input row, its mean, min and max over the batch
 typedef struct { FILE* f; const char* section; const char* series; } NormLog;
 
@@ -797,9 +841,9 @@ static void lab_orthogonal(const LabOptions* o) {
     fclose(f);
 }
 
-// ---- lab 4: the residual stream (seed 001 §4, seed 002 ch. 5) ----------------------------------------
+// ---- lab 4: the residual stream ([InitFP §4], [InitGuide ch. 5]) --------------------------------------
 // h_{k+1} = h_k + f_k(h_k) over n sublayers, f(h) = V phi(W rmsnorm(h)) (the pre-norm MLP sublayer of
-// a transformer) or, for the GPT-2 XL check of seed 002 ch. 5, the linear sublayer f(h) = V rmsnorm(h).
+// a transformer) or, for the GPT-2 XL check of [InitGuide ch. 5], the linear sublayer f(h) = V rmsnorm(h).
 // Records Var(h_k) / Var(h_0) for every k.
 typedef struct {
     int width, n, batch;
@@ -864,7 +908,7 @@ static void lab_residual(const LabOptions* o) {
         stream_run(&us, f, "unscaled_final", "mlp", 0);
         printf("  n = %d done\n", ns[i]);
     }
-    // GPT-2 XL (seed 002 ch. 5): d = 1600, 2L = 96 linear sublayers with N(0, 0.02^2), unscaled and
+    // GPT-2 XL ([InitGuide ch. 5]): d = 1600, 2L = 96 linear sublayers with N(0, 0.02^2), unscaled and
     // with 0.02 / sqrt(96)
     int xl = o->big_width ? o->big_width : 1600;
     StreamSpec g1 = {xl, 96, B, 0, "normal:0.02", 1.0, o->seed};
@@ -875,7 +919,7 @@ static void lab_residual(const LabOptions* o) {
     fclose(f);
 }
 
-// ---- lab 5: symmetry (seed 002 ch. 7) -----------------------------------------------------------------
+// ---- lab 5: symmetry ([InitGuide ch. 7]) --------------------------------------------------------------
 // The largest distance between two hidden neurons of layer 0 (rows of W_0, with their biases): 0 means
 // every neuron of the layer computes the same function.
 static double row_spread(const MLP* n, int l) {
@@ -946,7 +990,7 @@ static void lab_symmetry(const LabOptions* o) {
     lab_data_end(f, &all, &tr, &va);
 }
 
-// ---- lab 6: the race (seed 002 ch. 8) -----------------------------------------------------------------
+// ---- lab 6: the race ([InitGuide ch. 8]) --------------------------------------------------------------
 static void lab_race(const LabOptions* o) {
     Data all, tr, va;
     FILE* f = lab_data_begin(o, "digits", &all);
@@ -956,7 +1000,7 @@ static void lab_race(const LabOptions* o) {
     Act acts[] = {A_RELU, A_TANH};
     float* curve = xmalloc((steps / every + 1) * sizeof(float));
     for (int ai = 0; ai < 2; ai++) {
-        // orthogonal with the activation's gain (seed 002 ch. 4: sqrt 2 for ReLU), He with ReLU's
+        // orthogonal with the activation's gain ([InitGuide ch. 4]: sqrt 2 for ReLU), He with ReLU's
         char orth[48];
         snprintf(orth, sizeof(orth), "orthogonal:%.9g", calculate_gain(act_names[acts[ai]], NAN));
         const char* schemes[] = {"zeros", "normal:0.01", "xavier_normal", "kaiming_normal:relu", orth};
@@ -987,7 +1031,7 @@ static void lab_race(const LabOptions* o) {
     lab_data_end(f, &all, &tr, &va);
 }
 
-// ---- lab 7: the std sweep (seed 004 E1) ---------------------------------------------------------------
+// ---- lab 7: the std sweep ([VarDyn E1]) ---------------------------------------------------------------
 // Per sigma: the network at init (std of every layer's output, norm of every layer's weight gradient
 // on one batch), then training; final losses and accuracy.
 static void lab_sweep(const LabOptions* o) {
@@ -1035,7 +1079,7 @@ static void lab_sweep(const LabOptions* o) {
     lab_data_end(f, &all, &tr, &va);
 }
 
-// ---- lab 8: Xavier vs Kaiming, paired over seeds (seed 004 E2) ----------------------------------------
+// ---- lab 8: Xavier vs Kaiming, paired over seeds ([VarDyn E2]) ----------------------------------------
 static void lab_xavier_kaiming(const LabOptions* o) {
     Data all, tr, va;
     FILE* f = lab_data_begin(o, "wine", &all);
@@ -1047,8 +1091,8 @@ static void lab_xavier_kaiming(const LabOptions* o) {
     MLPConfig cfg = {.L = 4, .dims = {tr.d, 16, 32, 32, 2}, .act = A_RELU, .head = 1};
     int seeds = o->seeds ? o->seeds : 10, steps = o->steps ? o->steps : 300;
     float target = 0.05f;
-    // seed 004 E2 compares Xavier normal with Kaiming *uniform*; its contribution 3 says Kaiming
-    // normal (seed_corrections 004-7): both pairs are run
+    // [VarDyn E2] compares Xavier normal with Kaiming *uniform*; its contribution 3 says Kaiming
+    // normal ([Errata 004-7]): both pairs are run
     const char* schemes[] = {"xavier_normal", "kaiming_uniform:relu", "kaiming_normal:relu"};
     // per run: iterations to a training loss of 0.05, the loss after `early` steps and at the end,
     // the held-out accuracy
@@ -1093,7 +1137,7 @@ static void lab_xavier_kaiming(const LabOptions* o) {
     lab_data_end(f, &all, &tr, &va);
 }
 
-// ---- lab 9: activation gains (seed_corrections 001-7, 004-3) ------------------------------------------
+// ---- lab 9: activation gains ([Errata 001-7], [Errata 004-3]) -----------------------------------------
 // c(q) = E[phi(sqrt(q) z)^2] / q and d(q) = E[phi'(sqrt(q) z)^2], z ~ N(0,1), by quadrature (the
 // midpoint rule on z in [-12, 12], 24000 cells, through this code's own phi; 0 is a cell edge, so the
 // ReLU step does not bias it) and by Monte Carlo (2^20 draws).
@@ -1151,7 +1195,7 @@ static void lab_gains(const LabOptions* o) {
             csv_row(f, "mc", act_names[acts[ai]], qs[qi], "d", dm);
         }
         // 32-layer stacks, z_1 ~ N(0,1) (layer 1 at 1/fan_in), then layers 2..32 with gain g:
-        // calculate_gain's value, sqrt 2 (seed 001's "gain = 2.0" on the variance), and 1/sqrt(c(1))
+        // calculate_gain's value, sqrt 2 ([InitFP]'s "gain = 2.0" on the variance), and 1/sqrt(c(1))
         double gains[3] = {calculate_gain(act_names[acts[ai]], NAN), sqrt(2.0), 1.0 / sqrt(c1)};
         const char* gname[3] = {"calculate_gain", "sqrt2", "quadrature"};
         for (int gi = 0; gi < 3; gi++) {
@@ -1171,7 +1215,138 @@ static void lab_gains(const LabOptions* o) {
 }
 
 // ============================================================================================
-// 8. Self-test: the backward pass against centred finite differences, and the t distribution
+// 8. The sources' worked examples, recomputed with this code (dev/labs/mlp_lab worked)
+// ============================================================================================
+
+// A number as the text prints it: v with as many decimals as the text's string has.
+static int prints_as(double v, const char* text) {
+    const char* dot = strchr(text, '.');
+    char buf[64];
+    snprintf(buf, sizeof(buf), "%.*f", dot ? (int)strlen(dot + 1) : 0, v);
+    return strcmp(buf, text) == 0;
+}
+
+// ---- [InitGuide ch. 0] the hand-traced network: 3 layers of 2 neurons, no bias, ReLU after each -------
+// z_l = W_l h_{l-1}, h_l = relu(z_l). The text's copy does not show the input; x = [1, 0.5] is the only
+// input with W_1 x = [0.2, 1.05] ([Errata 002-2]). Its printed numbers, [layer][z, relu(z)][neuron]; z_3
+// is not shown either, and equals relu(z_3) as both entries are positive ([Errata 002-2]).
+static const float trace_x[2] = {1.0f, 0.5f};
+static const float trace_W[3][4] = {{0.8f, -1.2f, 0.5f, 1.1f}, {1.5f, -0.3f, 0.9f, 1.8f}, {1.3f, 0.7f, -0.4f, 1.6f}};
+static const char* trace_text[3][2][2] = {
+    {{"0.2", "1.05"}, {"0.2", "1.05"}},
+    {{"-0.015", "2.07"}, {"0", "2.07"}},
+    {{"1.449", "3.312"}, {"1.449", "3.312"}},
+};
+
+// The text's network as an MLP of this file (ReLU after the last layer too: no head), run on x:
+// n->z[l] and n->out[l] hold z_{l+1} and h_{l+1}.
+static void handtrace_forward(MLP* n) {
+    MLPConfig c = {.L = 3, .dims = {2, 2, 2, 2}, .act = A_RELU};
+    mlp_build(n, &c, 1);
+    mlp_init(n, "zeros", 0, 0);
+    for (int l = 0; l < 3; l++) memcpy(n->W[l], trace_W[l], sizeof(trace_W[l]));
+    mlp_forward(n, trace_x, NULL, 1);
+}
+
+// ---- [InitGuide ch. 4] orthogonal init of a 2 x 2 matrix: QR of a random A, signs fixed ---------------
+// The text's A has columns a1 = [0.3, 1.2], a2 = [-0.8, 0.5]; Gram-Schmidt gives Q with columns
+// q1 = [0.243, 0.970], q2 = [-0.970, 0.243] (its check table calls them rows 1 and 2: for a square Q
+// both Q^T Q = I and Q Q^T = I hold, [Errata 002-17]). Its "0.243(-0.970) + 0.970(0.243) = -0.236 +
+// 0.236" multiplies the rounded entries; unrounded, each product is 0.2353. Q [1, 0] = q1, of norm 1.
+static const float ortho_A[4] = {0.3f, -0.8f, 1.2f, 0.5f};          // row-major
+static const char* ortho_Q_text[4] = {"0.243", "-0.970", "0.970", "0.243"};
+
+// mt19937's output tempering, undone: the state word that rng_u32 turns into y.
+static uint32_t untemper(uint32_t y) {
+    y ^= y >> 18;                                    // these two undo themselves: the bits they read
+    y ^= (y << 15) & 0xefc60000u;                    // are ones they leave alone
+    uint32_t x = y;
+    for (int i = 0; i < 5; i++) x = y ^ ((x << 7) & 0x9d2c5680u);   // 7 more bits right per round
+    y = x;
+    for (int i = 0; i < 3; i++) x = y ^ (x >> 11);
+    return x;
+}
+
+// Sets g so that its next n (even) scalar normal_ draws, the n < 16 path of init_normal_d, are z[]:
+// rng_normal_f64 returns r cos t, then r sin t, from u1 = t / 2pi and u2 = 1 - exp(-r^2 / 2), each
+// uniform the low 53 bits of a random64() made of two 32-bit draws. Lets a text's "random" matrix go
+// through init_orthogonal: the QR, the sign fix and the gain are then this project's own.
+static void rng_prime_normals(Rng* g, const float* z, int n) {
+    if (n % 2 || 2 * n > RNG_MT_N) fatal("rng_prime_normals: %d draws", n);
+    g->mti = 0;
+    g->has_next_normal = 0;
+    for (int i = 0; i < n; i += 2) {
+        double r = hypot(z[i], z[i + 1]), t = atan2(z[i + 1], z[i]);
+        double u[2] = {(t < 0.0 ? t + 2.0 * RNG_PI : t) / (2.0 * RNG_PI), -expm1(-0.5 * r * r)};
+        for (int k = 0; k < 2; k++) {
+            uint64_t m = (uint64_t)llround(u[k] * 9007199254740992.0) & ((1ull << 53) - 1);
+            g->mt[2 * i + 2 * k] = untemper((uint32_t)(m >> 32));
+            g->mt[2 * i + 2 * k + 1] = untemper((uint32_t)m);
+        }
+    }
+}
+
+// init_orthogonal on the text's A, with a gain: A itself in *a (the draws), Q in q
+static void worked_orthogonal(float* a, float* q, float gain) {
+    Rng g;
+    rng_seed(&g, 0);
+    rng_prime_normals(&g, ortho_A, 4);
+    Rng g2 = g;
+    init_normal_d(&g2, a, 4, 0.0, 1.0);
+    init_orthogonal(&g, q, 2, 2, gain);
+}
+
+// ---- [InitFP §1.3] depth sensitivity: Var(x_80) / Var(x_0) = alpha^80 ---------------------------------
+// A layer multiplies the variance by alpha = n Var(W); the text: alpha = 1.01 gives "2.2x", 1.1 a value
+// missing from the copy, 2 "far beyond any floating point format". Wrong for 2 ([Errata 001-3]): 2^80 =
+// 1.2089e24, which fp32 holds (max 3.4028e38); only fp16 (max 65504) and fp8 overflow, and alpha^80
+// passes fp32's max only for alpha > 3.03. The product in fp32, as a network would carry it:
+static float variance_after_layers(float alpha, int layers) {
+    float v = 1.0f;
+    for (int l = 0; l < layers; l++) v *= alpha;
+    return v;
+}
+
+static void worked_examples(void) {
+    MLP n;
+    handtrace_forward(&n);
+    printf("[InitGuide ch. 0] hand trace, x = [1, 0.5] (not shown in the text; [Errata 002-2])\n"
+           "layer  z = W h (this code)  text            relu(z) (this code)  text\n");
+    for (int l = 0; l < 3; l++) {
+        const float *z = n.z[l], *h = n.out[l];
+        const char* (*t)[2] = trace_text[l];
+        char cz[48], ch[48], tz[48], th[48];
+        snprintf(cz, sizeof(cz), "%.6g, %.6g", z[0], z[1]);
+        snprintf(ch, sizeof(ch), "%.6g, %.6g", h[0], h[1]);
+        snprintf(tz, sizeof(tz), "%s, %s", t[0][0], t[0][1]);
+        snprintf(th, sizeof(th), "%s, %s", t[1][0], t[1][1]);
+        printf("%-6d %-20s %-15s %-20s %s\n", l + 1, cz, tz, ch, th);
+    }
+    const float* h3 = n.out[2];
+    printf("(the text prints relu(z_3) only; z_3 is the same, [Errata 002-2])\n"
+           "||h3|| / ||x|| = %.4g (\"tripled\"). The first neuron of layer 2 is off for this input, not dead; and\n"
+           "with fan_in 2, He's Var(W) = 2/2 = 1: N(0,1) preserves the variance here ([Errata 002-2])\n",
+           hypot(h3[0], h3[1]) / hypot(trace_x[0], trace_x[1]));
+    mlp_free(&n);
+
+    float a[4], q[4], qx[2], qg[4], qgx[2], e0[2] = {1.0f, 0.0f};
+    worked_orthogonal(a, q, 1.0f);
+    worked_orthogonal(a, qg, (float)calculate_gain("relu", NAN));
+    matmul_forward(qx, e0, q, NULL, 1, 2, 2);
+    matmul_forward(qgx, e0, qg, NULL, 1, 2, 2);
+    printf("\n[InitGuide ch. 4] orthogonal 2 x 2: A = [[%g, %g], [%g, %g]] through init_orthogonal\n"
+           "Q = [[%.6f, %.6f], [%.6f, %.6f]]   text: [[%s, %s], [%s, %s]]\n"
+           "Q [1, 0] = [%.3f, %.3f], norm %.6f; with gain sqrt 2 the norm is %.6f\n",
+           a[0], a[1], a[2], a[3], q[0], q[1], q[2], q[3], ortho_Q_text[0], ortho_Q_text[1], ortho_Q_text[2],
+           ortho_Q_text[3], qx[0], qx[1], hypot(qx[0], qx[1]), hypot(qgx[0], qgx[1]));
+
+    printf("\n[InitFP §1.3] alpha^80 in fp32: 1.01 -> %.4f, 1.1 -> %.1f, 2 -> %.4e, finite (fp32 max %.4e;\n"
+           "only fp16, max 65504, overflows: [Errata 001-3])\n",
+           variance_after_layers(1.01f, 80), variance_after_layers(1.1f, 80), variance_after_layers(2.0f, 80), FLT_MAX);
+}
+
+// ============================================================================================
+// 9. Self-test: backward passes against finite differences, the t distribution, the worked examples
 // ============================================================================================
 
 static int st_pass, st_fail;
@@ -1243,6 +1418,120 @@ static void fd_check(const MLPConfig* cfg, const char* what) {
     mlp_free(&n);
 }
 
+// ---- the worked examples against the texts' numbers ---------------------------------------------------
+// [InitGuide ch. 0]: every z_l and relu(z_l) of the hand trace prints as the text's number
+static void selftest_handtrace(void) {
+    MLP n;
+    handtrace_forward(&n);
+    for (int l = 0; l < 3; l++) {
+        const float *z = n.z[l], *h = n.out[l];
+        const char* (*t)[2] = trace_text[l];
+        int ok = 1;
+        for (int j = 0; j < 2; j++) ok &= prints_as(z[j], t[0][j]) && prints_as(h[j], t[1][j]);
+        st_check(ok, "[InitGuide ch. 0] hand trace, layer %d: z = [%g, %g], relu = [%g, %g] (text [%s, %s], [%s, %s])",
+                 l + 1, z[0], z[1], h[0], h[1], t[0][0], t[0][1], t[1][0], t[1][1]);
+    }
+    mlp_free(&n);
+}
+
+// [InitGuide ch. 4]: init_orthogonal turns the text's A into its Q. Householder's R has a negative
+// diagonal here (R_11 = -||a1||), so without the sign fix the first column would come out negated.
+static void selftest_orthogonal_2x2(void) {
+    float a[4], q[4], qg[4], qx[2], qgx[2], e0[2] = {1.0f, 0.0f};
+    worked_orthogonal(a, q, 1.0f);
+    worked_orthogonal(a, qg, (float)calculate_gain("relu", NAN));
+    st_check(memcmp(a, ortho_A, sizeof(a)) == 0,
+             "[InitGuide ch. 4] the primed generator draws the text's A = [[%g, %g], [%g, %g]]", a[0], a[1], a[2], a[3]);
+    int ok = 1;
+    for (int i = 0; i < 4; i++) ok &= prints_as(q[i], ortho_Q_text[i]);
+    // [Errata fact 32], to 6 decimals: q1 = [0.242536, 0.970143], q2 = [-0.970143, 0.242536]
+    const double q6[4] = {0.242536, -0.970143, 0.970143, 0.242536};
+    double worst = 0.0, orth = 0.0;
+    for (int i = 0; i < 4; i++) worst = fmax(worst, fabs(q[i] - q6[i]));
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++) orth = fmax(orth, fabs((double)q[i] * q[j] + (double)q[2 + i] * q[2 + j] - (i == j)));
+    st_check(ok && worst < 1e-6,
+             "[InitGuide ch. 4] Q = [[%.6f, %.6f], [%.6f, %.6f]] (text to 3 decimals, [Errata fact 32] to 6)", q[0], q[1],
+             q[2], q[3]);
+    st_check(orth < 1e-6, "[InitGuide ch. 4] Q^T Q = I: largest deviation %.2g", orth);
+    matmul_forward(qx, e0, q, NULL, 1, 2, 2);
+    matmul_forward(qgx, e0, qg, NULL, 1, 2, 2);
+    st_check(prints_as(qx[0], "0.243") && prints_as(qx[1], "0.970") && fabs(hypot(qx[0], qx[1]) - 1.0) < 1e-6 &&
+                 fabs(hypot(qgx[0], qgx[1]) - 1.41421356) < 1e-6,
+             "[InitGuide ch. 4] Q [1, 0] = [%.3f, %.3f], norm %.7f (text 1); gain sqrt 2: norm %.7f (text sqrt 2)",
+             qx[0], qx[1], hypot(qx[0], qx[1]), hypot(qgx[0], qgx[1]));
+}
+
+// [InitFP §1.3] with [Errata 001-3]'s values ([Errata fact 9]): 1.01^80 = 2.2167 (the text's "2.2x"),
+// 1.1^80 = 2048.4, 2^80 = 1.2089e24 < fp32 max; alpha^80 overflows fp32 between 3.03 and 3.04
+static void selftest_depth_sensitivity(void) {
+    float v1 = variance_after_layers(1.01f, 80), v2 = variance_after_layers(1.1f, 80), v3 = variance_after_layers(2.0f, 80);
+    st_check(prints_as(v1, "2.2") && fabs(v1 - 2.2167) < 5e-5, "[InitFP §1.3] 1.01^80 = %.5f ([Errata 001-3]: 2.2167)", v1);
+    st_check(fabs(v2 - 2048.4) < 0.05, "[InitFP §1.3] 1.1^80 = %.2f ([Errata 001-3]: 2048.4)", v2);
+    st_check(isfinite(v3) && fabs(v3 / 1.2089e24 - 1.0) < 5e-5 && v3 > 65504.0f,
+             "[InitFP §1.3] 2^80 = %.5g in fp32: finite, above fp16's 65504 ([Errata 001-3]: 1.2089e24)", v3);
+    float a = variance_after_layers(3.03f, 80), b = variance_after_layers(3.04f, 80);
+    st_check(isfinite(a) && isinf(b), "[InitFP §1.3] fp32 overflows only for alpha > 3.03: 3.03^80 = %.4g, 3.04^80 = %g", a,
+             b);
+}
+
+// ---- the backward signal of the deep stacks -----------------------------------------------------------
+typedef struct { int depth; float *h0, *top, *g, *dh0; double ms[8]; } GradProbe;   // depth <= 7
+
+static void probe_layers(int l, const float* z, const float* h, const float* h0, int B, int d, void* ctx) {
+    (void)z; (void)h0;
+    GradProbe* p = ctx;
+    if (l == 0) memcpy(p->h0, h, (size_t)B * d * sizeof(float));
+    if (l == p->depth) memcpy(p->top, h, (size_t)B * d * sizeof(float));
+}
+
+static void probe_grads(int l, const float* dh, int B, int d, void* ctx) {
+    GradProbe* p = ctx;
+    if (l == p->depth) memcpy(p->g, dh, (size_t)B * d * sizeof(float));
+    if (l == 0) memcpy(p->dh0, dh, (size_t)B * d * sizeof(float));
+    p->ms[l] = mean_square(dh, (long)B * d);
+}
+
+static void selftest_stack_grad(void) {
+    enum { D = 4, B = 2, N = B * D };
+    float h0[N], top[N], g[N], dh0[N], x[N], seen[N];
+    // dL/dh_0 of a tanh stack with its own first layer and a gain, against centred differences of
+    // L(x) = sum(g * h_3(x)): pass when |fd - grad| <= 1e-4 + 1e-2 |fd|
+    StackSpec sp = {D, 3, B, A_TANH, "xavier_normal", "normal:0.7", 1.3, 5};
+    GradProbe p = {3, h0, top, g, dh0, {0}};
+    stack_run_grad(&sp, NULL, probe_layers, probe_grads, &p);
+    const float eps = 1e-2f;
+    double worst = 0.0;
+    p.h0 = seen;                      // the perturbed runs must not overwrite h0
+    for (int i = 0; i < N; i++) {
+        double L[2];
+        for (int s = 0; s < 2; s++) {
+            memcpy(x, h0, sizeof(x));
+            x[i] += s ? -eps : eps;
+            stack_run_grad(&sp, x, probe_layers, NULL, &p);
+            L[s] = 0.0;
+            for (int j = 0; j < N; j++) L[s] += (double)g[j] * top[j];
+        }
+        double fd = (L[0] - L[1]) / (2.0 * eps);
+        worst = fmax(worst, fabs(fd - dh0[i]) / (1e-4 + 1e-2 * fabs(fd)));
+    }
+    st_check(worst <= 1.0, "%-40s worst error %.2f of tolerance", "backward signal of a tanh stack (fd)", worst);
+    // A linear stack of orthogonal matrices: W^T preserves norms exactly, so ||dL/dh_l|| = ||g|| times the
+    // gain of every layer above l that has one (layers 2..depth, [InitGuide ch. 4])
+    enum { D2 = 8, B2 = 3, N2 = B2 * D2 };
+    float h02[N2], top2[N2], g2[N2], dh02[N2];
+    StackSpec so = {D2, 5, B2, A_IDENTITY, "orthogonal", NULL, 1.1, 9};
+    GradProbe q = {5, h02, top2, g2, dh02, {0}};
+    stack_run_grad(&so, NULL, probe_layers, probe_grads, &q);
+    double worst_rel = 0.0;
+    for (int l = 0; l <= 5; l++) {
+        double want = q.ms[5] * pow(1.21, 5 - (l > 1 ? l : 1));
+        worst_rel = fmax(worst_rel, fabs(q.ms[l] / want - 1.0));
+    }
+    st_check(worst_rel < 1e-5, "backward signal of an orthogonal linear stack: E[(dL/dh_l)^2] = 1.21^(layers above) E[g^2], "
+             "worst relative error %.2g", worst_rel);
+}
+
 static int selftest(void) {
     for (int a = 0; a < NUM_ACTS; a++) {
         MLPConfig c = {.L = 4, .dims = {4, 6, 5, 5, 3}, .act = (Act)a, .head = 1};
@@ -1258,6 +1547,7 @@ static int selftest(void) {
     fd_check(&rl, "backward, residual silu + LayerNorm");
     MLPConfig r0 = {.L = 4, .dims = {4, 6, 6, 6, 3}, .act = A_RELU, .residual = 1, .head = 1};
     fd_check(&r0, "backward, residual relu, no norm");
+    selftest_stack_grad();
     // Student t: P(|T| > 1) = 1/2 at df = 1 (Cauchy); the 5% two-sided point of df = 9 is 2.262157;
     // the 1% point of df = 30 is 2.749996; large df tends to the normal (P(|Z| > 1.959964) = 0.05)
     struct { double t, df, p; } tv[] = {{1.0, 1, 0.5}, {2.262157163, 9, 0.05}, {2.749995654, 30, 0.01}, {1.959963985, 1e7, 0.05}, {0.0, 5, 1.0}};
@@ -1284,17 +1574,21 @@ static int selftest(void) {
     opt_step(&n, &o);
     st_check(fabsf(n.params[0] - (before - 0.01f * (g0 > 0 ? 1.0f : -1.0f))) < 1e-6f, "Adam's first step is lr * sign(g)");
     mlp_free(&n);
+    selftest_handtrace();
+    selftest_orthogonal_2x2();
+    selftest_depth_sensitivity();
     printf("selftest: %d passed, %d failed\n", st_pass, st_fail);
     return st_fail ? 1 : 0;
 }
 
 // ============================================================================================
-// 9. The command line
+// 10. The command line
 // ============================================================================================
 
 static void lab_usage(void) {
     printf("usage: dev/labs/mlp_lab LAB [flags]     (doc/labs/README.md describes the labs)\n"
            "labs: selftest explode xavier orthogonal residual symmetry race sweep xavier_kaiming gains\n"
+           "      worked (the sources' worked examples recomputed, no CSV)\n"
            "  -o FILE   the CSV (default doc/labs/LAB.csv)\n"
            "  -d DIR    the tables of dev/labs/fetch_data.sh (default data_labs)\n"
            "  -w N      width          -l N  depth (layers, sublayers)     -b N  batch\n"
@@ -1307,6 +1601,7 @@ int main(int argc, char** argv) {
     if (argc < 2 || strcmp(argv[1], "-h") == 0) { lab_usage(); return argc < 2; }
     const char* lab = argv[1];
     if (strcmp(lab, "selftest") == 0) return selftest();
+    if (strcmp(lab, "worked") == 0) { worked_examples(); return 0; }
     LabOptions o = {.data_dir = "data_labs", .seed = 42};
     char out[4096];
     snprintf(out, sizeof(out), "doc/labs/%s.csv", lab);

@@ -1201,7 +1201,7 @@ static void test_schemes_train(void) {
         if (loaded) {
             checkpoint_load(&m, path, &r1, &r2);
             for (int l = 0; l < c.L; l++) {
-                const float *up = PW(&m, K_WUP, l), *down = PW(&m, K_WDOWN, l);
+                const float *up = param_of(&m, K_WUP, l), *down = param_of(&m, K_WDOWN, l);
                 for (int u = 1; u < c.F; u++) symmetric &= !memcmp(up, up + (size_t)u * c.C, c.C * sizeof(float));
                 for (int r = 0; r < c.C; r++)
                     for (int u = 1; u < c.F; u++) symmetric &= down[(size_t)r * c.F + u] == down[(size_t)r * c.F];
@@ -1575,30 +1575,37 @@ static void test_probes_trainer(void) {
           "--spike-skip 1: flagged steps skip their update (the run differs), in the progress line and the log");
     free(out);
     free(log);
-    // the muP coordinate check at two widths
-    snprintf(flags, sizeof(flags), SMALL " -o %s/coord --coord-check 1 --coord-widths 16,32 --coord-steps 2", tmpdir);
-    st = run_trainer(flags);
-    snprintf(a, sizeof(a), "%s/coord/log.jsonl", tmpdir);
-    log = read_text(a, NULL);
-    int found = 0;
-    const char* names[] = {"emb", "h.0.attn_out", "h.1.mlp_out", "logits"};
-    for (int w = 16; w <= 32; w *= 2)
-        for (int s = 0; s < 2; s++)
-            for (int i = 0; i < 4; i++) {
-                char key[128];
-                snprintf(key, sizeof(key), "\"step\":%d,\"probe\":\"coord\",\"layer\":%d,\"tensor\":\"%s\"", s, i == 0 || i == 3 ? -1 : i - 1, names[i]);
-                for (char* p = log ? strstr(log, key) : NULL; p; p = strstr(p + 1, key)) {
-                    char wkey[32];
-                    snprintf(wkey, sizeof(wkey), "\"width\":%d}", w);
-                    if (strncmp(strchr(p, '}') - strlen(wkey) + 1, wkey, strlen(wkey)) == 0) { found++; break; }
+    // the muP coordinate check at two widths, in one process: plain, then with the gate under muP
+    // (llama, -G 1 -I mup), whose lines and table add the gate's pre-activation
+    for (int gated = 0; gated <= 1; gated++) {
+        snprintf(flags, sizeof(flags), SMALL " %s -o %s/coord%d --coord-check 1 --coord-widths 16,32 --coord-steps 2",
+                 gated ? "-a llama -G 1 -I mup --tie 0" : "", tmpdir, gated);
+        st = run_trainer(flags);
+        snprintf(a, sizeof(a), "%s/coord%d/log.jsonl", tmpdir, gated);
+        log = read_text(a, NULL);
+        int found = 0, want = gated ? 20 : 16;
+        const char* names[] = {"emb", "h.0.attn_out", "h.1.mlp_out", "logits", "h.1.gate_pre"};
+        for (int w = 16; w <= 32; w *= 2)
+            for (int s = 0; s < 2; s++)
+                for (int i = 0; i < 4 + gated; i++) {
+                    char key[128];
+                    snprintf(key, sizeof(key), "\"step\":%d,\"probe\":\"coord\",\"layer\":%d,\"tensor\":\"%s\"", s,
+                             i == 0 || i == 3 ? -1 : i == 1 ? 0 : 1, names[i]);
+                    for (char* p = log ? strstr(log, key) : NULL; p; p = strstr(p + 1, key)) {
+                        char wkey[32];
+                        snprintf(wkey, sizeof(wkey), "\"width\":%d}", w);
+                        if (strncmp(strchr(p, '}') - strlen(wkey) + 1, wkey, strlen(wkey)) == 0) { found++; break; }
+                    }
                 }
-            }
-    snprintf(a, sizeof(a), "%s/stdout.txt", tmpdir);
-    out = read_text(a, NULL);
-    check(st == 0 && found == 16 && out && strstr(out, "coord check: mean |x|"),
-          "--coord-check at widths 16 and 32: emb, attention, MLP and logit coordinates of both steps (%d of 16), table printed", found);
-    free(out);
-    free(log);
+        snprintf(a, sizeof(a), "%s/stdout.txt", tmpdir);
+        out = read_text(a, NULL);
+        check(st == 0 && found == want && out && strstr(out, "coord check: mean |x|") &&
+              (strstr(out, "gate_pre") != NULL) == gated,
+              "--coord-check at widths 16 and 32%s: emb, attention, MLP%s and logit coordinates of both steps (%d of %d), "
+              "table printed", gated ? ", gated under muP" : "", gated ? ", gate" : "", found, want);
+        free(out);
+        free(log);
+    }
     // refusals
     struct { const char* flags; const char* expect; } cases[] = {
         {"-p 2 -o @/bad --probes act,nosuch", "unknown probe 'nosuch'"},
@@ -1613,9 +1620,74 @@ static void test_probes_trainer(void) {
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) expect_refusal(SMALL " -x 1", cases[i].flags, cases[i].expect);
 }
 
+// attnlogit: a case by hand, then [InitFP §1.2]: with q, k entries of variance 1, q . k / sqrt(d_head)
+// has variance 1 and q . k has variance d_head; and [Errata 001-2]: with variance v per entry, the
+// scaled logits have variance v^2 whatever d_head is.
+static void test_probe_attnlogit(void) {
+    const float q[] = {1, 2, 3, 4}, k[] = {1, 0, 0, 1};          // B 1, T 2, one head, hd 2
+    Stats s = attn_logit_stats(q, k, 1, 2, 1, 1, 2, 1.0f);      // pairs (0,0), (1,0), (1,1): 1, 3, 4
+    check(fabs(s.mean - 8.0 / 3.0) < 1e-6 && s.min == 1.0 && s.max == 4.0,
+          "attnlogit by hand: logits 1, 3, 4 (mean %.6f, min %g, max %g)", s.mean, s.min, s.max);
+    const int B = 1, T = 48, H = 2, KVH = 1, hd = 64;
+    Rng g;
+    rng_seed(&g, 31);
+    float *qq = rand_buf(&g, (size_t)B * T * H * hd, 1.0f), *kk = rand_buf(&g, (size_t)B * T * KVH * hd, 1.0f);
+    double scaled = attn_logit_stats(qq, kk, B, T, H, KVH, hd, 1.0f / sqrtf(hd)).std;
+    double raw = attn_logit_stats(qq, kk, B, T, H, KVH, hd, 1.0f).std;
+    check(fabs(scaled - 1.0) < 0.1 && fabs(raw / sqrt(hd) - 1.0) < 0.1,
+          "[InitFP §1.2]: N(0,1) q, k, d_head %d: logits std %.3f with 1/sqrt(d_head), %.2f (sqrt(d_head) = %.0f) without",
+          hd, scaled, raw, sqrt(hd));
+    for (size_t i = 0; i < (size_t)B * T * H * hd; i++) qq[i] *= 2.0f;
+    for (size_t i = 0; i < (size_t)B * T * KVH * hd; i++) kk[i] *= 2.0f;
+    double var4 = attn_logit_stats(qq, kk, B, T, H, KVH, hd, 1.0f / sqrtf(hd)).std;
+    check(fabs(var4 / 4.0 - 1.0) < 0.1, "[Errata 001-2]: entries of variance 4: scaled logits std %.3f (want 4: variance 4^2, whatever d_head)",
+          var4);
+    free(qq);
+    free(kk);
+}
+
+// gradact keeps d loss / d res of every block's input. At block 0's input the residual stream is the
+// token embedding (llama: untied head, no positions), so the gradient of wte is that kept slice summed
+// over the positions of each token, in order: the same floats, bit for bit.
+static void test_probe_gradact(void) {
+    Options op;
+    options_default(&op);
+    op.preset = "llama";
+    op.L = 2; op.C = 32; op.H = 4; op.KVH = 2; op.T = 16; op.B = 2;
+    Config cfg = config_from_options(&op, 64);
+    const int B = 2, T = 16, BT = B * T, C = cfg.C;
+    Model m;
+    model_build(&m, &cfg);
+    acts_alloc(&m, B, T);
+    InitSpec spec;
+    parse_init(&spec, "llama", -1.0);
+    model_init(&m, &spec, 5);
+    m.a.dres_kept = xcalloc((size_t)(cfg.L + 1) * BT * C, sizeof(float));
+    Rng g;
+    rng_seed(&g, 9);
+    int inp[BT], tgt[BT];
+    for (int i = 0; i < BT; i++) { inp[i] = (int)(rng_u32(&g) % 64); tgt[i] = (int)(rng_u32(&g) % 64); }
+    model_forward(&m, inp, tgt, B, T);
+    model_zero_grad(&m);
+    model_backward(&m, B, T);
+    float* want = xcalloc((size_t)64 * C, sizeof(float));
+    for (int bt = 0; bt < BT; bt++)
+        for (int c = 0; c < C; c++) want[(long)inp[bt] * C + c] += m.a.dres_kept[(long)bt * C + c];
+    Stats top = stats_of(m.a.dres_kept + (long)cfg.L * BT * C, NULL, (long)BT * C);
+    check(!cfg.tied && !m.p[K_WPE] && memcmp(want, m.g[K_WTE], (size_t)64 * C * sizeof(float)) == 0 && top.std > 0,
+          "gradact: the kept d loss / d res at block 0 summed by token = the wte gradient, bit for bit (lnf.in std %.2e)",
+          top.std);
+    free(want);
+    free(m.a.dres_kept);
+    m.a.dres_kept = NULL;
+    model_free(&m);
+}
+
 static void test_probes(void) {
     test_probe_matrices();
     test_probe_activations();
+    test_probe_attnlogit();
+    test_probe_gradact();
     test_token_dump();
 }
 
@@ -1734,6 +1806,90 @@ static void test_trainer(void) {
     if (system(cmd) != 0) printf("  (could not remove %s)\n", tmpdir);
 }
 
+// --decay-emb and the tensors decoupled weight decay acts on ([ComplexCtl eq. 1], C = the learning rate,
+// [Errata 003-2]). With every gradient zero, Adam's moments stay 0 and its update is 0 / (0 + eps) = 0, so
+// one adamw_step changes a parameter only through the decay: theta <- theta (1 - lr lambda), the same
+// float product bit for bit. The model comes from the trainer's own path (parse_args, run_setup), so
+// the flag is tested where it acts. Every parameter is first set to a random nonzero value: biases
+// start at 0, where a decay would not show.
+static void test_decay_emb(void) {
+    printf("optimizer: weight decay [ComplexCtl eq. 1] on matrices, on wte/wpe only with --decay-emb 1, never on norms or biases\n");
+    char train[128], val[128];
+    snprintf(train, sizeof(train), "/tmp/test_gpt2_decay.%d.train.txt", (int)getpid());
+    snprintf(val, sizeof(val), "/tmp/test_gpt2_decay.%d.val.txt", (int)getpid());
+    write_corpus(train, 4000, 31);
+    write_corpus(val, 1000, 32);
+    const float lr = 1e-2f, lambda = 3.0f;      // 1 - lr lambda = 0.97
+    // gpt2: wpe, LayerNorm gains and biases, linear biases, tied head; llama: RMSNorm gains, untied head
+    const char* presets[] = {"-a gpt2", "-a llama"};
+    for (int pi = 0; pi < 2; pi++) {
+        for (int de = 0; de <= 1; de++) {
+            char buf[1024], *argv[64];
+            int argc = 0;
+            snprintf(buf, sizeof(buf), "train_gpt2 %s -i %s -j %s -L 2 -C 16 -H 2 -t 8 -b 2 -c %g --decay-emb %d",
+                     presets[pi], train, val, (double)lambda, de);
+            for (char* tok = strtok(buf, " "); tok && argc < 63; tok = strtok(NULL, " ")) argv[argc++] = tok;
+            argv[argc] = NULL;
+            Run r;
+            parse_args(&r.o, argc, argv);
+            run_setup(&r);
+            Model* m = &r.model;
+            Rng g;
+            rng_seed(&g, 17);
+            init_normal(&g, m->params, m->num_params, 0.0f, 0.5f);
+            memset(m->grads, 0, m->num_params * sizeof(float));
+            float* before = xmalloc(m->num_params * sizeof(float));
+            memcpy(before, m->params, m->num_params * sizeof(float));
+            adamw_step(m, &r.o.opt, lr, 1, 1.0f);
+            const float f = 1.0f - lr * r.o.opt.weight_decay;   // as adamw_step forms it
+            // per tensor: every entry equals before * f (decayed) or before (not); which one it must be
+            int n_emb = 0, n_mat = 0, n_norm = 0, n_bias = 0, bad = 0;
+            double sq[3][2] = {{0}};          // sums of squares before, after: embeddings, matrices, gains and biases
+            const char* first_bad = "";
+            for (int i = 0; i < m->num_tensors; i++) {
+                const Tensor* t = &m->tensors[i];
+                int emb = t->group == G_TOK_EMB || t->group == G_POS_EMB;
+                int never = t->group == G_NORM || t->group == G_BIAS;
+                int want = emb ? de : !never;                  // matrices: always
+                n_emb += emb;
+                n_norm += t->group == G_NORM;
+                n_bias += t->group == G_BIAS;
+                n_mat += !emb && !never;
+                int ok = t->decay == want;
+                for (size_t j = 0; j < t->numel; j++) {
+                    float b = before[t->offset + j], a = m->params[t->offset + j];
+                    ok &= a == (want ? b * f : b) && b != 0.0f;
+                    sq[emb ? 0 : never ? 2 : 1][0] += (double)b * b;
+                    sq[emb ? 0 : never ? 2 : 1][1] += (double)a * a;
+                }
+                if (!ok && !bad++) first_bad = t->name;
+            }
+            check(bad == 0 && n_emb == (pi == 0 ? 2 : 1) && n_mat > 0 && n_norm > 0 && (pi == 1 || n_bias > 0),
+                  "%s --decay-emb %d: ||%s|| x %.6f (want %.2f), %d matrices x %.6f (want %.2f), %d norm gains and "
+                  "%d biases x %.6f (want 1)%s%s", presets[pi], de, pi == 0 ? "wte, wpe" : "wte",
+                  sqrt(sq[0][1] / sq[0][0]), de ? (double)f : 1.0, n_mat, sqrt(sq[1][1] / sq[1][0]), (double)f,
+                  n_norm, n_bias, sqrt(sq[2][1] / sq[2][0]), bad ? "; not exact in " : ", every entry exactly",
+                  first_bad);
+            free(before);
+            run_free(&r);
+        }
+    }
+    // the flag takes 0 or 1 and defaults to 0 (the trainer decays no embedding unless asked)
+    Options o;
+    options_default(&o);
+    int dflt = o.decay_emb, refused = 0;
+    char f0[] = "train_gpt2", f1[] = "--decay-emb", f2[] = "2";
+    char* bad_argv[] = {f0, f1, f2, NULL};
+    fflush(stdout);
+    fatal_armed = 1;
+    if (setjmp(fatal_jump) == 0) parse_args(&o, 3, bad_argv);
+    else refused = strstr(fatal_msg, "--decay-emb must be in [0, 1]") != NULL;
+    fatal_armed = 0;
+    check(dflt == 0 && refused, "--decay-emb defaults to 0; --decay-emb 2 is refused: %s", fatal_msg);
+    remove(train);
+    remove(val);
+}
+
 // ---- 6. suites run as programs, counted in this runner's total ------------------------------------------------
 // The MLP labs' self-test (dev/labs/mlp_lab.c: its own backward passes and statistics) and the GPU
 // trainer on the CPU runtime for CUDA (dev/cuda_cpu, doc/cuda.md): the runtime's self-test, the GPU
@@ -1782,6 +1938,7 @@ int main(void) {
     test_finite_differences();
     test_probes();
     test_trainer();
+    test_decay_emb();
     run_suite("MLP labs", "dev/labs/mlp_lab", "selftest");
     run_suite("the CPU runtime for CUDA", "dev/cuda_cpu/selftest", "");
     run_suite("the GPU trainer on the CPU runtime", "./test_gpt2cu_cpu", "");

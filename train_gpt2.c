@@ -21,7 +21,7 @@ it does, so a reader of Part I never needs to open Part II.
    8. the training loop and main                       run_setup, run_train, main
   PART II  MACHINERY
    9. random numbers: PyTorch's CPU generator          rng_seed, init_normal, init_orthogonal, ...
-  10. fast paths: vexpf and the blocked gemm           vexpf, gemm
+  10. fast paths: vexpf, the blocked gemm; threads    vexpf, gemm, matmul_forward_fast, thread_count
   11. probes: what the papers measure inside a network probes_before_update, ...
   12. the command line, text out, --init-report        parse_args, usage, log_event, init_report
   13. checkpoints                                      checkpoint_save, checkpoint_load
@@ -93,38 +93,11 @@ static void* (xcalloc)(size_t count, size_t size) {
     return p;
 }
 
-// OpenMP's thread count and this thread's number (1 and 0 when compiled without OpenMP).
-static int thread_count(void) {
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
-
-static int thread_id(void) {
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
-
-static int in_parallel(void) {
-#ifdef _OPENMP
-    return omp_in_parallel();
-#else
-    return 0;
-#endif
-}
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
 // ---- what Part I uses from Part II --------------------------------------------------------------
+static int thread_count(void);                               // OpenMP's threads (1 without OpenMP)
+static int thread_id(void);                                  // this thread's number, from 0
+static int in_parallel(void);                                // inside an OpenMP parallel region?
+static double now_ms(void);                                  // a monotonic clock, in milliseconds
 // HOSTDEV marks the per-element math that train_gpt2.cu's kernels call too (nvcc compiles it for the
 // GPU as well), so both trainers evaluate the same formulas in the same order.
 #ifdef __CUDACC__
@@ -1102,18 +1075,8 @@ static void model_backward(Model* m, int B, int T) {
 
 // ---- gains: torch.nn.init.calculate_gain, plus GELU and SiLU --------------------------------------
 
-// E[f(z)] for z ~ N(0, 1), Simpson's rule on [-12, 12] with 4800 panels (the tails beyond carry
-// less than 1e-30; the rule's error on these smooth integrands is below 1e-12).
-static double gauss_expect(double (*f)(double)) {
-    const int n = 4800;
-    const double lo = -12.0, h = 24.0 / n;
-    double s = 0.0;
-    for (int i = 0; i <= n; i++) {
-        double z = lo + i * h, w = (i == 0 || i == n) ? 1.0 : (i % 2 ? 4.0 : 2.0);
-        s += w * f(z) * exp(-0.5 * z * z);
-    }
-    return s * h / 3.0 / sqrt(2.0 * M_PI);
-}
+// E[f(z)] for z ~ N(0, 1), by numerical integration (section 10)
+static double gauss_expect(double (*f)(double));
 
 static double gelu_exact(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); }
 static double silu(double x) { return x / (1.0 + exp(-x)); }
@@ -1682,29 +1645,9 @@ static double evaluate(const Engine* e, const Dataset* val, int batches, int B, 
     return batches ? sum / batches : NAN;
 }
 
-// Sampling: feed the last T tokens, draw the next from softmax(logits / 1) with the sample generator
-// (the inverse-CDF walk over the 24-bit uniform). The prompt is the first token of the validation data.
-static void sample_text(const Engine* e, Rng* g, const Decoder* dec, int V, int T, int first_tok, int length) {
-    int* ctx = xmalloc((size_t)(length + 1) * sizeof(int));
-    ctx[0] = first_tok;
-    print_token(dec, first_tok);
-    for (int n = 1; n <= length; n++) {
-        int start = n > T ? n - T : 0, len = n - start;
-        e->forward(e->ctx, ctx + start, NULL, 1, len);
-        const float* p = e->probs(e->ctx, len - 1, V);
-        float u = (rng_u32(g) >> 8) * (1.0f / 16777216.0f), cdf = 0.0f;
-        int next = V - 1;
-        for (int i = 0; i < V; i++) {
-            cdf += p[i];
-            if (u < cdf) { next = i; break; }
-        }
-        ctx[n] = next;
-        print_token(dec, next);
-    }
-    printf("\n");
-    fflush(stdout);
-    free(ctx);
-}
+// Sampling: feed the last T tokens, draw each next token from the softmax of the logits with the
+// sample generator; the prompt is the first token of the validation data (section 12).
+static void sample_text(const Engine* e, Rng* g, const Decoder* dec, int V, int T, int first_tok, int length);
 
 // ---- a run: the options, the data, the host model, the generators and the log -------------------------
 typedef struct {
@@ -2344,8 +2287,53 @@ static void init_sparse(Rng* g, float* w, int rows, int cols, float sparsity, fl
 
 
 // ============================================================================================
-// 10. Fast paths: exp and the matrix multiply
+// 10. Fast paths: exp and the matrix multiply; threads, the clock, quadrature
 // ============================================================================================
+
+// ---- threads, the clock, a Gaussian expectation ---------------------------------------------------
+// OpenMP's thread count and this thread's number (1 and 0 when compiled without OpenMP).
+static int thread_count(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+static int thread_id(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+static int in_parallel(void) {
+#ifdef _OPENMP
+    return omp_in_parallel();
+#else
+    return 0;
+#endif
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+// E[f(z)] for z ~ N(0, 1), Simpson's rule on [-12, 12] with 4800 panels (the tails beyond carry
+// less than 1e-30; the rule's error on these smooth integrands is below 1e-12).
+static double gauss_expect(double (*f)(double)) {
+    const int n = 4800;
+    const double lo = -12.0, h = 24.0 / n;
+    double s = 0.0;
+    for (int i = 0; i <= n; i++) {
+        double z = lo + i * h, w = (i == 0 || i == n) ? 1.0 : (i % 2 ? 4.0 : 2.0);
+        s += w * f(z) * exp(-0.5 * z * z);
+    }
+    return s * h / 3.0 / sqrt(2.0 * M_PI);
+}
 
 // ---- exp, in a form the compiler vectorizes ----------------------------------------------------
 // libm's expf is a function call per element: a loop that calls it stays scalar, and the softmaxes
@@ -3753,6 +3741,30 @@ static void init_spec_from_options(InitSpec* spec, const Options* o) {
 }
 
 // ---- text out: tokens, the run's header, the JSON-lines log ------------------------------------------
+// Sampling: feed the last T tokens, draw the next from softmax(logits / 1) with the sample generator
+// (the inverse-CDF walk over the 24-bit uniform). The prompt is the first token of the validation data.
+static void sample_text(const Engine* e, Rng* g, const Decoder* dec, int V, int T, int first_tok, int length) {
+    int* ctx = xmalloc((size_t)(length + 1) * sizeof(int));
+    ctx[0] = first_tok;
+    print_token(dec, first_tok);
+    for (int n = 1; n <= length; n++) {
+        int start = n > T ? n - T : 0, len = n - start;
+        e->forward(e->ctx, ctx + start, NULL, 1, len);
+        const float* p = e->probs(e->ctx, len - 1, V);
+        float u = (rng_u32(g) >> 8) * (1.0f / 16777216.0f), cdf = 0.0f;
+        int next = V - 1;
+        for (int i = 0; i < V; i++) {
+            cdf += p[i];
+            if (u < cdf) { next = i; break; }
+        }
+        ctx[n] = next;
+        print_token(dec, next);
+    }
+    printf("\n");
+    fflush(stdout);
+    free(ctx);
+}
+
 static void decoder_load(Decoder* dec, const char* path) {
     FILE* f = fopen(path, "rb");
     if (!f) fatal("cannot open decode table %s (%s)", path, strerror(errno));

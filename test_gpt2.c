@@ -1787,25 +1787,6 @@ static void test_device_engine(void) {
     }
 }
 
-static void test_trainer(void) {
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_gpt2.XXXXXX");
-    if (!mkdtemp(tmpdir)) { check(0, "cannot create a temporary directory"); return; }
-    char path[512];
-    snprintf(path, sizeof(path), "%s/train.txt", tmpdir);
-    write_corpus(path, 40000, 11);
-    snprintf(path, sizeof(path), "%s/val.txt", tmpdir);
-    write_corpus(path, 4000, 12);
-    if (access("./train_gpt2", X_OK) != 0) { check(0, "./train_gpt2 is missing: run `make test`"); return; }
-    test_resume_and_determinism();
-    test_bad_input();
-    test_schemes_train();
-    test_probes_trainer();
-    test_device_engine();
-    char cmd[600];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
-    if (system(cmd) != 0) printf("  (could not remove %s)\n", tmpdir);
-}
-
 // --decay-emb and the tensors decoupled weight decay acts on ([ComplexCtl eq. 1], C = the learning rate,
 // [Errata 003-2]). With every gradient zero, Adam's moments stay 0 and its update is 0 / (0 + eps) = 0, so
 // one adamw_step changes a parameter only through the decay: theta <- theta (1 - lr lambda), the same
@@ -1814,11 +1795,9 @@ static void test_trainer(void) {
 // start at 0, where a decay would not show.
 static void test_decay_emb(void) {
     printf("optimizer: weight decay [ComplexCtl eq. 1] on matrices, on wte/wpe only with --decay-emb 1, never on norms or biases\n");
-    char train[128], val[128];
-    snprintf(train, sizeof(train), "/tmp/test_gpt2_decay.%d.train.txt", (int)getpid());
-    snprintf(val, sizeof(val), "/tmp/test_gpt2_decay.%d.val.txt", (int)getpid());
-    write_corpus(train, 4000, 31);
-    write_corpus(val, 1000, 32);
+    char train[300], val[300];                  // test_trainer's corpus
+    snprintf(train, sizeof(train), "%s/train.txt", tmpdir);
+    snprintf(val, sizeof(val), "%s/val.txt", tmpdir);
     const float lr = 1e-2f, lambda = 3.0f;      // 1 - lr lambda = 0.97
     // gpt2: wpe, LayerNorm gains and biases, linear biases, tied head; llama: RMSNorm gains, untied head
     const char* presets[] = {"-a gpt2", "-a llama"};
@@ -1886,9 +1865,28 @@ static void test_decay_emb(void) {
     else refused = strstr(fatal_msg, "--decay-emb must be in [0, 1]") != NULL;
     fatal_armed = 0;
     check(dflt == 0 && refused, "--decay-emb defaults to 0; --decay-emb 2 is refused: %s", fatal_msg);
-    remove(train);
-    remove(val);
 }
+
+static void test_trainer(void) {
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_gpt2.XXXXXX");
+    if (!mkdtemp(tmpdir)) { check(0, "cannot create a temporary directory"); return; }
+    char path[512];
+    snprintf(path, sizeof(path), "%s/train.txt", tmpdir);
+    write_corpus(path, 40000, 11);
+    snprintf(path, sizeof(path), "%s/val.txt", tmpdir);
+    write_corpus(path, 4000, 12);
+    if (access("./train_gpt2", X_OK) != 0) { check(0, "./train_gpt2 is missing: run `make test`"); return; }
+    test_resume_and_determinism();
+    test_bad_input();
+    test_schemes_train();
+    test_probes_trainer();
+    test_device_engine();
+    test_decay_emb();
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+    if (system(cmd) != 0) printf("  (could not remove %s)\n", tmpdir);
+}
+
 
 // ---- 6. suites run as programs, counted in this runner's total ------------------------------------------------
 // The MLP labs' self-test (dev/labs/mlp_lab.c: its own backward passes and statistics) and the GPU
@@ -1938,7 +1936,6 @@ int main(void) {
     test_finite_differences();
     test_probes();
     test_trainer();
-    test_decay_emb();
     run_suite("MLP labs", "dev/labs/mlp_lab", "selftest");
     run_suite("the CPU runtime for CUDA", "dev/cuda_cpu/selftest", "");
     run_suite("the GPU trainer on the CPU runtime", "./test_gpt2cu_cpu", "");

@@ -1527,17 +1527,28 @@ static double grad_norm(const Model* m) {
 // lr is the scheduled rate times the tensor's multiplier (muP, [InitFP §5]), for both terms.
 // Which tensors decay (Tensor.decay): every weight matrix; the embeddings wte, wpe only with
 // --decay-emb 1 (default 0; nanoGPT and Megatron decay them, other trainers do not; the complexity lab
-// sets it, following eq. 1 on all weights); never norm gains or biases, which are scales and offsets rather than the weights
-// whose size [ComplexCtl] controls. lambda defaults to 0.1 (-c). test_decay_emb checks all three.
+// sets it, following eq. 1 on all weights); never norm gains or biases, which are scales and offsets
+// rather than the weights whose size [ComplexCtl] controls. lambda defaults to 0.1 (-c).
+// test_decay_emb checks all three.
 // The loop is one pass over four arrays (memory-bound on a large model); it vectorizes when sqrtf
 // may skip setting errno (-fno-math-errno, in the Makefile; v is never negative, so it never would).
+// The constants of step t for one tensor: its decay factor 1 - lr lambda (1 if it does not decay),
+// lr / (1 - b1^t) and sqrt(1 - b2^t). train_gpt2.cu's AdamW kernel takes the same three.
+typedef struct { float decay, step_size, b2c; } AdamwScalars;
+static AdamwScalars adamw_scalars(const OptConfig* o, const Tensor* tn, float sched_lr, int t) {
+    float lr = sched_lr * tn->lr_mult;
+    AdamwScalars k;
+    k.decay = tn->decay ? 1.0f - lr * o->weight_decay : 1.0f;
+    k.step_size = (float)(lr / (1.0 - pow(o->beta1, t)));
+    k.b2c = (float)sqrt(1.0 - pow(o->beta2, t));
+    return k;
+}
+
 static void adamw_step(Model* m, const OptConfig* o, float sched_lr, int t, float grad_scale) {
-    double bc1 = 1.0 - pow(o->beta1, t), bc2 = sqrt(1.0 - pow(o->beta2, t));
     for (int ti = 0; ti < m->num_tensors; ti++) {
         const Tensor* tn = &m->tensors[ti];
-        float lr = sched_lr * tn->lr_mult;
-        float decay = tn->decay ? 1.0f - lr * o->weight_decay : 1.0f;
-        float step_size = (float)(lr / bc1), b2c = (float)bc2;
+        AdamwScalars k = adamw_scalars(o, tn, sched_lr, t);
+        float decay = k.decay, step_size = k.step_size, b2c = k.b2c;
         float *p = m->params + tn->offset, *g = m->grads + tn->offset;
         float *mm = m->m + tn->offset, *vv = m->v + tn->offset;
         #pragma omp parallel for schedule(static)

@@ -941,18 +941,15 @@ __global__ void adamw_kernel(float* p, const float* g, float* m, float* v, long 
     v[i] = vi;
 }
 
-// the per-tensor constants exactly as adamw_step computes them (lr multiplier, decay flag)
+// one launch per tensor, with adamw_step's own per-tensor constants (adamw_scalars)
 static void gpu_adamw_step(GpuModel* gm, const OptConfig* o, float sched_lr, int t, float grad_scale) {
     const Model* hm = gm->host;
-    double bc1 = 1.0 - pow(o->beta1, t), bc2 = sqrt(1.0 - pow(o->beta2, t));
     for (int ti = 0; ti < hm->num_tensors; ti++) {
         const Tensor* tn = &hm->tensors[ti];
-        float lr = sched_lr * tn->lr_mult;
-        float decay = tn->decay ? 1.0f - lr * o->weight_decay : 1.0f;
-        float step_size = (float)(lr / bc1), b2c = (float)bc2;
+        AdamwScalars k = adamw_scalars(o, tn, sched_lr, t);
         adamw_kernel<<<EW_GRID(tn->numel)>>>(gm->params + tn->offset, gm->grads + tn->offset, gm->m + tn->offset,
-                                             gm->v + tn->offset, (long)tn->numel, decay, o->beta1, o->beta2,
-                                             step_size, b2c, o->adam_eps, grad_scale);
+                                             gm->v + tn->offset, (long)tn->numel, k.decay, o->beta1, o->beta2,
+                                             k.step_size, k.b2c, o->adam_eps, grad_scale);
         LAUNCH_CHECK(adamw_kernel);
     }
 }

@@ -225,9 +225,10 @@ static void test_cpu_vs_gpu(const char* preset, int gate, int KVH) {
     int fd = mkstemp(path);
     if (fd >= 0) close(fd);
     gpu_download_state(&gm);
-    checkpoint_save(&host, path, STEPS, &data, &data);
+    Ema spike[2] = {{0.5, 0.25, 3}, {1.5, 0.75, 3}}, spike_back[2];
+    checkpoint_save(&host, path, STEPS, &data, &data, spike);
     Rng r1, r2;
-    int step = checkpoint_load(&cpu, path, &r1, &r2);
+    int step = checkpoint_load(&cpu, path, &r1, &r2, spike_back);
     unlink(path);
     dataset_random_batch(&ds, &data, inp, tgt, B, T);
     float lc = model_forward(&cpu, inp, tgt, B, T);
@@ -395,6 +396,17 @@ static void test_binaries(void) {
               "%s: all %d probe lines have the same fields, and agree in every number but attn.bk's (worst %.2f of the bound, at %s)", presets[pi], n,
               worst_probe, where_probe);
     }
+    // activations of 512 GiB (attention alone): refused before any cudaMalloc, with one line
+    snprintf(cmd, sizeof(cmd), "%s -i %s/train.txt -j %s/val.txt -L 2 -C 64 -H 1 -b 65536 -t 1024 -v 0 -S 0 -x 1 "
+             "> %s/big.txt 2> %s/big_err.txt", GPU_TRAINER, dir, dir, dir, dir);
+    int big = system(cmd);
+    snprintf(path, sizeof(path), "%s/big_err.txt", dir);
+    FILE* f = fopen(path, "r");
+    char err[512] = "";
+    if (f && !fgets(err, sizeof(err), f)) err[0] = 0;
+    if (f) fclose(f);
+    check(WIFEXITED(big) && WEXITSTATUS(big) == 1 && strstr(err, "MiB of GPU memory but"),
+          "a run larger than the device's memory is refused: %.*s", (int)strcspn(err, "\n"), err);
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     if (system(cmd) != 0) printf("  (could not remove %s)\n", dir);
 }

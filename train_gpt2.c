@@ -48,6 +48,7 @@ Only libc, libm and OpenMP are used. doc/model.md is the model's exact contract.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -121,6 +122,7 @@ typedef struct {
 
 static void rng_seed(Rng* g, uint64_t seed);                 // torch.manual_seed(seed)
 static uint32_t rng_u32(Rng* g);                             // the next 32 random bits
+static uint64_t rng_u64(Rng* g);                             // two draws: the first the high 32 bits
 // nn.init's samplers, draw for draw: U(a, b), N(mean, std^2), N truncated to [a, b], orthogonal
 // (QR of a Gaussian matrix, signs fixed), sparse (a fraction of each column zero, the rest normal)
 static void init_uniform(Rng* g, float* w, size_t n, float a, float b);
@@ -157,12 +159,9 @@ typedef struct {
     int is_shard;
 } Dataset;
 
-static void dataset_load(Dataset* d, const char* path, int V) {
-    FILE* f = fopen(path, "rb");
-    if (!f) fatal("cannot open data file %s (%s); run `make data` to fetch the default corpus", path, strerror(errno));
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
+// The loaders read from a FILE* whose size is known (a file, or memory in dev/fuzz), and check every
+// size a header states against the bytes really there before allocating anything.
+static void dataset_read(Dataset* d, FILE* f, long size, const char* path, int V) {
     int32_t header[256] = {0};
     size_t got = size >= (long)sizeof(header) ? fread(header, sizeof(int32_t), 256, f) : 0;
     d->is_shard = got == 256 && header[0] == SHARD_MAGIC;
@@ -179,15 +178,30 @@ static void dataset_load(Dataset* d, const char* path, int V) {
         for (size_t i = 0; i < d->n; i++)
             if (d->tok[i] >= V) fatal("%s: token %u at position %zu is >= vocabulary %d", path, d->tok[i], i, V);
     } else {
-        fseek(f, 0, SEEK_SET);
+        if (V < 256) fatal("%s is byte text, which needs vocabulary 256 (got %d)", path, V);
+        rewind(f);
         d->n = (size_t)size;
         d->tok = xmalloc(d->n * sizeof(uint16_t) + 1);
-        unsigned char* bytes = xmalloc(d->n + 1);
+        unsigned char* bytes = (unsigned char*)d->tok;    // read as bytes, widened in place from the end
         if (fread(bytes, 1, d->n, f) != d->n) fatal("%s: short read", path);
-        for (size_t i = 0; i < d->n; i++) d->tok[i] = bytes[i];
-        free(bytes);
-        if (V < 256) fatal("%s is byte text, which needs vocabulary 256 (got %d)", path, V);
+        for (size_t i = d->n; i-- > 0;) d->tok[i] = bytes[i];
     }
+}
+
+// A regular file's size, checked before it is opened: a directory has no size to check, and opening a
+// FIFO would wait for a writer. `hint` ends the message when the file is missing.
+static long file_size(const char* path, const char* what, const char* hint) {
+    struct stat st;
+    if (stat(path, &st) != 0) fatal("cannot open %s %s (%s)%s", what, path, strerror(errno), hint);
+    if (!S_ISREG(st.st_mode)) fatal("%s %s is not a regular file", what, path);
+    return (long)st.st_size;
+}
+
+static void dataset_load(Dataset* d, const char* path, int V) {
+    long size = file_size(path, "data file", "; run `make data` to fetch the default corpus");
+    FILE* f = fopen(path, "rb");
+    if (!f) fatal("cannot open data file %s (%s)", path, strerror(errno));
+    dataset_read(d, f, size, path, V);
     fclose(f);
 }
 
@@ -196,7 +210,7 @@ static void dataset_load(Dataset* d, const char* path, int V) {
 static void dataset_random_batch(const Dataset* d, Rng* g, int* inp, int* tgt, int B, int T) {
     size_t range = d->n - T - 1;
     for (int b = 0; b < B; b++) {
-        size_t off = (((uint64_t)rng_u32(g) << 32) | rng_u32(g)) % (range + 1);
+        size_t off = rng_u64(g) % (range + 1);
         for (int t = 0; t < T; t++) {
             inp[b * T + t] = d->tok[off + t];
             tgt[b * T + t] = d->tok[off + t + 1];
@@ -417,18 +431,29 @@ static void add_tensor(Model* m, int kind, int layer, size_t kind_offset) {
     t->decay = t->cols > 1 && t->group != G_TOK_EMB && t->group != G_POS_EMB;
 }
 
+// Storage, kind by kind: where each kind starts and how many numbers one tensor of it holds; the total.
+static size_t param_layout(const Config* c, size_t off[NUM_KINDS], size_t numel[NUM_KINDS]) {
+    size_t total = 0;
+    for (int kd = 0; kd < NUM_KINDS; kd++) {
+        int r, k;
+        off[kd] = total;
+        numel[kd] = kind_shape(c, kd, &r, &k) ? (size_t)r * k : 0;
+        total += numel[kd] * (kind_is_layer(kd) ? c->L : 1);
+    }
+    return total;
+}
+
+static size_t model_param_count(const Config* c) {
+    size_t off[NUM_KINDS], numel[NUM_KINDS];
+    return param_layout(c, off, numel);
+}
+
 static void model_build(Model* m, const Config* cfg) {
     memset(m, 0, sizeof(*m));
     m->cfg = *cfg;
     const Config* c = &m->cfg;
-    // storage: kind by kind
-    size_t off[NUM_KINDS], total = 0;
-    for (int kd = 0; kd < NUM_KINDS; kd++) {
-        int r, k;
-        off[kd] = total;
-        m->kind_numel[kd] = kind_shape(c, kd, &r, &k) ? (size_t)r * k : 0;
-        total += m->kind_numel[kd] * (kind_is_layer(kd) ? c->L : 1);
-    }
+    size_t off[NUM_KINDS];
+    size_t total = param_layout(c, off, m->kind_numel);
     m->num_params = total;
     m->params = xcalloc(total, sizeof(float));
     m->grads = xcalloc(total, sizeof(float));
@@ -857,56 +882,75 @@ static void crossentropy_softmax_backward(float* probs, const int* targets, int 
 // ============================================================================================
 
 // The activations and gradients of one forward and backward pass over at most B x T tokens.
-static void acts_alloc(Model* m, int B, int T) {
+// One buffer of the activations: allocated, or with a counter only added up (acts_bytes, the memory
+// estimate printed at start-up, walks the same list).
+static float* acts_buf(size_t* count, long floats) {
+    if (!count) return (float*)xmalloc(floats * sizeof(float));
+    *count += floats * sizeof(float);
+    return NULL;
+}
+
+static void acts_layout(Model* m, int B, int T, size_t* count) {
     const Config* c = &m->cfg;
     long BT = (long)B * T, L = c->L, C = c->C, hd = C / c->H;
     long qd = c->H * hd, kvd = c->KVH * hd, F = c->F, H = c->H, V = c->V;
     Acts* a = &m->a;
     m->B = B;
     m->T = T;
-    a->res = xmalloc((L + 1) * BT * C * sizeof(float));
-    a->resmid = xmalloc(L * BT * C * sizeof(float));
-    a->ln1 = xmalloc(L * BT * C * sizeof(float));
-    a->ln1_mean = xmalloc(L * BT * sizeof(float));
-    a->ln1_rstd = xmalloc(L * BT * sizeof(float));
-    a->q = xmalloc(L * BT * qd * sizeof(float));
-    a->k = xmalloc(L * BT * kvd * sizeof(float));
-    a->v = xmalloc(L * BT * kvd * sizeof(float));
-    a->att = xmalloc(L * B * H * T * T * sizeof(float));
-    a->yatt = xmalloc(L * BT * qd * sizeof(float));
-    a->gate = xmalloc(L * BT * H * sizeof(float));
-    a->ygated = c->gate ? xmalloc(L * BT * qd * sizeof(float)) : a->yatt;
-    a->ln2 = xmalloc(L * BT * C * sizeof(float));
-    a->ln2_mean = xmalloc(L * BT * sizeof(float));
-    a->ln2_rstd = xmalloc(L * BT * sizeof(float));
-    a->up = xmalloc(L * BT * F * sizeof(float));
-    a->gpre = c->swiglu ? xmalloc(L * BT * F * sizeof(float)) : NULL;
-    a->hact = xmalloc(L * BT * F * sizeof(float));
-    a->lnf = xmalloc(BT * C * sizeof(float));
-    a->lnf_mean = xmalloc(BT * sizeof(float));
-    a->lnf_rstd = xmalloc(BT * sizeof(float));
-    a->logits = xmalloc(BT * V * sizeof(float));
-    a->losses = xmalloc(BT * sizeof(float));
-    a->dres = xmalloc(BT * C * sizeof(float));
-    a->dln = xmalloc(BT * C * sizeof(float));
-    a->dq = xmalloc(BT * qd * sizeof(float));
-    a->dk = xmalloc(BT * kvd * sizeof(float));
-    a->dv = xmalloc(BT * kvd * sizeof(float));
-    a->datt = xmalloc(attention_scratch_floats(T) * sizeof(float));
+    a->res = acts_buf(count, (L + 1) * BT * C);
+    a->resmid = acts_buf(count, L * BT * C);
+    a->ln1 = acts_buf(count, L * BT * C);
+    a->ln1_mean = acts_buf(count, L * BT);
+    a->ln1_rstd = acts_buf(count, L * BT);
+    a->q = acts_buf(count, L * BT * qd);
+    a->k = acts_buf(count, L * BT * kvd);
+    a->v = acts_buf(count, L * BT * kvd);
+    a->att = acts_buf(count, L * B * H * T * T);
+    a->yatt = acts_buf(count, L * BT * qd);
+    a->gate = acts_buf(count, L * BT * H);
+    a->ygated = c->gate ? acts_buf(count, L * BT * qd) : a->yatt;
+    a->ln2 = acts_buf(count, L * BT * C);
+    a->ln2_mean = acts_buf(count, L * BT);
+    a->ln2_rstd = acts_buf(count, L * BT);
+    a->up = acts_buf(count, L * BT * F);
+    a->gpre = c->swiglu ? acts_buf(count, L * BT * F) : NULL;
+    a->hact = acts_buf(count, L * BT * F);
+    a->lnf = acts_buf(count, BT * C);
+    a->lnf_mean = acts_buf(count, BT);
+    a->lnf_rstd = acts_buf(count, BT);
+    a->logits = acts_buf(count, BT * V);
+    a->losses = acts_buf(count, BT);
+    a->dres = acts_buf(count, BT * C);
+    a->dln = acts_buf(count, BT * C);
+    a->dq = acts_buf(count, BT * qd);
+    a->dk = acts_buf(count, BT * kvd);
+    a->dv = acts_buf(count, BT * kvd);
+    a->datt = acts_buf(count, attention_scratch_floats(T));
     a->rope_cs = NULL;
     if (c->rope) {
-        a->rope_cs = xmalloc(T * hd * sizeof(float));
-        rope_table(a->rope_cs, T, hd, c->rope_theta);
+        a->rope_cs = acts_buf(count, T * hd);
+        if (!count) rope_table(a->rope_cs, T, hd, c->rope_theta);
     }
-    a->dy = xmalloc(BT * qd * sizeof(float));
-    a->dy2 = xmalloc(BT * qd * sizeof(float));
-    a->dgate = xmalloc(BT * H * sizeof(float));
-    a->dup = xmalloc(BT * F * sizeof(float));
-    a->dgpre = xmalloc(BT * F * sizeof(float));
-    a->dh = xmalloc(BT * F * sizeof(float));
-    a->tmp = xmalloc(BT * (C > qd ? C : qd) * sizeof(float));
-    m->tokens = xmalloc(BT * sizeof(int));
-    m->targets = xmalloc(BT * sizeof(int));
+    a->dy = acts_buf(count, BT * qd);
+    a->dy2 = acts_buf(count, BT * qd);
+    a->dgate = acts_buf(count, BT * H);
+    a->dup = acts_buf(count, BT * F);
+    a->dgpre = acts_buf(count, BT * F);
+    a->dh = acts_buf(count, BT * F);
+    a->tmp = acts_buf(count, BT * (C > qd ? C : qd));
+    m->tokens = (int*)acts_buf(count, BT);      // int and float are both 4 bytes
+    m->targets = (int*)acts_buf(count, BT);
+}
+
+static void acts_alloc(Model* m, int B, int T) { acts_layout(m, B, T, NULL); }
+
+static size_t acts_bytes(const Config* c, int B, int T) {
+    Model shape;
+    memset(&shape, 0, sizeof(shape));
+    shape.cfg = *c;
+    size_t bytes = 0;
+    acts_layout(&shape, B, T, &bytes);
+    return bytes;
 }
 
 static void model_free(Model* m) {
@@ -1579,6 +1623,7 @@ typedef struct {
 
 typedef struct {
     const char *train_path, *val_path, *out_dir, *resume, *preset, *init, *decode_path;
+    const char *llmc_load, *llmc_save;   // --load-llmc, --save-llmc: llm.c model files (section 13)
     const char *norm, *mlp, *pos;
     int bias, tie, gate;           // -1: the preset decides
     int L, C, H, KVH, F, maxT, V;  // 0: derived
@@ -1597,10 +1642,14 @@ typedef struct {
 // ---- the JSON-lines log ------------------------------------------------------------------------
 typedef struct {
     FILE* f;
+    char path[4096];
 } Log;
 
-static void log_open(Log* lg, const char* dir, int append);  // DIR/log.jsonl, new or appended to (section 12)
-// one JSON object per line; fields as printf fragments, e.g. log_event(&lg, "\"step\":%d", step)
+// DIR/log.jsonl: created, or on a resume cut back to the checkpoint's line and appended to, so that
+// a run interrupted and resumed logs every step once (section 12). Also removes stale temporary files.
+static void log_open(Log* lg, const char* dir, const char* resume, int start_step);
+// one JSON object per line; fields as printf fragments, e.g. log_event(&lg, "\"step\":%d", step). A write
+// that fails (a full disk) stops the run.
 static void log_event(Log* lg, const char* fmt, ...);
 
 // ---- the engine: whatever holds the parameters -----------------------------------------------------
@@ -1620,10 +1669,17 @@ typedef struct {
 
 
 // ---- what the loop uses from Part II ----------------------------------------------------------------
+// The spike probe's moving mean and variance of the loss (or the gradient norm): part of the training
+// state, since --spike-skip decides from them, so checkpoints carry them (section 11 updates them).
+typedef struct {
+    double mean, var;
+    int64_t n;              // values seen
+} Ema;
 typedef struct Probes Probes;                                // what the probes keep between steps (section 11)
-// the probes of a run (-p, --probes): created on the model and the training tokens, writing through emit
+// the probes of a run (-p, --probes), created on the model and the training tokens, writing through
+// emit; refuses probe flags that do not fit the model. spike[2] is the run's spike state.
 static Probes* probes_new(const ProbeOptions* po, Model* m, const uint16_t* train_tok, size_t n_tok,
-                          const char* out_dir, void (*emit)(void*, const char*), void* ctx);
+                          const char* out_dir, Ema* spike, void (*emit)(void*, const char*), void* ctx);
 static void probes_delete(Probes* pr);
 static int probes_due(const Probes* pr, int step);           // is step a probe step (-p N)?
 static int probe_spike(Probes* pr, int step, double loss, double norm);   // 1: skip this update (--spike-skip)
@@ -1637,13 +1693,25 @@ static void parse_args(Options* o, int argc, char** argv);   // the flags (./tra
 static Config config_from_options(const Options* o, int V);  // the model's shape from the preset and flags
 static void init_spec_from_options(InitSpec* spec, const Options* o);   // -I, -g, --resid-scale, --mup-base
 static void init_report(Model* m, const InitSpec* spec, const int* tokens, int B, int T);   // --init-report
-// a checkpoint: config, step, both generators, parameters and AdamW moments (doc/checkpoint.md)
-static void checkpoint_save(const Model* m, const char* path, int step, const Rng* data_rng, const Rng* sample_rng);
-static int checkpoint_load(Model* m, const char* path, Rng* data_rng, Rng* sample_rng);
+// prints the memory the run will take and refuses one that does not fit in the memory available
+static void memory_check(const Config* c, const Options* o, int host_acts);
+static void output_file_check(const char* path, const char* flag);   // can a file be written there?
+// a checkpoint: config, step, both generators, the spike state, parameters and AdamW moments, with a
+// CRC-32 (doc/checkpoint.md); save refuses a model holding NaN or inf
+static void checkpoint_save(const Model* m, const char* path, int step, const Rng* data_rng, const Rng* sample_rng,
+                            const Ema spike[2]);
+static int checkpoint_load(Model* m, const char* path, Rng* data_rng, Rng* sample_rng, Ema spike[2]);
+// the first NaN or inf among the weights and AdamW moments, as text ("h.0.attn.wq holds nan in its weights")
+static int model_nonfinite(const Model* m, char* what, size_t cap);
+// llm.c's model file (magic 20240326, float32): the GPT-2 preset's weights out and in
+static void llmc_check(const Config* c, const InitSpec* spec, const char* flag);   // refuses a model llm.c cannot hold
+static void llmc_save(const Model* m, const char* path);
+static void llmc_load(Model* m, const char* path);
 // --coord-check: the muP coordinate check, one run of train(o, ctx) per width, then the table
 static void coord_check(const Options* o, void (*train)(const Options* o, void* ctx), void* ctx);
 static Engine cpu_engine(Model* m);                          // the host Model as the loop's Engine
 static void cpu_backward(void* m, int B, int T);             // zero the gradients, then model_backward
+static void decoder_free(Decoder* dec);
 
 static double evaluate(const Engine* e, const Dataset* val, int batches, int B, int T, int* inp, int* tgt) {
     int avail = dataset_num_val_batches(val, B, T);
@@ -1668,18 +1736,23 @@ typedef struct {
     Model model;                  // on the host: initialized here, checkpointed from here
     InitSpec spec;                // what -I, -g, --resid-scale and --mup-base chose
     Rng data_rng, sample_rng;
+    Ema spike[2];                 // the spike probe's statistics of the loss and the gradient norm
     int start_step;
+    Probes* probes;
     Log lg;
 } Run;
 
 // Loads the data, builds and initializes the model (or resumes it), opens the output dir and the log.
-static void run_setup(Run* r) {
+// Everything the flags name is checked first: nothing is written, and nothing large allocated, before
+// the whole run is known to be possible. host_engine: the forward and backward run on this Model.
+static void run_setup(Run* r, int host_engine) {
     Options* o = &r->o;
     if (o->opt.warmup > o->steps && o->steps > 0) o->opt.warmup = o->steps;
     int shard_V = o->V ? o->V : 50257;
     memset(&r->train, 0, sizeof(r->train));
     memset(&r->val, 0, sizeof(r->val));
     memset(&r->dec, 0, sizeof(r->dec));
+    memset(r->spike, 0, sizeof(r->spike));
     dataset_load(&r->train, o->train_path, shard_V);
     dataset_load(&r->val, o->val_path, shard_V);
     if (r->train.is_shard != r->val.is_shard) fatal("-i and -j must both be text or both token shards");
@@ -1696,14 +1769,22 @@ static void run_setup(Run* r) {
     }
     Config cfg = config_from_options(o, V);
     if (r->train.n < (size_t)o->T + 2) fatal("training data %s has %zu tokens, fewer than -t %d + 2", o->train_path, r->train.n, o->T);
-    if (r->val.n < (size_t)o->T + 2) fatal("validation data %s has %zu tokens, fewer than -t %d + 2", o->val_path, r->val.n, o->T);
+    int validating = (o->val_every && o->val_batches) || o->probe.dump_tokens;
+    if (r->val.n < (size_t)o->T + 2 || (validating && dataset_num_val_batches(&r->val, o->B, o->T) == 0))
+        fatal("validation data %s has %zu tokens, fewer than one batch (-b %d x -t %d + 1)", o->val_path, r->val.n, o->B, o->T);
+    init_spec_from_options(&r->spec, o);
+    int host_acts = host_engine || o->probe.every || o->probe.dump_tokens || o->init_report;
+    memory_check(&cfg, o, host_acts);
+    if (o->llmc_save) llmc_check(&cfg, &r->spec, "--save-llmc");
+    if (o->llmc_load) llmc_check(&cfg, &r->spec, "--load-llmc");
 
     model_build(&r->model, &cfg);
     for (int i = 0; i < r->model.num_tensors; i++)
         if (o->decay_emb && (r->model.tensors[i].group == G_TOK_EMB || r->model.tensors[i].group == G_POS_EMB))
             r->model.tensors[i].decay = 1;
-    init_spec_from_options(&r->spec, o);
     model_init(&r->model, &r->spec, (uint64_t)o->seed);
+    if (o->llmc_load) llmc_load(&r->model, o->llmc_load);     // the file's weights replace the initializer's
+    if (host_acts) acts_alloc(&r->model, o->B, o->T);
 
     rng_seed(&r->data_rng, (uint64_t)o->seed + 1);
     rng_seed(&r->sample_rng, (uint64_t)o->seed + 2);
@@ -1711,14 +1792,19 @@ static void run_setup(Run* r) {
         int* inp = xmalloc((size_t)o->B * o->T * sizeof(int));
         int* tgt = xmalloc((size_t)o->B * o->T * sizeof(int));
         dataset_random_batch(&r->train, &r->data_rng, inp, tgt, o->B, o->T);
-        acts_alloc(&r->model, o->B, o->T);
         init_report(&r->model, &r->spec, inp, o->B, o->T);
         exit(0);
     }
-    r->start_step = o->resume ? checkpoint_load(&r->model, o->resume, &r->data_rng, &r->sample_rng) : 0;
-    if (o->out_dir && mkdir(o->out_dir, 0755) != 0 && errno != EEXIST)
+    r->start_step = o->resume ? checkpoint_load(&r->model, o->resume, &r->data_rng, &r->sample_rng, r->spike) : 0;
+    if (o->resume && (r->start_step > o->steps || (r->start_step == o->steps && !o->llmc_save)))
+        fatal("checkpoint %s is at step %d and -x is %d: nothing to train (give -x larger than %d, or -x %d with "
+              "--save-llmc to convert it)", o->resume, r->start_step, o->steps, r->start_step, r->start_step);
+    r->probes = probes_new(&o->probe, &r->model, r->train.tok, r->train.n, o->out_dir, r->spike, probe_log_line, &r->lg);
+    if (o->out_dir && mkdir(o->out_dir, 0755) != 0 && errno != EEXIST)   // files at the end may go in it
         fatal("cannot create output dir %s (%s)", o->out_dir, strerror(errno));
-    log_open(&r->lg, o->out_dir, o->resume != NULL);
+    if (o->probe.dump_tokens) output_file_check(o->probe.dump_tokens, "--dump-token-losses");
+    if (o->llmc_save) output_file_check(o->llmc_save, "--save-llmc");
+    log_open(&r->lg, o->out_dir, o->resume, r->start_step);
 }
 
 // The run's first lines: model, data, initialization, and the "config" event of the log (section 12).
@@ -1736,18 +1822,19 @@ static void host_recompute(Run* r, const Engine* e, const int* inp, const int* t
 static void run_train(Run* r, const Engine* e) {
     Options* o = &r->o;
     Model* m = &r->model;
-    if (e->to_host && (o->probe.every || o->probe.dump_tokens)) acts_alloc(m, o->B, o->T);
+    Probes* probes = r->probes;
     run_header(r, e);
-    Probes* probes = probes_new(&o->probe, m, r->train.tok, r->train.n, o->out_dir, probe_log_line, &r->lg);
 
     int* inp = xmalloc((size_t)o->B * o->T * sizeof(int));
     int* tgt = xmalloc((size_t)o->B * o->T * sizeof(int));
     int sample_T = o->T < m->cfg.maxT ? o->T : m->cfg.maxT;
     char last_ckpt[4096] = "none written";
+    if (o->resume) snprintf(last_ckpt, sizeof(last_ckpt), "%s", o->resume);
     double last_val = NAN;
     for (int step = r->start_step; step <= o->steps; step++) {
         int last = step == o->steps;
-        if (o->val_every && (step % o->val_every == 0 || last) && o->val_batches > 0) {
+        // (a resumed run's first validation was logged before its checkpoint)
+        if (o->val_every && (step % o->val_every == 0 || last) && o->val_batches > 0 && !(o->resume && step == r->start_step)) {
             last_val = evaluate(e, &r->val, o->val_batches, o->B, o->T, inp, tgt);
             printf("step %d | val loss %.6f\n", step, last_val);
             log_event(&r->lg, "\"event\":\"val\",\"step\":%d,\"val_loss\":%.6f", step, last_val);
@@ -1757,10 +1844,16 @@ static void run_train(Run* r, const Engine* e) {
             sample_text(e, &r->sample_rng, &r->dec, m->cfg.V, sample_T, r->val.tok[0], o->sample_len);
             printf("----\n");
         }
-        if (o->out_dir && step > r->start_step && (last || (o->ckpt_every && step % o->ckpt_every == 0))) {
-            snprintf(last_ckpt, sizeof(last_ckpt), "%s/ckpt_%06d.bin", o->out_dir, step);
+        // every -n steps and at the end; -x 0 writes the initialization as a step-0 checkpoint
+        if (o->out_dir && (step > r->start_step || (last && !o->resume)) && (last || (o->ckpt_every && step % o->ckpt_every == 0))) {
             if (e->to_host) e->to_host(e->ctx);
-            checkpoint_save(m, last_ckpt, step, &r->data_rng, &r->sample_rng);
+            char what[256];
+            if (model_nonfinite(m, what, sizeof(what))) {
+                log_event(&r->lg, "\"event\":\"blowup\",\"step\":%d", step);
+                fatal("after step %d %s: training stopped, checkpoint not written; last good checkpoint: %s", step, what, last_ckpt);
+            }
+            snprintf(last_ckpt, sizeof(last_ckpt), "%s/ckpt_%06d.bin", o->out_dir, step);
+            checkpoint_save(m, last_ckpt, step, &r->data_rng, &r->sample_rng, r->spike);
             log_event(&r->lg, "\"event\":\"checkpoint\",\"step\":%d,\"path\":\"%s\"", step, last_ckpt);
         }
         if (last) break;
@@ -1795,18 +1888,18 @@ static void run_train(Run* r, const Engine* e) {
                   step + 1, loss, lr, norm, ms, tok_s);
     }
     if (isfinite(last_val)) printf("final val loss %.6f\n", last_val);
-    if (o->probe.dump_tokens) {
-        if (e->to_host) e->to_host(e->ctx);
-        dump_token_losses(m, &r->val, o->val_batches, o->B, o->T, inp, tgt, o->probe.dump_tokens);
-    }
-    probes_delete(probes);
+    if (e->to_host && (o->probe.dump_tokens || o->llmc_save)) e->to_host(e->ctx);
+    if (o->probe.dump_tokens) dump_token_losses(m, &r->val, o->val_batches, o->B, o->T, inp, tgt, o->probe.dump_tokens);
+    if (o->llmc_save) llmc_save(m, o->llmc_save);
     free(inp);
     free(tgt);
 }
 
 static void run_free(Run* r) {
     if (r->lg.f) fclose(r->lg.f);
+    probes_delete(r->probes);
     model_free(&r->model);
+    decoder_free(&r->dec);
     free(r->train.tok);
     free(r->val.tok);
 }
@@ -1816,8 +1909,7 @@ static void train_on_cpu(const Options* o, void* unused) {
     (void)unused;
     Run r;
     r.o = *o;
-    run_setup(&r);
-    acts_alloc(&r.model, r.o.B, r.o.T);
+    run_setup(&r, 1);
     Engine e = cpu_engine(&r.model);
     run_train(&r, &e);
     run_free(&r);
@@ -2669,12 +2761,6 @@ static const char* probe_names[NUM_PROBES] = {
 #define COSSIM_MAX_ROWS 8192    // --cossim-dump writes rows^2 floats
 
 
-// Exponential moving mean and variance, the statistics the spike probe scores each step against.
-typedef struct {
-    double mean, var;
-    int n;
-} Ema;
-
 struct Probes {
     unsigned sel;               // bit p set: probe_names[p] runs
     int every, step;            // -p N; the probe step being written
@@ -2686,7 +2772,7 @@ struct Probes {
     int ntop;
     const Tensor* cossim;       // --cossim-dump
     const char* out_dir;
-    Ema loss_ema, norm_ema;     // spike
+    Ema* spike;                 // spike: the run's statistics of the loss and the gradient norm (Run.spike)
     float spike_z;
     int spike_skip;
 };
@@ -3291,7 +3377,7 @@ static void cossim_dump(Probes* pr, const Model* m) {
 static int probe_spike(Probes* pr, int step, double loss, double norm) {
     static const char* keys[] = {"loss", "loss_z", "grad_norm", "grad_z", "spike", "skipped"};
     if (!(pr->sel >> P_SPIKE & 1)) return 0;
-    double zl = ema_z_update(&pr->loss_ema, loss), zg = ema_z_update(&pr->norm_ema, norm);
+    double zl = ema_z_update(&pr->spike[0], loss), zg = ema_z_update(&pr->spike[1], norm);
     double z = fmax(zl, zg);                  // NAN only while both are in their warmup
     int spike = z > pr->spike_z, skip = spike && pr->spike_skip;
     double v[] = {loss, zl, norm, zg, (double)spike, (double)skip};
@@ -3321,8 +3407,9 @@ static unsigned parse_probe_list(const char* list) {
 // Checks the probe flags against the model and prepares what the probes need for the whole run
 // (the most frequent tokens for embcos); emit writes one log line.
 static void probes_init(Probes* pr, const ProbeOptions* po, Model* m, const uint16_t* train_tok, size_t n_tok,
-                        const char* out_dir, void (*emit)(void*, const char*), void* ctx) {
+                        const char* out_dir, Ema* spike, void (*emit)(void*, const char*), void* ctx) {
     memset(pr, 0, sizeof(*pr));
+    pr->spike = spike;
     pr->every = po->every;
     pr->emit = emit;
     pr->ctx = ctx;
@@ -3398,9 +3485,9 @@ static void probes_free(Probes* pr) {
 }
 // For the training loop: probes_init on a new allocation, and its release.
 static Probes* probes_new(const ProbeOptions* po, Model* m, const uint16_t* train_tok, size_t n_tok,
-                          const char* out_dir, void (*emit)(void*, const char*), void* ctx) {
+                          const char* out_dir, Ema* spike, void (*emit)(void*, const char*), void* ctx) {
     Probes* pr = xmalloc(sizeof(*pr));
-    probes_init(pr, po, m, train_tok, n_tok, out_dir, emit, ctx);
+    probes_init(pr, po, m, train_tok, n_tok, out_dir, spike, emit, ctx);
     return pr;
 }
 
@@ -3442,6 +3529,8 @@ static void dump_token_losses(Model* m, const Dataset* val, int batches, int B, 
 // ============================================================================================
 
 
+#define OUT_DIR_MAX 3800     // -o's length: file names inside it go into 4096-byte buffers
+
 static void options_default(Options* o) {
     memset(o, 0, sizeof(*o));
     o->train_path = "data/moby_train.txt";
@@ -3471,6 +3560,8 @@ static void usage(void) {
            "  -o DIR    output dir: DIR/log.jsonl and checkpoints DIR/ckpt_STEP.bin (default none)\n"
            "  -y FILE   resume from this checkpoint (the model flags must match it)\n"
            "  --decode FILE  decode table for token shards (default: beside -i, PREFIX_decode.bin)\n"
+           "  --load-llmc FILE  start from the weights of an llm.c model file (gpt2 preset; AdamW from 0)\n"
+           "  --save-llmc FILE  after the run, write the weights as an llm.c model file (-x 0: the init)\n"
            "model\n"
            "  -a NAME   preset: gpt2 (LayerNorm, GELU, learned positions, biases, tied head)\n"
            "            or llama (RMSNorm, SwiGLU, RoPE, no biases, untied head) (default %s)\n"
@@ -3509,7 +3600,8 @@ static void usage(void) {
            "  -v N      validation loss every N steps (default %d)   -m N  batches of it (default %d)\n"
            "  -s N      sample every N steps, 0 = only at the end (default %d)\n"
            "  -S N      sample length in tokens (default %d)\n"
-           "  -n N      checkpoint every N steps when -o is given (default %d; always at the end)\n"
+           "  -n N      checkpoint every N steps when -o is given (default %d; always at the end,\n"
+           "            and with -x 0 at step 0)\n"
            "  -h        this help\n"
            "threads: OMP_NUM_THREADS. Same seed, flags and thread count give the same losses.\n",
            d.train_path, d.val_path, d.preset, d.L, d.C, d.H, (double)d.eps, (double)d.rope_theta, d.init,
@@ -3539,6 +3631,28 @@ static void usage(void) {
 }
 
 // ---- initializer text: schemes (section 6) and -I ----------------------------------------------
+// The numbers a scheme takes, in the ranges where torch's call is defined: a std, bound or gain that
+// torch would refuse (normal_ with std < 0, uniform_ with a > b), and sparse's fraction, which sizes
+// a count of zeros per column, are refused here rather than drawn from.
+static void scheme_check_ranges(const Scheme* s) {
+    const char* n = s->name;
+    const double* a = s->arg;
+    int k = s->nargs;
+    const char* bad = NULL;
+    if (!strcmp(n, "normal") && k && a[k - 1] < 0) bad = "the std must be >= 0";
+    if (!strcmp(n, "uniform") && k == 1 && a[0] < 0) bad = "the bound A of U(-A, A) must be >= 0";
+    if (!strcmp(n, "uniform") && k == 2 && a[0] > a[1]) bad = "U(A, B) needs A <= B";
+    if ((!strcmp(n, "trunc_normal") || !strcmp(n, "trunc_sigma") || !strcmp(n, "sigma")) && k && a[0] < 0) bad = "the std must be >= 0";
+    if (!strcmp(n, "trunc_normal") && k == 3 && !(a[1] < a[2])) bad = "the bounds need A < B";
+    if ((!strcmp(n, "trunc_sigma") && k == 2 && !(a[1] > 0)) || (!strcmp(n, "trunc_lecun") && k && !(a[0] > 0)))
+        bad = "the cut K must be > 0";
+    if (!strcmp(n, "sparse") && !(a[0] >= 0 && a[0] <= 1)) bad = "the fraction of zeros must be in [0, 1]";
+    if (!strcmp(n, "sparse") && k == 2 && a[1] < 0) bad = "the std must be >= 0";
+    if (!strncmp(n, "xavier_", 7) && k && a[0] < 0) bad = "the gain must be >= 0";
+    if (!strcmp(n, "gamma") && !(a[0] >= 0 && a[0] <= 10)) bad = "the rate G must be in [0, 10], as for -g";
+    if (bad) fatal("initializer '%s': %s", s->text, bad);
+}
+
 // "kaiming_uniform:leaky_relu:0.2:fan_out" -> name, nonlin, args. fatal() on anything else.
 static void parse_scheme(Scheme* s, const char* text) {
     memset(s, 0, sizeof(*s));
@@ -3573,6 +3687,7 @@ static void parse_scheme(Scheme* s, const char* text) {
     if (s->nargs < schemes[idx].min_args || s->nargs > schemes[idx].max_args)
         fatal("initializer '%s' takes %d to %d numbers, got %d", s->name, schemes[idx].min_args,
               schemes[idx].max_args, s->nargs);
+    scheme_check_ranges(s);
 }
 
 // -I SCHEME_OR_RECIPE[,GROUP=SCHEME...] into spec (on top of what it holds). A recipe's own text is
@@ -3651,6 +3766,7 @@ static const char* parse_choice(const char* flag, const char* v, const char* a, 
 
 static void parse_args(Options* o, int argc, char** argv) {
     options_default(o);
+    const char* init_given = NULL;
     for (int i = 1; i < argc; i++) {
         const char* f = argv[i];
         if (strcmp(f, "-h") == 0 || strcmp(f, "--help") == 0) { usage(); exit(0); }
@@ -3663,6 +3779,8 @@ static void parse_args(Options* o, int argc, char** argv) {
         else if (strcmp(f, "-o") == 0) o->out_dir = v;
         else if (strcmp(f, "-y") == 0) o->resume = v;
         else if (strcmp(f, "--decode") == 0) o->decode_path = v;
+        else if (strcmp(f, "--load-llmc") == 0) o->llmc_load = v;
+        else if (strcmp(f, "--save-llmc") == 0) o->llmc_save = v;
         else if (strcmp(f, "-a") == 0) o->preset = parse_choice(f, v, "gpt2", "llama");
         else if (strcmp(f, "-L") == 0) o->L = parse_int(f, v, 1, 1024);
         else if (strcmp(f, "-C") == 0) o->C = parse_int(f, v, 1, 65536);
@@ -3679,7 +3797,7 @@ static void parse_args(Options* o, int argc, char** argv) {
         else if (strcmp(f, "--bias") == 0) o->bias = parse_int(f, v, 0, 1);
         else if (strcmp(f, "--tie") == 0) o->tie = parse_int(f, v, 0, 1);
         else if (strcmp(f, "--rope-theta") == 0) o->rope_theta = parse_float(f, v, 1.0, 1e12);
-        else if (strcmp(f, "-I") == 0) o->init = v;
+        else if (strcmp(f, "-I") == 0) o->init = init_given = v;
         else if (strcmp(f, "-g") == 0) o->gamma = parse_float(f, v, 0.0, 10.0);
         else if (strcmp(f, "--resid-scale") == 0) o->resid_scale = parse_int(f, v, 0, 1);
         else if (strcmp(f, "--mup-base") == 0) o->mup_base = parse_int(f, v, 1, 65536);
@@ -3715,6 +3833,13 @@ static void parse_args(Options* o, int argc, char** argv) {
     }
     o->opt.steps = o->steps;
     if (o->probe.dump_tokens && o->val_batches == 0) fatal("--dump-token-losses needs validation batches (-m N > 0)");
+    if (init_given && o->gamma >= 0.0)
+        fatal("-g and -I together: -g G means -I gamma:G; to combine, write -I gamma:G,GROUP=SCHEME (got -I %s)", init_given);
+    if (o->llmc_load && o->resume) fatal("--load-llmc and -y both give the weights; use one");
+    if (o->out_dir && strpbrk(o->out_dir, "\"\\\n"))
+        fatal("-o: the path holds a quote, backslash or newline, which the JSON log's strings do not escape");
+    if (o->out_dir && strlen(o->out_dir) > OUT_DIR_MAX)
+        fatal("-o: the path is %zu characters, longer than %d (the files inside it need room)", strlen(o->out_dir), OUT_DIR_MAX);
 }
 
 // The model configuration the options describe, checked for consistency.
@@ -3776,12 +3901,14 @@ static void sample_text(const Engine* e, Rng* g, const Decoder* dec, int V, int 
     free(ctx);
 }
 
-static void decoder_load(Decoder* dec, const char* path) {
-    FILE* f = fopen(path, "rb");
-    if (!f) fatal("cannot open decode table %s (%s)", path, strerror(errno));
+// The table's vocabulary is checked against the file's size (each token takes at least its length
+// byte) before the table is allocated.
+static void decoder_read(Decoder* dec, FILE* f, long size, const char* path) {
     int32_t h[256];
     if (fread(h, sizeof(int32_t), 256, f) != 256 || h[0] != 20240328 || h[1] != 2)
         fatal("%s is not a decode table (bad header)", path);
+    if (h[2] < 1 || h[2] > 65536 || (long)h[2] > size - (long)sizeof(h))
+        fatal("%s: decode table vocabulary %d does not fit [1, 65536] and the file's %ld bytes", path, h[2], size);
     dec->V = h[2];
     dec->piece = xcalloc(dec->V, sizeof(char*));
     for (int i = 0; i < dec->V; i++) {
@@ -3790,6 +3917,13 @@ static void decoder_load(Decoder* dec, const char* path) {
         dec->piece[i] = xcalloc(len + 1, 1);
         if (fread(dec->piece[i], 1, len, f) != len) fatal("%s: truncated at token %d", path, i);
     }
+}
+
+static void decoder_load(Decoder* dec, const char* path) {
+    long size = file_size(path, "decode table", "");
+    FILE* f = fopen(path, "rb");
+    if (!f) fatal("cannot open decode table %s (%s)", path, strerror(errno));
+    decoder_read(dec, f, size, path);
     fclose(f);
 }
 
@@ -3801,27 +3935,119 @@ static void print_token(const Decoder* dec, int tok) {
     }
 }
 
-static void log_open(Log* lg, const char* dir, int append) {
+static void decoder_free(Decoder* dec) {
+    for (int i = 0; dec->piece && i < dec->V; i++) free(dec->piece[i]);
+    free(dec->piece);
+    memset(dec, 0, sizeof(*dec));
+}
+
+// A file the run will write at its end (--dump-token-losses, --save-llmc) is checked at its start:
+// an existing one must be a writable regular file, a new one needs a writable directory.
+static void output_file_check(const char* path, const char* flag) {
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (!S_ISREG(st.st_mode)) fatal("%s %s is not a regular file", flag, path);
+        if (access(path, W_OK) != 0) fatal("%s %s is not writable (%s)", flag, path, strerror(errno));
+        return;
+    }
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%s", path);
+    char* slash = strrchr(dir, '/');
+    if (slash) slash[slash == dir] = 0;     // "/x" -> "/", "a/b" -> "a"
+    else snprintf(dir, sizeof(dir), ".");
+    if (access(dir, W_OK) != 0) fatal("%s %s: cannot write in directory %s (%s)", flag, path, dir, strerror(errno));
+}
+
+// -o DIR: created if needed; ckpt_*.bin.tmp files that a killed run left are removed (a checkpoint is
+// only ever renamed from one when complete). On a resume into DIR, the log is cut back to the end of
+// the line of the checkpoint it resumes from: the lines after it belong to steps that run again.
+static void log_open(Log* lg, const char* dir, const char* resume, int start_step) {
     lg->f = NULL;
     if (!dir) return;
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/log.jsonl", dir);
-    lg->f = fopen(path, append ? "a" : "w");
-    if (!lg->f) fatal("cannot open log %s (%s)", path, strerror(errno));
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) fatal("cannot create output dir %s (%s)", dir, strerror(errno));
+    DIR* d = opendir(dir);
+    if (!d) fatal("cannot open output dir %s (%s)", dir, strerror(errno));
+    for (struct dirent* de; (de = readdir(d)) != NULL;) {
+        size_t n = strlen(de->d_name);
+        if (strncmp(de->d_name, "ckpt_", 5) != 0 || n < 9 || strcmp(de->d_name + n - 8, ".bin.tmp") != 0) continue;
+        char stale[4400];
+        snprintf(stale, sizeof(stale), "%s/%s", dir, de->d_name);
+        if (unlink(stale) == 0) printf("removed %s, left by an interrupted run\n", stale);
+    }
+    closedir(d);
+    snprintf(lg->path, sizeof(lg->path), "%s/log.jsonl", dir);
+    long keep = -1, dropped = 0;
+    if (resume) {       // the byte after the checkpoint's line, and how many lines follow it
+        char want[64], line[8192];
+        snprintf(want, sizeof(want), "{\"event\":\"checkpoint\",\"step\":%d,", start_step);
+        FILE* f = fopen(lg->path, "r");
+        while (f && fgets(line, sizeof(line), f)) {
+            if (keep >= 0 && strchr(line, '\n')) dropped++;
+            if (strncmp(line, want, strlen(want)) == 0) keep = ftell(f), dropped = 0;
+        }
+        if (f) fclose(f);
+    }
+    if (keep >= 0 && truncate(lg->path, keep) != 0) fatal("cannot cut back log %s (%s)", lg->path, strerror(errno));
+    if (dropped) printf("log %s: %ld lines after step %d's checkpoint removed; those steps run again\n", lg->path, dropped, start_step);
+    lg->f = fopen(lg->path, resume ? "a" : "w");
+    if (!lg->f) fatal("cannot open log %s (%s)", lg->path, strerror(errno));
 }
 
-// one object per line; fields as printf fragments, e.g. log_event(&lg, "\"step\":%d,\"val_loss\":%.6f", ...)
+// One object per line; fields as printf fragments, e.g. log_event(&lg, "\"step\":%d,\"val_loss\":%.6f", ...).
+// A non-finite number that reaches a line as nan or inf becomes null, so every line is valid JSON.
 static void log_event(Log* lg, const char* fmt, ...) {
     if (!lg->f) return;
-    va_list ap;
+    va_list ap, again;
     va_start(ap, fmt);
-    fputc('{', lg->f);
-    vfprintf(lg->f, fmt, ap);
-    fputs("}\n", lg->f);
-    fflush(lg->f);
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
+    char* text = (char*)xmalloc((size_t)n + 1);
+    vsnprintf(text, (size_t)n + 1, fmt, again);
+    va_end(again);
+    int ok = fputc('{', lg->f) != EOF, in_string = 0;
+    for (char* p = text; *p; p++) {
+        in_string ^= *p == '"';                 // the log's strings hold no escaped quotes
+        char* v = p + (!in_string && (*p == ':' || *p == ',' || *p == '['));   // a value starts after these
+        char* w = v + (*v == '-');
+        int token = v != p && (!strncmp(w, "nan", 3) || !strncmp(w, "inf", 3)) && strchr(",]}", w[3] ? w[3] : '}');
+        ok = ok && fputc(*p, lg->f) != EOF;
+        if (token) { ok = ok && fputs("null", lg->f) != EOF; p = w + 2; }
+    }
+    ok = ok && fputs("}\n", lg->f) != EOF && fflush(lg->f) == 0;
+    free(text);
+    if (!ok) fatal("writing log %s failed (%s)", lg->path, strerror(errno));
 }
 
+// The bytes of the run: parameters, gradients and the two AdamW moments (4 floats per parameter),
+// activations when the host computes (or probes), the probes' copies, and the datasets (already
+// loaded). Refused when more than the memory available: the kernel would otherwise kill the run.
+static size_t memory_available(void) {
+    FILE* f = fopen("/proc/meminfo", "r");
+    char line[256];
+    size_t kb = 0;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "MemAvailable: %zu kB", &kb) == 1) break;
+    if (f) fclose(f);
+#if defined(_SC_PHYS_PAGES)
+    if (!kb) kb = (size_t)sysconf(_SC_PHYS_PAGES) / 1024 * (size_t)sysconf(_SC_PAGESIZE);
+#endif
+    return kb * 1024;       // 0: unknown
+}
+
+static void memory_check(const Config* c, const Options* o, int host_acts) {
+    size_t P = model_param_count(c), MiB = 1 << 20;
+    double params = 4.0 * P * sizeof(float), acts = host_acts ? (double)acts_bytes(c, o->B, o->T) : 0.0;
+    double probes = o->probe.every ? (double)P * sizeof(float) + (double)(c->L + 1) * o->B * o->T * c->C * sizeof(float) : 0.0;
+    double total = params + acts + probes;
+    size_t avail = memory_available();
+    printf("memory: %.1f MiB (parameters, gradients and AdamW moments %.1f MiB, activations %.1f MiB, probes %.1f MiB)",
+           total / MiB, params / MiB, acts / MiB, probes / MiB);
+    if (avail) printf(" of %zu MiB available", avail / MiB);
+    printf("\n");
+    if (avail && total > (double)avail)
+        fatal("the run needs about %.0f MiB but %zu MiB are available: use a smaller model, -b or -t", total / MiB, avail / MiB);
+}
 
 static void run_header(Run* r, const Engine* e) {
     const Options* o = &r->o;
@@ -3918,10 +4144,10 @@ static void init_report(Model* m, const InitSpec* spec, const int* tokens, int B
 }
 
 // ---- checkpoints (format: doc/checkpoint.md) ----------------------------------------------------
-// header: "IGPTCKPT", int32 version, Config, int32 step, Rng data_rng, Rng sample_rng,
-//         uint64 num_params; then params, AdamW m, AdamW v as float32.
+// header: "IGPTCKPT", int32 version, int32 step, Config, Rng data_rng, Rng sample_rng, uint64 num_params,
+//         the spike probe's two Ema, uint32 CRC-32, uint32 0; then params, AdamW m, AdamW v as float32.
 #define CKPT_MAGIC "IGPTCKPT"
-#define CKPT_VERSION 1
+#define CKPT_VERSION 2
 typedef struct {
     char magic[8];
     int32_t version;
@@ -3929,14 +4155,60 @@ typedef struct {
     Config cfg;
     Rng data_rng, sample_rng;
     uint64_t num_params;
+    Ema spike[2];           // the spike probe's statistics of the loss and the gradient norm
+    uint32_t crc;           // CRC-32 of the whole file, computed with this field 0
+    uint32_t zero;
 } CkptHeader;
+typedef char ckpt_header_is_5176_bytes[sizeof(CkptHeader) == 5176 ? 1 : -1];   // the layout doc/checkpoint.md gives
+
+// CRC-32 as zlib, gzip and PNG compute it (reflected polynomial 0xEDB88320), so Python's zlib.crc32
+// checks a file independently; eight bytes per step through eight tables (about 2 GB/s).
+static uint32_t crc_table[8][256];
+static uint32_t crc32_update(uint32_t crc, const void* data, size_t n) {
+    if (!crc_table[0][1]) {
+        for (uint32_t i = 0; i < 256; i++) {
+            uint32_t c = i;
+            for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+            crc_table[0][i] = c;
+        }
+        for (int i = 0; i < 256; i++)
+            for (int t = 1; t < 8; t++) crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
+    }
+    const unsigned char* p = (const unsigned char*)data;
+    crc = ~crc;
+    for (; n >= 8; p += 8, n -= 8) {
+        uint32_t lo = (p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24) ^ crc;
+        uint32_t hi = p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
+        crc = crc_table[7][lo & 0xFF] ^ crc_table[6][lo >> 8 & 0xFF] ^ crc_table[5][lo >> 16 & 0xFF] ^ crc_table[4][lo >> 24] ^
+              crc_table[3][hi & 0xFF] ^ crc_table[2][hi >> 8 & 0xFF] ^ crc_table[1][hi >> 16 & 0xFF] ^ crc_table[0][hi >> 24];
+    }
+    while (n--) crc = crc_table[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
+    return ~crc;
+}
+
+// The first parameter or AdamW moment that is NaN or inf, named ("h.0.attn.wq holds nan in its
+// weights"); 0 when all are finite. A checkpoint is only ever written from a finite state.
+static int model_nonfinite(const Model* m, char* what, size_t cap) {
+    const float* arrays[3] = {m->params, m->m, m->v};
+    const char* names[3] = {"weights", "AdamW first moment", "AdamW second moment"};
+    for (int a = 0; a < 3; a++)
+        for (int i = 0; i < m->num_tensors; i++) {
+            const Tensor* t = &m->tensors[i];
+            for (size_t j = 0; j < t->numel; j++) {
+                float x = arrays[a][t->offset + j];
+                if (isfinite(x)) continue;
+                snprintf(what, cap, "%s holds %s in its %s", t->name, isnan(x) ? "nan" : "inf", names[a]);
+                return 1;
+            }
+        }
+    return 0;
+}
 
 // Written to PATH.tmp and renamed, so a crash mid-write never leaves a broken checkpoint at PATH.
-static void checkpoint_save(const Model* m, const char* path, int step, const Rng* data_rng, const Rng* sample_rng) {
+static void checkpoint_save(const Model* m, const char* path, int step, const Rng* data_rng, const Rng* sample_rng,
+                            const Ema spike[2]) {
     char tmp[4200];
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE* f = fopen(tmp, "wb");
-    if (!f) fatal("cannot write checkpoint %s (%s)", tmp, strerror(errno));
     CkptHeader h;
     memset(&h, 0, sizeof(h));
     memcpy(h.magic, CKPT_MAGIC, 8);
@@ -3946,10 +4218,16 @@ static void checkpoint_save(const Model* m, const char* path, int step, const Rn
     h.data_rng = *data_rng;
     h.sample_rng = *sample_rng;
     h.num_params = m->num_params;
+    h.spike[0] = spike[0];
+    h.spike[1] = spike[1];
+    const float* body[3] = {m->params, m->m, m->v};
+    uint32_t crc = crc32_update(0, &h, sizeof(h));
+    for (int a = 0; a < 3; a++) crc = crc32_update(crc, body[a], m->num_params * sizeof(float));
+    h.crc = crc;
+    FILE* f = fopen(tmp, "wb");
+    if (!f) fatal("cannot write checkpoint %s (%s)", tmp, strerror(errno));
     int ok = fwrite(&h, sizeof(h), 1, f) == 1;
-    ok = ok && fwrite(m->params, sizeof(float), m->num_params, f) == m->num_params;
-    ok = ok && fwrite(m->m, sizeof(float), m->num_params, f) == m->num_params;
-    ok = ok && fwrite(m->v, sizeof(float), m->num_params, f) == m->num_params;
+    for (int a = 0; a < 3; a++) ok = ok && fwrite(body[a], sizeof(float), m->num_params, f) == m->num_params;
     ok = (fflush(f) == 0) && ok;
     ok = (fsync(fileno(f)) == 0) && ok;
     ok = (fclose(f) == 0) && ok;
@@ -3969,25 +4247,143 @@ static void config_check_match(const Config* a, const Config* b, const char* pat
 #undef CHECK_FIELD
 }
 
-static int checkpoint_load(Model* m, const char* path, Rng* data_rng, Rng* sample_rng) {
-    FILE* f = fopen(path, "rb");
-    if (!f) fatal("cannot open checkpoint %s (%s)", path, strerror(errno));
+// Every header field in its range before anything is used: a generator index outside [0, 624] would
+// read past the state, a negative step would restart the schedule.
+static void ckpt_header_check(const CkptHeader* h, const Model* m, long size, const char* path) {
+    if (h->version == 1) fatal("checkpoint %s has version 1 (no checksum), which this trainer no longer reads; version %d expected", path, CKPT_VERSION);
+    if (h->version != CKPT_VERSION) fatal("checkpoint %s has version %d, expected %d", path, h->version, CKPT_VERSION);
+    if (h->step < 0 || h->step > (1 << 30)) fatal("checkpoint %s: step %d is outside [0, 2^30] (corrupt header)", path, h->step);
+    config_check_match(&h->cfg, &m->cfg, path);
+    if (h->num_params != m->num_params)
+        fatal("checkpoint %s holds %llu parameters, the model %zu", path, (unsigned long long)h->num_params, m->num_params);
+    const Rng* rngs[2] = {&h->data_rng, &h->sample_rng};
+    for (int i = 0; i < 2; i++)
+        if (rngs[i]->mti < 0 || rngs[i]->mti > RNG_MT_N || (rngs[i]->has_next_normal & ~1) || !isfinite(rngs[i]->next_normal))
+            fatal("checkpoint %s: the %s generator's state is invalid (mti %d, has_next_normal %d; corrupt header)", path,
+                  i ? "sampling" : "data", rngs[i]->mti, rngs[i]->has_next_normal);
+    for (int i = 0; i < 2; i++)
+        if (!isfinite(h->spike[i].mean) || !(h->spike[i].var >= 0.0 && isfinite(h->spike[i].var)) || h->spike[i].n < 0)
+            fatal("checkpoint %s: the spike probe's statistics are invalid (corrupt header)", path);
+    long want = (long)sizeof(CkptHeader) + 3 * (long)(m->num_params * sizeof(float));
+    if (size < want) fatal("checkpoint %s is truncated (%ld bytes, %ld expected)", path, size, want);
+    if (size > want) fatal("checkpoint %s has trailing bytes (%ld bytes, %ld expected)", path, size, want);
+}
+
+// The header, checked, then the body into the model, checked against the CRC. Returns the step.
+static int checkpoint_read(Model* m, FILE* f, long size, const char* path, Rng* data_rng, Rng* sample_rng, Ema spike[2]) {
     CkptHeader h;
-    if (fread(h.magic, 1, 8, f) != 8 || memcmp(h.magic, CKPT_MAGIC, 8) != 0) fatal("%s is not a checkpoint (bad magic)", path);
+    if (size < 8 || fread(h.magic, 1, 8, f) != 8 || memcmp(h.magic, CKPT_MAGIC, 8) != 0) fatal("%s is not a checkpoint (bad magic)", path);
     if (fread((char*)&h + 8, sizeof(h) - 8, 1, f) != 1) fatal("checkpoint %s is truncated (no header)", path);
-    if (h.version != CKPT_VERSION) fatal("checkpoint %s has version %d, expected %d", path, h.version, CKPT_VERSION);
-    config_check_match(&h.cfg, &m->cfg, path);
-    if (h.num_params != m->num_params) fatal("checkpoint %s holds %llu parameters, the model %zu", path, (unsigned long long)h.num_params, m->num_params);
-    int ok = fread(m->params, sizeof(float), m->num_params, f) == m->num_params;
-    ok = ok && fread(m->m, sizeof(float), m->num_params, f) == m->num_params;
-    ok = ok && fread(m->v, sizeof(float), m->num_params, f) == m->num_params;
-    char extra;
-    if (!ok) fatal("checkpoint %s is truncated", path);
-    if (fread(&extra, 1, 1, f) == 1) fatal("checkpoint %s has trailing bytes", path);
-    fclose(f);
+    ckpt_header_check(&h, m, size, path);
+    uint32_t stored = h.crc;
+    h.crc = 0;
+    uint32_t crc = crc32_update(0, &h, sizeof(h));
+    float* body[3] = {m->params, m->m, m->v};
+    for (int a = 0; a < 3; a++) {
+        if (fread(body[a], sizeof(float), m->num_params, f) != m->num_params) fatal("checkpoint %s is truncated", path);
+        crc = crc32_update(crc, body[a], m->num_params * sizeof(float));
+    }
+    if (crc != stored) fatal("checkpoint %s is corrupt: its CRC-32 is %08x, the bytes give %08x", path, stored, crc);
     *data_rng = h.data_rng;
     *sample_rng = h.sample_rng;
+    spike[0] = h.spike[0];
+    spike[1] = h.spike[1];
     return h.step;
+}
+
+static int checkpoint_load(Model* m, const char* path, Rng* data_rng, Rng* sample_rng, Ema spike[2]) {
+    long size = file_size(path, "checkpoint", "");
+    FILE* f = fopen(path, "rb");
+    if (!f) fatal("cannot open checkpoint %s (%s)", path, strerror(errno));
+    int step = checkpoint_read(m, f, size, path, data_rng, sample_rng, spike);
+    fclose(f);
+    return step;
+}
+
+// ---- llm.c's model file: the GPT-2 preset's weights out and in ----------------------------------
+// 256 int32 (magic 20240326, version 3 = float32, maxT, V, L, heads, C, Vp = V padded to a multiple of
+// 128), then float32 tensors in llm.c's order, each over all layers: wte (Vp rows, the padding 0), wpe,
+// ln1 w, b, qkv w (per layer the rows of wq, wk, wv), qkv b, attention out w, b, ln2 w, b, fc w, b,
+// fc proj w, b, lnf w, b. The GPT-2 preset is llm.c's model (LayerNorm eps 1e-5, tanh GELU, tied head),
+// so the loss of the same weights on the same tokens agrees.
+#define LLMC_MAGIC 20240326
+static const int llmc_order[16][3] = {
+    {K_WTE, -1, -1}, {K_WPE, -1, -1}, {K_LN1W, -1, -1}, {K_LN1B, -1, -1}, {K_WQ, K_WK, K_WV}, {K_BQ, K_BK, K_BV},
+    {K_WO, -1, -1}, {K_BO, -1, -1}, {K_LN2W, -1, -1}, {K_LN2B, -1, -1}, {K_WUP, -1, -1}, {K_BUP, -1, -1},
+    {K_WDOWN, -1, -1}, {K_BDOWN, -1, -1}, {K_LNFW, -1, -1}, {K_LNFB, -1, -1}};
+
+static int llmc_padded_vocab(int V) { return (V + 127) / 128 * 128; }
+
+static void llmc_check(const Config* c, const InitSpec* spec, const char* flag) {
+    const char* bad = c->rmsnorm ? "RMSNorm" : c->swiglu ? "SwiGLU" : c->rope ? "RoPE" : !c->bias ? "no biases"
+                    : !c->tied ? "an untied head" : c->gate ? "gated attention" : c->KVH != c->H ? "grouped key/value heads"
+                    : c->F != 4 * c->C ? "an MLP width other than 4 x width" : c->eps != 1e-5f ? "a norm eps other than 1e-5"
+                    : spec->mup ? "muP's attention and logit scales" : NULL;
+    if (bad) fatal("%s: llm.c's model file holds the gpt2 preset only; this model has %s", flag, bad);
+}
+
+// Writes the model to f (save) or reads it from f, tensor by tensor in llm.c's order.
+static int llmc_transfer(Model* m, FILE* f, int save) {
+    const Config* c = &m->cfg;
+    int ok = 1;
+    for (int e = 0; e < 16 && ok; e++) {
+        int layered = kind_is_layer(llmc_order[e][0]);
+        for (int l = 0; l < (layered ? c->L : 1) && ok; l++)
+            for (int j = 0; j < 3 && llmc_order[e][j] >= 0 && ok; j++) {
+                int kind = llmc_order[e][j];
+                float* p = layered ? param_of(m, kind, l) : m->p[kind];
+                size_t n = m->kind_numel[kind];
+                ok = save ? fwrite(p, sizeof(float), n, f) == n : fread(p, sizeof(float), n, f) == n;
+            }
+        for (long pad = 0; e == 0 && ok && pad < (long)(llmc_padded_vocab(c->V) - c->V) * c->C; pad++) {
+            float zero = 0.0f;
+            ok = save ? fwrite(&zero, sizeof(float), 1, f) == 1 : fread(&zero, sizeof(float), 1, f) == 1;
+        }
+    }
+    return ok;
+}
+
+static void llmc_save(const Model* m, const char* path) {
+    const Config* c = &m->cfg;
+    int32_t h[256] = {LLMC_MAGIC, 3, c->maxT, c->V, c->L, c->H, c->C, llmc_padded_vocab(c->V)};
+    char tmp[4200];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE* f = fopen(tmp, "wb");
+    if (!f) fatal("cannot write llm.c model file %s (%s)", tmp, strerror(errno));
+    int ok = fwrite(h, sizeof(h), 1, f) == 1 && llmc_transfer((Model*)m, f, 1);
+    ok = (fclose(f) == 0) && ok;
+    if (!ok) { unlink(tmp); fatal("writing llm.c model file %s failed (%s)", tmp, strerror(errno)); }
+    if (rename(tmp, path) != 0) fatal("cannot rename %s to %s (%s)", tmp, path, strerror(errno));
+    printf("weights written to %s (llm.c model file, float32)\n", path);
+}
+
+static void llmc_read(Model* m, FILE* f, long size, const char* path) {
+    const Config* c = &m->cfg;
+    int32_t h[256];
+    if (size < (long)sizeof(h) || fread(h, sizeof(h), 1, f) != 1 || h[0] != LLMC_MAGIC)
+        fatal("%s is not an llm.c model file (bad magic; expected %d)", path, LLMC_MAGIC);
+    if (h[1] == 5) fatal("llm.c model file %s holds bfloat16 (version 5); only float32 files (version 3) are read", path);
+    if (h[1] != 3) fatal("llm.c model file %s has version %d, expected 3 (float32)", path, h[1]);
+    const char* flags[5] = {"-T", "vocabulary comes from the data", "-L", "-H", "-C"};
+    int want[5] = {c->maxT, c->V, c->L, c->H, c->C};
+    const char* names[5] = {"maxT", "V", "L", "heads", "C"};
+    for (int i = 0; i < 5; i++)
+        if (h[2 + i] != want[i]) fatal("llm.c model file %s has %s=%d but the flags give %d (%s)", path, names[i], h[2 + i], want[i], flags[i]);
+    if (h[7] != llmc_padded_vocab(c->V)) fatal("llm.c model file %s has padded vocabulary %d, expected %d", path, h[7], llmc_padded_vocab(c->V));
+    long expect = (long)sizeof(h) + (long)((m->num_params + (size_t)(h[7] - c->V) * c->C) * sizeof(float));
+    if (size != expect) fatal("llm.c model file %s holds %ld bytes, %ld expected (truncated or not this model)", path, size, expect);
+    if (!llmc_transfer(m, f, 0)) fatal("llm.c model file %s: short read", path);
+    char what[256];
+    if (model_nonfinite(m, what, sizeof(what))) fatal("llm.c model file %s: %s", path, what);
+}
+
+static void llmc_load(Model* m, const char* path) {
+    long size = file_size(path, "llm.c model file", "");
+    FILE* f = fopen(path, "rb");
+    if (!f) fatal("cannot open llm.c model file %s (%s)", path, strerror(errno));
+    llmc_read(m, f, size, path);
+    fclose(f);
+    printf("weights from %s (llm.c model file); AdamW starts from zero\n", path);
 }
 
 // ---- the coordinate check ---------------------------------------------------------------------
@@ -4027,7 +4423,7 @@ static void coord_check(const Options* o, void (*train)(const Options* o, void* 
     // the table: width x step x {emb, attn, mlp, logits, gate pre-activation} (attn, mlp, gate: mean
     // over the layers)
     Log lg;
-    log_open(&lg, o->out_dir, 0);
+    log_open(&lg, o->out_dir, NULL, 0);
     double* tab = xcalloc((size_t)nw * S * 5, sizeof(double));
     int gate = 0;
     for (int i = 0; i < nw; i++) {

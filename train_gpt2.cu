@@ -605,7 +605,22 @@ static void gpu_download_state(GpuModel* gm) {     // device params, m, v -> hos
 
 // Allocates the device model for batches up to B x T and uploads the host's params, m and v.
 // The host model must be built (model_build) and initialized or loaded.
+// The device's share of the memory estimate (section 12's memory_check does the host's): the four
+// parameter-sized blocks and the activations, refused before the first cudaMalloc when the device
+// has less free. The activations are the host's list (acts_bytes); the device adds a few per-row
+// scratch buffers, a small fraction, hence the 5% margin.
+static void gpu_memory_check(const Model* host, int B, int T) {
+    size_t free_bytes = 0, total = 0, MiB = 1 << 20;
+    cudaCheck(cudaMemGetInfo(&free_bytes, &total));
+    double need = 1.05 * (4.0 * host->num_params * sizeof(float) + (double)acts_bytes(&host->cfg, B, T));
+    printf("GPU memory: about %.1f MiB of %zu MiB free\n", need / MiB, free_bytes / MiB);
+    if (need > (double)free_bytes)
+        fatal("the run needs about %.0f MiB of GPU memory but %zu MiB are free: use a smaller model, -b or -t",
+              need / MiB, free_bytes / MiB);
+}
+
 static void gpu_model_create(GpuModel* gm, Model* host, int B, int T) {
+    gpu_memory_check(host, B, T);
     memset(gm, 0, sizeof(*gm));
     gm->host = host;
     gm->B = B;
@@ -1025,7 +1040,7 @@ static void train_on_gpu(const Options* o, void* ctx) {
     int tf32 = *(const int*)ctx;
     Run r;
     r.o = *o;
-    run_setup(&r);
+    run_setup(&r, 0);
     GpuModel gm;
     gpu_model_create(&gm, &r.model, r.o.B, r.o.T);     // uploads params, m, v
     cudaDeviceProp prop;

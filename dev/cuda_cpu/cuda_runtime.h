@@ -696,6 +696,16 @@ static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
     return cudaSuccess;
 }
 
+// The device's 16 GiB (totalGlobalMem above), less what the live buffers take.
+static inline cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+    if (!free_bytes || !total_bytes) return cuda_cpu_fail(cudaErrorInvalidValue);
+    *total_bytes = (size_t)16 << 30;
+    size_t used = 0;
+    for (const cuda_cpu::Buffer& b : cuda_cpu::rt.buffers) used += b.size;
+    *free_bytes = used < *total_bytes ? *total_bytes - used : 0;
+    return cudaSuccess;
+}
+
 static inline cudaError_t cudaMalloc(void** out, size_t size) {
     using namespace cuda_cpu;
     init_fibers();

@@ -28,6 +28,15 @@ CUDA_CPU_CXX ?= $(CXX) -O2 -march=native -std=c++17 -fopenmp -fno-math-errno -Wa
 export CUDA_CPU_CXX
 # The dev/ tools run on Debian's python3 (python3-torch, -numpy, -matplotlib; make deps).
 PYTHON ?= /usr/bin/python3
+# make test-sanitize (part of make test): test_gpt2 and the trainer built with AddressSanitizer (with
+# LeakSanitizer) and UBSan into build/sanitize/ (git-ignored). clang, not gcc: gcc's UBSan runtime, a
+# library apart from ASan's, ignores log_path and reports on stderr, where a trainer's report could pass
+# unseen (dev/sanitize.sh). -O1 keeps stack traces exact; -Wno-pass-failed: at -O1 clang lists the
+# `omp simd` loops it did not vectorize.
+SAN_CC ?= clang
+SAN_BUILD := build/sanitize
+SAN_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+    -march=native -fopenmp -fno-math-errno -Wall -Wextra -Wno-unused-function -Wno-pass-failed
 
 .PHONY: all test data data-gpt2 clean help deps bench test-cuda-mutants
 all: train_gpt2 test_gpt2
@@ -42,6 +51,7 @@ help:
 	@echo "make train_gpt2cu DEBUG=1  the GPU trainer checking each kernel launch (doc/cuda.md)"
 	@echo "make test_gpt2cu_cpu  the GPU tests on the CPU runtime for CUDA (dev/cuda_cpu; part of make test)"
 	@echo "make test-cuda-mutants  deliberate bugs in train_gpt2.cu, each caught by the tests (part of make test)"
+	@echo "make test-sanitize  test_gpt2 and the trainer under ASan, LeakSanitizer and UBSan (part of make test)"
 	@echo "make bench        training-step speed vs PyTorch, FMA peak, MFU (doc/performance.md; ~10 min)"
 	@echo "make labs-variance  classroom labs I (MLPs; doc/labs/README.md); one lab: make lab-sweep"
 	@echo "make labs-llm     classroom labs II (transformer; doc/labs/README_llm.md); one lab: make lab-mup"
@@ -59,12 +69,28 @@ test_gpt2: test_gpt2.c train_gpt2.c test/fixture.h
 # ./test_gpt2cu_cpu against ./train_gpt2cu_cpu, and the mutants), all counted in the total; they never
 # need data/ or a GPU. Where nvcc exists, the real CUDA tests are compiled too (so an nvcc build
 # error fails the tests) and run; without a GPU ./test_gpt2cu says it skips and exits 77.
-test: test_gpt2 dev/labs/mlp_lab test_gpt2cu_cpu train_gpt2cu_cpu $(CUDA_CPU)/selftest
+test: test_gpt2 dev/labs/mlp_lab test_gpt2cu_cpu train_gpt2cu_cpu $(CUDA_CPU)/selftest $(SAN_BUILD)/test_gpt2 $(SAN_BUILD)/train_gpt2
 	$(CC) $(CFLAGS) -o train_gpt2 train_gpt2.c $(LDLIBS)
 	@if command -v $(NVCC) >/dev/null 2>&1; then \
 	    $(MAKE) --no-print-directory test_gpt2cu && { ./test_gpt2cu; st=$$?; [ $$st -eq 0 ] || [ $$st -eq 77 ]; }; \
 	else echo "skipped: nvcc not found, the CUDA targets were not built with nvcc"; fi
 	./test_gpt2
+
+# dev/sanitize.sh runs test_gpt2's own tests (not the suites it runs as programs) on the sanitized
+# builds, the trainer processes included, and fails on any sanitizer report. make test runs it as one
+# of its suites.
+.PHONY: test-sanitize
+
+test-sanitize: $(SAN_BUILD)/test_gpt2 $(SAN_BUILD)/train_gpt2
+	@dev/sanitize.sh $(SAN_BUILD)
+
+$(SAN_BUILD)/train_gpt2: train_gpt2.c
+	@mkdir -p $(SAN_BUILD)
+	$(SAN_CC) $(SAN_CFLAGS) -o $@ train_gpt2.c $(LDLIBS)
+
+$(SAN_BUILD)/test_gpt2: test_gpt2.c train_gpt2.c test/fixture.h
+	@mkdir -p $(SAN_BUILD)
+	$(SAN_CC) $(SAN_CFLAGS) -o $@ test_gpt2.c $(LDLIBS)
 
 # The GPU trainer and its tests (doc/cuda.md). They need nvcc to build and a GPU to run; `make test`
 # builds and runs test_gpt2cu where nvcc exists (above). train_gpt2cu, like train_gpt2, depends on the corpus so that the headline command
@@ -133,7 +159,7 @@ data/%_gpt2_train.bin data/%_gpt2_val.bin data/%_gpt2_decode.bin: data/%_train.t
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu train_gpt2cu_cpu test_gpt2cu_cpu .nvcc_flags
 	rm -f dev/bench/fma_peak dev/labs/mlp_lab dev/labs/llm_compose $(CUDA_CPU)/selftest
-	rm -rf $(CUDA_CPU_GEN)
+	rm -rf $(CUDA_CPU_GEN) $(SAN_BUILD)
 
 # ---- labs I (issue 7): variance propagation, the classic initializers, the std sweep ------------
 # dev/labs/mlp_lab.c includes train_gpt2.c; dev/labs/plot_labs.py (numpy, matplotlib) turns a lab's
@@ -177,3 +203,27 @@ $(addprefix lab-,$(LABS_LLM)): lab-%: train_gpt2
 # lab-compose's task generator (dev/labs/llm_compose.c)
 dev/labs/llm_compose: dev/labs/llm_compose.c
 	$(CC) -O2 -Wall -Wextra -o $@ $<
+
+# ---- fuzzing (dev/fuzz/README.md): libFuzzer on the loaders of checkpoints, token shards, decode tables
+# and llm.c model files. Each target is built with clang's libFuzzer, ASan and UBSan into dev/fuzz/build/
+# (git-ignored) and runs on a scratch copy of its seed corpus (dev/fuzz/corpus/TARGET) for FUZZ_SECONDS
+# (0: no limit) or FUZZ_RUNS executions (-1: no limit), whichever ends first; one line per target says
+# how many executions ran and whether it crashed, and a crash fails the make. FUZZ_TARGETS picks
+# targets, FUZZ_ARGS passes libFuzzer flags. No OpenMP: its pragmas are ignored (the loaders have none).
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_RUNS ?= -1
+FUZZ_TARGETS ?= checkpoint shard decode llmc
+FUZZ_ARGS ?=
+export FUZZ_ARGS
+FUZZ_BUILD := dev/fuzz/build
+FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+    -Wall -Wextra -Wno-unused-function -Wno-unknown-pragmas
+.PHONY: fuzz
+
+fuzz: $(addprefix $(FUZZ_BUILD)/fuzz_,$(FUZZ_TARGETS))
+	dev/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_RUNS) $(FUZZ_TARGETS)
+
+$(FUZZ_BUILD)/fuzz_%: dev/fuzz/fuzz_%.c dev/fuzz/fuzz.h train_gpt2.c
+	@mkdir -p $(FUZZ_BUILD)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< -lm

@@ -188,19 +188,22 @@ static void dataset_read(Dataset* d, FILE* f, long size, const char* path, int V
     }
 }
 
-// A regular file's size, checked before it is opened: a directory has no size to check, and opening a
-// FIFO would wait for a writer. `hint` ends the message when the file is missing.
-static long file_size(const char* path, const char* what, const char* hint) {
+// Opens a regular file for reading and gives its size. The type is checked before the file is opened:
+// a directory has no size to check, and opening a FIFO would wait for a writer. `what` names the
+// file in messages; `hint` ends the message when it is missing.
+static FILE* open_regular(const char* path, const char* what, const char* hint, long* size) {
     struct stat st;
     if (stat(path, &st) != 0) fatal("cannot open %s %s (%s)%s", what, path, strerror(errno), hint);
     if (!S_ISREG(st.st_mode)) fatal("%s %s is not a regular file", what, path);
-    return (long)st.st_size;
+    FILE* f = fopen(path, "rb");
+    if (!f) fatal("cannot open %s %s (%s)", what, path, strerror(errno));
+    *size = (long)st.st_size;
+    return f;
 }
 
 static void dataset_load(Dataset* d, const char* path, int V) {
-    long size = file_size(path, "data file", "; run `make data` to fetch the default corpus");
-    FILE* f = fopen(path, "rb");
-    if (!f) fatal("cannot open data file %s (%s)", path, strerror(errno));
+    long size;
+    FILE* f = open_regular(path, "data file", "; run `make data` to fetch the default corpus", &size);
     dataset_read(d, f, size, path, V);
     fclose(f);
 }
@@ -1740,6 +1743,7 @@ typedef struct {
     int start_step;
     Probes* probes;
     Log lg;
+    int *inp, *tgt;               // one batch, B x T; in Run so a fatal() exit mid-run leaves them reachable (LeakSanitizer)
 } Run;
 
 // Loads the data, builds and initializes the model (or resumes it), opens the output dir and the log.
@@ -1786,13 +1790,14 @@ static void run_setup(Run* r, int host_engine) {
     if (o->llmc_load) llmc_load(&r->model, o->llmc_load);     // the file's weights replace the initializer's
     if (host_acts) acts_alloc(&r->model, o->B, o->T);
 
+    r->inp = xmalloc((size_t)o->B * o->T * sizeof(int));
+    r->tgt = xmalloc((size_t)o->B * o->T * sizeof(int));
+
     rng_seed(&r->data_rng, (uint64_t)o->seed + 1);
     rng_seed(&r->sample_rng, (uint64_t)o->seed + 2);
     if (o->init_report) {       // a batch of the training data, the one step 1 would see
-        int* inp = xmalloc((size_t)o->B * o->T * sizeof(int));
-        int* tgt = xmalloc((size_t)o->B * o->T * sizeof(int));
-        dataset_random_batch(&r->train, &r->data_rng, inp, tgt, o->B, o->T);
-        init_report(&r->model, &r->spec, inp, o->B, o->T);
+        dataset_random_batch(&r->train, &r->data_rng, r->inp, r->tgt, o->B, o->T);
+        init_report(&r->model, &r->spec, r->inp, o->B, o->T);
         exit(0);
     }
     r->start_step = o->resume ? checkpoint_load(&r->model, o->resume, &r->data_rng, &r->sample_rng, r->spike) : 0;
@@ -1825,8 +1830,7 @@ static void run_train(Run* r, const Engine* e) {
     Probes* probes = r->probes;
     run_header(r, e);
 
-    int* inp = xmalloc((size_t)o->B * o->T * sizeof(int));
-    int* tgt = xmalloc((size_t)o->B * o->T * sizeof(int));
+    int *inp = r->inp, *tgt = r->tgt;
     int sample_T = o->T < m->cfg.maxT ? o->T : m->cfg.maxT;
     char last_ckpt[4096] = "none written";
     if (o->resume) snprintf(last_ckpt, sizeof(last_ckpt), "%s", o->resume);
@@ -1891,8 +1895,6 @@ static void run_train(Run* r, const Engine* e) {
     if (e->to_host && (o->probe.dump_tokens || o->llmc_save)) e->to_host(e->ctx);
     if (o->probe.dump_tokens) dump_token_losses(m, &r->val, o->val_batches, o->B, o->T, inp, tgt, o->probe.dump_tokens);
     if (o->llmc_save) llmc_save(m, o->llmc_save);
-    free(inp);
-    free(tgt);
 }
 
 static void run_free(Run* r) {
@@ -1902,6 +1904,8 @@ static void run_free(Run* r) {
     decoder_free(&r->dec);
     free(r->train.tok);
     free(r->val.tok);
+    free(r->inp);
+    free(r->tgt);
 }
 
 // One training run on the CPU with the options o: what main does once, and --coord-check per width.
@@ -3920,9 +3924,8 @@ static void decoder_read(Decoder* dec, FILE* f, long size, const char* path) {
 }
 
 static void decoder_load(Decoder* dec, const char* path) {
-    long size = file_size(path, "decode table", "");
-    FILE* f = fopen(path, "rb");
-    if (!f) fatal("cannot open decode table %s (%s)", path, strerror(errno));
+    long size;
+    FILE* f = open_regular(path, "decode table", "", &size);
     decoder_read(dec, f, size, path);
     fclose(f);
 }
@@ -4284,6 +4287,8 @@ static int checkpoint_read(Model* m, FILE* f, long size, const char* path, Rng* 
         crc = crc32_update(crc, body[a], m->num_params * sizeof(float));
     }
     if (crc != stored) fatal("checkpoint %s is corrupt: its CRC-32 is %08x, the bytes give %08x", path, stored, crc);
+    char what[256];     // a file with a valid CRC from another writer: still never a non-finite state
+    if (model_nonfinite(m, what, sizeof(what))) fatal("checkpoint %s: %s", path, what);
     *data_rng = h.data_rng;
     *sample_rng = h.sample_rng;
     spike[0] = h.spike[0];
@@ -4292,9 +4297,8 @@ static int checkpoint_read(Model* m, FILE* f, long size, const char* path, Rng* 
 }
 
 static int checkpoint_load(Model* m, const char* path, Rng* data_rng, Rng* sample_rng, Ema spike[2]) {
-    long size = file_size(path, "checkpoint", "");
-    FILE* f = fopen(path, "rb");
-    if (!f) fatal("cannot open checkpoint %s (%s)", path, strerror(errno));
+    long size;
+    FILE* f = open_regular(path, "checkpoint", "", &size);
     int step = checkpoint_read(m, f, size, path, data_rng, sample_rng, spike);
     fclose(f);
     return step;
@@ -4378,9 +4382,8 @@ static void llmc_read(Model* m, FILE* f, long size, const char* path) {
 }
 
 static void llmc_load(Model* m, const char* path) {
-    long size = file_size(path, "llm.c model file", "");
-    FILE* f = fopen(path, "rb");
-    if (!f) fatal("cannot open llm.c model file %s (%s)", path, strerror(errno));
+    long size;
+    FILE* f = open_regular(path, "llm.c model file", "", &size);
     llmc_read(m, f, size, path);
     fclose(f);
     printf("weights from %s (llm.c model file); AdamW starts from zero\n", path);

@@ -1203,6 +1203,28 @@ static void test_log_lines(void) {
     const char* want = "{\"a\":null,\"b\":null,\"c\":[null,1.5],\"name\":\"x,nan,inf\",\"d\":7}\n";
     check(text && strcmp(text, want) == 0, "nan, -inf and inf are written as null, strings kept: %s", text ? text : "(none)");
     free(text);
+    // the first training loss against ln V, on stdout; the config line carries ln V; hist lines, 40 bins each
+    char run_flags[1024];
+    snprintf(run_flags, sizeof(run_flags), SMALL " -x 2 -v 0 -S 0 -o %s/hist -p 2 --probes hist", tmpdir);
+    int hs = run_trainer(run_flags);
+    snprintf(path, sizeof(path), "%s/stdout.txt", tmpdir);
+    char* out = read_text(path, NULL);
+    snprintf(path, sizeof(path), "%s/hist/log.jsonl", tmpdir);
+    char* hlog = read_text(path, NULL);
+    int hists = 0, full = 0;
+    for (char* q = hlog; q && (q = strstr(q, "\"probe\":\"hist\"")); q++) {
+        hists++;
+        char* cnt = strstr(q, "\"counts\":[");
+        int commas = 0;
+        for (char* e = cnt; e && *e != ']'; e++) commas += *e == ',';
+        full += commas == HIST_BINS - 1;
+    }
+    // 2 layers x (mlp_act, res, and the 6 matrices wq wk wv wo wup wdown)
+    check(hs == 0 && out && strstr(out, "against ln V = 5.5452") && hlog && strstr(hlog, "\"ln_V\":5.545177") &&
+          hists == 16 && full == 16, "initial loss against ln V printed, ln_V logged; --probes hist: %d lines of %d bins "
+          "at step 0 (want 16)", hists, HIST_BINS);
+    free(out);
+    free(hlog);
     // /dev/full answers every write with ENOSPC, as a full disk does
     char flags[1024], link[512];
     snprintf(link, sizeof(link), "%s/full_disk", tmpdir);
@@ -2067,7 +2089,64 @@ static void test_probe_gradact(void) {
     model_free(&m);
 }
 
+// sat on activations set by hand, the two slope maxima it scales its threshold by, and hist's bins.
+static void test_probe_sat_hist(void) {
+    printf("probes: saturated units, histograms\n");
+    double gelu_max = 0.0, silu_max = 0.0;
+    for (double u = -10.0; u <= 10.0; u += 1e-4) {
+        float s = sigmoid_of((float)u);
+        gelu_max = fmax(gelu_max, gelu_grad_of((float)u));
+        silu_max = fmax(silu_max, s * (1.0 + u * (1.0 - s)));
+    }
+    check(fabs(gelu_max - GELU_MAX_SLOPE) < 1e-4 && fabs(silu_max - SILU_MAX_SLOPE) < 1e-4,
+          "the steepest slopes: GELU %.5f (constant %.4f), SiLU %.5f (constant %.4f)", gelu_max, GELU_MAX_SLOPE, silu_max,
+          SILU_MAX_SLOPE);
+    const char* presets[] = {"gpt2", "llama"};
+    for (int pi = 0; pi < 2; pi++) {
+        Options op;
+        options_default(&op);
+        op.preset = presets[pi];
+        op.L = 1; op.C = 16; op.H = 2; op.T = 4; op.gate = 1;
+        Config cfg = config_from_options(&op, 32);
+        Model m;
+        model_build(&m, &cfg);
+        acts_alloc(&m, 2, 4);
+        long n = 8L * cfg.F, ng = 8L * cfg.H;
+        float* pre = cfg.swiglu ? m.a.gpre : m.a.up;
+        // half the units at 0 (slope 0.5), half far left (slope ~0); a quarter of the gates at 0.9999
+        for (long i = 0; i < n; i++) pre[i] = i % 2 ? -20.0f : 0.0f;
+        for (long i = 0; i < ng; i++) m.a.gate[i] = i % 4 ? 0.5f : 0.9999f;
+        Probes pr = {.sel = 1u << P_SAT, .emit = capture_line};
+        captured_len = 0;
+        captured[0] = 0;
+        probe_sat(&pr, &m);
+        double mlp = captured_value("\"h.0.mlp\""), gate = captured_value("\"h.0.gate\"");
+        check(mlp == 0.5 && gate == 0.25, "%s: sat of the MLP units %.3f (want 0.5), of the gates %.3f (want 0.25)",
+              presets[pi], mlp, gate);
+        model_free(&m);
+    }
+    // 999 zeros and one 1000: mean 1, std 31.6; bins of 6.32 from -125.4: zeros in bin 19, 1000 past the
+    // end (counted in the last bin); a NaN is counted apart
+    float x[1001];
+    for (int i = 0; i < 999; i++) x[i] = 0.0f;
+    x[999] = 1000.0f;
+    Probes pr = {.sel = 1u << P_HIST, .emit = capture_line};
+    captured_len = 0;
+    emit_hist(&pr, 0, "x", x, 1000);
+    const char* counts = strstr(captured, "\"counts\":[");
+    long c[HIST_BINS] = {0}, total = 0;
+    char* p = counts ? (char*)counts + 10 : NULL;
+    for (int b = 0; p && b < HIST_BINS; b++) { c[b] = strtol(p, &p, 10); total += c[b]; p++; }
+    check(c[19] == 999 && c[HIST_BINS - 1] == 1 && total == 1000 && strstr(captured, "\"nonfinite\":0"),
+          "hist: 999 zeros in bin 19 and 1000 clamped to the last bin of %d, %ld counted", HIST_BINS, total);
+    x[1000] = NAN;
+    captured_len = 0;
+    emit_hist(&pr, 0, "x", x, 1001);
+    check(strstr(captured, "\"nonfinite\":1") != NULL, "hist: a NaN is counted as nonfinite, in no bin");
+}
+
 static void test_probes(void) {
+    test_probe_sat_hist();
     test_probe_matrices();
     test_probe_activations();
     test_probe_attnlogit();

@@ -1872,6 +1872,8 @@ static void run_train(Run* r, const Engine* e) {
             fatal("loss is %s (grad norm %s) at step %d: training stopped; last good checkpoint: %s",
                   isnan(loss) ? "nan" : "inf", isnan(norm) ? "nan" : isinf(norm) ? "inf" : "finite", step + 1, last_ckpt);
         }
+        if (step == 0)      // the first check of an initialization: a uniform guess over V tokens scores ln V
+            printf("initial loss %.4f against ln V = %.4f, a uniform prediction's\n", loss, log((double)m->cfg.V));
         int skip = probe_spike(probes, step, loss, norm), probing = probes_due(probes, step);
         if (probing) {
             if (e->to_host) host_recompute(r, e, inp, tgt);
@@ -2749,12 +2751,12 @@ static void attention_backward_fast(float* dq, float* dk, float* dv, float* scra
 // ============================================================================================
 
 enum { P_ACT, P_GRAD, P_WEIGHT, P_NORMSCALE, P_RESFLOW, P_SINK, P_RANK, P_CONDENSE, P_EMBCOS, P_GRADACT,
-       P_ATTNLOGIT, P_SPIKE, P_COORD, NUM_PROBES };
+       P_ATTNLOGIT, P_SAT, P_SPIKE, P_COORD, P_HIST, NUM_PROBES };
 static const char* probe_names[NUM_PROBES] = {
     "act", "grad", "weight", "normscale", "resflow", "sink", "rank", "condense", "embcos", "gradact", "attnlogit",
-    "spike", "coord"
+    "sat", "spike", "coord", "hist"
 };
-#define PROBES_ALL ((1u << P_COORD) - 1)   // "all": every probe but coord, which --coord-check runs
+#define PROBES_ALL ((1u << P_COORD) - 1)   // "all": every probe but coord (--coord-check runs it) and hist
 
 #define POWER_TOL 1e-6          // rank: power iteration stops when sigma_max moves by less than this fraction
 #define POWER_MAX_ITERS 1000
@@ -2790,12 +2792,17 @@ static int json_num(char* s, size_t cap, double x) {
 
 // "event":"probe", the step, the probe's name, layer (-1: not one layer's), tensor, the headline
 // value, then the probe's named fields (doc/probes.md).
+// The fields every probe line starts with, into s; returns their length.
+static int probe_line_start(const Probes* pr, char* s, size_t cap, int probe, int layer, const char* tensor, double value) {
+    int n = snprintf(s, cap, "\"event\":\"probe\",\"step\":%d,\"probe\":\"%s\",\"layer\":%d,\"tensor\":\"%s\",\"value\":",
+                     pr->step, probe_names[probe], layer, tensor);
+    return n + json_num(s + n, cap - n, value);
+}
+
 static void probe_emit(Probes* pr, int probe, int layer, const char* tensor, double value, int nf,
                        const char* const* keys, const double* vals) {
     char s[1024];
-    int n = snprintf(s, sizeof(s), "\"event\":\"probe\",\"step\":%d,\"probe\":\"%s\",\"layer\":%d,\"tensor\":\"%s\",\"value\":",
-                     pr->step, probe_names[probe], layer, tensor);
-    n += json_num(s + n, sizeof(s) - n, value);
+    int n = probe_line_start(pr, s, sizeof(s), probe, layer, tensor, value);
     for (int i = 0; i < nf; i++) {
         n += snprintf(s + n, sizeof(s) - n, ",\"%s\":", keys[i]);
         n += json_num(s + n, sizeof(s) - n, vals[i]);
@@ -3149,6 +3156,81 @@ static void probe_gradact(Probes* pr, const Model* m) {
     emit_stats(pr, P_GRADACT, -1, "lnf.in", stats_of(m->a.dres_kept + c->L * sc, NULL, sc));
 }
 
+// sat: the fraction of saturated units. [InitGuide ch. 2]: under a too-large initialization tanh units
+// crowd near +-1, where the function is flat, and pass almost no gradient back. Here a unit is saturated
+// where its nonlinearity's slope is below SAT_FRACTION of the steepest slope it has: the MLP's hidden
+// units, GELU'(u) of the pre-activation u (SwiGLU: SiLU'(a) of the gate pre-activation a), and with -G 1
+// the attention gates, sigmoid' = s (1 - s) of the gate value s. "value": the fraction; "slope_below":
+// the threshold.
+#define SAT_FRACTION 0.05
+#define GELU_MAX_SLOPE 1.1289       // max of gelu_grad_of, at u = 1.51 (the test checks both peaks)
+#define SILU_MAX_SLOPE 1.0998       // max of s (1 + a (1 - s)), at a = 2.40
+static void probe_sat(Probes* pr, const Model* m) {
+    static const char* keys[] = {"slope_below"};
+    const Config* c = &m->cfg;
+    long BT = (long)m->B * m->T, n = BT * c->F;
+    char name[48];
+    for (int l = 0; l < c->L; l++) {
+        const float* pre = (c->swiglu ? m->a.gpre : m->a.up) + l * n;
+        double below = SAT_FRACTION * (c->swiglu ? SILU_MAX_SLOPE : GELU_MAX_SLOPE);
+        long flat = 0;
+        for (long i = 0; i < n; i++) {
+            float u = pre[i], sg = sigmoid_of(u);
+            float slope = c->swiglu ? sg * (1.0f + u * (1.0f - sg)) : gelu_grad_of(u);
+            flat += fabsf(slope) < below;
+        }
+        probe_emit(pr, P_SAT, l, layer_name(name, sizeof(name), l, "mlp"), (double)flat / n, 1, keys, &below);
+        if (!c->gate) continue;
+        const float* g = m->a.gate + l * BT * c->H;
+        below = SAT_FRACTION * 0.25;
+        flat = 0;
+        for (long i = 0; i < BT * c->H; i++) flat += g[i] * (1.0f - g[i]) < below;
+        probe_emit(pr, P_SAT, l, layer_name(name, sizeof(name), l, "gate"), (double)flat / (BT * c->H), 1, keys, &below);
+    }
+}
+
+// hist: histograms, the pictures of [InitGuide ch. 2] (activations at layers 1, 5 and 10) for each
+// block: its MLP's hidden activations (h.L.mlp_act), its output on the residual stream (h.L.res) and the
+// gradient of each of its weight matrices (TENSOR.grad). HIST_BINS equal bins over mean +- 4 std ("lo",
+// "hi"); a value outside goes to the first or last bin; "counts" the bins, "nonfinite" NaN and inf.
+#define HIST_BINS 40
+static void emit_hist(Probes* pr, int layer, const char* name, const float* x, long n) {
+    Stats st = stats_of(x, NULL, n);
+    double lo = st.mean - 4.0 * st.std, width = 8.0 * st.std / HIST_BINS;
+    long counts[HIST_BINS] = {0}, nonfinite = 0;
+    for (long i = 0; i < n; i++) {
+        if (!isfinite(x[i])) { nonfinite++; continue; }
+        double b = width > 0.0 ? floor((x[i] - lo) / width) : HIST_BINS / 2;
+        counts[b < 0 ? 0 : b >= HIST_BINS ? HIST_BINS - 1 : (int)b]++;
+    }
+    char s[2048];
+    int k = probe_line_start(pr, s, sizeof(s), P_HIST, layer, name, st.std);
+    k += snprintf(s + k, sizeof(s) - k, ",\"lo\":");
+    k += json_num(s + k, sizeof(s) - k, lo);
+    k += snprintf(s + k, sizeof(s) - k, ",\"hi\":");
+    k += json_num(s + k, sizeof(s) - k, lo + HIST_BINS * width);
+    k += snprintf(s + k, sizeof(s) - k, ",\"nonfinite\":%ld,\"counts\":[", nonfinite);
+    for (int b = 0; b < HIST_BINS; b++) k += snprintf(s + k, sizeof(s) - k, "%s%ld", b ? "," : "", counts[b]);
+    snprintf(s + k, sizeof(s) - k, "]");
+    pr->emit(pr->ctx, s);
+}
+
+static void probe_hist(Probes* pr, const Model* m) {
+    const Config* c = &m->cfg;
+    long BT = (long)m->B * m->T, sc = BT * c->C;
+    char name[64];
+    for (int l = 0; l < c->L; l++) {
+        emit_hist(pr, l, layer_name(name, sizeof(name), l, "mlp_act"), m->a.hact + l * BT * c->F, BT * c->F);
+        emit_hist(pr, l, layer_name(name, sizeof(name), l, "res"), m->a.res + (l + 1) * sc, sc);
+    }
+    for (int i = 0; i < m->num_tensors; i++) {
+        const Tensor* t = &m->tensors[i];
+        if (t->layer < 0 || t->cols < 2) continue;
+        snprintf(name, sizeof(name), "%s.grad", t->name);
+        emit_hist(pr, t->layer, name, m->grads + t->offset, (long)t->numel);
+    }
+}
+
 // The attention logits scale * q_t . k_s of every head and every pair s <= t of a layer's forward
 // pass (q and k after RoPE): their statistics. [InitFP §1.2]: with q, k entries of variance 1, q . k
 // sums d_head products of variance 1, so its variance is d_head; scale = 1/sqrt(d_head) brings the
@@ -3402,7 +3484,7 @@ static unsigned parse_probe_list(const char* list) {
         while (p < NUM_PROBES && strcmp(probe_names[p], tok) != 0) p++;
         if (strcmp(tok, "all") == 0) sel |= PROBES_ALL;
         else if (p < NUM_PROBES) sel |= 1u << p;
-        else fatal("unknown probe '%s' in --probes (probes: all act grad weight normscale resflow sink rank condense embcos gradact attnlogit spike coord)", tok);
+        else fatal("unknown probe '%s' in --probes (probes: all act grad weight normscale resflow sink rank condense embcos gradact attnlogit sat spike coord hist)", tok);
     }
     if (!sel) fatal("empty --probes");
     return sel;
@@ -3467,6 +3549,8 @@ static void probes_before_update(Probes* pr, Model* m, int step) {
     if (pr->sel >> P_EMBCOS & 1) probe_embcos(pr, m);
     if (pr->sel >> P_GRADACT & 1) probe_gradact(pr, m);
     if (pr->sel >> P_ATTNLOGIT & 1) probe_attnlogit(pr, m);
+    if (pr->sel >> P_SAT & 1) probe_sat(pr, m);
+    if (pr->sel >> P_HIST & 1) probe_hist(pr, m);
     if (pr->cossim) cossim_dump(pr, m);
     if (pr->sel >> P_GRAD & 1) {
         if (!pr->before) pr->before = xmalloc(m->num_params * sizeof(float));
@@ -3620,8 +3704,8 @@ static void usage(void) {
     printf("probes (doc/probes.md; they do not change training, except --spike-skip 1)\n"
            "  -p N      run the probes at step 0 and every N steps, into DIR/log.jsonl (default 0 = off)\n"
            "  --probes LIST  comma-separated subset (default all): act grad weight normscale resflow\n"
-           "            sink rank condense embcos gradact attnlogit spike (spike: every step);\n"
-           "            coord: see --coord-check\n"
+           "            sink rank condense embcos gradact attnlogit sat spike (spike: every step);\n"
+           "            not in all: hist (histograms per layer), coord (see --coord-check)\n"
            "  --cossim-dump NAME  at every probe step write the row cosine matrix C(W) of tensor NAME\n"
            "            (e.g. h.0.attn.wq) to DIR/cossim_NAME_stepSTEP.bin\n"
            "  --dump-token-losses FILE  after training, write target, loss and p(target) of every\n"
@@ -4068,10 +4152,10 @@ static void run_header(Run* r, const Engine* e) {
     if (o->resume) printf("resumed from %s at step %d\n", o->resume, r->start_step);
     log_event(&r->lg, "\"event\":\"config\",\"preset\":\"%s\",\"L\":%d,\"C\":%d,\"H\":%d,\"KVH\":%d,\"F\":%d,"
               "\"V\":%d,\"T\":%d,\"B\":%d,\"steps\":%d,\"lr\":%g,\"weight_decay\":%g,\"eps\":%g,\"gamma\":%g,\"init\":\"%s\","
-              "\"gate\":%d,\"seed\":%d,\"params\":%zu,\"device\":\"%s\",\"threads\":%d,\"start_step\":%d",
+              "\"gate\":%d,\"seed\":%d,\"params\":%zu,\"device\":\"%s\",\"threads\":%d,\"start_step\":%d,\"ln_V\":%.6f",
               o->preset, c->L, c->C, c->H, c->KVH, c->F, c->V, o->T, o->B, o->steps, (double)o->opt.lr,
               (double)o->opt.weight_decay, (double)c->eps, o->gamma, o->init, c->gate, o->seed, r->model.num_params,
-              e->device, threads, r->start_step);
+              e->device, threads, r->start_step, log((double)c->V));
 }
 
 // ---- --init-report ----------------------------------------------------------------------------

@@ -292,6 +292,38 @@ def plot_attnlogit(runs, labels, outdir):
     save(fig, outdir, "attnlogit.png")
 
 
+def plot_sat(runs, labels, outdir):
+    fig, ax = plt.subplots(figsize=(7, 4.3))
+    for i, (run, label) in enumerate(zip(runs, labels)):
+        per_layer_lines(ax, run, "sat", "h.%d.mlp", "value", STYLES[i % 4], label)
+    label_axes(ax, "fraction of MLP units with slope < 5% of the steepest",
+               "saturated units per layer (probe sat; [InitGuide ch. 2])", legend=7)
+    save(fig, outdir, "sat.png")
+
+
+def plot_hist(runs, labels, outdir):
+    """The first run's histograms: per layer, MLP activations and the gradient of W_up, first and last probe step."""
+    run = runs[0]
+    recs = probe(run, "hist")
+    steps = sorted({r["step"] for r in recs})
+    L = layers_of(run)
+    colors = plt.get_cmap("viridis")(np.linspace(0, 0.9, max(L, 1)))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, suffix, title in ((axes[0], "mlp_act", "MLP activations"), (axes[1], "mlp.wup.grad", "gradient of W_up")):
+        for step, style in ((steps[0], ":"), (steps[-1], "-")):
+            for l in range(L):
+                at = [r for r in recs if r["step"] == step and r["tensor"] == f"h.{l}.{suffix}"]
+                if not at or at[0]["lo"] is None:
+                    continue
+                r = at[0]
+                edges = np.linspace(r["lo"], r["hi"], len(r["counts"]) + 1)
+                ax.plot(0.5 * (edges[1:] + edges[:-1]), np.array(r["counts"]) / max(sum(r["counts"]), 1), style,
+                        color=colors[l], lw=1.2, label=f"layer {l}, step {step}")
+        label_axes(ax, "fraction of values", f"{labels[0]}: {title} (probe hist; [InitGuide ch. 2])", xlabel="value",
+                   legend=6)
+    save(fig, outdir, "hist.png")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", help="run output directories or log.jsonl files")
@@ -314,7 +346,7 @@ def main():
     figures = [("act", plot_act_std), ("rank", plot_stable_rank), ("sink", plot_sink), ("normscale", plot_normscale),
                ("weight", param_norm), ("resflow", plot_resflow), ("condense", plot_condense),
                ("grad", plot_update_ratio), ("spike", plot_spike), ("embcos", embcos), ("gradact", plot_gradact),
-               ("attnlogit", plot_attnlogit)]
+               ("attnlogit", plot_attnlogit), ("sat", plot_sat), ("hist", plot_hist)]
     for probe_name, plot in figures:    # a figure whose probe is in no log is skipped
         if has(runs, probe_name):
             plot(runs, labels, outdir)

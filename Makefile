@@ -1,8 +1,33 @@
 # Build, data, tests, benchmarks. `make help` lists the targets.
 CC ?= gcc
-CFLAGS ?= -O3 -march=native -Wall -Wextra -Wno-unused-function
+# The machine: `make UNAME_S=Darwin -n train_gpt2` shows the macOS flags on any machine.
+ifndef UNAME_S
+UNAME_S := $(shell uname -s)
+endif
+# -march=native on Linux (and everywhere but macOS); on macOS -mcpu=native where the compiler takes it
+# without a word (Apple clang on arm64), else no CPU flag.
+ifeq ($(UNAME_S),Darwin)
+ARCH_FLAGS = $(eval ARCH_FLAGS := $$(shell $(CC) -mcpu=native -x c -c -o /dev/null /dev/null 2>&1 | grep -q . \
+    || echo -mcpu=native))$(ARCH_FLAGS)
+PYTHON ?= python3
+else
+ARCH_FLAGS := -march=native
+endif
+# OpenMP where the compiler has it: a tiny program is compiled and linked with -fopenmp once per make
+# (on the first target that needs CFLAGS). Without it (Apple clang, clang without libomp) everything
+# builds without -fopenmp (and without warnings about the #pragma omp lines, which are ignored) and
+# training uses one thread; make says so once. OPENMP=0 builds without it on purpose.
+ifeq ($(OPENMP),0)
+OPENMP_FLAG := -Wno-unknown-pragmas
+else
+OPENMP_FLAG = $(eval OPENMP_FLAG := $$(shell printf '\043include <omp.h>\nint main(void) { return omp_get_max_threads() < 1; }\n' \
+    | $(CC) -fopenmp -x c -o /dev/null - >/dev/null 2>&1 && echo -fopenmp))$(if $(OPENMP_FLAG),,$(info make: $(CC) \
+    has no OpenMP (-fopenmp does not build): building without it; training and the labs use one thread (doc/labs/README.md, \
+    macOS))$(eval OPENMP_FLAG := -Wno-unknown-pragmas))$(OPENMP_FLAG)
+endif
+CFLAGS ?= -O3 $(ARCH_FLAGS) -Wall -Wextra -Wno-unused-function
 # -fno-math-errno lets sqrtf vectorize (AdamW); nothing here reads errno after a math function.
-CFLAGS += -fopenmp -fno-math-errno
+CFLAGS += $(OPENMP_FLAG) -fno-math-errno
 LDLIBS = -lm
 NVCC ?= nvcc
 # CUDA: no -arch=native (CI and this machine have nvcc but no GPU): A100 (sm_80) and H100 (sm_90)
@@ -24,9 +49,10 @@ NVLDLIBS = -lcublas -lgomp -lm
 CUDA_CPU := dev/cuda_cpu
 CUDA_CPU_GEN := $(CUDA_CPU)/gen
 CUDA_CPU_HEADERS := $(CUDA_CPU)/cuda_runtime.h $(CUDA_CPU)/cublas_v2.h
-CUDA_CPU_CXX ?= $(CXX) -O2 -march=native -std=c++17 -fopenmp -fno-math-errno -Wall -Wextra -Wno-unused-function
+CUDA_CPU_CXX ?= $(CXX) -O2 $(ARCH_FLAGS) -std=c++17 -fopenmp -fno-math-errno -Wall -Wextra -Wno-unused-function
 export CUDA_CPU_CXX
-# The dev/ tools run on Debian's python3 (python3-torch, -numpy, -matplotlib; make deps).
+# The dev/ tools run on Debian's python3 (python3-torch, -numpy, -matplotlib; make deps); the labs need
+# only numpy and matplotlib (make lab-deps, or a venv: PYTHON=.venv/bin/python3; doc/labs/README.md).
 PYTHON ?= /usr/bin/python3
 # make test-sanitize (part of make test): test_gpt2 and the trainer built with AddressSanitizer (with
 # LeakSanitizer) and UBSan into build/sanitize/ (git-ignored). clang, not gcc: gcc's UBSan runtime, a
@@ -36,7 +62,7 @@ PYTHON ?= /usr/bin/python3
 SAN_CC ?= clang
 SAN_BUILD := build/sanitize
 SAN_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
-    -march=native -fopenmp -fno-math-errno -Wall -Wextra -Wno-unused-function -Wno-pass-failed
+    $(ARCH_FLAGS) -fopenmp -fno-math-errno -Wall -Wextra -Wno-unused-function -Wno-pass-failed
 
 .PHONY: all test data data-gpt2 clean help deps bench test-cuda-mutants
 all: train_gpt2 test_gpt2
@@ -55,6 +81,10 @@ help:
 	@echo "make bench        training-step speed vs PyTorch, FMA peak, MFU (doc/performance.md; ~10 min)"
 	@echo "make labs-variance  classroom labs I (MLPs; doc/labs/README.md); one lab: make lab-sweep"
 	@echo "make labs-llm     classroom labs II (transformer; doc/labs/README_llm.md); one lab: make lab-mup"
+	@echo "                  (labs write into out/labs/NAME/; LAB_OUT=DIR elsewhere)"
+	@echo "make lab-check LAB=sweep  a lab into a scratch dir, its numbers compared with the committed doc/labs/"
+	@echo "make lab-publish LAB=sweep  rewrite a lab's committed results in doc/labs/ (labs-publish: all)"
+	@echo "make lab-deps     install what the labs need: numpy and matplotlib (Debian; else see doc/labs/README.md)"
 	@echo "make deps         install the Debian packages the dev/ tools use (torch, numpy, matplotlib)"
 
 # The trainer depends on the corpus so that `make train_gpt2 && ./train_gpt2` works on a fresh clone.
@@ -135,7 +165,7 @@ bench: dev/bench/fma_peak
 	$(PYTHON) dev/bench/bench.py $(BENCH_ARGS)
 
 dev/bench/fma_peak: dev/bench/fma_peak.c
-	$(CC) -O2 -march=native -fopenmp -Wall -Wextra -o $@ $<
+	$(CC) -O2 $(ARCH_FLAGS) -fopenmp -Wall -Wextra -o $@ $<
 
 deps:
 	dev/install_deps.sh
@@ -163,11 +193,20 @@ clean:
 
 # ---- labs I (issue 7): variance propagation, the classic initializers, the std sweep ------------
 # dev/labs/mlp_lab.c includes train_gpt2.c; dev/labs/plot_labs.py (numpy, matplotlib) turns a lab's
-# CSV into doc/labs/NAME*.png and doc/labs/NAME.md. `make lab-NAME` runs one lab, `make labs-variance`
-# all nine. The datasets are fetched into data_labs/ (git-ignored) by dev/labs/fetch_data.sh.
+# CSV into NAME*.png and NAME.md next to it. `make lab-NAME` runs one lab, `make labs-variance` all
+# nine. The datasets are fetched into data_labs/ (git-ignored) by dev/labs/fetch_data.sh.
+# Every lab (I and II) writes into out/labs/NAME/ (git-ignored; LAB_OUT=DIR: into DIR), never into the
+# committed doc/labs/: only `make lab-publish LAB=NAME` and `make labs-publish` write there (below).
 LABS_I := explode xavier orthogonal residual symmetry race sweep xavier_kaiming gains
 LABS_I_DATA := data_labs/mnist.csv data_labs/wine.csv data_labs/digits.csv data_labs/breast_cancer.csv
-.PHONY: labs-variance lab-selftest data-labs $(addprefix lab-,$(LABS_I))
+# the labs that train on data_labs/ (the others need no data)
+LABS_I_WITH_DATA := symmetry race sweep xavier_kaiming
+LAB_OUT ?=
+lab_dir = $(or $(LAB_OUT),out/labs/$*)
+# Refuses to write into doc/labs/ unless lab-publish or labs-publish asked (LAB_PUBLISH=1).
+lab_guard = @if [ "$(LAB_PUBLISH)" != 1 ] && [ -d "$(1)" ] && [ "$$(cd "$(1)" && pwd -P)" = "$$(cd doc/labs && pwd -P)" ]; then \
+    echo "make: $(1) holds the committed results; make lab-publish LAB=$* rewrites them"; exit 2; fi
+.PHONY: labs-variance lab-selftest data-labs lab-deps $(addprefix lab-,$(LABS_I))
 
 dev/labs/mlp_lab: dev/labs/mlp_lab.c train_gpt2.c
 	$(CC) $(CFLAGS) -I. -o $@ dev/labs/mlp_lab.c $(LDLIBS)
@@ -179,16 +218,23 @@ data-labs: $(LABS_I_DATA)
 $(LABS_I_DATA) &:   # one run of the script writes all four
 	dev/labs/fetch_data.sh
 
-$(addprefix lab-,$(LABS_I)): lab-%: dev/labs/mlp_lab dev/labs/plot_labs.py | $(LABS_I_DATA)
-	nice -n 10 dev/labs/mlp_lab $* -o doc/labs/$*.csv
-	$(PYTHON) dev/labs/plot_labs.py $*
+$(addprefix lab-,$(LABS_I)): lab-%: dev/labs/mlp_lab dev/labs/plot_labs.py
+	$(call lab_guard,$(lab_dir))
+	@mkdir -p $(lab_dir)
+	nice -n 10 dev/labs/mlp_lab $* -o $(lab_dir)/$*.csv
+	$(PYTHON) dev/labs/plot_labs.py $* --dir $(lab_dir)
+
+$(addprefix lab-,$(LABS_I_WITH_DATA)): | $(LABS_I_DATA)
 
 labs-variance: $(addprefix lab-,$(LABS_I))
-	$(PYTHON) dev/labs/plot_labs.py index
+
+# The labs' Python: numpy and matplotlib only (Debian packages; elsewhere a venv, doc/labs/README.md).
+lab-deps:
+	dev/labs/install_deps.sh $(PYTHON)
 
 # ---- labs II: small initialization, complexity control and muP in the transformer --------------
 # doc/labs/README_llm.md. Each `make lab-NAME` trains the runs it needs with ./train_gpt2 (cached in
-# out/labs/runs/, so a second call only re-plots) and writes doc/labs/llm_NAME.csv and .png.
+# out/labs/runs/, so a second call only re-plots) and writes llm_NAME.csv and .png into out/labs/NAME/.
 # LAB_FLAGS="--scale gpu" selects the larger setting (written to out/labs/gpu/); "--jobs N --threads M"
 # sets how many runs train at once and the threads of each. Needs python3-numpy and -matplotlib.
 LAB_FLAGS ?=
@@ -198,11 +244,54 @@ LABS_LLM := norm-eps sinks resflow how-small tokens condense complexity qkv mup 
 labs-llm: $(addprefix lab-,$(LABS_LLM))
 
 $(addprefix lab-,$(LABS_LLM)): lab-%: train_gpt2
-	$(PYTHON) dev/labs/llm_labs.py $(subst -,_,$*) $(LAB_FLAGS)
+	$(call lab_guard,$(lab_dir))
+	$(PYTHON) dev/labs/llm_labs.py $(subst -,_,$*) $(if $(LAB_OUT),--out $(LAB_OUT)) $(LAB_FLAGS)
 
 # lab-compose's task generator (dev/labs/llm_compose.c)
 dev/labs/llm_compose: dev/labs/llm_compose.c
 	$(CC) -O2 -Wall -Wextra -o $@ $<
+
+# ---- checking a lab against the committed numbers; publishing -------------------------------------
+# make lab-check LAB=NAME runs the lab into the scratch directory out/labs/check/NAME/ (emptied first;
+# a lab of labs II trains its runs again there, in runs/), then dev/labs/lab_check.py compares its CSV
+# with the committed doc/labs/ one row by row: PASS or DIFFERS with the tolerance (the measured seed
+# spread), exit 1 on any DIFFERS. A labs-I check draws no figures and needs python3 alone (no numpy, no
+# matplotlib). LAB_CHECK_FLAGS=--quiet prints only the rows that differ. dev/labs/lab_check_ci.sh (run
+# by make test) checks two labs that need no data.
+# make lab-publish LAB=NAME and make labs-publish (everything, both groups) are the only targets that
+# rewrite doc/labs/: a lab's CSV and figures, for labs I its page and the index README.md (the
+# write-ups of labs II, llm_NAME.md, are by hand).
+LAB ?=
+LAB_CHECK_FLAGS ?=
+LAB_CHECK_DIR = out/labs/check/$(LAB)
+# One lab, by its make name, else make stops before the recipe runs (the check empties its directory).
+lab_usage = $(if $(and $(filter 1,$(words $(LAB))),$(filter $(LAB),$(LABS_I) $(LABS_LLM))),,$(error \
+    usage: make $@ LAB=NAME, NAME one of: $(LABS_I) $(LABS_LLM)))
+.PHONY: lab-check lab-publish labs-publish
+
+lab-check: $(if $(filter $(LAB),$(LABS_I)),dev/labs/mlp_lab,$(if $(filter $(LAB),$(LABS_LLM)),train_gpt2)) \
+    $(if $(filter $(LAB),$(LABS_I_WITH_DATA)),| $(LABS_I_DATA))
+	$(lab_usage)
+	@rm -rf $(LAB_CHECK_DIR) && mkdir -p $(LAB_CHECK_DIR)
+ifneq ($(filter $(LAB),$(LABS_I)),)
+	nice -n 10 dev/labs/mlp_lab $(LAB) -o $(LAB_CHECK_DIR)/$(LAB).csv
+else
+	$(PYTHON) dev/labs/llm_labs.py $(subst -,_,$(LAB)) --out $(LAB_CHECK_DIR) --runs $(LAB_CHECK_DIR)/runs
+endif
+	$(PYTHON) dev/labs/lab_check.py $(LAB) --new $(LAB_CHECK_DIR) $(LAB_CHECK_FLAGS)
+
+lab-publish:
+	$(lab_usage)
+	$(if $(findstring gpu,$(LAB_FLAGS)),$(error lab-publish: doc/labs holds the CPU-scale results; the GPU scale goes to out/labs/gpu))
+	$(MAKE) --no-print-directory lab-$(LAB) LAB_OUT=doc/labs LAB_PUBLISH=1
+ifneq ($(filter $(LAB),$(LABS_I)),)
+	$(PYTHON) dev/labs/plot_labs.py index --dir doc/labs
+endif
+
+labs-publish:
+	$(if $(findstring gpu,$(LAB_FLAGS)),$(error labs-publish: doc/labs holds the CPU-scale results; the GPU scale goes to out/labs/gpu))
+	$(MAKE) --no-print-directory labs-variance labs-llm LAB_OUT=doc/labs LAB_PUBLISH=1
+	$(PYTHON) dev/labs/plot_labs.py index --dir doc/labs
 
 # ---- fuzzing (dev/fuzz/README.md): libFuzzer on the loaders of checkpoints, token shards, decode tables
 # and llm.c model files. Each target is built with clang's libFuzzer, ASan and UBSan into dev/fuzz/build/

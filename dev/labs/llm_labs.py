@@ -1,16 +1,20 @@
 #!/usr/bin/python3
 """Classroom labs II (doc/labs/README_llm.md): small initialization, complexity control and muP in the
 transformer of train_gpt2.c. Each lab trains the runs it needs (cached, see llm_runs.py), then writes
-doc/labs/llm_NAME.csv and doc/labs/llm_NAME*.png; the write-up doc/labs/llm_NAME.md is by hand.
+llm_NAME.csv and llm_NAME*.png into out/labs/NAME/ (git-ignored; NAME with dashes, as in make lab-NAME);
+the committed doc/labs/llm_NAME.csv and .png are written only by make lab-publish (--out doc/labs), and
+the write-up doc/labs/llm_NAME.md is by hand.
 
     dev/labs/llm_labs.py NAME [NAME ...] [--scale cpu|gpu] [--jobs 2] [--threads 1] [--bin PATH] [--out DIR]
+                         [--runs DIR]
     dev/labs/llm_labs.py all
 
 Names: norm_eps sinks resflow how_small tokens condense complexity qkv mup compose.
 --scale cpu (default) is sized for 2 CPU cores, a few minutes per lab; --scale gpu is the larger
 setting and writes to out/labs/gpu/ unless --out says otherwise. --bin defaults to ./train_gpt2cu at
 GPU scale when it is built and nvidia-smi finds a GPU, but only for runs whose flags it accepts (its
--h lists them); every other run uses ./train_gpt2.
+-h lists them); every other run uses ./train_gpt2. --runs: the run cache (default out/labs/runs; make
+lab-check gives each check a fresh one, so that its runs are trained again).
 """
 import argparse
 import glob
@@ -23,6 +27,7 @@ import sys
 
 import numpy as np
 
+import llm_runs
 from llm_runs import (ROOT, Runner, flags, final_val, fmt, label_axes, last_probe_step, log, plt, probe, save, spread,
                       write_csv)
 from compare_tokens import delta_sym, difficulty_bins, read_dump  # dev/plot, on sys.path through llm_runs
@@ -52,9 +57,8 @@ EPS_SMALL = 1e-12  # [SmallInit]: eps small enough that it never sets the norm's
 class Lab:
     def __init__(self, args):
         self.sc = SCALES[args.scale]
-        self.out = args.out or (os.path.join(ROOT, "doc", "labs") if args.scale == "cpu"
-                                else os.path.join(ROOT, "out", "labs", "gpu"))
-        os.makedirs(self.out, exist_ok=True)
+        self.args = args
+        self.out = None
         cpu = os.path.join(ROOT, "train_gpt2")
         self.cpu = Runner(cpu, args.jobs, args.threads)
         self.fast = Runner(args.bin or default_binary(args.scale, cpu), args.jobs, args.threads)
@@ -67,6 +71,12 @@ class Lab:
         rest = {k: s for k, s in specs.items() if k not in fast}
         out.update(self.cpu.run(rest) if rest else {})
         return out
+
+    def begin(self, name):
+        """Where lab `name` writes: --out, else out/labs/NAME (cpu scale) or out/labs/gpu (gpu scale)."""
+        a = self.args
+        self.out = a.out or os.path.join(ROOT, "out", "labs", name.replace("_", "-") if a.scale == "cpu" else "gpu")
+        os.makedirs(self.out, exist_ok=True)
 
     def path(self, name):
         return os.path.join(self.out, name)
@@ -767,8 +777,11 @@ def main():
     ap.add_argument("--jobs", type=int, help="runs at once (default: 2 at cpu scale, 1 at gpu scale)")
     ap.add_argument("--threads", type=int, help="OMP_NUM_THREADS of each run (default: 1, or all cores at gpu scale)")
     ap.add_argument("--bin", help="trainer binary (default: see above)")
-    ap.add_argument("--out", help="output directory (default doc/labs, or out/labs/gpu at --scale gpu)")
+    ap.add_argument("--out", help="output directory (default out/labs/NAME, or out/labs/gpu at --scale gpu)")
+    ap.add_argument("--runs", help="the run cache (default out/labs/runs)")
     args = ap.parse_args()
+    if args.runs:
+        llm_runs.RUNS = os.path.abspath(args.runs)
     gpu = args.scale == "gpu"
     args.jobs = args.jobs or (1 if gpu else 2)
     args.threads = args.threads or (os.cpu_count() if gpu else 1)
@@ -779,6 +792,7 @@ def main():
     lab = Lab(args)
     for n in names:
         print(f"lab {n} ({args.scale} scale)", flush=True)
+        lab.begin(n)
         LABS[n](lab)
 
 

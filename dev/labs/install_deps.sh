@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# What the labs' Python needs, and nothing else: numpy and matplotlib (make lab-deps).
+#
+#   dev/labs/install_deps.sh [PYTHON]        (PYTHON: the interpreter to check, default /usr/bin/python3)
+#
+# If PYTHON already imports both, it says so and installs nothing. Else, on Debian or Ubuntu, it installs
+# python3-numpy and python3-matplotlib with apt-get (as root, or through sudo; like dev/install_deps.sh,
+# which installs those and PyTorch for the other dev/ tools). Elsewhere (macOS, other distributions, no
+# root) it prints the virtual-environment way and fails:
+#   python3 -m venv .venv && .venv/bin/pip install numpy matplotlib
+#   make PYTHON=.venv/bin/python3 lab-sweep
+# The labs never import torch or scikit-learn (dev/labs/fetch_data.sh unpacks the UCI tables from the
+# sklearn .deb without installing it).
+set -euo pipefail
+
+PYTHON="${1:-/usr/bin/python3}"
+PKGS=(python3-numpy python3-matplotlib)
+
+die() { echo "lab-deps: FAILED: $*" >&2; exit 1; }
+venv_hint() {
+  echo "lab-deps: without apt, use a virtual environment:" >&2
+  echo "    python3 -m venv .venv && .venv/bin/pip install numpy matplotlib" >&2
+  echo "    make PYTHON=.venv/bin/python3 lab-sweep" >&2
+}
+works() { "$PYTHON" -c 'import numpy, matplotlib' >/dev/null 2>&1; }
+
+if works; then
+  echo "lab-deps: $PYTHON already has numpy and matplotlib; nothing to install"
+  exit 0
+fi
+if ! command -v dpkg >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
+  venv_hint
+  die "no apt-get here (this installs Debian/Ubuntu packages)"
+fi
+case "$PYTHON" in
+  /usr/bin/python3*) ;;
+  *) venv_hint; die "$PYTHON is not Debian's python: apt's packages would not reach it; pip install numpy matplotlib there" ;;
+esac
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if [[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)" != "install ok installed" ]]; then
+    missing+=("$p")
+  fi
+done
+if (( ${#missing[@]} )); then
+  SUDO=()
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null 2>&1 || { venv_hint; die "need root to install: ${missing[*]}"; }
+    SUDO=(sudo)
+  fi
+  echo "lab-deps: installing ${missing[*]}"
+  LOG="$(mktemp "${TMPDIR:-/tmp}/lab_deps.XXXXXX")"
+  trap 'rm -f -- "$LOG"' EXIT
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq >"$LOG" 2>&1 \
+    || die "apt-get update ($(tail -n 1 "$LOG"))"
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >"$LOG" 2>&1 \
+    || die "apt-get install ${missing[*]} ($(grep -m 1 '^E:' "$LOG" || tail -n 1 "$LOG"))"
+fi
+works || die "$PYTHON still cannot import numpy and matplotlib"
+echo "lab-deps: $PYTHON has $("$PYTHON" -c 'import numpy, matplotlib; print("numpy %s, matplotlib %s" % (numpy.__version__, matplotlib.__version__))')"

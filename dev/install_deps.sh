@@ -3,13 +3,15 @@
 # BLAS, tcmalloc). Idempotent and quiet: does nothing if all are installed.
 # Run as root (or it uses sudo if available). Debian/Ubuntu only.
 #
-#   dev/install_deps.sh
+#   dev/install_deps.sh [PACKAGE ...]     (default: the list below; make lab-deps passes numpy's and
+#                                          matplotlib's alone)
 #
 # The dev/ Python tools use Debian's system interpreter, /usr/bin/python3,
 # since that is where python3-torch etc. are installed (no pip/PyPI needed).
 set -euo pipefail
 
 PKGS=(python3-torch python3-numpy python3-matplotlib libopenblas0-pthread libtcmalloc-minimal4)
+if (( $# )); then PKGS=("$@"); fi
 PYTHON=/usr/bin/python3
 
 die() { echo "install_deps: FAILED: $*" >&2; exit 1; }
@@ -43,6 +45,7 @@ else
   echo "install_deps: installed ${missing[*]}"
 fi
 
+(( $# )) && exit 0       # a list of its own: the caller checks what it needs
 [[ -x "$PYTHON" ]] || die "$PYTHON not found"
 "$PYTHON" -c 'import torch, numpy, matplotlib' 2>/dev/null \
   || die "$PYTHON cannot import torch, numpy and matplotlib"

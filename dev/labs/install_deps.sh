@@ -37,26 +37,6 @@ case "$PYTHON" in
   *) venv_hint; die "$PYTHON is not Debian's python: apt's packages would not reach it; pip install numpy matplotlib there" ;;
 esac
 
-missing=()
-for p in "${PKGS[@]}"; do
-  if [[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)" != "install ok installed" ]]; then
-    missing+=("$p")
-  fi
-done
-if (( ${#missing[@]} )); then
-  SUDO=()
-  if [[ $(id -u) -ne 0 ]]; then
-    command -v sudo >/dev/null 2>&1 || { venv_hint; die "need root to install: ${missing[*]}"; }
-    SUDO=(sudo)
-  fi
-  echo "lab-deps: installing ${missing[*]}"
-  LOG="$(mktemp "${TMPDIR:-/tmp}/lab_deps.XXXXXX")"
-  trap 'rm -f -- "$LOG"' EXIT
-  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq >"$LOG" 2>&1 \
-    || die "apt-get update ($(tail -n 1 "$LOG"))"
-  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    "${missing[@]}" >"$LOG" 2>&1 \
-    || die "apt-get install ${missing[*]} ($(grep -m 1 '^E:' "$LOG" || tail -n 1 "$LOG"))"
-fi
+"$(dirname "$0")/../install_deps.sh" "${PKGS[@]}" || { venv_hint; die "apt-get could not install ${PKGS[*]}"; }
 works || die "$PYTHON still cannot import numpy and matplotlib"
 echo "lab-deps: $PYTHON has $("$PYTHON" -c 'import numpy, matplotlib; print("numpy %s, matplotlib %s" % (numpy.__version__, matplotlib.__version__))')"

@@ -1699,6 +1699,7 @@ static void init_report(Model* m, const InitSpec* spec, const int* tokens, int B
 // prints the memory the run will take and refuses one that does not fit in the memory available
 static void memory_check(const Config* c, const Options* o, int host_acts);
 static void output_file_check(const char* path, const char* flag);   // can a file be written there?
+static void output_dir_create(const char* dir);             // -o DIR: made if it does not exist
 // a checkpoint: config, step, both generators, the spike state, parameters and AdamW moments, with a
 // CRC-32 (doc/checkpoint.md); save refuses a model holding NaN or inf
 static void checkpoint_save(const Model* m, const char* path, int step, const Rng* data_rng, const Rng* sample_rng,
@@ -1805,8 +1806,7 @@ static void run_setup(Run* r, int host_engine) {
         fatal("checkpoint %s is at step %d and -x is %d: nothing to train (give -x larger than %d, or -x %d with "
               "--save-llmc to convert it)", o->resume, r->start_step, o->steps, r->start_step, r->start_step);
     r->probes = probes_new(&o->probe, &r->model, r->train.tok, r->train.n, o->out_dir, r->spike, probe_log_line, &r->lg);
-    if (o->out_dir && mkdir(o->out_dir, 0755) != 0 && errno != EEXIST)   // files at the end may go in it
-        fatal("cannot create output dir %s (%s)", o->out_dir, strerror(errno));
+    if (o->out_dir) output_dir_create(o->out_dir);      // files written at the end may go in it
     if (o->probe.dump_tokens) output_file_check(o->probe.dump_tokens, "--dump-token-losses");
     if (o->llmc_save) output_file_check(o->llmc_save, "--save-llmc");
     log_open(&r->lg, o->out_dir, o->resume, r->start_step);
@@ -4045,13 +4045,16 @@ static void output_file_check(const char* path, const char* flag) {
     if (access(dir, W_OK) != 0) fatal("%s %s: cannot write in directory %s (%s)", flag, path, dir, strerror(errno));
 }
 
-// -o DIR: created if needed; ckpt_*.bin.tmp files that a killed run left are removed (a checkpoint is
-// only ever renamed from one when complete). On a resume into DIR, the log is cut back to the end of
+static void output_dir_create(const char* dir) {
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) fatal("cannot create output dir %s (%s)", dir, strerror(errno));
+}
+
+// DIR (made by output_dir_create): ckpt_*.bin.tmp files that a killed run left are removed (a checkpoint
+// is only ever renamed from one when complete). On a resume into DIR, the log is cut back to the end of
 // the line of the checkpoint it resumes from: the lines after it belong to steps that run again.
 static void log_open(Log* lg, const char* dir, const char* resume, int start_step) {
     lg->f = NULL;
     if (!dir) return;
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) fatal("cannot create output dir %s (%s)", dir, strerror(errno));
     DIR* d = opendir(dir);
     if (!d) fatal("cannot open output dir %s (%s)", dir, strerror(errno));
     for (struct dirent* de; (de = readdir(d)) != NULL;) {
@@ -4291,11 +4294,26 @@ static int model_nonfinite(const Model* m, char* what, size_t cap) {
     return 0;
 }
 
-// Written to PATH.tmp and renamed, so a crash mid-write never leaves a broken checkpoint at PATH.
+// Files the run writes whole (checkpoints, llm.c model files) go to PATH.tmp, are flushed to disk and
+// renamed: a crash at any moment leaves the previous file or the new one at PATH, never half of one.
+// `what` names the file in messages; ok: every write into f succeeded.
+static FILE* tmp_open(const char* path, char* tmp, size_t cap, const char* what) {
+    snprintf(tmp, cap, "%s.tmp", path);
+    FILE* f = fopen(tmp, "wb");
+    if (!f) fatal("cannot write %s %s (%s)", what, tmp, strerror(errno));
+    return f;
+}
+
+static void tmp_commit(FILE* f, int ok, const char* tmp, const char* path, const char* what) {
+    ok = (fflush(f) == 0) && ok;
+    ok = (fsync(fileno(f)) == 0) && ok;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok) { unlink(tmp); fatal("writing %s %s failed (%s)", what, tmp, strerror(errno)); }
+    if (rename(tmp, path) != 0) fatal("cannot rename %s to %s (%s)", tmp, path, strerror(errno));
+}
+
 static void checkpoint_save(const Model* m, const char* path, int step, const Rng* data_rng, const Rng* sample_rng,
                             const Ema spike[2]) {
-    char tmp[4200];
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     CkptHeader h;
     memset(&h, 0, sizeof(h));
     memcpy(h.magic, CKPT_MAGIC, 8);
@@ -4311,15 +4329,11 @@ static void checkpoint_save(const Model* m, const char* path, int step, const Rn
     uint32_t crc = crc32_update(0, &h, sizeof(h));
     for (int a = 0; a < 3; a++) crc = crc32_update(crc, body[a], m->num_params * sizeof(float));
     h.crc = crc;
-    FILE* f = fopen(tmp, "wb");
-    if (!f) fatal("cannot write checkpoint %s (%s)", tmp, strerror(errno));
+    char tmp[4200];
+    FILE* f = tmp_open(path, tmp, sizeof(tmp), "checkpoint");
     int ok = fwrite(&h, sizeof(h), 1, f) == 1;
     for (int a = 0; a < 3; a++) ok = ok && fwrite(body[a], sizeof(float), m->num_params, f) == m->num_params;
-    ok = (fflush(f) == 0) && ok;
-    ok = (fsync(fileno(f)) == 0) && ok;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok) { unlink(tmp); fatal("writing checkpoint %s failed (%s)", tmp, strerror(errno)); }
-    if (rename(tmp, path) != 0) fatal("cannot rename %s to %s (%s)", tmp, path, strerror(errno));
+    tmp_commit(f, ok, tmp, path, "checkpoint");
 }
 
 // Names the first config field that differs, so the user knows which flag to fix.
@@ -4435,13 +4449,9 @@ static void llmc_save(const Model* m, const char* path) {
     const Config* c = &m->cfg;
     int32_t h[256] = {LLMC_MAGIC, 3, c->maxT, c->V, c->L, c->H, c->C, llmc_padded_vocab(c->V)};
     char tmp[4200];
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE* f = fopen(tmp, "wb");
-    if (!f) fatal("cannot write llm.c model file %s (%s)", tmp, strerror(errno));
+    FILE* f = tmp_open(path, tmp, sizeof(tmp), "llm.c model file");
     int ok = fwrite(h, sizeof(h), 1, f) == 1 && llmc_transfer((Model*)m, f, 1);
-    ok = (fclose(f) == 0) && ok;
-    if (!ok) { unlink(tmp); fatal("writing llm.c model file %s failed (%s)", tmp, strerror(errno)); }
-    if (rename(tmp, path) != 0) fatal("cannot rename %s to %s (%s)", tmp, path, strerror(errno));
+    tmp_commit(f, ok, tmp, path, "llm.c model file");
     printf("weights written to %s (llm.c model file, float32)\n", path);
 }
 
@@ -4482,7 +4492,7 @@ static void llmc_load(Model* m, const char* path) {
 static void coord_check(const Options* o, void (*train)(const Options* o, void* ctx), void* ctx) {
     if (!o->out_dir) fatal("--coord-check needs -o DIR");
     if (o->resume) fatal("--coord-check trains from initialization; it cannot resume (-y)");
-    if (mkdir(o->out_dir, 0755) != 0 && errno != EEXIST) fatal("cannot create output dir %s (%s)", o->out_dir, strerror(errno));
+    output_dir_create(o->out_dir);
     int widths[64], nw = 0, S = o->probe.coord_steps;
     char list[512], *save = NULL;
     snprintf(list, sizeof(list), "%s", o->probe.coord_widths);

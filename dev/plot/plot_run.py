@@ -273,32 +273,15 @@ def plot_spike(runs, labels, outdir):
     save(fig, outdir, "spike.png")
 
 
-def plot_gradact(runs, labels, outdir):
+def plot_per_layer(runs, labels, outdir, name, tensor_fmt, field, ylabel, title, fname, logy=False, target=None):
+    """One line per layer and run of one probe's field over steps (target: a dotted reference line)."""
     fig, ax = plt.subplots(figsize=(7, 4.3))
     for i, (run, label) in enumerate(zip(runs, labels)):
-        per_layer_lines(ax, run, "gradact", "h.%d.in", "std", STYLES[i % 4], label)
-    label_axes(ax, "std of d loss / d x", "backward signal at each block's input (probe gradact; [Xavier])",
-               logy=True, legend=7)
-    save(fig, outdir, "gradact.png")
-
-
-def plot_attnlogit(runs, labels, outdir):
-    fig, ax = plt.subplots(figsize=(7, 4.3))
-    for i, (run, label) in enumerate(zip(runs, labels)):
-        per_layer_lines(ax, run, "attnlogit", "h.%d.attn.logits", "std", STYLES[i % 4], label)
-    ax.axhline(1.0, color="gray", lw=0.8, ls=":")
-    label_axes(ax, "std of scale * q.k", "attention logits per layer (probe attnlogit; [InitFP §1.2]: 1)",
-               logy=True, legend=7)
-    save(fig, outdir, "attnlogit.png")
-
-
-def plot_sat(runs, labels, outdir):
-    fig, ax = plt.subplots(figsize=(7, 4.3))
-    for i, (run, label) in enumerate(zip(runs, labels)):
-        per_layer_lines(ax, run, "sat", "h.%d.mlp", "value", STYLES[i % 4], label)
-    label_axes(ax, "fraction of MLP units with slope < 5% of the steepest",
-               "saturated units per layer (probe sat; [InitGuide ch. 2])", legend=7)
-    save(fig, outdir, "sat.png")
+        per_layer_lines(ax, run, name, tensor_fmt, field, STYLES[i % 4], label)
+    if target is not None:
+        ax.axhline(target, color="gray", lw=0.8, ls=":")
+    label_axes(ax, ylabel, title, logy=logy, legend=7)
+    save(fig, outdir, fname)
 
 
 def plot_hist(runs, labels, outdir):
@@ -343,10 +326,19 @@ def main():
                                    title="parameter norm [ComplexCtl Fig. 4]", fname="param_norm.png")
     embcos = functools.partial(plot_global, name="embcos", tensor="wte", field="value", ylabel="mean cosine over pairs",
                                title="embeddings of the 50 most frequent tokens [ComplexCtl Fig. 6]", fname="embcos.png")
+    gradact = functools.partial(plot_per_layer, name="gradact", tensor_fmt="h.%d.in", field="std",
+                                ylabel="std of d loss / d x", logy=True, fname="gradact.png",
+                                title="backward signal at each block's input (probe gradact; [Xavier])")
+    attnlogit = functools.partial(plot_per_layer, name="attnlogit", tensor_fmt="h.%d.attn.logits", field="std",
+                                  ylabel="std of scale * q.k", logy=True, target=1.0, fname="attnlogit.png",
+                                  title="attention logits per layer (probe attnlogit; [InitFP §1.2]: 1)")
+    sat = functools.partial(plot_per_layer, name="sat", tensor_fmt="h.%d.mlp", field="value", fname="sat.png",
+                            ylabel="fraction of MLP units with slope < 5% of the steepest",
+                            title="saturated units per layer (probe sat; [InitGuide ch. 2])")
     figures = [("act", plot_act_std), ("rank", plot_stable_rank), ("sink", plot_sink), ("normscale", plot_normscale),
                ("weight", param_norm), ("resflow", plot_resflow), ("condense", plot_condense),
-               ("grad", plot_update_ratio), ("spike", plot_spike), ("embcos", embcos), ("gradact", plot_gradact),
-               ("attnlogit", plot_attnlogit), ("sat", plot_sat), ("hist", plot_hist)]
+               ("grad", plot_update_ratio), ("spike", plot_spike), ("embcos", embcos), ("gradact", gradact),
+               ("attnlogit", attnlogit), ("sat", sat), ("hist", plot_hist)]
     for probe_name, plot in figures:    # a figure whose probe is in no log is skipped
         if has(runs, probe_name):
             plot(runs, labels, outdir)

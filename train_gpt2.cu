@@ -5,7 +5,7 @@ train_gpt2.cu: the trainer of train_gpt2.c on one NVIDIA GPU, in one file.
 
 Everything that is not arithmetic on the model is SHARED with the CPU trainer, not copied: this
 file #includes train_gpt2.c (with TRAIN_GPT2_NO_MAIN) and uses its flags (parse_args, same flags
-plus --tf32), Config, tensor table, data loading, decoder, the PyTorch-compatible generator and
+plus --tf32 and --dtype), Config, tensor table, data loading, decoder, the PyTorch-compatible generator and
 every initializer (the model is initialized ON THE HOST with model_build + model_init and then
 copied to the GPU, so the same seed gives the same initial weights as ./train_gpt2), the learning
 rate schedule lr_at, checkpoint_save/checkpoint_load (on host copies of the weights and moments,
@@ -14,18 +14,24 @@ so a checkpoint written by one trainer resumes in the other) and the JSON-lines 
 New here are only the device parts:
   1. CUDA utilities: error checks, the no-GPU message, block reductions
   2. layers: one kernel (or two) per layer, each forward followed by its backward, the same
-     formulas as section 4 of train_gpt2.c; matmuls through cuBLAS
+     formulas as section 4 of train_gpt2.c; matmuls through cuBLAS; attention fused and tiled
+     (online softmax, no T x T matrix), each residual fused with the norm after it, the MLP's bias
+     with its activation
   3. the model on the device: parameter/gradient/moment blocks (one cudaMalloc each, the host
      block's layout), activations mirroring Acts, gpu_forward / gpu_backward
-  4. AdamW, the global gradient norm and clipping on the device
+  4. AdamW over all parameters in one launch, the global gradient norm and clipping on the device
   5. evaluation, sampling, host <-> device copies, main (the CPU main's loop, step for step)
-Every kernel is deterministic (no atomics): the same run gives the same losses bit for bit.
-The kernels are written to be obviously correct first; doc/cuda.md says what is slow and why.
+--dtype bf16 rounds both inputs of every matmul to bf16 (cublasGemmEx, float32 accumulation and
+output); master weights, AdamW moments and every other kernel stay float32 (section 2, doc/cuda.md).
+Every kernel is deterministic (no atomics): the same run gives the same losses bit for bit. A step
+sends two numbers to the host, the loss and the gradient norm that the loop prints. doc/cuda.md
+lists the kernels and what is fused; make bench-gpu measures them (or, without a GPU, prints the plan).
 Status: every kernel runs in `make test` on the CPU runtime for CUDA (dev/cuda_cpu), which executes
 this file unchanged but for its kernel launches; no GPU has run it yet (doc/cuda.md).
 */
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cstddef>
 
 // ============================================================================================
@@ -68,11 +74,15 @@ struct AnyPtr {
 #ifndef CUDA_DEBUG
 #define CUDA_DEBUG 0
 #endif
+// g_after_op, when set (dev/bench/bench_gpu.cu's per-kernel timer), is called with a name after every
+// kernel launch, cuBLAS call, memset and copy of a step; NULL (nothing) in the trainer.
 #define LAUNCH_CHECK(kernel) launch_check(#kernel, __FILE__, __LINE__)
+static void (*g_after_op)(const char* name) = NULL;
 static void launch_check(const char* kernel, const char* file, int line) {
     cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess && CUDA_DEBUG) e = cudaDeviceSynchronize();
     if (e != cudaSuccess) fatal("CUDA error in kernel %s (%s:%d): %s", kernel, file, line, cudaGetErrorString(e));
+    if (g_after_op) g_after_op(kernel);
 }
 
 // NULL when a GPU is usable, otherwise why not (for the one-line message of both binaries).
@@ -154,6 +164,49 @@ __device__ float block_max(float v) {
 // full float32 (CUBLAS_DEFAULT_MATH), which is what test_gpt2cu compares against the fixtures.
 static cublasHandle_t g_blas;
 
+// --dtype bf16 (doc/cuda.md, "bf16"): both inputs of every GEMM are bf16, cublasGemmEx multiplies
+// them and accumulates in float32 (CUBLAS_COMPUTE_32F) and writes float32, so every other kernel
+// (norms, attention, softmax, the loss, AdamW) and every buffer it reads stay float32. The weights'
+// bf16 copy w16 has the master block's layout (a weight at params + i has its copy at w16 + i); it is
+// written from the float32 master weights on upload and by adamw_kernel after each update. An
+// activation or gradient is rounded into x16 or y16 just before the GEMM that reads it.
+static struct {
+    int on;                               // --dtype bf16
+    const float* params;                  // the float32 master block on the device ...
+    __nv_bfloat16* w16;                   // ... and its bf16 copy (n elements)
+    size_t n;
+    __nv_bfloat16 *x16, *y16;             // a GEMM's activation and gradient inputs, rounded ...
+    size_t xcap, ycap;                    // ... and their sizes in elements
+} g_bf16;
+
+// out[i] = in[i] rounded to bf16 (to nearest even; NaN stays NaN)
+__global__ void to_bf16_kernel(__nv_bfloat16* out, const float* in, long n) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = __float2bfloat16(in[i]);
+}
+
+static const __nv_bfloat16* bf16_round(__nv_bfloat16* dst, const float* src, long n) {
+    size_t cap = dst == g_bf16.w16 ? g_bf16.n : dst == g_bf16.x16 ? g_bf16.xcap : g_bf16.ycap;
+    if ((size_t)n > cap) fatal("internal: %ld elements rounded to bf16 exceed their buffer (%zu)", n, cap);
+    to_bf16_kernel<<<ceil_div(n, EW_THREADS), EW_THREADS>>>(dst, src, n);
+    LAUNCH_CHECK(to_bf16_kernel);
+    return dst;
+}
+
+static const __nv_bfloat16* bf16_weight(const float* W) {
+    size_t i = (size_t)(W - g_bf16.params);
+    if (W < g_bf16.params || i >= g_bf16.n) fatal("internal: a bf16 GEMM weight outside the parameter block");
+    return g_bf16.w16 + i;
+}
+
+// C (float32, m x n) = A B + beta C with bf16 A, B (column-major, as cublasSgemm)
+static void gemm_bf16(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const __nv_bfloat16* A,
+                      int lda, const __nv_bfloat16* B, int ldb, float beta, float* C, int ldc) {
+    const float one = 1.0f;
+    cublasCheck(cublasGemmEx(g_blas, ta, tb, m, n, k, &one, A, CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, &beta, C,
+                             CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
 __global__ void add_bias_kernel(float* out, const float* bias, long N, int OC) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < N) out[i] += bias[i % OC];
@@ -162,7 +215,12 @@ __global__ void add_bias_kernel(float* out, const float* bias, long N, int OC) {
 static void gpu_matmul_forward(float* out, const float* inp, const float* W, const float* bias,
                                int BT, int C, int OC) {
     const float one = 1.0f, zero = 0.0f;
-    cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_T, CUBLAS_OP_N, OC, BT, C, &one, W, C, inp, C, &zero, out, OC));
+    if (g_bf16.on)
+        gemm_bf16(CUBLAS_OP_T, CUBLAS_OP_N, OC, BT, C, bf16_weight(W), C, bf16_round(g_bf16.x16, inp, (long)BT * C), C,
+                  0.0f, out, OC);
+    else
+        cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_T, CUBLAS_OP_N, OC, BT, C, &one, W, C, inp, C, &zero, out, OC));
+    if (g_after_op) g_after_op("gemm forward");
     if (bias) {
         add_bias_kernel<<<ceil_div((long)BT * OC, EW_THREADS), EW_THREADS>>>(out, bias, (long)BT * OC, OC);
         LAUNCH_CHECK(add_bias_kernel);
@@ -200,8 +258,17 @@ static void gpu_colsum_add(float* dst, const float* x, int N, int OC, float* scr
 static void gpu_matmul_backward(float* dinp, float* dW, float* dbias, const float* dout, const float* inp,
                                 const float* W, int BT, int C, int OC, float* scratch) {
     const float one = 1.0f;
-    if (dinp) cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_N, CUBLAS_OP_N, C, BT, OC, &one, W, C, dout, OC, &one, dinp, C));
-    cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, BT, &one, inp, C, dout, OC, &one, dW, C));
+    if (g_bf16.on) {                      // dout rounded once for both products
+        const __nv_bfloat16* d16 = bf16_round(g_bf16.y16, dout, (long)BT * OC);
+        if (dinp) gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_N, C, BT, OC, bf16_weight(W), C, d16, OC, 1.0f, dinp, C);
+        if (dinp && g_after_op) g_after_op("gemm backward dinp");
+        gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, BT, bf16_round(g_bf16.x16, inp, (long)BT * C), C, d16, OC, 1.0f, dW, C);
+    } else {
+        if (dinp) cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_N, CUBLAS_OP_N, C, BT, OC, &one, W, C, dout, OC, &one, dinp, C));
+        if (dinp && g_after_op) g_after_op("gemm backward dinp");
+        cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, BT, &one, inp, C, dout, OC, &one, dW, C));
+    }
+    if (g_after_op) g_after_op("gemm backward dW");
     if (dbias) gpu_colsum_add(dbias, dout, BT, OC, scratch);
 }
 
@@ -244,11 +311,8 @@ __global__ void embedding_backward_wpe_kernel(float* dwpe, const float* dout, in
 // RMSNorm(h)   = w * h / sqrt(mean(h^2) + eps)               [SmallInit eq. 2]
 // eps INSIDE the square root, as on the CPU (see norm_forward there for why it matters).
 // One warp per row; mean[] (LayerNorm) and rstd[] are kept for the backward pass.
-__global__ void norm_forward_kernel(float* out, float* mean, float* rstd, const float* inp, const float* w,
-                                    const float* b, int rms, float eps, int N, int C) {
-    int n = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (n >= N) return;             // the whole warp leaves together
-    const float* x = inp + (long)n * C;
+__device__ void norm_row(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b,
+                         int rms, float eps, int C, int lane) {
     float m = 0.0f;
     if (!rms) {
         for (int c = lane; c < C; c += 32) m += x[c];
@@ -258,12 +322,32 @@ __global__ void norm_forward_kernel(float* out, float* mean, float* rstd, const 
     for (int c = lane; c < C; c += 32) v += (x[c] - m) * (x[c] - m);
     v = warp_sum(v) / C;
     float s = 1.0f / sqrtf(v + eps);
-    float* y = out + (long)n * C;
     for (int c = lane; c < C; c += 32) y[c] = (x[c] - m) * s * w[c] + (b ? b[c] : 0.0f);
     if (lane == 0) {
-        if (mean) mean[n] = m;
-        rstd[n] = s;
+        if (mean) *mean = m;
+        *rstd = s;
     }
+}
+
+__global__ void norm_forward_kernel(float* out, float* mean, float* rstd, const float* inp, const float* w,
+                                    const float* b, int rms, float eps, int N, int C) {
+    int n = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (n >= N) return;             // the whole warp leaves together
+    norm_row(out + (long)n * C, mean ? mean + n : NULL, rstd + n, inp + (long)n * C, w, b, rms, eps, C, lane);
+}
+
+// The residual and the norm that reads it, in one pass: xout = x + (branch + bias), then
+// out = Norm(xout). branch is the sublayer's matmul without its bias (added here, in the order
+// add_bias_kernel would: the same bits as a separate bias, residual and norm). Each lane rereads
+// only the entries of xout it wrote (norm_row's lanes stride like the loop here), from its cache.
+__global__ void residual_norm_forward_kernel(float* xout, float* out, float* mean, float* rstd, const float* x,
+                                             const float* branch, const float* bias, const float* w,
+                                             const float* b, int rms, float eps, int N, int C) {
+    int n = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (n >= N) return;
+    long o = (long)n * C;
+    for (int c = lane; c < C; c += 32) xout[o + c] = x[o + c] + (bias ? branch[o + c] + bias[c] : branch[o + c]);
+    norm_row(out + o, mean ? mean + n : NULL, rstd + n, xout + o, w, b, rms, eps, C, lane);
 }
 
 // With xhat = (x - mu) * rstd and g = dout * w:
@@ -312,6 +396,14 @@ static void gpu_norm_forward(float* out, float* mean, float* rstd, const float* 
     LAUNCH_CHECK(norm_forward_kernel);
 }
 
+static void gpu_residual_norm_forward(float* xout, float* out, float* mean, float* rstd, const float* x,
+                                      const float* branch, const float* bias, const float* w, const float* b,
+                                      int rms, float eps, int N, int C) {
+    residual_norm_forward_kernel<<<ceil_div(N, ROW_THREADS / 32), ROW_THREADS>>>(xout, out, mean, rstd, x, branch,
+                                                                                bias, w, b, rms, eps, N, C);
+    LAUNCH_CHECK(residual_norm_forward_kernel);
+}
+
 // scratch: 2 x ceil(N/ROWS_PER_CHUNK) x C floats
 static void gpu_norm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                               const float* w, const float* mean, const float* rstd, int rms, int N, int C,
@@ -332,10 +424,12 @@ static void gpu_norm_backward(float* dinp, float* dw, float* db, const float* do
 }
 
 // ---- rotary position embedding (llama preset) --------------------------------------------------
-// Pair (2j, 2j+1) of each head vector at position t turns by t * theta^(-2j/hd); the angle in
-// double precision as on the CPU. sign = +1 forward, -1 backward (the inverse rotation, applied
-// to the gradient in place). One thread per pair.
-__global__ void rope_kernel(float* x, int BT, int T, int nh, int hd, float theta, float sign) {
+// Pair (2j, 2j+1) of each head vector at position t turns by t * theta^(-2j/hd). The cosines and
+// sines come from the CPU's own table (rope_table: cs [T, hd/2, 2], angles in double), computed
+// once and uploaded with the model, so the rotation is the CPU's bit for bit and no thread calls
+// pow/cos/sin. sign = +1 forward, -1 backward (the inverse rotation, applied to the gradient in
+// place). One thread per pair: consecutive threads, consecutive pairs.
+__global__ void rope_kernel(float* x, const float* cs, int BT, int T, int nh, int hd, float sign) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     int half = hd / 2;
     if (i >= (long)BT * nh * half) return;
@@ -343,152 +437,304 @@ __global__ void rope_kernel(float* x, int BT, int T, int nh, int hd, float theta
     long row = i / half;                       // (bt, h)
     int t = (int)((row / nh) % T);
     float* v = x + row * hd;
-    double ang = t * pow((double)theta, -2.0 * j / hd);
-    float cs = (float)cos(ang), sn = sign * (float)sin(ang);
+    float c = cs[((long)t * half + j) * 2], sn = sign * cs[((long)t * half + j) * 2 + 1];
     float a = v[2 * j], b = v[2 * j + 1];
-    v[2 * j] = a * cs - b * sn;
-    v[2 * j + 1] = a * sn + b * cs;
+    v[2 * j] = a * c - b * sn;
+    v[2 * j + 1] = a * sn + b * c;
 }
 
-static void gpu_rope(float* x, int BT, int T, int nh, int hd, float theta, float sign) {
-    rope_kernel<<<ceil_div((long)BT * nh * (hd / 2), EW_THREADS), EW_THREADS>>>(x, BT, T, nh, hd, theta, sign);
+static void gpu_rope(float* x, const float* cs, int BT, int T, int nh, int hd, float sign) {
+    rope_kernel<<<ceil_div((long)BT * nh * (hd / 2), EW_THREADS), EW_THREADS>>>(x, cs, BT, T, nh, hd, sign);
     LAUNCH_CHECK(rope_kernel);
 }
 
-// ---- causal self-attention with grouped KV heads -------------------------------------------
-// q [BT, H*hd], k and v [BT, KVH*hd]; head h reads kv head h / (H/KVH). att [B,H,T,T] keeps the
-// probabilities (the attention-sink probe of [SmallInit eq. 5] reads them).
+// ---- causal self-attention with grouped KV heads: fused and tiled (flash attention) ------------------
+// q [BT, H*hd], k and v [BT, KVH*hd]; head h reads kv head h / (H/KVH). y [BT, H*hd].
 //   A = softmax(scale * q k^T + causal mask),  y = A v
-// One block per query row (b, h, t): thread s computes score s, the block finds max and sum,
-// then thread i computes y[i] summing over s in order.
-__global__ void attention_forward_kernel(float* y, float* att, const float* q, const float* k, const float* v,
+// The T x T matrix A is never stored: the forward streams the keys and values through shared memory
+// in tiles of ATT_BK and keeps, per query row, the running maximum m, the running sum l of
+// exp(score - m) and the unnormalized output o (online softmax: when a tile raises the maximum, l and
+// o are first multiplied by exp(m_old - m_new)). It stores one number per row, lse = m + log l, from
+// which the backward recomputes A[t,s] = exp(score - lse) tile by tile (the algorithm of
+// FlashAttention-2, written for CUDA cores). Tiles after a block's last query are skipped
+// (causal): about half of the T^2 scores are never computed. The probes read A from the host model,
+// which recomputes probe steps (doc/cuda.md), so no step needs A on the device.
+// Layout in a block: 4 warps, each owning query (or key) rows; a warp's lane j takes key (or query) j
+// of the tile for the dot products, then lane i takes the output columns i, i+32, ... for the
+// weighted sums. A row's scores are summed over the tile in key order by one lane each, and the
+// outputs over keys in order: fixed orders, no atomics.
+#define ATT_HD_MAX 128      // the largest head size (registers per row, shared memory per tile)
+#define ATT_WARPS 4
+#define ATT_BK 32           // keys (or queries) per tile: one per lane
+#define ATT_BQ 16           // query rows per forward block (4 per warp)
+#define ATT_BQ_BWD 8        // query rows per dq block, key rows per dk/dv block (2 per warp)
+
+// grid (ceil(T / ATT_BQ), H, B), ATT_WARPS * 32 threads; lse [B, H, T]
+__global__ void attention_forward_kernel(float* y, float* lse, const float* q, const float* k, const float* v,
                                          int T, int H, int KVH, int hd, float scale) {
-    int t = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-    int kh = h / (H / KVH);
-    const float* qt = q + ((long)(b * T + t) * H + h) * hd;
-    float* a = att + (((long)b * H + h) * T + t) * T;
-    float mx = -FLT_MAX;
-    for (int s = threadIdx.x; s <= t; s += blockDim.x) {
-        const float* ks = k + ((long)(b * T + s) * KVH + kh) * hd;
-        float dot = 0.0f;
-        for (int i = 0; i < hd; i++) dot += qt[i] * ks[i];
-        a[s] = dot * scale;
-        mx = fmaxf(mx, a[s]);
+    const int RPW = ATT_BQ / ATT_WARPS, NI = ATT_HD_MAX / 32;     // rows per warp, columns per lane
+    __shared__ float qs[ATT_BQ][ATT_HD_MAX];
+    __shared__ float ks[ATT_BK][ATT_HD_MAX + 1];      // +1: lane j reads row j, a column at a time: no bank conflicts
+    __shared__ float vs[ATT_BK][ATT_HD_MAX];
+    __shared__ float ps[ATT_WARPS][ATT_BK];           // a row's probabilities in the tile, for the weighted sum
+    int q0 = blockIdx.x * ATT_BQ, h = blockIdx.y, b = blockIdx.z, kh = h / (H / KVH);
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qd = H * hd, kvd = KVH * hd;
+    for (int e = threadIdx.x; e < ATT_BQ * hd; e += blockDim.x) {
+        int r = e / hd, d = e % hd, t = q0 + r;
+        qs[r][d] = t < T ? q[(long)(b * T + t) * qd + h * hd + d] : 0.0f;
     }
-    mx = block_max(mx);
-    float sum = 0.0f;
-    for (int s = threadIdx.x; s <= t; s += blockDim.x) {
-        a[s] = expf(a[s] - mx);         // each thread rereads only the entries it wrote
-        sum += a[s];
+    float m[RPW], l[RPW], o[RPW][NI];
+    for (int rr = 0; rr < RPW; rr++) {
+        m[rr] = -INFINITY;
+        l[rr] = 0.0f;
+        for (int i = 0; i < NI; i++) o[rr][i] = 0.0f;
     }
-    sum = block_sum(sum);
-    for (int s = threadIdx.x; s < T; s += blockDim.x) a[s] = s <= t ? a[s] / sum : 0.0f;
-    __syncthreads();                    // the row of a[] is complete and visible to the block
-    float* yt = y + ((long)(b * T + t) * H + h) * hd;
-    for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-        float acc = 0.0f;
-        for (int s = 0; s <= t; s++) acc += a[s] * v[((long)(b * T + s) * KVH + kh) * hd + i];
-        yt[i] = acc;
-    }
-}
-
-// With P = scale * q k^T and A = softmax(P):
-//   dA[t,s] = dy_t . v_s ;  dP[t,s] = A[t,s] (dA[t,s] - sum_s' A dA) * scale
-//   dq_t = sum_s dP[t,s] k_s ;  dk_s = sum_{h in group, t >= s} dP[t,s] q_t ;  dv_s = sum A[t,s] dy_t
-// Two kernels, no atomics: the query kernel (one block per row (b,h,t)) writes dP into datt and
-// dq; the key kernel (one block per key row (b,kv head,s)) sums the columns of dP and A over the
-// heads of its group and the queries t >= s, in the CPU's order (head, then t).
-__global__ void attention_backward_query_kernel(float* dq, float* datt, const float* dy, const float* att,
-                                                const float* k, const float* v, int T, int H, int KVH, int hd,
-                                                float scale) {
-    int t = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-    int kh = h / (H / KVH);
-    const float* a = att + (((long)b * H + h) * T + t) * T;
-    float* da = datt + (((long)b * H + h) * T + t) * T;
-    const float* dyt = dy + ((long)(b * T + t) * H + h) * hd;
-    float adot = 0.0f;
-    for (int s = threadIdx.x; s <= t; s += blockDim.x) {
-        const float* vs = v + ((long)(b * T + s) * KVH + kh) * hd;
-        float d = 0.0f;
-        for (int i = 0; i < hd; i++) d += dyt[i] * vs[i];
-        da[s] = d;
-        adot += a[s] * d;
-    }
-    adot = block_sum(adot);
-    for (int s = threadIdx.x; s <= t; s += blockDim.x) da[s] = a[s] * (da[s] - adot) * scale;   // dP
-    __syncthreads();
-    float* dqt = dq + ((long)(b * T + t) * H + h) * hd;
-    for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-        float acc = 0.0f;
-        for (int s = 0; s <= t; s++) acc += da[s] * k[((long)(b * T + s) * KVH + kh) * hd + i];
-        dqt[i] = acc;
-    }
-}
-
-__global__ void attention_backward_kv_kernel(float* dk, float* dv, const float* dP, const float* att,
-                                             const float* q, const float* dy, int T, int H, int KVH, int hd) {
-    int s = blockIdx.x, kh = blockIdx.y, b = blockIdx.z;
-    int group = H / KVH;
-    for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-        float gk = 0.0f, gv = 0.0f;
-        for (int h = kh * group; h < (kh + 1) * group; h++)
-            for (int t = s; t < T; t++) {
-                long r = (((long)b * H + h) * T + t) * T + s;
-                long qi = ((long)(b * T + t) * H + h) * hd + i;
-                gk += dP[r] * q[qi];
-                gv += att[r] * dy[qi];
+    int q_last = min(q0 + ATT_BQ, T) - 1;            // no query of the block sees a key after it
+    for (int k0 = 0; k0 <= q_last; k0 += ATT_BK) {
+        __syncthreads();                              // the previous tile is no longer read (and qs is written)
+        for (int e = threadIdx.x; e < ATT_BK * hd; e += blockDim.x) {
+            int j = e / hd, d = e % hd, s = k0 + j;
+            long at = (long)(b * T + s) * kvd + kh * hd + d;
+            ks[j][d] = s < T ? k[at] : 0.0f;
+            vs[j][d] = s < T ? v[at] : 0.0f;
+        }
+        __syncthreads();
+        for (int rr = 0; rr < RPW; rr++) {
+            int r = warp * RPW + rr, t = q0 + r, s = k0 + lane;
+            if (t >= T) break;                        // the whole warp: t is the warp's
+            float sc = -INFINITY;
+            if (s <= t) {
+                float dot = 0.0f;
+                for (int d = 0; d < hd; d++) dot += qs[r][d] * ks[lane][d];
+                sc = dot * scale;
             }
-        dk[((long)(b * T + s) * KVH + kh) * hd + i] = gk;
-        dv[((long)(b * T + s) * KVH + kh) * hd + i] = gv;
+            float mn = fmaxf(m[rr], warp_max(sc));   // finite: key 0 is in the first tile
+            float p = s <= t ? expf(sc - mn) : 0.0f;
+            float corr = expf(m[rr] - mn);            // 0 on the first tile (m = -inf)
+            l[rr] = l[rr] * corr + warp_sum(p);
+            m[rr] = mn;
+            ps[warp][lane] = p;
+            __syncwarp();
+            int jn = min(ATT_BK, t - k0 + 1);         // the keys of the tile that row t sees
+            for (int i = 0; i < NI && lane + 32 * i < hd; i++) {
+                float acc = o[rr][i] * corr;
+                for (int j = 0; j < jn; j++) acc += ps[warp][j] * vs[j][lane + 32 * i];
+                o[rr][i] = acc;
+            }
+            __syncwarp();                             // ps is read by every lane before the next row
+        }
+    }
+    for (int rr = 0; rr < RPW; rr++) {
+        int t = q0 + warp * RPW + rr;
+        if (t >= T) break;
+        float* yt = y + (long)(b * T + t) * qd + h * hd;
+        for (int i = 0; i < NI && lane + 32 * i < hd; i++) yt[lane + 32 * i] = o[rr][i] / l[rr];
+        if (lane == 0) lse[((long)b * H + h) * T + t] = m[rr] + logf(l[rr]);
+    }
+}
+
+// The backward. With A recomputed as exp(scale q_t.k_s - lse_t) and D_t = dy_t . y_t (= sum_s A dA):
+//   dA[t,s] = dy_t . v_s ;  dP[t,s] = A[t,s] (dA[t,s] - D_t) * scale
+//   dq_t = sum_s dP[t,s] k_s ;  dk_s = sum_{h in group, t >= s} dP[t,s] q_t ;  dv_s = sum A[t,s] dy_t
+// Two kernels, no atomics: the query kernel (blocks of query rows, keys streamed) writes dq and D; the
+// key kernel (blocks of key rows of one kv head, the queries t >= s of each head of its group streamed)
+// writes dk and dv, summing over heads, then queries, in order: the CPU's order. Both recompute the
+// scores; the key kernel reads D from the query kernel.
+
+// grid (ceil(T / ATT_BQ_BWD), H, B); D [B, H, T]
+__global__ void attention_backward_query_kernel(float* dq, float* D, const float* dy, const float* y, const float* lse,
+                                                const float* q, const float* k, const float* v, int T, int H,
+                                                int KVH, int hd, float scale) {
+    const int RPW = ATT_BQ_BWD / ATT_WARPS, NI = ATT_HD_MAX / 32;
+    __shared__ float qs[ATT_BQ_BWD][ATT_HD_MAX];
+    __shared__ float dys[ATT_BQ_BWD][ATT_HD_MAX];
+    __shared__ float ks[ATT_BK][ATT_HD_MAX + 1];
+    __shared__ float vs[ATT_BK][ATT_HD_MAX + 1];
+    __shared__ float ps[ATT_WARPS][ATT_BK];
+    int q0 = blockIdx.x * ATT_BQ_BWD, h = blockIdx.y, b = blockIdx.z, kh = h / (H / KVH);
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qd = H * hd, kvd = KVH * hd;
+    for (int e = threadIdx.x; e < ATT_BQ_BWD * hd; e += blockDim.x) {
+        int r = e / hd, d = e % hd, t = q0 + r;
+        long at = (long)(b * T + t) * qd + h * hd + d;
+        qs[r][d] = t < T ? q[at] : 0.0f;
+        dys[r][d] = t < T ? dy[at] : 0.0f;
+    }
+    float Dt[RPW], lt[RPW], acc[RPW][NI];
+    for (int rr = 0; rr < RPW; rr++) {                // D_t = dy_t . y_t, and the row's lse
+        int t = q0 + warp * RPW + rr;
+        float s = 0.0f;
+        if (t < T)
+            for (int d = lane; d < hd; d += 32) s += dy[(long)(b * T + t) * qd + h * hd + d] * y[(long)(b * T + t) * qd + h * hd + d];
+        Dt[rr] = warp_sum(s);
+        lt[rr] = t < T ? lse[((long)b * H + h) * T + t] : 0.0f;
+        if (t < T && lane == 0) D[((long)b * H + h) * T + t] = Dt[rr];
+        for (int i = 0; i < NI; i++) acc[rr][i] = 0.0f;
+    }
+    int q_last = min(q0 + ATT_BQ_BWD, T) - 1;
+    for (int k0 = 0; k0 <= q_last; k0 += ATT_BK) {
+        __syncthreads();
+        for (int e = threadIdx.x; e < ATT_BK * hd; e += blockDim.x) {
+            int j = e / hd, d = e % hd, s = k0 + j;
+            long at = (long)(b * T + s) * kvd + kh * hd + d;
+            ks[j][d] = s < T ? k[at] : 0.0f;
+            vs[j][d] = s < T ? v[at] : 0.0f;
+        }
+        __syncthreads();
+        for (int rr = 0; rr < RPW; rr++) {
+            int r = warp * RPW + rr, t = q0 + r, s = k0 + lane;
+            if (t >= T) break;
+            float dP = 0.0f;
+            if (s <= t) {
+                float dot = 0.0f, dA = 0.0f;
+                for (int d = 0; d < hd; d++) dot += qs[r][d] * ks[lane][d];
+                for (int d = 0; d < hd; d++) dA += dys[r][d] * vs[lane][d];
+                dP = expf(dot * scale - lt[rr]) * (dA - Dt[rr]) * scale;
+            }
+            ps[warp][lane] = dP;
+            __syncwarp();
+            int jn = min(ATT_BK, t - k0 + 1);
+            for (int i = 0; i < NI && lane + 32 * i < hd; i++)
+                for (int j = 0; j < jn; j++) acc[rr][i] += ps[warp][j] * ks[j][lane + 32 * i];
+            __syncwarp();
+        }
+    }
+    for (int rr = 0; rr < RPW; rr++) {
+        int t = q0 + warp * RPW + rr;
+        if (t >= T) break;
+        for (int i = 0; i < NI && lane + 32 * i < hd; i++) dq[(long)(b * T + t) * qd + h * hd + lane + 32 * i] = acc[rr][i];
+    }
+}
+
+// grid (ceil(T / ATT_BQ_BWD), KVH, B): ATT_BQ_BWD key rows of kv head kh per block
+__global__ void attention_backward_kv_kernel(float* dk, float* dv, const float* dy, const float* lse, const float* D,
+                                             const float* q, const float* k, const float* v, int T, int H, int KVH,
+                                             int hd, float scale) {
+    const int RPW = ATT_BQ_BWD / ATT_WARPS, NI = ATT_HD_MAX / 32;
+    __shared__ float qs[ATT_BK][ATT_HD_MAX + 1];      // a tile of queries and their dy: lane j reads row j
+    __shared__ float dys[ATT_BK][ATT_HD_MAX + 1];
+    __shared__ float ksb[ATT_BQ_BWD][ATT_HD_MAX];     // the block's keys and values (read by all lanes at once)
+    __shared__ float vsb[ATT_BQ_BWD][ATT_HD_MAX];
+    __shared__ float ls[ATT_BK], Ds[ATT_BK];
+    __shared__ float ps[ATT_WARPS][ATT_BK], dps[ATT_WARPS][ATT_BK];
+    int s0 = blockIdx.x * ATT_BQ_BWD, kh = blockIdx.y, b = blockIdx.z, group = H / KVH;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qd = H * hd, kvd = KVH * hd;
+    for (int e = threadIdx.x; e < ATT_BQ_BWD * hd; e += blockDim.x) {
+        int r = e / hd, d = e % hd, s = s0 + r;
+        long at = (long)(b * T + s) * kvd + kh * hd + d;
+        ksb[r][d] = s < T ? k[at] : 0.0f;
+        vsb[r][d] = s < T ? v[at] : 0.0f;
+    }
+    float gk[RPW][NI], gv[RPW][NI];
+    for (int rr = 0; rr < RPW; rr++)
+        for (int i = 0; i < NI; i++) gk[rr][i] = gv[rr][i] = 0.0f;
+    for (int h = kh * group; h < (kh + 1) * group; h++) {
+        for (int t0 = s0 / ATT_BK * ATT_BK; t0 < T; t0 += ATT_BK) {   // causal: no query before the block's first key
+            __syncthreads();
+            for (int e = threadIdx.x; e < ATT_BK * hd; e += blockDim.x) {
+                int j = e / hd, d = e % hd, t = t0 + j;
+                long at = (long)(b * T + t) * qd + h * hd + d;
+                qs[j][d] = t < T ? q[at] : 0.0f;
+                dys[j][d] = t < T ? dy[at] : 0.0f;
+            }
+            for (int j = threadIdx.x; j < ATT_BK; j += blockDim.x) {
+                int t = t0 + j;
+                ls[j] = t < T ? lse[((long)b * H + h) * T + t] : 0.0f;
+                Ds[j] = t < T ? D[((long)b * H + h) * T + t] : 0.0f;
+            }
+            __syncthreads();
+            for (int rr = 0; rr < RPW; rr++) {
+                int r = warp * RPW + rr, s = s0 + r, t = t0 + lane;
+                if (s >= T) break;
+                float p = 0.0f, dP = 0.0f;
+                if (t >= s && t < T) {
+                    float dot = 0.0f, dA = 0.0f;
+                    for (int d = 0; d < hd; d++) dot += qs[lane][d] * ksb[r][d];
+                    for (int d = 0; d < hd; d++) dA += dys[lane][d] * vsb[r][d];
+                    p = expf(dot * scale - ls[lane]);
+                    dP = p * (dA - Ds[lane]) * scale;
+                }
+                ps[warp][lane] = p;
+                dps[warp][lane] = dP;
+                __syncwarp();
+                int j0 = max(0, s - t0), jn = min(ATT_BK, T - t0);    // the queries of the tile that see key s
+                for (int i = 0; i < NI && lane + 32 * i < hd; i++)
+                    for (int j = j0; j < jn; j++) {
+                        gv[rr][i] += ps[warp][j] * dys[j][lane + 32 * i];
+                        gk[rr][i] += dps[warp][j] * qs[j][lane + 32 * i];
+                    }
+                __syncwarp();
+            }
+        }
+    }
+    for (int rr = 0; rr < RPW; rr++) {
+        int s = s0 + warp * RPW + rr;
+        if (s >= T) break;
+        for (int i = 0; i < NI && lane + 32 * i < hd; i++) {
+            dk[(long)(b * T + s) * kvd + kh * hd + lane + 32 * i] = gk[rr][i];
+            dv[(long)(b * T + s) * kvd + kh * hd + lane + 32 * i] = gv[rr][i];
+        }
     }
 }
 
 // dq, dk, dv are overwritten (the CPU zeroes them and accumulates: the same values)
-static void gpu_attention_forward(float* y, float* att, const float* q, const float* k, const float* v,
+static void gpu_attention_forward(float* y, float* lse, const float* q, const float* k, const float* v,
                                   int B, int T, int H, int KVH, int hd, float scale) {
-    attention_forward_kernel<<<dim3(T, H, B), ROW_THREADS>>>(y, att, q, k, v, T, H, KVH, hd, scale);
+    attention_forward_kernel<<<dim3(ceil_div(T, ATT_BQ), H, B), ATT_WARPS * 32>>>(y, lse, q, k, v, T, H, KVH, hd, scale);
     LAUNCH_CHECK(attention_forward_kernel);
 }
 
-static void gpu_attention_backward(float* dq, float* dk, float* dv, float* datt, const float* dy,
-                                   const float* att, const float* q, const float* k, const float* v,
+// D: B x H x T floats of scratch
+static void gpu_attention_backward(float* dq, float* dk, float* dv, float* D, const float* dy, const float* y,
+                                   const float* lse, const float* q, const float* k, const float* v,
                                    int B, int T, int H, int KVH, int hd, float scale) {
-    attention_backward_query_kernel<<<dim3(T, H, B), ROW_THREADS>>>(dq, datt, dy, att, k, v, T, H, KVH, hd, scale);
+    attention_backward_query_kernel<<<dim3(ceil_div(T, ATT_BQ_BWD), H, B), ATT_WARPS * 32>>>(
+        dq, D, dy, y, lse, q, k, v, T, H, KVH, hd, scale);
     LAUNCH_CHECK(attention_backward_query_kernel);
-    attention_backward_kv_kernel<<<dim3(T, KVH, B), 64>>>(dk, dv, datt, att, q, dy, T, H, KVH, hd);
+    attention_backward_kv_kernel<<<dim3(ceil_div(T, ATT_BQ_BWD), KVH, B), ATT_WARPS * 32>>>(
+        dk, dv, dy, lse, D, q, k, v, T, H, KVH, hd, scale);
     LAUNCH_CHECK(attention_backward_kv_kernel);
 }
 
 // ---- the attention gate: [SmallInit eqs. 3-4] -------------------------------------------------
 // GAttn(x) = Concat(g_1(x) * head_1, ..., g_H(x) * head_H) W_O,  g_h(x) = sigmoid(x W_h^g)  (3),(4)
-// gate [BT,H] holds x W^g (+ b^g) on entry and is overwritten by g = sigmoid(gpre). One thread
-// per (bt, h).
+// gate [BT,H] holds x W^g (+ b^g) on entry and is overwritten by g = sigmoid(gpre). One warp per
+// row r = (bt, h): its lanes read and write the row's hd contiguous values (coalesced).
 __global__ void gate_forward_kernel(float* out, float* gate, const float* y, int BT, int H, int hd) {
-    long r = (long)blockIdx.x * blockDim.x + threadIdx.x;     // r = bt * H + h
-    if (r >= (long)BT * H) return;
+    long r = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (r >= (long)BT * H) return;              // the whole warp leaves together
     float g = sigmoid_of(gate[r]);
-    gate[r] = g;
-    for (int i = 0; i < hd; i++) out[r * hd + i] = g * y[r * hd + i];
+    for (int i = lane; i < hd; i += 32) out[r * hd + i] = g * y[r * hd + i];
+    __syncwarp();                               // every lane has read gate[r] before lane 0 replaces it
+    if (lane == 0) gate[r] = g;
 }
 
-// dy = g * dout ;  dgpre = (sum_i dout_i y_i) * g (1 - g)
+// dy = g * dout ;  dgpre = (sum_i dout_i y_i) * g (1 - g), the sum over the warp's lanes
 __global__ void gate_backward_kernel(float* dy, float* dgpre, const float* dout, const float* y, const float* gate,
                                      int BT, int H, int hd) {
-    long r = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    long r = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
     if (r >= (long)BT * H) return;
     float g = gate[r], s = 0.0f;
-    for (int i = 0; i < hd; i++) {
+    for (int i = lane; i < hd; i += 32) {
         s += dout[r * hd + i] * y[r * hd + i];
         dy[r * hd + i] = g * dout[r * hd + i];
     }
-    dgpre[r] = s * g * (1.0f - g);
+    s = warp_sum(s);
+    if (lane == 0) dgpre[r] = s * g * (1.0f - g);
 }
 
 // ---- MLP activations -----------------------------------------------------------------------------
-// GELU (tanh form) and SwiGLU: the CPU file's per-element functions (HOSTDEV), one thread per element
-__global__ void gelu_forward_kernel(float* out, const float* inp, long N) {
+// GELU (tanh form) and SwiGLU: the CPU file's per-element functions (HOSTDEV), one thread per element.
+// The forward kernels also add the bias of the matmul(s) before them: up [N/F, F] (and a, SwiGLU's
+// gate input) hold x W^T without it; the kernel adds it, keeps the sum (the backward's input) and
+// writes the activation. One pass instead of two, the same bits as add_bias_kernel then the activation.
+__global__ void gelu_forward_kernel(float* out, float* up, const float* bias, long N, int F) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < N) out[i] = gelu_of(inp[i]);
+    if (i >= N) return;
+    float u = bias ? up[i] + bias[i % F] : up[i];
+    up[i] = u;
+    out[i] = gelu_of(u);
 }
 
 __global__ void gelu_backward_kernel(float* dinp, const float* inp, const float* dout, long N) {
@@ -496,9 +742,13 @@ __global__ void gelu_backward_kernel(float* dinp, const float* inp, const float*
     if (i < N) dinp[i] = gelu_grad_of(inp[i]) * dout[i];
 }
 
-__global__ void swiglu_forward_kernel(float* out, const float* a, const float* u, long N) {
+__global__ void swiglu_forward_kernel(float* out, float* a, float* u, const float* ba, const float* bu, long N, int F) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < N) out[i] = swiglu_of(a[i], u[i]);
+    if (i >= N) return;
+    float ai = ba ? a[i] + ba[i % F] : a[i], ui = bu ? u[i] + bu[i % F] : u[i];
+    a[i] = ai;
+    u[i] = ui;
+    out[i] = swiglu_of(ai, ui);
 }
 
 __global__ void swiglu_backward_kernel(float* da, float* du, const float* a, const float* u, const float* dout, long N) {
@@ -506,32 +756,22 @@ __global__ void swiglu_backward_kernel(float* da, float* du, const float* a, con
     if (i < N) swiglu_grad_of(a[i], u[i], dout[i], &da[i], &du[i]);
 }
 
-// ---- residual, scaling ---------------------------------------------------------------------------
-__global__ void residual_forward_kernel(float* out, const float* a, const float* b, long N) {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < N) out[i] = a[i] + b[i];
-}
-
-__global__ void scale_kernel(float* x, float s, long N) {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < N) x[i] *= s;
-}
-
 // ---- softmax + cross-entropy, fused ------------------------------------------------------------
 // One block per row: logits [BT,V] are replaced by probabilities and losses[bt] = -log p[target]
 // = log(sum) - (z_t - max), exact even where p underflows. The sum is in double, as on the CPU.
-// With targets NULL only the probabilities are computed (sampling).
-__global__ void softmax_forward_kernel(float* logits, float* losses, const int* targets, int V) {
+// With targets NULL only the probabilities are computed (sampling). scale is muP's logit
+// multiplier (1 otherwise), applied as each logit is read: the CPU's z * scale, without a pass of its own.
+__global__ void softmax_forward_kernel(float* logits, float* losses, const int* targets, int V, float scale) {
     int bt = blockIdx.x;
     float* z = logits + (long)bt * V;
     // thread 0 reads z[target] before the block_max barrier; z is overwritten only after it
-    float zt = (targets && threadIdx.x == 0) ? z[targets[bt]] : 0.0f;
+    float zt = (targets && threadIdx.x == 0) ? z[targets[bt]] * scale : 0.0f;
     float mx = -FLT_MAX;
-    for (int i = threadIdx.x; i < V; i += blockDim.x) mx = fmaxf(mx, z[i]);
+    for (int i = threadIdx.x; i < V; i += blockDim.x) mx = fmaxf(mx, z[i] * scale);
     mx = block_max(mx);
     double sum = 0.0;
     for (int i = threadIdx.x; i < V; i += blockDim.x) {
-        z[i] = expf(z[i] - mx);
+        z[i] = expf(z[i] * scale - mx);
         sum += z[i];
     }
     sum = block_sum(sum);
@@ -540,28 +780,49 @@ __global__ void softmax_forward_kernel(float* logits, float* losses, const int* 
     if (targets && threadIdx.x == 0) losses[bt] = (float)(log(sum) - (zt - mx));
 }
 
-// mean loss over BT rows: dlogits = (p - onehot(target)) / BT, in place over p; inv = 1/BT
-__global__ void crossentropy_softmax_backward_kernel(float* probs, const int* targets, int BT, int V, float inv) {
+// the mean of the BT per-row losses, in double, in one block (fixed order: reproducible)
+__global__ void loss_mean_kernel(float* loss, const float* losses, int BT) {
+    double s = 0.0;
+    for (int i = threadIdx.x; i < BT; i += blockDim.x) s += losses[i];
+    s = block_sum(s);
+    if (threadIdx.x == 0) *loss = (float)(s / BT);
+}
+
+// mean loss over BT rows: dlogits = (p - onehot(target)) / BT, in place over p; inv = 1/BT; then
+// times muP's logit multiplier scale (the chain rule through z * scale; 1 otherwise)
+__global__ void crossentropy_softmax_backward_kernel(float* probs, const int* targets, int BT, int V, float inv,
+                                                     float scale) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (long)BT * V) return;
     int bt = (int)(i / V), c = (int)(i % V);
     float p = probs[i] * inv;
     if (c == targets[bt]) p -= inv;
-    probs[i] = p;
+    probs[i] = scale != 1.0f ? p * scale : p;
 }
 
 // ============================================================================================
 // 3. The model on the device
 // ============================================================================================
 
+// One row of the tensor table for the single AdamW launch (section 4): where the tensor starts in
+// the parameter block, its learning-rate multiplier and whether it decays.
+typedef struct { size_t offset; float lr_mult; int decay; } AdamwTensor;
+
 // Device mirrors of Acts (train_gpt2.c section 3), the same shapes, plus what the kernels need.
 typedef struct {
+    // att is not Acts' [L, B, H, T, T] probabilities but the fused attention's row log-sum-exp
+    // [L, B, H, T]: LAYER_ACTS is called with maxT = 1, which makes la.att the layer's slice of it
     float *res, *resmid, *ln1, *ln1_mean, *ln1_rstd, *q, *k, *v, *att, *yatt, *gate, *ygated;
     float *ln2, *ln2_mean, *ln2_rstd, *up, *gpre, *hact, *lnf, *lnf_mean, *lnf_rstd, *logits, *losses;
-    float *dres, *dln, *dq, *dk, *dv, *datt, *dy, *dy2, *dgate, *dup, *dgpre, *dh, *tmp;
+    float *dres, *dln, *dq, *dk, *dv, *attD, *dy, *dy2, *dgate, *dup, *dgpre, *dh, *tmp;   // attD [B, H, T]
     float* scratch;                       // partial column sums (bias and norm-weight gradients)
+    float* loss;                          // the mean of losses[], reduced on the device
+    float* rope_cs;                       // RoPE's cos/sin table [T, hd/2, 2] (rope_table), or NULL
+    // One int buffer, uploaded in one copy per step (gpu_forward): the batch and, with targets, the
+    // tokens bucketed for the wte gradient (bucket_tokens)
+    int* ibuf;                            // 5 B T + 1 ints: the five arrays below, in this order
     int *tokens, *targets;                // B x T
-    int *utok, *ustart, *upos;            // tokens bucketed for the wte gradient
+    int *utok, *ustart, *upos;            // B T, B T + 1, B T
 } GpuActs;
 
 typedef struct {
@@ -570,12 +831,14 @@ typedef struct {
     float *p[NUM_KINDS], *g[NUM_KINDS];
     int B, T;                             // activation buffers are sized for B x T
     GpuActs a;
-    int *tokens_h, *targets_h;            // host copies of the last forward's batch
-    int *utok_h, *ustart_h, *upos_h;      // host side of the token buckets
-    float* losses_h;
+    int* ibuf_h;                          // host side of a.ibuf, the same layout
+    int *tokens_h, *targets_h, *utok_h, *ustart_h, *upos_h;
+    int nu;                               // distinct tokens of the last forward with targets
     float* probs_h;                       // one row of the softmax, for sampling
-    double *norm_partial, *norm_partial_h;
+    double *norm_partial, *norm;          // the gradient norm's partials and the norm itself
     size_t norm_chunks;
+    int norm_fresh;                       // gm->norm is that of the current gradients
+    AdamwTensor* adamw_tab;               // the tensor table for adamw_kernel
     float loss;
 } GpuModel;
 
@@ -589,11 +852,28 @@ static float* gpu_grad_of(const GpuModel* gm, int kind, int l) {
 
 #define NORM_CHUNK 65536                  // elements per partial of the gradient norm
 
-static void gpu_upload_state(GpuModel* gm) {       // host params, m, v -> device
-    size_t bytes = gm->host->num_params * sizeof(float);
-    cudaCheck(cudaMemcpy(gm->params, gm->host->params, bytes, cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(gm->m, gm->host->m, bytes, cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(gm->v, gm->host->v, bytes, cudaMemcpyHostToDevice));
+static int adamw_tensor_cmp(const void* a, const void* b) {
+    size_t x = ((const AdamwTensor*)a)->offset, y = ((const AdamwTensor*)b)->offset;
+    return x < y ? -1 : x > y;
+}
+
+static void gpu_upload_state(GpuModel* gm) {       // host params, m, v, tensor table -> device
+    const Model* hm = gm->host;
+    size_t bytes = hm->num_params * sizeof(float);
+    cudaCheck(cudaMemcpy(gm->params, hm->params, bytes, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(gm->m, hm->m, bytes, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(gm->v, hm->v, bytes, cudaMemcpyHostToDevice));
+    if (g_bf16.on) bf16_round(g_bf16.w16, gm->params, (long)hm->num_params);    // the weights' bf16 copy
+    // the table in offset order (the host's is layer-major, the block kind-major), for the binary search
+    AdamwTensor* tab = xmalloc((size_t)hm->num_tensors * sizeof(AdamwTensor));
+    for (int i = 0; i < hm->num_tensors; i++) {
+        tab[i].offset = hm->tensors[i].offset;
+        tab[i].lr_mult = hm->tensors[i].lr_mult;
+        tab[i].decay = hm->tensors[i].decay;
+    }
+    qsort(tab, (size_t)hm->num_tensors, sizeof(AdamwTensor), adamw_tensor_cmp);
+    cudaCheck(cudaMemcpy(gm->adamw_tab, tab, (size_t)hm->num_tensors * sizeof(AdamwTensor), cudaMemcpyHostToDevice));
+    free(tab);
 }
 
 static void gpu_download_state(GpuModel* gm) {     // device params, m, v -> host (checkpoints)
@@ -607,12 +887,30 @@ static void gpu_download_state(GpuModel* gm) {     // device params, m, v -> hos
 // The host model must be built (model_build) and initialized or loaded.
 // The device's share of the memory estimate (section 12's memory_check does the host's): the four
 // parameter-sized blocks and the activations, refused before the first cudaMalloc when the device
-// has less free. The activations are the host's list (acts_bytes); the device adds a few per-row
-// scratch buffers, a small fraction, hence the 5% margin.
+// has less free. The activations are the host's list (acts_bytes) less the host's attention
+// probabilities and their scratch, which the fused attention does not keep (it keeps a log-sum-exp
+// and D per query row instead); the device adds a few per-row scratch buffers, a small fraction,
+// hence the 5% margin.
+// bf16 mode: the elements of the widest GEMM input, an activation (grad 0: C, H hd or F wide) or an
+// output gradient (grad 1: also KVH hd, H or V wide; the logits' gradient [BT, V] for a real vocabulary)
+static size_t bf16_input_cap(const Config* c, int B, int T, int grad) {
+    size_t w = (size_t)c->C, hd = (size_t)(c->C / c->H);
+    size_t widths[] = {(size_t)c->H * hd, (size_t)c->F, (size_t)c->KVH * hd, (size_t)c->H, (size_t)c->V};
+    for (size_t i = 0; i < (grad ? 5u : 2u); i++) w = widths[i] > w ? widths[i] : w;
+    return (size_t)B * T * w;
+}
+
 static void gpu_memory_check(const Model* host, int B, int T) {
     size_t free_bytes = 0, total = 0, MiB = 1 << 20;
     cudaCheck(cudaMemGetInfo(&free_bytes, &total));
-    double need = 1.05 * (4.0 * host->num_params * sizeof(float) + (double)acts_bytes(&host->cfg, B, T));
+    const Config* c = &host->cfg;
+    double probs = ((double)c->L * B * c->H * T * T + (double)attention_scratch_floats(T)) * sizeof(float);
+    double rows = (double)(c->L + 1) * B * T * c->H * sizeof(float);
+    double acts = (double)acts_bytes(c, B, T) - probs + rows;
+    double need = 1.05 * (4.0 * host->num_params * sizeof(float) + acts);
+    if (g_bf16.on)                        // the weights' bf16 copy and the two rounded GEMM inputs
+        need += 1.05 * ((double)host->num_params + bf16_input_cap(c, B, T, 0) + bf16_input_cap(c, B, T, 1)) *
+                sizeof(__nv_bfloat16);
     printf("GPU memory: about %.1f MiB of %zu MiB free\n", need / MiB, free_bytes / MiB);
     if (need > (double)free_bytes)
         fatal("the run needs about %.0f MiB of GPU memory but %zu MiB are free: use a smaller model, -b or -t",
@@ -620,6 +918,9 @@ static void gpu_memory_check(const Model* host, int B, int T) {
 }
 
 static void gpu_model_create(GpuModel* gm, Model* host, int B, int T) {
+    if (host->cfg.C / host->cfg.H > ATT_HD_MAX)
+        fatal("head size %d: the GPU's fused attention supports up to %d (more heads, or a smaller -C)",
+              host->cfg.C / host->cfg.H, ATT_HD_MAX);
     gpu_memory_check(host, B, T);
     memset(gm, 0, sizeof(*gm));
     gm->host = host;
@@ -630,9 +931,25 @@ static void gpu_model_create(GpuModel* gm, Model* host, int B, int T) {
     gm->grads = dmalloc(P);
     gm->m = dmalloc(P);
     gm->v = dmalloc(P);
+    void* tab = NULL;
+    cudaCheck(cudaMalloc(&tab, (size_t)host->num_tensors * sizeof(AdamwTensor)));
+    gm->adamw_tab = (AdamwTensor*)tab;
     for (int kd = 0; kd < NUM_KINDS; kd++) {
         gm->p[kd] = host->p[kd] ? gm->params + (host->p[kd] - host->params) : NULL;
         gm->g[kd] = host->g[kd] ? gm->grads + (host->g[kd] - host->grads) : NULL;
+    }
+    if (g_bf16.on) {
+        g_bf16.params = gm->params;
+        g_bf16.n = P;
+        g_bf16.xcap = bf16_input_cap(&host->cfg, B, T, 0);
+        g_bf16.ycap = bf16_input_cap(&host->cfg, B, T, 1);
+        void *w16 = NULL, *x16 = NULL, *y16 = NULL;
+        cudaCheck(cudaMalloc(&w16, P * sizeof(__nv_bfloat16)));
+        cudaCheck(cudaMalloc(&x16, g_bf16.xcap * sizeof(__nv_bfloat16)));
+        cudaCheck(cudaMalloc(&y16, g_bf16.ycap * sizeof(__nv_bfloat16)));
+        g_bf16.w16 = (__nv_bfloat16*)w16;
+        g_bf16.x16 = (__nv_bfloat16*)x16;
+        g_bf16.y16 = (__nv_bfloat16*)y16;
     }
     gpu_upload_state(gm);
     cudaCheck(cudaMemset(gm->grads, 0, P * sizeof(float)));
@@ -649,7 +966,7 @@ static void gpu_model_create(GpuModel* gm, Model* host, int B, int T) {
     a->q = dmalloc(L * BT * qd);
     a->k = dmalloc(L * BT * kvd);
     a->v = dmalloc(L * BT * kvd);
-    a->att = dmalloc(L * B * H * T * T);
+    a->att = dmalloc(L * BT * H);
     a->yatt = dmalloc(L * BT * qd);
     a->gate = dmalloc(L * BT * H);
     a->ygated = c->gate ? dmalloc(L * BT * qd) : a->yatt;
@@ -664,12 +981,13 @@ static void gpu_model_create(GpuModel* gm, Model* host, int B, int T) {
     a->lnf_rstd = dmalloc(BT);
     a->logits = dmalloc(BT * V);
     a->losses = dmalloc(BT);
+    a->loss = dmalloc(1);
     a->dres = dmalloc(BT * C);
     a->dln = dmalloc(BT * C);
     a->dq = dmalloc(BT * qd);
     a->dk = dmalloc(BT * kvd);
     a->dv = dmalloc(BT * kvd);
-    a->datt = dmalloc(B * H * T * T);
+    a->attD = dmalloc(BT * H);
     a->dy = dmalloc(BT * qd);
     a->dy2 = dmalloc(BT * qd);
     a->dgate = dmalloc(BT * H);
@@ -680,130 +998,58 @@ static void gpu_model_create(GpuModel* gm, Model* host, int B, int T) {
     long widest = C > F ? C : F;
     if (qd > widest) widest = qd;
     a->scratch = dmalloc(2L * ceil_div(BT, ROWS_PER_CHUNK) * widest);
-    a->tokens = dmalloc_int(BT);
-    a->targets = dmalloc_int(BT);
-    a->utok = dmalloc_int(BT);
-    a->ustart = dmalloc_int(BT + 1);
-    a->upos = dmalloc_int(BT);
-    gm->tokens_h = xmalloc(BT * sizeof(int));
-    gm->targets_h = xmalloc(BT * sizeof(int));
-    gm->utok_h = xmalloc(BT * sizeof(int));
-    gm->ustart_h = xmalloc((BT + 1) * sizeof(int));
-    gm->upos_h = xmalloc(BT * sizeof(int));
-    gm->losses_h = xmalloc(BT * sizeof(float));
+    a->rope_cs = NULL;
+    if (c->rope) {                        // the CPU's table, computed once (rope_kernel)
+        float* cs = xmalloc((size_t)T * (hd / 2) * 2 * sizeof(float));
+        rope_table(cs, T, (int)hd, c->rope_theta);
+        a->rope_cs = dmalloc((size_t)T * (hd / 2) * 2);
+        cudaCheck(cudaMemcpy(a->rope_cs, cs, (size_t)T * (hd / 2) * 2 * sizeof(float), cudaMemcpyHostToDevice));
+        free(cs);
+    }
+    a->ibuf = dmalloc_int(5 * BT + 1);
+    gm->ibuf_h = xcalloc((size_t)(5 * BT + 1), sizeof(int));
+    int* di[5] = {a->ibuf, a->ibuf + BT, a->ibuf + 2 * BT, a->ibuf + 3 * BT, a->ibuf + 4 * BT + 1};
+    int* hi[5] = {gm->ibuf_h, gm->ibuf_h + BT, gm->ibuf_h + 2 * BT, gm->ibuf_h + 3 * BT, gm->ibuf_h + 4 * BT + 1};
+    a->tokens = di[0]; a->targets = di[1]; a->utok = di[2]; a->ustart = di[3]; a->upos = di[4];
+    gm->tokens_h = hi[0]; gm->targets_h = hi[1]; gm->utok_h = hi[2]; gm->ustart_h = hi[3]; gm->upos_h = hi[4];
     gm->probs_h = xmalloc((size_t)c->V * sizeof(float));
     gm->norm_chunks = (P + NORM_CHUNK - 1) / NORM_CHUNK;
     void* np = NULL;
-    cudaCheck(cudaMalloc(&np, gm->norm_chunks * sizeof(double)));
+    cudaCheck(cudaMalloc(&np, (gm->norm_chunks + 1) * sizeof(double)));
     gm->norm_partial = (double*)np;
-    gm->norm_partial_h = xmalloc(gm->norm_chunks * sizeof(double));
+    gm->norm = gm->norm_partial + gm->norm_chunks;
 }
 
 static void gpu_model_free(GpuModel* gm) {
     GpuActs* a = &gm->a;
     float* bufs[] = {a->res, a->resmid, a->ln1, a->ln1_mean, a->ln1_rstd, a->q, a->k, a->v, a->att, a->yatt,
                      a->gate, a->ln2, a->ln2_mean, a->ln2_rstd, a->up, a->gpre, a->hact, a->lnf, a->lnf_mean,
-                     a->lnf_rstd, a->logits, a->losses, a->dres, a->dln, a->dq, a->dk, a->dv, a->datt, a->dy,
+                     a->lnf_rstd, a->logits, a->losses, a->loss, a->dres, a->dln, a->dq, a->dk, a->dv, a->attD, a->dy,
                      a->dy2, a->dgate, a->dup, a->dgpre, a->dh, a->tmp, a->scratch,
                      gm->params, gm->grads, gm->m, gm->v};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) cudaCheck(cudaFree(bufs[i]));
     if (a->ygated != a->yatt) cudaCheck(cudaFree(a->ygated));
-    int* ibufs[] = {a->tokens, a->targets, a->utok, a->ustart, a->upos};
-    for (size_t i = 0; i < sizeof(ibufs) / sizeof(ibufs[0]); i++) cudaCheck(cudaFree(ibufs[i]));
+    cudaCheck(cudaFree(a->ibuf));
+    cudaCheck(cudaFree(a->rope_cs));
     cudaCheck(cudaFree(gm->norm_partial));
-    free(gm->tokens_h); free(gm->targets_h); free(gm->utok_h); free(gm->ustart_h); free(gm->upos_h);
-    free(gm->losses_h); free(gm->probs_h); free(gm->norm_partial_h);
+    cudaCheck(cudaFree(gm->adamw_tab));
+    if (g_bf16.on) {
+        cudaCheck(cudaFree(g_bf16.w16));
+        cudaCheck(cudaFree(g_bf16.x16));
+        cudaCheck(cudaFree(g_bf16.y16));
+        g_bf16.params = NULL;
+        g_bf16.w16 = g_bf16.x16 = g_bf16.y16 = NULL;
+        g_bf16.n = g_bf16.xcap = g_bf16.ycap = 0;
+    }
+    free(gm->ibuf_h);
+    free(gm->probs_h);
     memset(gm, 0, sizeof(*gm));
 }
 
 #define EW_GRID(n) ceil_div((long)(n), EW_THREADS), EW_THREADS
 
-// Forward pass over B x T tokens (host arrays; B, T no larger than the buffers): model_forward of
-// train_gpt2.c, layer for layer. With targets, returns the mean cross-entropy (summed on the host
-// in double, in the CPU's order) and keeps the probabilities for the backward pass; without, the
-// logits buffer holds next-token probabilities and the return value is 0.
-static float gpu_forward(GpuModel* gm, const int* tokens, const int* targets, int B, int T) {
-    const Config* c = &gm->host->cfg;
-    GpuActs* a = &gm->a;
-    int BT = B * T, C = c->C, H = c->H, KVH = c->KVH, hd = C / H, F = c->F;
-    int qd = H * hd, kvd = KVH * hd;
-    if (B > gm->B || T > gm->T) fatal("internal: forward with B=%d T=%d exceeds buffers %dx%d", B, T, gm->B, gm->T);
-    for (int i = 0; i < BT; i++) {
-        if (tokens[i] < 0 || tokens[i] >= c->V) fatal("token id %d out of range [0, %d)", tokens[i], c->V);
-        gm->tokens_h[i] = tokens[i];
-    }
-    cudaCheck(cudaMemcpy(a->tokens, tokens, (size_t)BT * sizeof(int), cudaMemcpyHostToDevice));
-    if (targets) {
-        for (int i = 0; i < BT; i++) {
-            if (targets[i] < 0 || targets[i] >= c->V) fatal("target id %d out of range [0, %d)", targets[i], c->V);
-            gm->targets_h[i] = targets[i];
-        }
-        cudaCheck(cudaMemcpy(a->targets, targets, (size_t)BT * sizeof(int), cudaMemcpyHostToDevice));
-    }
-    embedding_forward_kernel<<<EW_GRID((long)BT * C)>>>(a->res, a->tokens, gm->p[K_WTE], gm->p[K_WPE], BT, T, C);
-    LAUNCH_CHECK(embedding_forward_kernel);
-    long s_c = (long)gm->B * gm->T * C;   // the stride of one layer's slice of res
-    for (int l = 0; l < c->L; l++) {
-        LayerActs la;
-        LAYER_ACTS(la, a, c, l, (long)gm->B * gm->T, gm->T);
-        // attention sublayer: xmid = x + Attn(Norm1(x))
-        gpu_norm_forward(la.ln1, la.ln1_mean, la.ln1_rstd, la.x, gpu_param_of(gm, K_LN1W, l),
-                         gpu_param_of(gm, K_LN1B, l), c->rmsnorm, c->eps, BT, C);
-        gpu_matmul_forward(la.q, la.ln1, gpu_param_of(gm, K_WQ, l), gpu_param_of(gm, K_BQ, l), BT, C, qd);
-        gpu_matmul_forward(la.k, la.ln1, gpu_param_of(gm, K_WK, l), gpu_param_of(gm, K_BK, l), BT, C, kvd);
-        gpu_matmul_forward(la.v, la.ln1, gpu_param_of(gm, K_WV, l), gpu_param_of(gm, K_BV, l), BT, C, kvd);
-        if (c->rope) {
-            gpu_rope(la.q, BT, T, H, hd, c->rope_theta, 1.0f);
-            gpu_rope(la.k, BT, T, KVH, hd, c->rope_theta, 1.0f);
-        }
-        gpu_attention_forward(la.yatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd, c->attn_scale);
-        if (c->gate) {
-            gpu_matmul_forward(la.gate, la.ln1, gpu_param_of(gm, K_WG, l), gpu_param_of(gm, K_BG, l), BT, C, H);
-            gate_forward_kernel<<<EW_GRID((long)BT * H)>>>(la.yg, la.gate, la.yatt, BT, H, hd);
-            LAUNCH_CHECK(gate_forward_kernel);
-        }
-        gpu_matmul_forward(a->tmp, la.yg, gpu_param_of(gm, K_WO, l), gpu_param_of(gm, K_BO, l), BT, qd, C);
-        residual_forward_kernel<<<EW_GRID((long)BT * C)>>>(la.xmid, la.x, a->tmp, (long)BT * C);
-        LAUNCH_CHECK(residual_forward_kernel);
-        // MLP sublayer: xout = xmid + MLP(Norm2(xmid))
-        gpu_norm_forward(la.ln2, la.ln2_mean, la.ln2_rstd, la.xmid, gpu_param_of(gm, K_LN2W, l),
-                         gpu_param_of(gm, K_LN2B, l), c->rmsnorm, c->eps, BT, C);
-        gpu_matmul_forward(la.up, la.ln2, gpu_param_of(gm, K_WUP, l), gpu_param_of(gm, K_BUP, l), BT, C, F);
-        if (c->swiglu) {
-            gpu_matmul_forward(la.gpre, la.ln2, gpu_param_of(gm, K_WGATE, l), gpu_param_of(gm, K_BGATE, l), BT, C, F);
-            swiglu_forward_kernel<<<EW_GRID((long)BT * F)>>>(la.hact, la.gpre, la.up, (long)BT * F);
-            LAUNCH_CHECK(swiglu_forward_kernel);
-        } else {
-            gelu_forward_kernel<<<EW_GRID((long)BT * F)>>>(la.hact, la.up, (long)BT * F);
-            LAUNCH_CHECK(gelu_forward_kernel);
-        }
-        gpu_matmul_forward(a->tmp, la.hact, gpu_param_of(gm, K_WDOWN, l), gpu_param_of(gm, K_BDOWN, l), BT, F, C);
-        residual_forward_kernel<<<EW_GRID((long)BT * C)>>>(la.xout, la.xmid, a->tmp, (long)BT * C);
-        LAUNCH_CHECK(residual_forward_kernel);
-    }
-    float* xL = a->res + (long)c->L * s_c;
-    gpu_norm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, xL, gm->p[K_LNFW], gm->p[K_LNFB], c->rmsnorm, c->eps, BT, C);
-    const float* head = c->tied ? gm->p[K_WTE] : gm->p[K_LMHEAD];
-    gpu_matmul_forward(a->logits, a->lnf, head, NULL, BT, C, c->V);
-    if (c->logit_scale != 1.0f) {
-        scale_kernel<<<EW_GRID((long)BT * c->V)>>>(a->logits, c->logit_scale, (long)BT * c->V);
-        LAUNCH_CHECK(scale_kernel);
-    }
-    softmax_forward_kernel<<<BT, ROW_THREADS>>>(a->logits, a->losses, targets ? a->targets : NULL, c->V);
-    LAUNCH_CHECK(softmax_forward_kernel);
-    if (!targets) return 0.0f;
-    cudaCheck(cudaMemcpy(gm->losses_h, a->losses, (size_t)BT * sizeof(float), cudaMemcpyDeviceToHost));
-    double sum = 0.0;
-    for (int i = 0; i < BT; i++) sum += gm->losses_h[i];
-    gm->loss = (float)(sum / BT);
-    return gm->loss;
-}
-
-static void gpu_zero_grad(GpuModel* gm) {
-    cudaCheck(cudaMemset(gm->grads, 0, gm->host->num_params * sizeof(float)));
-}
-
-// Stable counting sort of the positions by token, for embedding_backward_wte_kernel.
+// Stable counting sort of the positions by token, for embedding_backward_wte_kernel, on the host:
+// the tokens are there already, and the buckets travel up with them in the step's one copy.
 // Returns the number of distinct tokens.
 static int bucket_tokens(GpuModel* gm, int BT) {
     int V = gm->host->cfg.V, nu = 0;
@@ -826,6 +1072,108 @@ static int bucket_tokens(GpuModel* gm, int BT) {
     return nu;
 }
 
+// Forward pass over B x T tokens (host arrays; B, T no larger than the buffers): model_forward of
+// train_gpt2.c, layer for layer. With targets, returns the mean cross-entropy (reduced on the device
+// in double; the one float copied back) and keeps the probabilities for the backward pass; without,
+// the logits buffer holds next-token probabilities and the return value is 0. The batch (and with
+// targets the token buckets of the wte gradient) goes up in one copy.
+static float gpu_forward(GpuModel* gm, const int* tokens, const int* targets, int B, int T) {
+    const Config* c = &gm->host->cfg;
+    GpuActs* a = &gm->a;
+    int BT = B * T, C = c->C, H = c->H, KVH = c->KVH, hd = C / H, F = c->F;
+    int qd = H * hd, kvd = KVH * hd;
+    if (B > gm->B || T > gm->T) fatal("internal: forward with B=%d T=%d exceeds buffers %dx%d", B, T, gm->B, gm->T);
+    // the buffers are laid out for gm->B x gm->T; a smaller batch uses the start of each array
+    int maxBT = gm->B * gm->T;
+    for (int i = 0; i < BT; i++) {
+        if (tokens[i] < 0 || tokens[i] >= c->V) fatal("token id %d out of range [0, %d)", tokens[i], c->V);
+        gm->tokens_h[i] = tokens[i];
+    }
+    size_t n_up = (size_t)BT;
+    if (targets) {
+        for (int i = 0; i < BT; i++) {
+            if (targets[i] < 0 || targets[i] >= c->V) fatal("target id %d out of range [0, %d)", targets[i], c->V);
+            gm->targets_h[i] = targets[i];
+        }
+        gm->nu = bucket_tokens(gm, BT);
+        n_up = (size_t)5 * maxBT + 1;
+    }
+    cudaCheck(cudaMemcpy(a->ibuf, gm->ibuf_h, n_up * sizeof(int), cudaMemcpyHostToDevice));
+    if (g_after_op) g_after_op("copy batch to device");
+    embedding_forward_kernel<<<EW_GRID((long)BT * C)>>>(a->res, a->tokens, gm->p[K_WTE], gm->p[K_WPE], BT, T, C);
+    LAUNCH_CHECK(embedding_forward_kernel);
+    // Each residual is fused with the norm that reads it (the next sublayer's, or the final one):
+    // only layer 0's first norm runs alone. The biases of W_O and W_down are added there too, and
+    // those of W_up (and W_gate) by the activation kernel.
+    gpu_norm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, a->res, gpu_param_of(gm, K_LN1W, 0),
+                     gpu_param_of(gm, K_LN1B, 0), c->rmsnorm, c->eps, BT, C);
+    for (int l = 0; l < c->L; l++) {
+        LayerActs la;
+        LAYER_ACTS(la, a, c, l, (long)gm->B * gm->T, 1);
+        // attention sublayer: xmid = x + Attn(Norm1(x)); Norm1(x) is la.ln1 already
+        gpu_matmul_forward(la.q, la.ln1, gpu_param_of(gm, K_WQ, l), gpu_param_of(gm, K_BQ, l), BT, C, qd);
+        gpu_matmul_forward(la.k, la.ln1, gpu_param_of(gm, K_WK, l), gpu_param_of(gm, K_BK, l), BT, C, kvd);
+        gpu_matmul_forward(la.v, la.ln1, gpu_param_of(gm, K_WV, l), gpu_param_of(gm, K_BV, l), BT, C, kvd);
+        if (c->rope) {
+            gpu_rope(la.q, a->rope_cs, BT, T, H, hd, 1.0f);
+            gpu_rope(la.k, a->rope_cs, BT, T, KVH, hd, 1.0f);
+        }
+        gpu_attention_forward(la.yatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd, c->attn_scale);
+        if (c->gate) {
+            gpu_matmul_forward(la.gate, la.ln1, gpu_param_of(gm, K_WG, l), gpu_param_of(gm, K_BG, l), BT, C, H);
+            gate_forward_kernel<<<ceil_div((long)BT * H, ROW_THREADS / 32), ROW_THREADS>>>(la.yg, la.gate, la.yatt, BT, H, hd);
+            LAUNCH_CHECK(gate_forward_kernel);
+        }
+        gpu_matmul_forward(a->tmp, la.yg, gpu_param_of(gm, K_WO, l), NULL, BT, qd, C);
+        gpu_residual_norm_forward(la.xmid, la.ln2, la.ln2_mean, la.ln2_rstd, la.x, a->tmp, gpu_param_of(gm, K_BO, l),
+                                  gpu_param_of(gm, K_LN2W, l), gpu_param_of(gm, K_LN2B, l), c->rmsnorm, c->eps, BT, C);
+        // MLP sublayer: xout = xmid + MLP(Norm2(xmid)); then Norm1 of the next layer (or the final norm)
+        gpu_matmul_forward(la.up, la.ln2, gpu_param_of(gm, K_WUP, l), NULL, BT, C, F);
+        if (c->swiglu) {
+            gpu_matmul_forward(la.gpre, la.ln2, gpu_param_of(gm, K_WGATE, l), NULL, BT, C, F);
+            swiglu_forward_kernel<<<EW_GRID((long)BT * F)>>>(la.hact, la.gpre, la.up, gpu_param_of(gm, K_BGATE, l),
+                                                             gpu_param_of(gm, K_BUP, l), (long)BT * F, F);
+            LAUNCH_CHECK(swiglu_forward_kernel);
+        } else {
+            gelu_forward_kernel<<<EW_GRID((long)BT * F)>>>(la.hact, la.up, gpu_param_of(gm, K_BUP, l), (long)BT * F, F);
+            LAUNCH_CHECK(gelu_forward_kernel);
+        }
+        gpu_matmul_forward(a->tmp, la.hact, gpu_param_of(gm, K_WDOWN, l), NULL, BT, F, C);
+        if (l + 1 < c->L) {
+            LayerActs nx;
+            LAYER_ACTS(nx, a, c, l + 1, (long)gm->B * gm->T, 1);
+            gpu_residual_norm_forward(la.xout, nx.ln1, nx.ln1_mean, nx.ln1_rstd, la.xmid, a->tmp,
+                                      gpu_param_of(gm, K_BDOWN, l), gpu_param_of(gm, K_LN1W, l + 1),
+                                      gpu_param_of(gm, K_LN1B, l + 1), c->rmsnorm, c->eps, BT, C);
+        } else {
+            gpu_residual_norm_forward(la.xout, a->lnf, a->lnf_mean, a->lnf_rstd, la.xmid, a->tmp,
+                                      gpu_param_of(gm, K_BDOWN, l), gm->p[K_LNFW], gm->p[K_LNFB], c->rmsnorm, c->eps,
+                                      BT, C);
+        }
+    }
+    const float* head = c->tied ? gm->p[K_WTE] : gm->p[K_LMHEAD];
+    gpu_matmul_forward(a->logits, a->lnf, head, NULL, BT, C, c->V);
+    softmax_forward_kernel<<<BT, ROW_THREADS>>>(a->logits, a->losses, targets ? a->targets : NULL, c->V, c->logit_scale);
+    LAUNCH_CHECK(softmax_forward_kernel);
+    if (!targets) return 0.0f;
+    loss_mean_kernel<<<1, 1024>>>(a->loss, a->losses, BT);
+    LAUNCH_CHECK(loss_mean_kernel);
+    cudaCheck(cudaMemcpy(&gm->loss, a->loss, sizeof(float), cudaMemcpyDeviceToHost));
+    if (g_after_op) g_after_op("copy loss to host");
+    return gm->loss;
+}
+
+// cudaMemset to 0, named for the per-kernel timer
+static void gpu_zero(void* p, size_t bytes) {
+    cudaCheck(cudaMemset(p, 0, bytes));
+    if (g_after_op) g_after_op("memset");
+}
+
+static void gpu_zero_grad(GpuModel* gm) {
+    gpu_zero(gm->grads, gm->host->num_params * sizeof(float));
+    gm->norm_fresh = 0;
+}
+
 // Backward pass of the last forward (which must have had targets): model_backward of
 // train_gpt2.c, layer for layer. Gradients accumulate into gm->grads (zero them first).
 static void gpu_backward(GpuModel* gm, int B, int T) {
@@ -835,29 +1183,27 @@ static void gpu_backward(GpuModel* gm, int B, int T) {
     int qd = H * hd, kvd = KVH * hd;
     long s_c = (long)gm->B * gm->T * C;
     float* sc = a->scratch;
+    gm->norm_fresh = 0;
     // loss -> logits -> final norm
-    crossentropy_softmax_backward_kernel<<<EW_GRID((long)BT * c->V)>>>(a->logits, a->targets, BT, c->V, 1.0f / BT);
+    crossentropy_softmax_backward_kernel<<<EW_GRID((long)BT * c->V)>>>(a->logits, a->targets, BT, c->V, 1.0f / BT,
+                                                                        c->logit_scale);
     LAUNCH_CHECK(crossentropy_softmax_backward_kernel);
-    if (c->logit_scale != 1.0f) {
-        scale_kernel<<<EW_GRID((long)BT * c->V)>>>(a->logits, c->logit_scale, (long)BT * c->V);
-        LAUNCH_CHECK(scale_kernel);
-    }
-    cudaCheck(cudaMemset(a->dln, 0, (size_t)BT * C * sizeof(float)));
+    gpu_zero(a->dln, (size_t)BT * C * sizeof(float));
     const float* head = c->tied ? gm->p[K_WTE] : gm->p[K_LMHEAD];
     float* dhead = c->tied ? gm->g[K_WTE] : gm->g[K_LMHEAD];
     gpu_matmul_backward(a->dln, dhead, NULL, a->logits, a->lnf, head, BT, C, c->V, sc);
-    cudaCheck(cudaMemset(a->dres, 0, (size_t)BT * C * sizeof(float)));
+    gpu_zero(a->dres, (size_t)BT * C * sizeof(float));
     gpu_norm_backward(a->dres, gm->g[K_LNFW], gm->g[K_LNFB], a->dln, a->res + c->L * s_c, gm->p[K_LNFW],
                       a->lnf_mean, a->lnf_rstd, c->rmsnorm, BT, C, sc);
     // blocks in reverse; a->dres carries d loss / d residual stream
     for (int l = c->L - 1; l >= 0; l--) {
         LayerActs la;
-        LAYER_ACTS(la, a, c, l, (long)gm->B * gm->T, gm->T);
+        LAYER_ACTS(la, a, c, l, (long)gm->B * gm->T, 1);
         // MLP sublayer
-        cudaCheck(cudaMemset(a->dh, 0, (size_t)BT * F * sizeof(float)));
+        gpu_zero(a->dh, (size_t)BT * F * sizeof(float));
         gpu_matmul_backward(a->dh, gpu_grad_of(gm, K_WDOWN, l), gpu_grad_of(gm, K_BDOWN, l),
                             a->dres, la.hact, gpu_param_of(gm, K_WDOWN, l), BT, F, C, sc);
-        cudaCheck(cudaMemset(a->dln, 0, (size_t)BT * C * sizeof(float)));
+        gpu_zero(a->dln, (size_t)BT * C * sizeof(float));
         if (c->swiglu) {
             swiglu_backward_kernel<<<EW_GRID((long)BT * F)>>>(a->dgpre, a->dup, la.gpre, la.up, a->dh, (long)BT * F);
             LAUNCH_CHECK(swiglu_backward_kernel);
@@ -873,22 +1219,24 @@ static void gpu_backward(GpuModel* gm, int B, int T) {
                           a->dln, la.xmid, gpu_param_of(gm, K_LN2W, l),
                           la.ln2_mean, la.ln2_rstd, c->rmsnorm, BT, C, sc);
         // attention sublayer
-        cudaCheck(cudaMemset(a->dy, 0, (size_t)BT * qd * sizeof(float)));
+        gpu_zero(a->dy, (size_t)BT * qd * sizeof(float));
         gpu_matmul_backward(a->dy, gpu_grad_of(gm, K_WO, l), gpu_grad_of(gm, K_BO, l),
                             a->dres, la.yg, gpu_param_of(gm, K_WO, l), BT, qd, C, sc);
-        cudaCheck(cudaMemset(a->dln, 0, (size_t)BT * C * sizeof(float)));
+        gpu_zero(a->dln, (size_t)BT * C * sizeof(float));
         float* dyatt = a->dy;
         if (c->gate) {
-            gate_backward_kernel<<<EW_GRID((long)BT * H)>>>(a->dy2, a->dgate, a->dy, la.yatt, la.gate, BT, H, hd);
+            gate_backward_kernel<<<ceil_div((long)BT * H, ROW_THREADS / 32), ROW_THREADS>>>(a->dy2, a->dgate, a->dy,
+                                                                                       la.yatt, la.gate, BT, H, hd);
             LAUNCH_CHECK(gate_backward_kernel);
             gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WG, l), gpu_grad_of(gm, K_BG, l),
                                 a->dgate, la.ln1, gpu_param_of(gm, K_WG, l), BT, C, H, sc);
             dyatt = a->dy2;
         }
-        gpu_attention_backward(a->dq, a->dk, a->dv, a->datt, dyatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd, c->attn_scale);
+        gpu_attention_backward(a->dq, a->dk, a->dv, a->attD, dyatt, la.yatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd,
+                               c->attn_scale);
         if (c->rope) {
-            gpu_rope(a->dq, BT, T, H, hd, c->rope_theta, -1.0f);
-            gpu_rope(a->dk, BT, T, KVH, hd, c->rope_theta, -1.0f);
+            gpu_rope(a->dq, a->rope_cs, BT, T, H, hd, -1.0f);
+            gpu_rope(a->dk, a->rope_cs, BT, T, KVH, hd, -1.0f);
         }
         gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WQ, l), gpu_grad_of(gm, K_BQ, l),
                             a->dq, la.ln1, gpu_param_of(gm, K_WQ, l), BT, C, qd, sc);
@@ -900,12 +1248,8 @@ static void gpu_backward(GpuModel* gm, int B, int T) {
                           a->dln, la.x, gpu_param_of(gm, K_LN1W, l),
                           la.ln1_mean, la.ln1_rstd, c->rmsnorm, BT, C, sc);
     }
-    // embeddings: wte through the token buckets, wpe column by column
-    int nu = bucket_tokens(gm, BT);
-    cudaCheck(cudaMemcpy(a->utok, gm->utok_h, (size_t)nu * sizeof(int), cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(a->ustart, gm->ustart_h, (size_t)(nu + 1) * sizeof(int), cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(a->upos, gm->upos_h, (size_t)BT * sizeof(int), cudaMemcpyHostToDevice));
-    embedding_backward_wte_kernel<<<dim3(nu, ceil_div(C, EW_THREADS)), EW_THREADS>>>(
+    // embeddings: wte through the token buckets (uploaded by gpu_forward), wpe column by column
+    embedding_backward_wte_kernel<<<dim3(gm->nu, ceil_div(C, EW_THREADS)), EW_THREADS>>>(
         gm->g[K_WTE], a->dres, a->utok, a->ustart, a->upos, C);
     LAUNCH_CHECK(embedding_backward_wte_kernel);
     if (gm->g[K_WPE]) {
@@ -915,11 +1259,14 @@ static void gpu_backward(GpuModel* gm, int B, int T) {
 }
 
 // ============================================================================================
-// 4. AdamW, the gradient norm, clipping
+// 4. AdamW, the gradient norm, clipping: all on the device, one launch for the update
 // ============================================================================================
+// A step sends nothing up to the host but the two numbers the loop prints: the mean loss (one
+// float, gpu_forward) and the gradient norm (one double, gpu_grad_norm). The clipping factor is
+// computed from the norm on the device, by every thread of the AdamW launch.
 
 // sqrt(sum g^2): block i sums elements [i*NORM_CHUNK, (i+1)*NORM_CHUNK) in double in a fixed
-// order; the host adds the partials in order. Reproducible, no atomics.
+// order, then one block adds the partials in a fixed order. Reproducible, no atomics.
 __global__ void grad_sq_partial_kernel(double* partial, const float* g, size_t n) {
     size_t i0 = (size_t)blockIdx.x * NORM_CHUNK, i1 = i0 + NORM_CHUNK < n ? i0 + NORM_CHUNK : n;
     double s = 0.0;
@@ -928,45 +1275,83 @@ __global__ void grad_sq_partial_kernel(double* partial, const float* g, size_t n
     if (threadIdx.x == 0) partial[blockIdx.x] = s;
 }
 
-static double gpu_grad_norm(GpuModel* gm) {
-    grad_sq_partial_kernel<<<(unsigned)gm->norm_chunks, 256>>>(gm->norm_partial, gm->grads, gm->host->num_params);
-    LAUNCH_CHECK(grad_sq_partial_kernel);
-    cudaCheck(cudaMemcpy(gm->norm_partial_h, gm->norm_partial, gm->norm_chunks * sizeof(double), cudaMemcpyDeviceToHost));
-    double total = 0.0;
-    for (size_t i = 0; i < gm->norm_chunks; i++) total += gm->norm_partial_h[i];
-    return sqrt(total);
+// one block: norm = sqrt(sum of the partials)
+__global__ void grad_norm_finish_kernel(double* norm, const double* partial, int nchunks) {
+    double s = 0.0;
+    for (int i = threadIdx.x; i < nchunks; i += blockDim.x) s += partial[i];
+    s = block_sum(s);
+    if (threadIdx.x == 0) *norm = sqrt(s);
 }
 
-// One AdamW step over one tensor, adamw_step's arithmetic element for element:
+// the norm of the current gradients into gm->norm (device), without copying it anywhere
+static void gpu_grad_norm_device(GpuModel* gm) {
+    grad_sq_partial_kernel<<<(unsigned)gm->norm_chunks, 256>>>(gm->norm_partial, gm->grads, gm->host->num_params);
+    LAUNCH_CHECK(grad_sq_partial_kernel);
+    grad_norm_finish_kernel<<<1, 1024>>>(gm->norm, gm->norm_partial, (int)gm->norm_chunks);
+    LAUNCH_CHECK(grad_norm_finish_kernel);
+    gm->norm_fresh = 1;
+}
+
+// the loop prints the norm (and stops on a non-finite one): the one double of a step's second copy
+static double gpu_grad_norm(GpuModel* gm) {
+    gpu_grad_norm_device(gm);
+    double n;
+    cudaCheck(cudaMemcpy(&n, gm->norm, sizeof(double), cudaMemcpyDeviceToHost));
+    if (g_after_op) g_after_op("copy norm to host");
+    return n;
+}
+
+// One AdamW step over ALL parameters in one launch, adamw_step's arithmetic element for element:
 //   theta <- theta (1 - lr lambda)                        decoupled weight decay, [ComplexCtl eq. 1]
 //   m <- b1 m + (1-b1) g ;  v <- b2 v + (1-b2) g^2
 //   theta <- theta - lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
-// grad_scale is the clipping factor (1 when the norm is below the clip).
-__global__ void adamw_kernel(float* p, const float* g, float* m, float* v, long n, float decay, float beta1,
-                             float beta2, float step_size, float b2c, float eps, float grad_scale) {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+// The per-tensor learning-rate multiplier and decay flag come from tab (the host's tensor table,
+// in offset order, uploaded with the parameters: AdamwTensor); each thread finds its tensor by binary
+// search (about 8 steps for GPT-2 124M's 148 tensors: nothing next to the 28 bytes it moves). The
+// constants are adamw_scalars' own expressions (bc1 = 1 - b1^t in double, b2c = sqrt(1 - b2^t)), so
+// the update is the CPU's bit for bit up to FMA contraction. The clipping factor is run_train's
+// formula on the device's norm: (clip > 0 && norm > clip) ? clip / (norm + 1e-6) : 1.
+// In bf16 mode (w16 not NULL) it also writes the new weight's bf16 copy, which the next GEMMs read.
+
+__global__ void adamw_kernel(float* p, __nv_bfloat16* w16, const float* g, float* m, float* v, size_t n,
+                             const AdamwTensor* tab,
+                             int ntab, const double* norm, float clip, float sched_lr, float weight_decay,
+                             float beta1, float beta2, double bc1, float b2c, float eps) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
+    int lo = 0, hi = ntab - 1;                  // the last tensor whose offset is <= i
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (tab[mid].offset <= i) lo = mid; else hi = mid - 1;
+    }
+    float lr = sched_lr * tab[lo].lr_mult;
+    float decay = tab[lo].decay ? 1.0f - lr * weight_decay : 1.0f;
+    float step_size = (float)(lr / bc1);
+    double nrm = *norm;
+    float grad_scale = (clip > 0 && nrm > clip) ? (float)(clip / (nrm + 1e-6)) : 1.0f;
     float gi = g[i] * grad_scale;
     float pi = p[i] * decay;
     float mi = beta1 * m[i] + (1.0f - beta1) * gi;
     float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
     pi -= step_size * mi / (sqrtf(vi) / b2c + eps);
     p[i] = pi;
+    if (w16) w16[i] = __float2bfloat16(pi);
     m[i] = mi;
     v[i] = vi;
 }
 
-// one launch per tensor, with adamw_step's own per-tensor constants (adamw_scalars)
-static void gpu_adamw_step(GpuModel* gm, const OptConfig* o, float sched_lr, int t, float grad_scale) {
-    const Model* hm = gm->host;
-    for (int ti = 0; ti < hm->num_tensors; ti++) {
-        const Tensor* tn = &hm->tensors[ti];
-        AdamwScalars k = adamw_scalars(o, tn, sched_lr, t);
-        adamw_kernel<<<EW_GRID(tn->numel)>>>(gm->params + tn->offset, gm->grads + tn->offset, gm->m + tn->offset,
-                                             gm->v + tn->offset, (long)tn->numel, k.decay, o->beta1, o->beta2,
-                                             k.step_size, k.b2c, o->adam_eps, grad_scale);
-        LAUNCH_CHECK(adamw_kernel);
-    }
+// Step t (from 1) at the scheduled rate sched_lr, clipped at o->clip by the norm of the current
+// gradients (computed here if gpu_grad_norm has not seen them).
+static void gpu_adamw_step(GpuModel* gm, const OptConfig* o, float sched_lr, int t) {
+    if (!gm->norm_fresh) gpu_grad_norm_device(gm);
+    size_t n = gm->host->num_params;
+    double bc1 = 1.0 - pow(o->beta1, t);
+    float b2c = (float)sqrt(1.0 - pow(o->beta2, t));
+    __nv_bfloat16* w16 = g_bf16.on ? g_bf16.w16 : NULL;
+    adamw_kernel<<<EW_GRID(n)>>>(gm->params, w16, gm->grads, gm->m, gm->v, n, gm->adamw_tab, gm->host->num_tensors,
+                                 gm->norm, o->clip, sched_lr, o->weight_decay, o->beta1, o->beta2, bc1, b2c,
+                                 o->adam_eps);
+    LAUNCH_CHECK(adamw_kernel);
 }
 
 // ============================================================================================
@@ -976,6 +1361,19 @@ static void gpu_adamw_step(GpuModel* gm, const OptConfig* o, float sched_lr, int
 // TF32 tensor-core math in the matmuls when tf32 is 1 (--tf32, default 1), full float32 else.
 static void gpu_set_tf32(int tf32) {
     cublasCheck(cublasSetMathMode(g_blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+}
+
+// bf16 GEMM inputs when bf16 is 1 (--dtype bf16), float32 else; set before gpu_model_create. bf16
+// needs compute capability 8.0 (Ampere) or newer: an older device is refused with one line.
+static void gpu_set_dtype(int bf16) {
+    if (bf16) {
+        cudaDeviceProp prop;
+        cudaCheck(cudaGetDeviceProperties(&prop, 0));
+        if (prop.major < 8)
+            fatal("--dtype bf16 needs a GPU of compute capability 8.0 or newer; %s is %d.%d (use --dtype fp32)",
+                  prop.name, prop.major, prop.minor);
+    }
+    g_bf16.on = bf16;
 }
 
 // Device 0 and the cuBLAS handle; without a usable GPU, the one-line error and exit status 1.
@@ -1001,8 +1399,11 @@ static void gpu_engine_backward(void* gm, int B, int T) {
     gpu_backward((GpuModel*)gm, B, T);
 }
 static double gpu_engine_grad_norm(void* gm) { return gpu_grad_norm((GpuModel*)gm); }
+// grad_scale is run_train's clipping factor from the norm it printed; adamw_kernel computes the same
+// factor from the same norm on the device, so it is not sent down again.
 static void gpu_engine_update(void* gm, const OptConfig* o, float lr, int t, float grad_scale) {
-    gpu_adamw_step((GpuModel*)gm, o, lr, t, grad_scale);
+    (void)grad_scale;
+    gpu_adamw_step((GpuModel*)gm, o, lr, t);
     cudaCheck(cudaDeviceSynchronize());      // the step is done when the loop takes its time
 }
 static void gpu_engine_to_host(void* gm) { gpu_download_state((GpuModel*)gm); }
@@ -1013,7 +1414,7 @@ static Engine gpu_engine(GpuModel* gm, const char* device) {
 }
 
 // Flags of this binary only, taken out of argv before the shared parse_args sees it.
-static int take_gpu_flags(int* argc, char** argv, int* tf32) {
+static int take_gpu_flags(int* argc, char** argv, int* tf32, int* bf16) {
     int out = 1;
     for (int i = 1; i < *argc; i++) {
         if (strcmp(argv[i], "--tf32") == 0) {
@@ -1021,10 +1422,21 @@ static int take_gpu_flags(int* argc, char** argv, int* tf32) {
             *tf32 = (int)parse_int("--tf32", argv[++i], 0, 1);
             continue;
         }
+        if (strcmp(argv[i], "--dtype") == 0) {
+            if (i + 1 >= *argc) fatal("flag --dtype needs a value");
+            i++;
+            if (strcmp(argv[i], "fp32") && strcmp(argv[i], "bf16")) fatal("--dtype %s: fp32 or bf16", argv[i]);
+            *bf16 = strcmp(argv[i], "bf16") == 0;
+            continue;
+        }
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage();
             printf("GPU (train_gpt2cu only)\n"
-                   "  --tf32 0|1  TF32 tensor cores in the matmuls (default 1); 0 = full float32\n");
+                   "  --tf32 0|1  TF32 tensor cores in the matmuls (default 1); 0 = full float32\n"
+                   "  --dtype fp32|bf16  matmul inputs (default fp32). bf16: activations, gradients and a copy of\n"
+                   "              the weights rounded to bf16 for every matmul, float32 accumulation and output;\n"
+                   "              master weights, AdamW moments, norms, attention, softmax and loss stay float32\n"
+                   "              (--tf32 then does not matter). Needs compute capability 8.0 or newer\n");
             exit(0);
         }
         argv[out++] = argv[i];
@@ -1035,7 +1447,7 @@ static int take_gpu_flags(int* argc, char** argv, int* tf32) {
 
 // train_on_cpu of train_gpt2.c with the model on the GPU: the same run (data, initialization on the
 // host with the same generator, schedule, printout, log, validation, samples, checkpoints, probes, NaN
-// stop). ctx points to the --tf32 setting, for the device line.
+// stop). ctx points to the --tf32 setting, for the device line (--dtype is g_bf16.on).
 static void train_on_gpu(const Options* o, void* ctx) {
     int tf32 = *(const int*)ctx;
     Run r;
@@ -1046,7 +1458,8 @@ static void train_on_gpu(const Options* o, void* ctx) {
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, 0));
     char device[300];
-    snprintf(device, sizeof(device), "%s, %s", prop.name, tf32 ? "TF32 matmuls" : "float32 matmuls");
+    snprintf(device, sizeof(device), "%s, %s", prop.name,
+             g_bf16.on ? "bf16 matmuls" : tf32 ? "TF32 matmuls" : "float32 matmuls");
     Engine e = gpu_engine(&gm, device);
     run_train(&r, &e);
     gpu_model_free(&gm);
@@ -1055,11 +1468,12 @@ static void train_on_gpu(const Options* o, void* ctx) {
 
 #ifndef TRAIN_GPT2CU_NO_MAIN
 int main(int argc, char** argv) {
-    int tf32 = 1;
-    take_gpu_flags(&argc, argv, &tf32);
+    int tf32 = 1, bf16 = 0;
+    take_gpu_flags(&argc, argv, &tf32, &bf16);
     Options o;
     parse_args(&o, argc, argv);
     gpu_init(tf32);
+    gpu_set_dtype(bf16);
     if (o.probe.coord_check) coord_check(&o, train_on_gpu, &tf32);  // every width, then the table
     else train_on_gpu(&o, &tf32);
     cublasCheck(cublasDestroy(g_blas));

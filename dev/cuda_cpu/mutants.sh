@@ -19,7 +19,7 @@ cd "$(dirname "$0")/../.." || exit 2
 CXX=${CUDA_CPU_CXX:-g++ -O2 -march=native -std=c++17 -fopenmp -fno-math-errno -Wno-unused-function}
 TIMEOUT=600
 GEN=dev/cuda_cpu/gen/mutants
-ALL="syncthreads attn-sync transposed grid reduction bounds"
+ALL="syncthreads attn-sync transposed causal-skip grid reduction bounds adamw-table bf16-stale"
 
 # mutate NAME: print the sed script of mutant NAME, then (second line) how many lines of
 # `diff original mutant` start with < or > when it applies as intended.
@@ -28,11 +28,14 @@ mutate() {
     syncthreads)  # block_sum: the barrier between writing buf[] and reading it
         echo '/^template <typename T> __device__ T block_sum(T v) {$/,/^}$/{/if (lane == 0) buf\[wid\] = v;/{n;/^ *__syncthreads();$/d;};}'
         echo 1 ;;
-    attn-sync)    # attention_forward_kernel: the barrier before the output loop reads all of a[]
-        echo '/^__global__ void attention_forward_kernel(/,/^}$/{/^ *__syncthreads(); *\/\/ the row of a\[\] is complete/d;}'
+    attn-sync)    # attention_forward_kernel: the barrier after loading a key/value tile into shared memory
+        echo '/^__global__ void attention_forward_kernel(/,/^}$/{/^        __syncthreads();$/d;}'
         echo 1 ;;
-    transposed)   # attention_backward_kv_kernel reads dP[s][t] and A[s][t] for dP[t][s] and A[t][s]
-        echo '/^__global__ void attention_backward_kv_kernel(/,/^}$/s/long r = (((long)b \* H + h) \* T + t) \* T + s;/long r = (((long)b * H + h) * T + s) * T + t;/'
+    transposed)   # attention_backward_kv_kernel: the causal mask transposed, key s sees the queries t <= s
+        echo '/^__global__ void attention_backward_kv_kernel(/,/^}$/s/if (t >= s \&\& t < T) {/if (t <= s \&\& t < T) {/'
+        echo 2 ;;
+    causal-skip)  # attention_forward_kernel: only whole key tiles before the last query, the diagonal tile skipped
+        echo '/^__global__ void attention_forward_kernel(/,/^}$/s/for (int k0 = 0; k0 <= q_last; k0 += ATT_BK) {/for (int k0 = 0; k0 + ATT_BK <= q_last; k0 += ATT_BK) {/'
         echo 2 ;;
     grid)         # gpu_norm_forward: floor instead of ceil, the last rows get no block
         echo '/^static void gpu_norm_forward(/,/^}$/s/norm_forward_kernel<<<ceil_div(N, ROW_THREADS \/ 32), /norm_forward_kernel<<<N \/ (ROW_THREADS \/ 32), /'
@@ -40,9 +43,15 @@ mutate() {
     reduction)    # warp_sum: the last shuffle step (offset 1) is left out
         echo '/^template <typename T> __device__ T warp_sum(T v) {$/,/^}$/s/for (int o = 16; o > 0; o >>= 1) v += /for (int o = 16; o > 1; o >>= 1) v += /'
         echo 2 ;;
-    bounds)       # residual_forward_kernel: one element past the end of out, a and b
-        echo '/^__global__ void residual_forward_kernel(/,/^}$/s/if (i < N) out\[i\] = a\[i\] + b\[i\];/if (i <= N) out[i] = a[i] + b[i];/'
+    bounds)       # gelu_forward_kernel: one element past the end of up and out (the last layer's)
+        echo '/^__global__ void gelu_forward_kernel(/,/^}$/s/if (i >= N) return;/if (i > N) return;/'
         echo 2 ;;
+    adamw-table)  # adamw_kernel's binary search: the first element of each tensor gets the previous tensor's row
+        echo '/^__global__ void adamw_kernel(/,/^}$/s/if (tab\[mid\].offset <= i) lo = mid;/if (tab[mid].offset < i) lo = mid;/'
+        echo 2 ;;
+    bf16-stale)   # adamw_kernel: the bf16 copy of the weights is not refreshed after the update (--dtype bf16)
+        echo '/^__global__ void adamw_kernel(/,/^}$/{/^    if (w16) w16\[i\] = __float2bfloat16(pi);$/d;}'
+        echo 1 ;;
     *) return 1 ;;
     esac
 }

@@ -5,7 +5,8 @@ barrier, __shared__ per block, warp shuffles and ballots by the CUDA programming
 NaN-filled device memory, cudaMemcpy/cudaFree and launch configuration errors, the race check, the fatal errors
 (each in a forked child: out-of-bounds accesses, host dereferences, host pointers as kernel arguments, a divergent
 __syncthreads, an exited lane, a deadlock, a gemm operand past its buffer) and cublasSgemm (transposes, status
-codes, beta == 0, TF32). Its launches are CUDA syntax, so it exercises rewrite.sh too. Build and run:
+codes, beta == 0, TF32), the bf16 conversion (ties to even, overflow to inf, NaN, all 65536 values back and
+forth) and cublasGemmEx against cublasSgemm on bf16-representable inputs (and its status codes). Its launches are CUDA syntax, so it exercises rewrite.sh too. Build and run:
   mkdir -p dev/cuda_cpu/gen && dev/cuda_cpu/rewrite.sh dev/cuda_cpu/selftest.cu dev/cuda_cpu/gen/selftest.cu &&
   g++ -O2 -std=c++17 -Wall -Wextra -Wno-unused-function -I dev/cuda_cpu -x c++ -o dev/cuda_cpu/selftest \
       dev/cuda_cpu/gen/selftest.cu -lm && dev/cuda_cpu/selftest
@@ -13,6 +14,8 @@ Each check prints "  ok   ..." or "  FAIL ..."; the last line is "N passed, N fa
 */
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cfloat>
 #include <sys/wait.h>
 
 static const unsigned FULL = 0xFFFFFFFFu;
@@ -181,6 +184,10 @@ __global__ void warp_halves(int* out) {        // lanes 16..31 shuffle among the
 }
 
 __global__ void count(int* c) { atomicAdd(c, 1); }
+__global__ void to_bf16(__nv_bfloat16* out, const float* in, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = __float2bfloat16(in[i]);
+}
 template <typename T> __global__ void fill(T* x, int n, T v) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) x[i] = v;
@@ -414,6 +421,14 @@ int main(void) {
         float one = 1, zero = 0, *a = dev_alloc<float>(8), *c = dev_alloc<float>(9);
         cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 3, 3, 3, &one, a, 3, c, 3, &zero, c, 3);
     }, {"cublasSgemm", "A", "past the end"});
+    check_fatal("a cublasGemmEx bf16 operand past its buffer", [] {
+        cublasHandle_t h;
+        cublasCreate(&h);
+        float one = 1, zero = 0, *c = dev_alloc<float>(9);
+        __nv_bfloat16 *a = dev_alloc<__nv_bfloat16>(9), *b = dev_alloc<__nv_bfloat16>(8);
+        cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 3, 3, 3, &one, a, CUDA_R_16BF, 3, b, CUDA_R_16BF, 3, &zero, c,
+                     CUDA_R_32F, 3, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    }, {"cublasGemmEx", "B", "18 bytes", "past the end"});
 
     printf("cuBLAS:\n");
     {
@@ -480,6 +495,121 @@ int main(void) {
         check(plain == 3 * (1 + e12) && tf32 == 3, "1x1x1 gemm (1+2^-12) * 3: %.9g in float, %.9g under "
               "CUBLAS_TF32_TENSOR_OP_MATH", plain, tf32);
         cudaFree(a), cudaFree(b), cudaFree(c), cudaFree(da), cudaFree(db), cudaFree(dc);
+        cublasDestroy(h);
+    }
+
+    printf("bf16 and cublasGemmEx:\n");
+    {
+        auto bits = [](float f) { return (unsigned)__float2bfloat16(f).__x; };
+        const float e7 = ldexpf(1, -7), e8 = ldexpf(1, -8), e20 = ldexpf(1, -20);
+        check(bits(1) == 0x3F80 && bits(1 + e7) == 0x3F81 && bits(1 + e8) == 0x3F80 && bits(1 + 3 * e8) == 0x3F82 &&
+              bits(1 + e8 + e20) == 0x3F81 && bits(-(1 + 3 * e8)) == 0xBF82 && bits(1 + e8 - e20) == 0x3F80,
+              "bf16 rounding to nearest: 1+2^-7 stays, ties to even (1+2^-8 -> 1, 1+3*2^-8 -> 1+2^-6, also negative), "
+              "just above a tie up, just below down");
+        float top = ldexpf(2 - e7, 127), half = ldexpf(2 - e8, 127);    // the largest bf16; halfway to 2^128
+        check(bits(top) == 0x7F7F && bits(half) == 0x7F80 && bits(nextafterf(half, 0)) == 0x7F7F &&
+              bits(FLT_MAX) == 0x7F80 && bits(-FLT_MAX) == 0xFF80 && bits(INFINITY) == 0x7F80 &&
+              bits(-INFINITY) == 0xFF80,
+              "bf16 overflow: the largest bf16 stays, the halfway point to 2^128 and FLT_MAX round to inf (0x7F80), "
+              "and -FLT_MAX to -inf");
+        check(bits(NAN) == 0x7FFF && bits(-NAN) == 0x7FFF && std::isnan(__bfloat162float(__float2bfloat16(NAN))) &&
+              bits(-0.0f) == 0x8000 && bits(ldexpf(1, -133)) == 0x0001 && bits(ldexpf(1, -134)) == 0x0000 &&
+              bits(ldexpf(3, -134)) == 0x0002,
+              "bf16 NaN stays NaN (the canonical 0x7FFF, as CUDA's header), -0 kept, subnormals rounded (2^-133 the "
+              "smallest, 2^-134 a tie to 0, 3*2^-134 a tie to 2^-132)");
+        int bad = 0;
+        for (unsigned b = 0; b < 65536; b++) {
+            __nv_bfloat16 h = {(unsigned short)b};
+            float f = __bfloat162float(h);
+            uint32_t u;
+            memcpy(&u, &f, 4);
+            if (u != b << 16 || (!std::isnan(f) && bits(f) != b)) bad++;
+        }
+        check(bad == 0, "all 65536 bf16 values: to float is exact (the 16 bits, then 16 zeros) and back gives the "
+              "same bits, NaNs apart (%d wrong)", bad);
+
+        // the conversion in a kernel, on bf16 device buffers
+        std::vector<float> x(1000);
+        for (size_t i = 0; i < x.size(); i++) x[i] = ldexpf((float)((i * 7919) % 1000) - 500, (int)(i % 41) - 20) / 3;
+        x[0] = NAN, x[1] = FLT_MAX, x[2] = 1 + e8;
+        float* dx = upload(x);
+        __nv_bfloat16* dh = dev_alloc<__nv_bfloat16>(x.size());
+        to_bf16<<<4, 256>>>(dh, dx, (int)x.size());
+        std::vector<__nv_bfloat16> hh(x.size());
+        cudaMemcpy(hh.data(), dh, x.size() * sizeof(__nv_bfloat16), cudaMemcpyDeviceToHost);
+        bad = count_wrong((int)x.size(), [&](int i) { return hh[i].__x != bits(x[i]); });
+        check(bad == 0, "__float2bfloat16 in a kernel, 1000 values into a bf16 device buffer: the host's bits (%d wrong)",
+              bad);
+        cudaFree(dx), cudaFree(dh);
+
+        // cublasGemmEx (bf16 inputs, float32 accumulation) against cublasSgemm on bf16-representable inputs:
+        // multiples of 1/8 below 2 in magnitude, so every product and sum is exact and the two must agree
+        // bit for bit on any GPU, whatever its summation order
+        cublasHandle_t h;
+        cublasCreate(&h);
+        const int m = 6, n = 5, k = 7;
+        const float alpha = 1.0f, beta = 0.5f;
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+                int lda = ar + 1, ldb = br + 2, ldc = m + 1;
+                std::vector<float> A(lda * ac), B(ldb * bc), C(ldc * n);
+                std::vector<__nv_bfloat16> A16(A.size()), B16(B.size());
+                for (size_t i = 0; i < A.size(); i++) A[i] = (float)((int)((i * 37) % 29) - 14) / 8, A16[i] = __float2bfloat16(A[i]);
+                for (size_t i = 0; i < B.size(); i++) B[i] = (float)((int)((i * 53) % 31) - 15) / 8, B16[i] = __float2bfloat16(B[i]);
+                for (size_t i = 0; i < C.size(); i++) C[i] = (float)((int)((i * 29) % 13) - 6) / 4;
+                float *dA = upload(A), *dB = upload(B), *dC = upload(C), *dC2 = upload(C);
+                __nv_bfloat16 *dA16 = upload(A16), *dB16 = upload(B16), *dC16 = dev_alloc<__nv_bfloat16>(C.size());
+                std::vector<__nv_bfloat16> C16(C.size());
+                for (size_t i = 0; i < C.size(); i++) C16[i] = __float2bfloat16(C[i]);
+                cudaMemcpy(dC16, C16.data(), C16.size() * sizeof(__nv_bfloat16), cudaMemcpyHostToDevice);
+                cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+                cublasStatus_t s0 = cublasSgemm(h, oa, ob, m, n, k, &alpha, dA, lda, dB, ldb, &beta, dC, ldc);
+                cublasStatus_t s1 = cublasGemmEx(h, oa, ob, m, n, k, &alpha, dA16, CUDA_R_16BF, lda, dB16, CUDA_R_16BF,
+                                                 ldb, &beta, dC2, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                cublasStatus_t s2 = cublasGemmEx(h, oa, ob, m, n, k, &alpha, dA16, CUDA_R_16BF, lda, dB16, CUDA_R_16BF,
+                                                 ldb, &beta, dC16, CUDA_R_16BF, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                std::vector<float> want = download(dC, C.size()), got = download(dC2, C.size());
+                cudaMemcpy(C16.data(), dC16, C16.size() * sizeof(__nv_bfloat16), cudaMemcpyDeviceToHost);
+                int diff = count_wrong((int)C.size(), [&](int i) { return memcmp(&want[i], &got[i], 4) != 0; });
+                int diff16 = count_wrong((int)C.size(), [&](int i) { return C16[i].__x != bits(want[i]); });
+                check(s0 == CUBLAS_STATUS_SUCCESS && s1 == CUBLAS_STATUS_SUCCESS && s2 == CUBLAS_STATUS_SUCCESS &&
+                      diff == 0 && diff16 == 0, "cublasGemmEx %c%c bf16 x bf16, m=6 n=5 k=7, beta 0.5: float32 C equals "
+                      "cublasSgemm's bit for bit (%d differ), bf16 C is it rounded (%d differ)", "NT"[ta], "NT"[tb], diff,
+                      diff16);
+                cudaFree(dA), cudaFree(dB), cudaFree(dC), cudaFree(dC2), cudaFree(dA16), cudaFree(dB16), cudaFree(dC16);
+            }
+        // the rounding of the inputs is the caller's: float32 operands rounded to bf16 lose their low bits
+        {
+            float one = 1, zero = 0, e12 = ldexpf(1, -12);
+            __nv_bfloat16 a16 = __float2bfloat16(1 + e12), b16 = __float2bfloat16(3);
+            __nv_bfloat16 *da = upload(std::vector<__nv_bfloat16>{a16}), *db = upload(std::vector<__nv_bfloat16>{b16});
+            float* dc = dev_alloc<float>(1);
+            cublasStatus_t s = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, da, CUDA_R_16BF, 1, db,
+                                            CUDA_R_16BF, 1, &zero, dc, CUDA_R_32F, 1, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+            check(s == CUBLAS_STATUS_SUCCESS && download(dc, 1)[0] == 3, "1x1x1 GemmEx bf16(1+2^-12) * bf16(3): %.9g "
+                  "(C NaN before, beta 0: not read)", download(dc, 1)[0]);
+            // status codes: the same argument checks as cublasSgemm, then the type combination
+            float* c4 = dev_alloc<float>(16);
+            cudaMemset(c4, 0x3F, 16 * sizeof(float));
+            std::vector<float> c0 = download(c4, 16);
+            __nv_bfloat16* a4 = dev_alloc<__nv_bfloat16>(16);
+            cudaMemset(a4, 0, 16 * sizeof(__nv_bfloat16));
+            auto ex = [&](cublasHandle_t hh, int lda, cudaDataType_t at, cudaDataType_t bt, cudaDataType_t ct,
+                          cublasComputeType_t ctype) {
+                return cublasGemmEx(hh, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, a4, at, lda, a4, bt, 4, &zero, c4, ct, 4,
+                                    ctype, CUBLAS_GEMM_DEFAULT);
+            };
+            cublasStatus_t t1 = ex(h, 3, CUDA_R_16BF, CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F);
+            cublasStatus_t t2 = ex(NULL, 4, CUDA_R_16BF, CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F);
+            cublasStatus_t t3 = ex(h, 4, CUDA_R_16BF, CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F);
+            cublasStatus_t t4 = ex(h, 4, CUDA_R_16BF, CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_16F);
+            check(t1 == CUBLAS_STATUS_INVALID_VALUE && t2 == CUBLAS_STATUS_NOT_INITIALIZED &&
+                  t3 == CUBLAS_STATUS_NOT_SUPPORTED && t4 == CUBLAS_STATUS_NOT_SUPPORTED && download(c4, 16) == c0,
+                  "cublasGemmEx status: lda 3 < m 4 %d (INVALID_VALUE 7), null handle %d (NOT_INITIALIZED 1), bf16 A "
+                  "with float B %d and COMPUTE_16F %d (NOT_SUPPORTED 15); C unchanged", (int)t1, (int)t2, (int)t3, (int)t4);
+            cudaFree(da), cudaFree(db), cudaFree(dc), cudaFree(c4), cudaFree(a4);
+        }
         cublasDestroy(h);
     }
 

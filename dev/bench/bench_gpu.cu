@@ -1,0 +1,369 @@
+/*
+dev/bench/bench_gpu.cu: the GPU trainer's speed (make bench-gpu; doc/performance.md, GPU section).
+
+    make bench-gpu                       # both models below; BENCH_GPU_ARGS="--steps 30" and so on
+
+Two models: GPT-2 124M (L 12, C 768, H 12, vocabulary 50304 = GPT-2's padded to a multiple of 128,
+T 1024, B 8) and the trainer's default (./train_gpt2 with no flags: L 4, C 128, H 4, byte vocabulary,
+T 64, B 12). For each, on a GPU:
+  - the step (forward, backward, gradient norm, AdamW, as the training loop runs it) timed over
+    --steps steps after --warmup: ms/step and tokens/s;
+  - MFU: the model's FLOPs per step (every GEMM's, forward and backward, plus attention's 4 hd per
+    causal (query, key) pair forward and 8 backward; recomputation not counted) over the step time,
+    against the device's peak MEASURED in the same run: an 8192^3 cublasSgemm in the same math mode
+    (TF32 or float32), or an 8192^3 cublasGemmEx on bf16 inputs for --dtype bf16;
+  - the same FLOPs over the sum of the step's GEMM times alone (how far the step is from "only
+    GEMMs"), and the share of the step spent outside GEMMs;
+  - a per-kernel table of one profiled step: every launch and cuBLAS call timed with CUDA events
+    (train_gpt2.cu calls g_after_op after each), summed by name.
+Without a GPU (or on the CPU runtime for CUDA) it says so and prints the analytic plan instead:
+per kernel and step, the FLOPs and the bytes it must move (each input read once, each output
+written once: the minimum, not what a cache-missing kernel moves), and the time each would take on
+an H100 SXM at the datasheet's 3.35 TB/s HBM3 and 494.7 TFLOP/s dense TF32 / 989.4 TFLOP/s dense
+bf16 tensor-core / 66.9 TFLOP/s float32 CUDA-core peaks: max(FLOPs / peak, bytes / bandwidth). The
+plan is arithmetic on the model's shapes, not a measurement. The bf16 column assumes 2-byte
+activations and matmul inputs with float32 master weights, AdamW state, loss and softmax: what a
+full bf16 mode would buy. The trainer's --dtype bf16 today rounds float32 activations to bf16 just
+before each GEMM (doc/cuda.md, "bf16"), so it moves more bytes than that column: the measured path
+times it as it is, in three modes (bf16, TF32, float32).
+*/
+#define TRAIN_GPT2CU_NO_MAIN
+#include "train_gpt2.cu"
+#include <string>
+#include <vector>
+
+// ---- the analytic plan -----------------------------------------------------------------------------
+#define H100_BW 3.35e12          // bytes/s, HBM3, H100 SXM datasheet
+#define H100_TF32 494.7e12       // dense TF32 tensor-core FLOP/s
+#define H100_BF16 989.4e12       // dense bf16 tensor-core FLOP/s
+#define H100_FP32 66.9e12        // float32 CUDA-core FLOP/s (non-tensor)
+
+typedef struct {
+    char name[48];
+    int launches;                // per step
+    double flops;                // per step
+    double act_bytes;            // bytes of activations (2 bytes each in bf16, 4 in float32)
+    double f32_bytes;            // bytes that stay float32 (logits, losses, weights, AdamW state)
+    int gemm;                    // 1: tensor cores (cuBLAS); 0: CUDA cores
+} PlanOp;
+
+static void plan_add(std::vector<PlanOp>* ops, const char* name, int launches, double flops, double act_elems,
+                     double f32_elems, int gemm) {
+    for (PlanOp& o : *ops)
+        if (strcmp(o.name, name) == 0) {
+            o.launches += launches;
+            o.flops += flops;
+            o.act_bytes += act_elems;
+            o.f32_bytes += 4 * f32_elems;
+            return;
+        }
+    PlanOp o;
+    snprintf(o.name, sizeof(o.name), "%s", name);
+    o.launches = launches;
+    o.flops = flops;
+    o.act_bytes = act_elems;         // elements for now; times the element size when printed
+    o.f32_bytes = 4 * f32_elems;
+    o.gemm = gemm;
+    ops->push_back(o);
+}
+
+// A matmul out[BT,OC] = inp[BT,IC] W[OC,IC]^T, forward and both backward products (weights read in
+// the matmul's input precision, their gradient written in float32)
+static void plan_matmul(std::vector<PlanOp>* ops, double BT, double IC, double OC, int has_bias, int dinp) {
+    plan_add(ops, "gemm forward", 1, 2 * BT * IC * OC, BT * IC + IC * OC + BT * OC, 0, 1);
+    if (dinp) plan_add(ops, "gemm backward dinp", 1, 2 * BT * IC * OC, BT * OC + IC * OC + 2 * BT * IC, 0, 1);
+    plan_add(ops, "gemm backward dW", 1, 2 * BT * IC * OC, BT * OC + BT * IC, 2 * IC * OC, 1);
+    if (has_bias) plan_add(ops, "bias gradient (column sums)", 2, BT * OC, BT * OC, OC, 0);
+}
+
+// Every kernel of one training step of train_gpt2.cu (gpu_forward, gpu_backward, the norm, AdamW) on
+// model c with batch B x T: what it computes and the least it must move.
+static std::vector<PlanOp> plan_step(const Config* c, double P, int B, int T) {
+    std::vector<PlanOp> ops;
+    double BT = (double)B * T, C = c->C, H = c->H, KVH = c->KVH, hd = C / H, F = c->F, V = c->V, L = c->L;
+    double qd = H * hd, kvd = KVH * hd, pairs = (double)B * H * T * (T + 1) / 2;     // causal (query, key) pairs
+    int bias = c->bias;
+    // forward
+    plan_add(&ops, "embedding_forward", 1, BT * C, 2 * BT * C, 0, 0);
+    plan_add(&ops, "norm_forward (layer 0)", 1, 8 * BT * C, 2 * BT * C, 0, 0);
+    for (int l = 0; l < c->L; l++) {
+        plan_matmul(&ops, BT, C, qd, bias, 1);
+        plan_matmul(&ops, BT, C, kvd, bias, 1);
+        plan_matmul(&ops, BT, C, kvd, bias, 1);
+        if (bias) plan_add(&ops, "add_bias (q, k, v)", 3, BT * (qd + 2 * kvd), 2 * BT * (qd + 2 * kvd), 0, 0);
+        if (c->rope) plan_add(&ops, "rope (forward and backward)", 4, 2 * 6 * BT * (qd + kvd) / 2,
+                              4 * BT * (qd + kvd), 0, 0);
+        // 2 hd FLOPs per pair for q.k and 2 hd for the weighted sum; reads q, k, v once, writes y, lse
+        plan_add(&ops, "attention_forward", 1, 4 * hd * pairs, BT * (2 * qd + 2 * kvd), BT * H, 0);
+        // query kernel: q.k, dy.v, dP k (6 hd); key kernel: q.k, dy.v again, then dv, dk (8 hd)
+        plan_add(&ops, "attention_backward_query", 1, 6 * hd * pairs, BT * (4 * qd + 2 * kvd), 2 * BT * H, 0);
+        plan_add(&ops, "attention_backward_kv", 1, 8 * hd * pairs, BT * (2 * qd + 4 * kvd), 2 * BT * H, 0);
+        if (c->gate) {
+            plan_matmul(&ops, BT, C, H, bias, 1);
+            plan_add(&ops, "gate forward and backward", 2, 6 * BT * qd, 6 * BT * qd, 3 * BT * H, 0);
+        }
+        plan_matmul(&ops, BT, qd, C, bias, 1);
+        plan_add(&ops, "residual_norm_forward", 2, 2 * 9 * BT * C, 2 * 4 * BT * C, 0, 0);
+        plan_matmul(&ops, BT, C, F, bias, 1);
+        if (c->swiglu) {
+            plan_matmul(&ops, BT, C, F, bias, 1);
+            plan_add(&ops, "swiglu forward (+ biases)", 1, 8 * BT * F, 5 * BT * F, 0, 0);
+            plan_add(&ops, "swiglu backward", 1, 10 * BT * F, 5 * BT * F, 0, 0);
+        } else {
+            plan_add(&ops, "gelu forward (+ bias)", 1, 12 * BT * F, 3 * BT * F, 0, 0);
+            plan_add(&ops, "gelu backward", 1, 16 * BT * F, 3 * BT * F, 0, 0);
+        }
+        plan_matmul(&ops, BT, F, C, bias, 1);
+        // two norms per layer backward: dx (reads dout, x, dx; writes dx) and the weight partials
+        plan_add(&ops, "norm_backward", 2, 2 * 10 * BT * C, 2 * 4 * BT * C, 0, 0);
+        plan_add(&ops, "norm_backward_params", 2, 2 * 4 * BT * C, 2 * 2 * BT * C, 4 * C, 0);
+        plan_add(&ops, "memset (gradient buffers)", 4, 0, BT * (2 * C + F + qd), 0, 0);
+    }
+    // head: logits, softmax + loss (float32), backward
+    plan_matmul(&ops, BT, C, V, 0, 1);
+    plan_add(&ops, "softmax_forward (+ loss)", 1, 5 * BT * V, 0, 2 * BT * V, 0);
+    plan_add(&ops, "crossentropy_softmax_backward", 1, 3 * BT * V, 0, 2 * BT * V, 0);
+    plan_add(&ops, "norm_backward (final)", 1, 10 * BT * C, 4 * BT * C, 0, 0);
+    plan_add(&ops, "norm_backward_params (final)", 1, 4 * BT * C, 2 * BT * C, 2 * C, 0);
+    plan_add(&ops, "embedding_backward", c->rope ? 1 : 2, 2 * BT * C, 2 * BT * C, 2 * BT * C, 0);
+    // update: zero the gradients, their norm, AdamW (float32 master weights and moments)
+    plan_add(&ops, "memset (parameter gradients)", 1, 0, 0, P, 0);
+    plan_add(&ops, "grad_norm", 2, 2 * P, 0, P, 0);
+    plan_add(&ops, "adamw", 1, 15 * P, 0, 7 * P, 0);
+    (void)L;
+    return ops;
+}
+
+// The model FLOPs of a step, for MFU: the GEMMs' and attention's 12 hd per causal pair per layer
+static double model_flops(const Config* c, const std::vector<PlanOp>& ops, int B, int T) {
+    double f = 0.0, hd = (double)c->C / c->H, pairs = (double)B * c->H * T * (T + 1) / 2;
+    for (const PlanOp& o : ops)
+        if (o.gemm) f += o.flops;
+    return f + c->L * 12 * hd * pairs;
+}
+
+static double op_time(const PlanOp& o, int bf16) {
+    double bytes = o.act_bytes * (bf16 ? 2 : 4) + o.f32_bytes;
+    double peak = o.gemm ? (bf16 ? H100_BF16 : H100_TF32) : H100_FP32;
+    return fmax(o.flops / peak, bytes / H100_BW);
+}
+
+static void print_plan(const char* title, const Config* c, double P, int B, int T) {
+    std::vector<PlanOp> ops = plan_step(c, P, B, T);
+    double tot[2] = {0, 0}, gemm[2] = {0, 0}, flops = 0, gemm_flops = 0, mflops = model_flops(c, ops, B, T);
+    for (const PlanOp& o : ops)
+        for (int bf = 0; bf < 2; bf++) {
+            tot[bf] += op_time(o, bf);
+            if (o.gemm) gemm[bf] += op_time(o, bf);
+        }
+    for (const PlanOp& o : ops) {
+        flops += o.flops;
+        if (o.gemm) gemm_flops += o.flops;
+    }
+    printf("\n%s: L %d, C %d, H %d, V %d, B %d, T %d, %.1fM parameters, %.0f tokens per step\n", title, c->L, c->C,
+           c->H, c->V, B, T, P / 1e6, (double)B * T);
+    printf("%-32s %8s %10s %10s %10s %9s %9s %7s\n", "kernel (per step)", "launches", "GFLOP", "MB fp32", "MB bf16",
+           "ms fp32", "ms bf16", "% bf16");
+    for (const PlanOp& o : ops) {
+        double b32 = o.act_bytes * 4 + o.f32_bytes, b16 = o.act_bytes * 2 + o.f32_bytes;
+        printf("%-32s %8d %10.2f %10.1f %10.1f %9.3f %9.3f %6.1f%%\n", o.name, o.launches, o.flops / 1e9, b32 / 1e6,
+               b16 / 1e6, 1e3 * op_time(o, 0), 1e3 * op_time(o, 1), 100 * op_time(o, 1) / tot[1]);
+    }
+    for (int bf = 0; bf < 2; bf++) {
+        const char* mode = bf ? "bf16 (planned --dtype bf16)" : "fp32 activations, TF32 matmuls";
+        double peak = bf ? H100_BF16 : H100_TF32;
+        printf("%s: %.2f ms/step at the peaks, %.0f tokens/s; GEMMs %.2f ms (%.0f%%), the rest %.2f ms (%.0f%%); "
+               "%.1f GFLOP computed per step (%.0f%% in GEMMs), %.1f model GFLOP: MFU at this bound %.0f%%\n",
+               mode, 1e3 * tot[bf], (double)B * T / tot[bf], 1e3 * gemm[bf], 100 * gemm[bf] / tot[bf],
+               1e3 * (tot[bf] - gemm[bf]), 100 * (tot[bf] - gemm[bf]) / tot[bf], flops / 1e9,
+               100 * gemm_flops / flops, mflops / 1e9, 100 * mflops / tot[bf] / peak);
+    }
+}
+
+// ---- the models ----------------------------------------------------------------------------------
+typedef struct { const char* title; Options o; int V; } BenchModel;
+
+static int bench_models(BenchModel* m) {
+    options_default(&m[0].o);
+    m[0].title = "GPT-2 124M";
+    m[0].o.L = 12; m[0].o.C = 768; m[0].o.H = 12; m[0].o.T = 1024; m[0].o.B = 8;
+    m[0].V = 50304;
+    options_default(&m[1].o);
+    m[1].title = "the default model (./train_gpt2 with no flags)";
+    m[1].V = 256;
+    return 2;
+}
+
+static void build_model(Model* m, const BenchModel* bm) {
+    Config cfg = config_from_options(&bm->o, bm->V);
+    InitSpec spec;
+    init_spec_from_options(&spec, &bm->o);
+    model_build(m, &cfg);
+    model_init(m, &spec, 1337);
+}
+
+// ---- the measured path (a GPU) -------------------------------------------------------------------------
+#ifndef CUDA_CPU_RUNTIME
+typedef struct { const char* name; cudaEvent_t ev; } Mark;
+static std::vector<Mark> g_marks;
+static void mark_after(const char* name) {
+    Mark k = {name, NULL};
+    cudaCheck(cudaEventCreate(&k.ev));
+    cudaCheck(cudaEventRecord(k.ev));
+    g_marks.push_back(k);
+}
+
+static double elapsed_ms(cudaEvent_t a, cudaEvent_t b) {
+    float ms = 0.0f;
+    cudaCheck(cudaEventElapsedTime(&ms, a, b));
+    return ms;
+}
+
+// the device's matmul peak in the current math mode: an n^3 cublasSgemm, best of 5; with bf16, the
+// trainer's bf16 GEMM (cublasGemmEx, bf16 inputs, float32 accumulation and output) on zeros read as bf16
+static double measured_peak(int n, int bf16) {
+    float *A = dmalloc((size_t)n * n), *B = dmalloc((size_t)n * n), *Cm = dmalloc((size_t)n * n);
+    cudaCheck(cudaMemset(A, 0, (size_t)n * n * 4));
+    cudaCheck(cudaMemset(B, 0, (size_t)n * n * 4));
+    const float one = 1.0f, zero = 0.0f;
+    cudaEvent_t e0, e1;
+    cudaCheck(cudaEventCreate(&e0));
+    cudaCheck(cudaEventCreate(&e1));
+    double best = 1e30;
+    for (int r = 0; r < 6; r++) {
+        cudaCheck(cudaEventRecord(e0));
+        if (bf16)
+            cublasCheck(cublasGemmEx(g_blas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, A, CUDA_R_16BF, n, B, CUDA_R_16BF,
+                                     n, &zero, Cm, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        else
+            cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, A, n, B, n, &zero, Cm, n));
+        cudaCheck(cudaEventRecord(e1));
+        cudaCheck(cudaEventSynchronize(e1));
+        if (r > 0) best = fmin(best, elapsed_ms(e0, e1));        // the first warms up
+    }
+    cudaCheck(cudaFree(A)); cudaCheck(cudaFree(B)); cudaCheck(cudaFree(Cm));
+    return 2.0 * n * n * n / (best / 1e3);
+}
+
+static void bench_gpu(const BenchModel* bm, const char* mode, int warmup, int steps, double peak) {
+    Model host;
+    build_model(&host, bm);
+    int B = bm->o.B, T = bm->o.T, BT = B * T;
+    GpuModel gm;
+    gpu_model_create(&gm, &host, B, T);
+    OptConfig opt = bm->o.opt;
+    opt.steps = warmup + steps;
+    Rng g;
+    rng_seed(&g, 7);
+    int* inp = xmalloc((size_t)BT * sizeof(int));
+    int* tgt = xmalloc((size_t)BT * sizeof(int));
+    for (int i = 0; i < BT; i++) {
+        inp[i] = (int)(rng_u32(&g) % (unsigned)bm->V);
+        tgt[i] = (int)(rng_u32(&g) % (unsigned)bm->V);
+    }
+    // one step as run_train runs it: the loss and the norm come back to the host
+    auto step = [&](int s) {
+        gpu_forward(&gm, inp, tgt, B, T);
+        gpu_zero_grad(&gm);
+        gpu_backward(&gm, B, T);
+        gpu_grad_norm(&gm);
+        gpu_adamw_step(&gm, &opt, lr_at(&opt, s), s + 1);
+    };
+    for (int s = 0; s < warmup; s++) step(s);
+    cudaCheck(cudaDeviceSynchronize());
+    double t0 = now_ms();
+    for (int s = 0; s < steps; s++) step(warmup + s);
+    cudaCheck(cudaDeviceSynchronize());
+    double ms = (now_ms() - t0) / steps;
+    // one profiled step: an event after every launch, summed by name
+    g_marks.clear();
+    mark_after("start");
+    g_after_op = mark_after;
+    step(warmup + steps);
+    g_after_op = NULL;
+    cudaCheck(cudaDeviceSynchronize());
+    struct Row { std::string name; int launches; double ms; };
+    std::vector<Row> byname;
+    double total = 0.0, gemm_ms = 0.0;
+    for (size_t i = 1; i < g_marks.size(); i++) {
+        double d = elapsed_ms(g_marks[i - 1].ev, g_marks[i].ev);
+        total += d;
+        if (strncmp(g_marks[i].name, "gemm", 4) == 0) gemm_ms += d;
+        size_t j = 0;
+        while (j < byname.size() && byname[j].name != g_marks[i].name) j++;
+        if (j == byname.size()) byname.push_back({g_marks[i].name, 0, 0.0});
+        byname[j].launches++;
+        byname[j].ms += d;
+    }
+    for (Mark& k : g_marks) cudaCheck(cudaEventDestroy(k.ev));
+    std::vector<PlanOp> ops = plan_step(&host.cfg, (double)host.num_params, B, T);
+    double flops = model_flops(&host.cfg, ops, B, T);
+    printf("\n%s, %s matmuls: B %d, T %d\n", bm->title, mode, B, T);
+    printf("  %.2f ms/step, %.0f tokens/s; %.2f model TFLOP per step: %.1f TFLOP/s, MFU %.1f%% of the "
+           "measured peak %.1f TFLOP/s\n", ms, BT / (ms / 1e3), flops / 1e12, flops / (ms / 1e3) / 1e12,
+           100 * flops / (ms / 1e3) / peak, peak / 1e12);
+    printf("  profiled step %.2f ms: GEMMs %.2f ms (%.0f%%), everything else %.2f ms (%.0f%%); the step at the "
+           "GEMMs' speed alone would be %.0f%% of this one\n", total, gemm_ms, 100 * gemm_ms / total, total - gemm_ms,
+           100 * (total - gemm_ms) / total, 100 * gemm_ms / total);
+    printf("  %-40s %8s %10s %7s\n", "kernel", "launches", "ms", "%");
+    for (const Row& e : byname)
+        printf("  %-40s %8d %10.3f %6.1f%%\n", e.name.c_str(), e.launches, e.ms, 100 * e.ms / total);
+    free(inp);
+    free(tgt);
+    gpu_model_free(&gm);
+    model_free(&host);
+}
+#endif
+
+int main(int argc, char** argv) {
+    int warmup = 5, steps = 20;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--warmup") == 0) warmup = (int)parse_int("--warmup", argv[i + 1], 0, 1000);
+        else if (strcmp(argv[i], "--steps") == 0) steps = (int)parse_int("--steps", argv[i + 1], 1, 10000);
+        else fatal("usage: %s [--warmup N] [--steps N]", argv[0]);
+    }
+    BenchModel bm[2];
+    int n = bench_models(bm);
+#ifdef CUDA_CPU_RUNTIME
+    const char* why = "the CPU runtime for CUDA (dev/cuda_cpu) times nothing";
+    (void)warmup;
+    (void)steps;
+#else
+    const char* why = gpu_unavailable();
+#endif
+    if (why) {
+        printf("no GPU: %s. The analytic plan instead (not a measurement):\n", why);
+        printf("H100 SXM datasheet: %.2f TB/s HBM3, %.1f TFLOP/s dense TF32, %.1f TFLOP/s dense bf16 (tensor cores), "
+               "%.1f TFLOP/s float32 (CUDA cores).\nPer kernel: time = max(FLOPs / peak, bytes / bandwidth); bytes = each "
+               "input read once and each output written once; GEMMs at the tensor-core peak, all else (the fused\n"
+               "attention included: it runs on CUDA cores) at the float32 peak.\n",
+               H100_BW / 1e12, H100_TF32 / 1e12, H100_BF16 / 1e12, H100_FP32 / 1e12);
+        for (int i = 0; i < n; i++) {
+            Model m;
+            Config cfg = config_from_options(&bm[i].o, bm[i].V);
+            model_build(&m, &cfg);
+            print_plan(bm[i].title, &m.cfg, (double)m.num_params, bm[i].o.B, bm[i].o.T);
+            model_free(&m);
+        }
+        return 0;
+    }
+#ifndef CUDA_CPU_RUNTIME
+    gpu_init(1);
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDeviceProperties(&prop, 0));
+    printf("device: %s\n", prop.name);
+    // --dtype bf16, then float32 activations with TF32 and with float32 matmuls
+    const char* modes[] = {"float32", "TF32", "bf16"};
+    for (int mode = 2; mode >= 0; mode--) {
+        gpu_set_tf32(mode == 1);
+        gpu_set_dtype(mode == 2);
+        double peak = measured_peak(8192, mode == 2);
+        printf("\nmeasured peak: a 8192^3 %s, %s: %.1f TFLOP/s\n", mode == 2 ? "cublasGemmEx" : "cublasSgemm",
+               modes[mode], peak / 1e12);
+        for (int i = 0; i < n; i++) bench_gpu(&bm[i], modes[mode], warmup, steps, peak);
+    }
+    gpu_set_dtype(0);
+    cublasCheck(cublasDestroy(g_blas));
+#endif
+    return 0;
+}

@@ -469,6 +469,18 @@ static void gpu_rope(float* x, const float* cs, int BT, int T, int nh, int hd, f
 #define ATT_BQ 16           // query rows per forward block (4 per warp)
 #define ATT_BQ_BWD 8        // query rows per dq block, key rows per dk/dv block (2 per warp)
 
+// Rows r0 .. r0 + n - 1 of one head of x [B*T, width] (its columns col0 .. col0 + hd - 1) into the
+// shared tile[n][W], zeros for rows past T: every tile load of the attention kernels, strided over the
+// block's threads so that consecutive threads read consecutive floats.
+template <int W>
+__device__ void load_head_rows(float (*tile)[W], const float* x, int b, int r0, int n, int T, int width, int col0,
+                               int hd) {
+    for (int e = threadIdx.x; e < n * hd; e += blockDim.x) {
+        int j = e / hd, d = e % hd, t = r0 + j;
+        tile[j][d] = t < T ? x[(long)(b * T + t) * width + col0 + d] : 0.0f;
+    }
+}
+
 // grid (ceil(T / ATT_BQ), H, B), ATT_WARPS * 32 threads; lse [B, H, T]
 __global__ void attention_forward_kernel(float* y, float* lse, const float* q, const float* k, const float* v,
                                          int T, int H, int KVH, int hd, float scale) {
@@ -479,10 +491,7 @@ __global__ void attention_forward_kernel(float* y, float* lse, const float* q, c
     __shared__ float ps[ATT_WARPS][ATT_BK];           // a row's probabilities in the tile, for the weighted sum
     int q0 = blockIdx.x * ATT_BQ, h = blockIdx.y, b = blockIdx.z, kh = h / (H / KVH);
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qd = H * hd, kvd = KVH * hd;
-    for (int e = threadIdx.x; e < ATT_BQ * hd; e += blockDim.x) {
-        int r = e / hd, d = e % hd, t = q0 + r;
-        qs[r][d] = t < T ? q[(long)(b * T + t) * qd + h * hd + d] : 0.0f;
-    }
+    load_head_rows(qs, q, b, q0, ATT_BQ, T, qd, h * hd, hd);
     float m[RPW], l[RPW], o[RPW][NI];
     for (int rr = 0; rr < RPW; rr++) {
         m[rr] = -INFINITY;
@@ -492,12 +501,8 @@ __global__ void attention_forward_kernel(float* y, float* lse, const float* q, c
     int q_last = min(q0 + ATT_BQ, T) - 1;            // no query of the block sees a key after it
     for (int k0 = 0; k0 <= q_last; k0 += ATT_BK) {
         __syncthreads();                              // the previous tile is no longer read (and qs is written)
-        for (int e = threadIdx.x; e < ATT_BK * hd; e += blockDim.x) {
-            int j = e / hd, d = e % hd, s = k0 + j;
-            long at = (long)(b * T + s) * kvd + kh * hd + d;
-            ks[j][d] = s < T ? k[at] : 0.0f;
-            vs[j][d] = s < T ? v[at] : 0.0f;
-        }
+        load_head_rows(ks, k, b, k0, ATT_BK, T, kvd, kh * hd, hd);
+        load_head_rows(vs, v, b, k0, ATT_BK, T, kvd, kh * hd, hd);
         __syncthreads();
         for (int rr = 0; rr < RPW; rr++) {
             int r = warp * RPW + rr, t = q0 + r, s = k0 + lane;
@@ -553,12 +558,8 @@ __global__ void attention_backward_query_kernel(float* dq, float* D, const float
     __shared__ float ps[ATT_WARPS][ATT_BK];
     int q0 = blockIdx.x * ATT_BQ_BWD, h = blockIdx.y, b = blockIdx.z, kh = h / (H / KVH);
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qd = H * hd, kvd = KVH * hd;
-    for (int e = threadIdx.x; e < ATT_BQ_BWD * hd; e += blockDim.x) {
-        int r = e / hd, d = e % hd, t = q0 + r;
-        long at = (long)(b * T + t) * qd + h * hd + d;
-        qs[r][d] = t < T ? q[at] : 0.0f;
-        dys[r][d] = t < T ? dy[at] : 0.0f;
-    }
+    load_head_rows(qs, q, b, q0, ATT_BQ_BWD, T, qd, h * hd, hd);
+    load_head_rows(dys, dy, b, q0, ATT_BQ_BWD, T, qd, h * hd, hd);
     float Dt[RPW], lt[RPW], acc[RPW][NI];
     for (int rr = 0; rr < RPW; rr++) {                // D_t = dy_t . y_t, and the row's lse
         int t = q0 + warp * RPW + rr;
@@ -573,12 +574,8 @@ __global__ void attention_backward_query_kernel(float* dq, float* D, const float
     int q_last = min(q0 + ATT_BQ_BWD, T) - 1;
     for (int k0 = 0; k0 <= q_last; k0 += ATT_BK) {
         __syncthreads();
-        for (int e = threadIdx.x; e < ATT_BK * hd; e += blockDim.x) {
-            int j = e / hd, d = e % hd, s = k0 + j;
-            long at = (long)(b * T + s) * kvd + kh * hd + d;
-            ks[j][d] = s < T ? k[at] : 0.0f;
-            vs[j][d] = s < T ? v[at] : 0.0f;
-        }
+        load_head_rows(ks, k, b, k0, ATT_BK, T, kvd, kh * hd, hd);
+        load_head_rows(vs, v, b, k0, ATT_BK, T, kvd, kh * hd, hd);
         __syncthreads();
         for (int rr = 0; rr < RPW; rr++) {
             int r = warp * RPW + rr, t = q0 + r, s = k0 + lane;
@@ -618,24 +615,16 @@ __global__ void attention_backward_kv_kernel(float* dk, float* dv, const float* 
     __shared__ float ps[ATT_WARPS][ATT_BK], dps[ATT_WARPS][ATT_BK];
     int s0 = blockIdx.x * ATT_BQ_BWD, kh = blockIdx.y, b = blockIdx.z, group = H / KVH;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qd = H * hd, kvd = KVH * hd;
-    for (int e = threadIdx.x; e < ATT_BQ_BWD * hd; e += blockDim.x) {
-        int r = e / hd, d = e % hd, s = s0 + r;
-        long at = (long)(b * T + s) * kvd + kh * hd + d;
-        ksb[r][d] = s < T ? k[at] : 0.0f;
-        vsb[r][d] = s < T ? v[at] : 0.0f;
-    }
+    load_head_rows(ksb, k, b, s0, ATT_BQ_BWD, T, kvd, kh * hd, hd);
+    load_head_rows(vsb, v, b, s0, ATT_BQ_BWD, T, kvd, kh * hd, hd);
     float gk[RPW][NI], gv[RPW][NI];
     for (int rr = 0; rr < RPW; rr++)
         for (int i = 0; i < NI; i++) gk[rr][i] = gv[rr][i] = 0.0f;
     for (int h = kh * group; h < (kh + 1) * group; h++) {
         for (int t0 = s0 / ATT_BK * ATT_BK; t0 < T; t0 += ATT_BK) {   // causal: no query before the block's first key
             __syncthreads();
-            for (int e = threadIdx.x; e < ATT_BK * hd; e += blockDim.x) {
-                int j = e / hd, d = e % hd, t = t0 + j;
-                long at = (long)(b * T + t) * qd + h * hd + d;
-                qs[j][d] = t < T ? q[at] : 0.0f;
-                dys[j][d] = t < T ? dy[at] : 0.0f;
-            }
+            load_head_rows(qs, q, b, t0, ATT_BK, T, qd, h * hd, hd);
+            load_head_rows(dys, dy, b, t0, ATT_BK, T, qd, h * hd, hd);
             for (int j = threadIdx.x; j < ATT_BK; j += blockDim.x) {
                 int t = t0 + j;
                 ls[j] = t < T ? lse[((long)b * H + h) * T + t] : 0.0f;

@@ -4,7 +4,7 @@
     dev/labs/lab_check.py NAME --new DIR [--ref doc/labs] [--quiet]
     dev/labs/lab_check.py measure NAME [--seeds 42,43,44,45,46] [--write]
 
-NAME is a lab of labs I (explode ... gains) or labs II (norm-eps ... compose; norm_eps works too).
+NAME is a lab of labs I (explode ... gains, diag) or labs II (norm-eps ... compose; norm_eps works too).
 The first form reads the lab's CSV(s) from --ref (the committed doc/labs/) and from --new (a scratch
 run: `make lab-check` runs the lab into out/labs/check/NAME/ first), matches rows by their key
 columns and prints one line per row: PASS, DIFFERS or UNCHECKED, the new value, the committed value
@@ -34,8 +34,8 @@ disagree on finiteness (tolerance "any", listed row by row, or for the whole gro
 rows do: the curve of a run that diverges in some seeds).
 
 Where the seeds come from:
-  labs I: the nine labs are deterministic: rerun with the same seed on the same build, each reproduces
-    its committed CSV bit for bit (checked for all nine; the training labs use one thread, and explode,
+  labs I: the ten labs are deterministic: rerun with the same seed on the same build, each reproduces
+    its committed CSV bit for bit (checked for all ten; the training labs use one thread, and explode,
     xavier, orthogonal, residual and gains give the same bits with 1, 2 and 3 OpenMP threads).
     A tolerance could be zero on the machine that wrote the CSV, but not on a student's: another
     compiler or SIMD width rounds differently, and in a chaotic row (the race's deep tanh nets, the
@@ -45,12 +45,13 @@ Where the seeds come from:
     data split, batch order), groups the rows with the same key across the five runs, and stores the
     tolerances in dev/labs/lab_check_tolerances.csv (lab, section, metric, series, x; `*` for all).
   labs II: where the CSV has a seed column with two or more seeds (how-small, sinks, the training rows
-    of norm-eps, tokens, qkv, compose), the rows that differ only in the seed are the groups, in the
-    committed CSV itself, and each quantity gets the largest 3 sd over its groups (two or three seeds
-    are too few to tell rows apart). Closed forms (analytic_factor, analytic_free, predicted) get
-    the floor only. Quantities measured at one seed only (condense, complexity, mup, resflow, the
-    initialization rows of norm-eps) have no measured spread: their rows are printed UNCHECKED and do
-    not fail the check (`measure` does not run labs II: their runs take minutes each).
+    of norm-eps; five seeds in tokens, condense, complexity, qkv, mup, compose), the rows that differ
+    only in the seed are the groups, in the committed CSV itself, and each quantity gets the largest
+    3 sqrt(2) sd over its groups (with two or three seeds the groups are too few to tell apart).
+    Closed forms (analytic_factor, analytic_free, predicted) get the floor only. Quantities measured
+    at one seed only (resflow, the initialization rows of norm-eps, condense's W_down heatmap rows)
+    have no measured spread: their rows are printed UNCHECKED and do not fail the check (`measure`
+    does not run labs II: their runs take minutes each).
 """
 import argparse
 import csv
@@ -65,7 +66,7 @@ TABLE = os.path.join(ROOT, "dev", "labs", "lab_check_tolerances.csv")
 FLOOR_REL = 1e-5      # rounding (see above)
 K_SD = 3.0 * math.sqrt(2.0)   # 3 sd of the difference of two runs (see above)
 
-LABS_I = ["explode", "xavier", "orthogonal", "residual", "symmetry", "race", "sweep", "xavier_kaiming", "gains"]
+LABS_I = ["explode", "xavier", "orthogonal", "residual", "symmetry", "race", "sweep", "xavier_kaiming", "gains", "diag"]
 LONG_KEY = ("section", "series", "x", "metric")
 
 # labs II: file -> (key columns, seed column or None, closed-form columns). Every other column is a value.
@@ -73,14 +74,15 @@ LABS_II = {
     "norm_eps": {"llm_norm_eps.csv": (("part", "d", "eps", "gamma", "seed"), "seed", ("analytic_factor", "analytic_free"))},
     "sinks": {"llm_sinks.csv": (("gamma", "gate", "seed", "layer"), "seed", ())},
     "resflow": {"llm_resflow.csv": (("mlp", "ffn_only", "gamma", "d"), None, ()),
-                "llm_resflow_slopes.csv": (("mlp", "ffn_only", "gamma"), None, ("predicted",))},
+                "llm_resflow_slopes.csv": (("mlp", "ffn_only", "gamma"), None, ("predicted",)),
+                "llm_resflow_depth.csv": (("branch", "L", "seed"), "seed", ())},
     "how_small": {"llm_how_small.csv": (("init", "gamma", "seed"), "seed", ())},
     "tokens": {"llm_tokens.csv": (("seed", "bin"), "seed", ())},
-    "condense": {"llm_condense.csv": (("gamma", "tensor", "step", "kind"), None, ())},
-    "complexity": {"llm_complexity.csv": (("gamma", "weight_decay", "decay_emb"), None, ())},
+    "condense": {"llm_condense.csv": (("gamma", "seed", "tensor", "step", "kind"), "seed", ())},
+    "complexity": {"llm_complexity.csv": (("gamma", "weight_decay", "decay_emb", "seed"), "seed", ())},
     "qkv": {"llm_qkv.csv": (("seed", "tensor", "layer", "step"), "seed", ())},
-    "mup": {"llm_mup.csv": (("param", "width", "lr"), None, ()),
-            "llm_mup_coord.csv": (("param", "width", "step", "tensor"), None, ())},
+    "mup": {"llm_mup.csv": (("param", "width", "lr", "seed"), "seed", ()),
+            "llm_mup_coord.csv": (("param", "seed", "width", "step", "tensor"), "seed", ())},
     "compose": {"llm_compose.csv": (("gamma", "seed", "steps"), "seed", ())},
 }
 

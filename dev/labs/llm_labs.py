@@ -28,28 +28,28 @@ import sys
 import numpy as np
 
 import llm_runs
-from llm_runs import (ROOT, Runner, flags, final_val, fmt, label_axes, last_probe_step, log, plt, probe, save, spread,
-                      write_csv)
+from llm_runs import (ROOT, Runner, flags, final_val, fmt, label_axes, last_probe_step, log, mean_sd, plt, probe, save,
+                      seed_summary, spread, write_csv)
 from compare_tokens import delta_sym, difficulty_bins, read_dump  # dev/plot, on sys.path through llm_runs
 from heatmap import read_cossim
 
 # The two sizes. cpu: L=4, C=128 byte-level llama-style model, 500 steps, about 40 s per run on one
 # quiet core (labs 7, 8 and 10 use C=64 to fit the time); gpu: a GPT-2-small-sized model, 5000 steps.
 SCALES = {
-    "cpu": dict(L=4, C=128, H=4, b=8, t=64, x=500, u=50, p=50, v=100, m=20, seeds=[1, 2],
-                init_widths=[128, 512], res_widths=[64, 128, 256, 512, 1024],
-                qkv=dict(C=64, H=4, x=500, p=10), qkv_seeds=[1, 2],
+    "cpu": dict(L=4, C=128, H=4, b=8, t=64, x=500, u=50, p=50, v=100, m=20, seeds=[1, 2], verdict_seeds=[1, 2, 3, 4, 5],
+                init_widths=[128, 512], res_widths=[64, 128, 256, 512, 1024], res_depths=[1, 2, 4, 8, 16], res_depth_d=128,
+                qkv=dict(C=64, H=4, x=500, p=10),
                 mup=dict(L=2, x=300, widths=[64, 128, 256], lrs=[3e-4, 1e-3, 3e-3, 1e-2, 3e-2]),
                 coord_widths="64,128,256,512",
                 complexity=dict(C=64, gammas=[0.1, 0.5, 1.0], lambdas=[0.0, 0.1, 1.0]),
-                compose=dict(C=64, x=1000, long_x=3000, seeds=[1, 2, 3])),
+                compose=dict(C=64, x=1000, long_x=3000)),
     "gpu": dict(L=12, C=768, H=12, b=16, t=256, x=5000, u=250, p=250, v=250, m=20, seeds=[1, 2, 3],
-                init_widths=[512, 2048], res_widths=[128, 256, 512, 1024, 2048, 4096],
-                qkv=dict(C=768, H=12, x=5000, p=100), qkv_seeds=[1, 2, 3],
+                verdict_seeds=[1, 2, 3, 4, 5], init_widths=[512, 2048], res_widths=[128, 256, 512, 1024, 2048, 4096],
+                res_depths=[1, 2, 4, 8, 16, 32], res_depth_d=768, qkv=dict(C=768, H=12, x=5000, p=100),
                 mup=dict(L=4, x=2000, widths=[256, 512, 1024, 2048], lrs=[1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2]),
                 coord_widths="256,512,1024,2048,4096",
                 complexity=dict(C=768, gammas=[0.1, 0.3, 0.5, 0.8, 1.0], lambdas=[0.0, 0.1, 1.0]),
-                compose=dict(C=768, x=5000, long_x=20000, seeds=[1, 2, 3, 4, 5])),
+                compose=dict(C=768, x=5000, long_x=20000)),
 }
 EPS_SMALL = 1e-12  # [SmallInit]: eps small enough that it never sets the norm's scale
 
@@ -136,7 +136,8 @@ def lab_norm_eps(lab):
     gammas = [0.25 + 0.125 * i for i in range(13)]
     specs = {(d, eps, g): (f"init_d{d}_g{fmt(g)}_e{fmt(eps)}", init_only(d, g=g, e=eps, probes="normscale"))
              for d in sc["init_widths"] for eps in (1e-5, EPS_SMALL) for g in gammas}
-    train = {(g, eps, s): lab.lm(g, s, eps=eps) for g in (1.0, 1.5) for eps in (1e-5, EPS_SMALL) for s in sc["seeds"]}
+    seeds = sc["verdict_seeds"]
+    train = {(g, eps, s): lab.lm(g, s, eps=eps) for g in (1.0, 1.5) for eps in (1e-5, EPS_SMALL) for s in seeds}
     dirs = lab.run(specs)
     tdirs = lab.run(train)
     rows = []
@@ -167,14 +168,27 @@ def lab_norm_eps(lab):
     ax[0].set_title("norm of layer 0 at init: lines analytic, o eps=1e-5, x eps=1e-12\n"
                     "vertical: var = 1e-5 at gamma* = ln(1e5) / (2 ln d)", fontsize=9)
     ax[0].legend(fontsize=7)
-    for (g, eps, s), dd in sorted(tdirs.items()):
-        st, vl = val_curve(log(dd))
-        ax[1].plot(st, vl, "-" if eps == 1e-5 else "--", color="C3" if g == 1.0 else "C4", alpha=0.8,
-                   label=f"gamma={g:g} eps={eps:g} seed {s}")
+    curves = {k: val_curve(log(dd)) for k, dd in tdirs.items()}
+    for (g, eps, s), (st, vl) in sorted(curves.items()):
+        ax[1].plot(st, vl, "-" if eps == 1e-5 else "--", color="C3" if g == 1.0 else "C4", alpha=0.6, lw=0.8,
+                   label=f"gamma={g:g} eps={eps:g}" if s == seeds[0] else None)
     ax[1].set_ylim(top=3.0)
-    label_axes(ax[1], "validation loss (nats/byte)", f"training at d={sc['C']}, gated attention", legend=7, title_size=9)
+    label_axes(ax[1], "validation loss (nats/byte)", f"training at d={sc['C']}, gated attention, one line per seed "
+               f"({len(seeds)} seeds)", legend=7, title_size=9)
     save(fig, lab.path("llm_norm_eps.png"))
+    train_rows = [r for r in rows if r["part"] == "train"]
+    write_csv(lab.path("llm_norm_eps_seeds.csv"), seed_summary(train_rows, ["gamma", "eps"], ["val_loss"]))
     summary(rows, "part", "train", ("gamma", "eps"))
+    for g in (1.0, 1.5):
+        d = [curves[(g, 1e-5, s)][1][-1] - curves[(g, EPS_SMALL, s)][1][-1] for s in seeds]
+        m, sd = mean_sd(d)
+        print(f"  gamma={g}: val loss eps=1e-5 minus eps=1e-12, paired by seed: {m:+.4f}±{sd:.4f} "
+              f"(per seed {' '.join(f'{x:+.4f}' for x in d)}; 1e-12 better in {sum(x > 0 for x in d)} of {len(d)})")
+        for eps in (1e-5, EPS_SMALL):
+            st = curves[(g, eps, seeds[0])][0]
+            for k in sorted({len(st) // 2, len(st) - 1}):
+                v = [curves[(g, eps, s)][1][k] for s in seeds]
+                print(f"  gamma={g} eps={eps:g}: val loss at step {st[k]} over seeds: max - min {max(v) - min(v):.4f}")
 
 
 def summary(rows, key, value, group):
@@ -251,7 +265,13 @@ def lab_resflow(lab):
                     specs[(mlp, ffn_only, g, d)] = (
                         f"res_{mlp}_f{ffn_only}_g{fmt(g)}_d{d}",
                         init_only(d, L=4, mlp=mlp, e=EPS_SMALL, G=0, probes="resflow", **init))
-    dirs = lab.run(specs)
+    # The depth dependence of the constant at gamma = 1 ([Errata 000-5f]): the full model, the MLP branch
+    # alone (attention out = 0) and the attention branch alone (MLP down = 0), over five seeds.
+    branches = {"full": "gamma:1", "mlp_only": "gamma:1,out=zeros", "attn_only": "gamma:1,down=zeros"}
+    depth = {(br, L, s): (f"resdepth_{br}_L{L}_s{s}", init_only(sc["res_depth_d"], L=L, mlp="gelu", e=EPS_SMALL, G=0,
+                                                                   probes="resflow", I=init, r=s))
+             for br, init in branches.items() for L in sc["res_depths"] for s in sc["verdict_seeds"]}
+    dirs, ddirs = lab.run(specs), lab.run(depth)
     rows, slopes = [], []
     for (mlp, ffn_only, g, d), dd in sorted(dirs.items()):
         r = probe(log(dd), "resflow", layer=-1)[0]
@@ -268,8 +288,20 @@ def lab_resflow(lab):
                       f"(predicted {pred:+.3f})")
     write_csv(lab.path("llm_resflow.csv"), rows)
     write_csv(lab.path("llm_resflow_slopes.csv"), slopes)
+    drows = [dict(branch=br, L=L, seed=s, ratio=probe(log(dd), "resflow", layer=-1)[0]["value"])
+             for (br, L, s), dd in sorted(ddirs.items())]
+    write_csv(lab.path("llm_resflow_depth.csv"), drows)
+    depths = sc["res_depths"]
+    dr = {(r["branch"], r["L"], r["seed"]): r["ratio"] for r in drows}
+    ratio = {br: np.array([[dr[(br, L, s)] for s in sc["verdict_seeds"]] for L in depths]) for br in branches}
+    for br, v in ratio.items():
+        grow = v[-1] / v[0]
+        print(f"  depth, gamma=1 d={sc['res_depth_d']} {br}: " + ", ".join(f"L={L} {x.mean():.3f}±{x.std(ddof=1):.3f}"
+                                                                        for L, x in zip(depths, v))
+              + f"; L={depths[-1]} / L={depths[0]} {grow.mean():.2f}±{grow.std(ddof=1):.2f} "
+              f"(sqrt gives {math.sqrt(depths[-1] / depths[0]):.2f})")
 
-    fig, ax = plt.subplots(1, 3, figsize=(14, 4.2))
+    fig, ax = plt.subplots(1, 4, figsize=(19, 4.2))
     for k, mlp in enumerate(("gelu", "swiglu")):
         for i, g in enumerate(gammas):
             for ffn_only, ls in ((0, "-o"), (1, "--x")):
@@ -283,14 +315,23 @@ def lab_resflow(lab):
     gg = np.array([0.4, 1.35])
     ax[2].plot(gg, 1 - gg, "k-", lw=0.8, label="1 - gamma [SmallInit App. A]")
     ax[2].plot(gg, 1.5 - 2 * gg, "k:", lw=0.8, label="3/2 - 2 gamma [Errata 000-5c]")
-    for j, (mlp, ffn_only) in enumerate([("gelu", 0), ("gelu", 1), ("swiglu", 0), ("swiglu", 1)]):
-        pts = [(s["gamma"], s["slope"]) for s in slopes if (s["mlp"], s["ffn_only"]) == (mlp, ffn_only)]
-        ax[2].plot(*zip(*pts), "o" if not ffn_only else "x", color=f"C{j + 4}", ms=7,
-                   label=f"{mlp}, {'FFN only' if ffn_only else 'full'}")
+    for mlp, color in (("gelu", "C0"), ("swiglu", "C3")):   # colour: the MLP; marker: full or FFN only
+        for ffn_only in (0, 1):
+            pts = [(s["gamma"], s["slope"]) for s in slopes if (s["mlp"], s["ffn_only"]) == (mlp, ffn_only)]
+            ax[2].plot(*zip(*pts), "x" if ffn_only else "o", color=color, ms=8 if ffn_only else 6,
+                       mfc="none" if not ffn_only else None, label=f"{mlp}, {'FFN only' if ffn_only else 'full'}")
     ax[2].set_xlabel("gamma")
     ax[2].set_ylabel("fitted exponent of d")
     ax[2].set_title("slope of log ratio vs log d", fontsize=9)
     ax[2].legend(fontsize=7)
+    for i, (br, v) in enumerate(ratio.items()):
+        ax[3].errorbar(depths, v.mean(1), yerr=v.std(1, ddof=1), fmt="-o", ms=4, capsize=3, color=f"C{i}", label=br)
+        ax[3].loglog(depths, v.mean(1)[0] * np.sqrt(np.array(depths) / depths[0]), ":", color=f"C{i}", lw=0.8)
+    ax[3].set_xlabel("blocks L")
+    ax[3].set_ylabel("||h_L - e|| / ||e|| at init")
+    ax[3].set_title(f"gamma=1, d={sc['res_depth_d']}, GELU: mean ± sd over {len(sc['verdict_seeds'])} seeds;\n"
+                    "dotted: sqrt(L) from the first point [Errata 000-5f]", fontsize=9)
+    ax[3].legend(fontsize=7)
     save(fig, lab.path("llm_resflow.png"))
 
 
@@ -335,11 +376,11 @@ def lab_how_small(lab):
 # ---- lab 5: token-level gains [SmallInit §2.5, Fig. 4a-c] -------------------------------------------
 
 def lab_tokens(lab):
-    sc = lab.sc
-    specs = {(g, s): lab.lm(g, s) for g in (1.0, 0.5) for s in sc["seeds"]}
+    seeds = lab.sc["verdict_seeds"]
+    specs = {(g, s): lab.lm(g, s) for g in (1.0, 0.5) for s in seeds}
     dirs = lab.run(specs)
     rows, deltas = [], {}
-    for s in sc["seeds"]:
+    for s in seeds:
         a, b = read_dump(os.path.join(dirs[(1.0, s)], "tokens.csv")), read_dump(os.path.join(dirs[(0.5, s)], "tokens.csv"))
         ds = delta_sym(a["p"], b["p"])
         d = (a["loss"] + b["loss"]) / 2
@@ -354,9 +395,14 @@ def lab_tokens(lab):
         print(f"  seed {s}: mean dsym {ds.mean():+.4f}, median {np.median(ds):+.4f}; bins mean "
               + " ".join(f"{m:+.3f}" for m in means))
     write_csv(lab.path("llm_tokens.csv"), rows)
+    write_csv(lab.path("llm_tokens_seeds.csv"), seed_summary(rows, ["bin"], ["mean", "median", "frac_positive",
+                                                                            "loss_gamma1", "loss_gamma05"]))
+    per_bin = np.array([[r["mean"] for r in rows if r["seed"] == s and r["bin"] != "all"] for s in seeds])
+    neg = [int((b < 0).sum()) for b in per_bin.T]
+    print(f"  bins where gamma=1 is behind (mean < 0), per bin over {len(seeds)} seeds: {neg}")
 
     fig, ax = plt.subplots(1, 2, figsize=(11, 4))
-    s0 = sc["seeds"][0]
+    s0 = seeds[0]
     ds = deltas[s0][0]
     ax[0].hist(ds, bins=80, color="C0")
     ax[0].axvline(ds.mean(), color="C3", label=f"mean {ds.mean():+.3f}")
@@ -366,11 +412,12 @@ def lab_tokens(lab):
     ax[0].set_ylabel("tokens")
     ax[0].set_title(f"seed {s0}, {len(ds)} validation bytes", fontsize=9)
     ax[0].legend(fontsize=8)
-    for s in sc["seeds"]:
-        m = [r["mean"] for r in rows if r["seed"] == s and r["bin"] != "all"]
-        md = [r["median"] for r in rows if r["seed"] == s and r["bin"] != "all"]
-        ax[1].plot(range(1, 11), m, "-o", color=f"C{s}", label=f"mean, seed {s}")
-        ax[1].plot(range(1, 11), md, "--x", color=f"C{s}", label=f"median, seed {s}")
+    for key, style, color in (("mean", "-o", "C0"), ("median", "--s", "C2")):
+        v = np.array([[r[key] for r in rows if r["seed"] == s and r["bin"] != "all"] for s in seeds])
+        for row in v:
+            ax[1].plot(range(1, 11), row, "-", color=color, lw=0.5, alpha=0.4)
+        ax[1].errorbar(range(1, 11), v.mean(0), yerr=v.std(0, ddof=1), fmt=style, color=color, capsize=3,
+                       label=f"{key} over {len(seeds)} seeds (bars: sd; thin: each seed)")
     ax[1].axhline(0, color="k", lw=0.6)
     ax[1].set_xlabel("difficulty bin (mean loss of the two models), easiest first")
     ax[1].set_ylabel("delta_sym p")
@@ -408,23 +455,28 @@ def passage_png(ds, pos, path, start=2000, length=720, cols=72):
 
 def lab_condense(lab):
     sc = lab.sc
-    s = sc["seeds"][0]
+    seeds = sc["verdict_seeds"]
+    s0 = seeds[0]
     mats = ("h.0.attn.wq", "h.0.mlp.wdown")
-    specs = {(g, m): lab.lm(g, s, dump=m) for g in (0.5, 1.0) for m in mats}
+    # Every seed's run dumps the row cosines of W_Q (they are lab 5's runs); W_down is dumped at the first seed.
+    specs = {(g, mats[0], s): lab.lm(g, s, dump=mats[0]) for g in (0.5, 1.0) for s in seeds}
+    specs.update({(g, mats[1], s0): lab.lm(g, s0, dump=mats[1]) for g in (0.5, 1.0)})
     dirs = lab.run(specs)
     rows = []
-    for (g, m), dd in sorted(dirs.items()):
+    for (g, m, s), dd in sorted(dirs.items()):
         run = log(dd)
         for f in sorted(glob.glob(os.path.join(dd, f"cossim_{m}_step*.bin"))):
             step = int(re.search(r"step0*(\d+)", f).group(1) or 0)
             c = read_cossim(f)
-            rows.append(dict(gamma=g, tensor=m, step=step, kind="mean_cos", value=float(c.mean())))
-            rows.append(dict(gamma=g, tensor=m, step=step, kind="mean_abs_cos", value=float(np.abs(c).mean())))
+            rows.append(dict(gamma=g, seed=s, tensor=m, step=step, kind="mean_cos", value=float(c.mean())))
+            rows.append(dict(gamma=g, seed=s, tensor=m, step=step, kind="mean_abs_cos", value=float(np.abs(c).mean())))
         if m == mats[0]:
             for r in run["probe"]:
                 if r["probe"] == "rank" and r["value"] is not None:
-                    rows.append(dict(gamma=g, tensor=r["tensor"], step=r["step"], kind="stable_rank", value=r["value"]))
+                    rows.append(dict(gamma=g, seed=s, tensor=r["tensor"], step=r["step"], kind="stable_rank",
+                                     value=r["value"]))
     write_csv(lab.path("llm_condense.csv"), rows)
+    write_csv(lab.path("llm_condense_seeds.csv"), seed_summary(rows, ["gamma", "tensor", "step", "kind"], ["value"]))
 
     found = sorted({r["step"] for r in rows if r["kind"] == "mean_cos"})
     steps = sorted({st for st in (0, sc["p"], 2 * sc["p"], 4 * sc["p"]) if st in found} | {found[-1]})
@@ -432,14 +484,22 @@ def lab_condense(lab):
         fig, ax = plt.subplots(2, len(steps), figsize=(2.6 * len(steps), 5.6))
         for i, g in enumerate((0.5, 1.0)):
             for j, st in enumerate(steps):
-                f = os.path.join(dirs[(g, m)], f"cossim_{m}_step{st:06d}.bin")
+                f = os.path.join(dirs[(g, m, s0)], f"cossim_{m}_step{st:06d}.bin")
                 c = read_cossim(f)
                 ax[i, j].imshow(c, cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
                 ax[i, j].set_title(f"gamma={g:g}, step {st}\nmean |cos| {np.abs(c).mean():.2f}", fontsize=8)
                 ax[i, j].set_xticks([])
                 ax[i, j].set_yticks([])
-        fig.suptitle(f"row cosine similarity C(W) of {m} (blue -1, red +1)", fontsize=10)
+        fig.suptitle(f"row cosine similarity C(W) of {m}, seed {s0} (blue -1, red +1)", fontsize=10)
         save(fig, lab.path(f"llm_condense_{m.split('.')[-1]}.png"), dpi=60, colors=64)
+
+    def rank_curves(g, name):
+        """{seed: (steps, stable ranks)} of one matrix."""
+        out = {}
+        for r in rows:
+            if (r["gamma"], r["tensor"], r["kind"]) == (g, name, "stable_rank"):
+                out.setdefault(r["seed"], []).append((r["step"], r["value"]))
+        return {k: tuple(map(np.array, zip(*sorted(v)))) for k, v in out.items()}
 
     kinds = ["attn.wq", "attn.wk", "attn.wv", "attn.wo", "mlp.wgate", "mlp.wup", "mlp.wdown", "wte"]
     fig, ax = plt.subplots(2, 4, figsize=(14, 6))
@@ -447,22 +507,29 @@ def lab_condense(lab):
         names = ["wte"] if kind == "wte" else [f"h.0.{kind}", f"h.{sc['L'] - 1}.{kind}"]
         for g, color in ((0.5, "C0"), (1.0, "C3")):
             for name, ls in zip(names, ("-", "--")):
-                pts = [(r["step"], r["value"]) for r in rows if r["gamma"] == g and r["tensor"] == name
-                       and r["kind"] == "stable_rank"]
-                if pts:
-                    k.plot(*zip(*sorted(pts)), ls, color=color, label=f"{name}, gamma={g:g}")
+                cur = rank_curves(g, name)
+                if cur:
+                    st = cur[s0][0]
+                    v = np.array([c[1] for c in cur.values()])
+                    k.plot(st, v.mean(0), ls, color=color, label=f"{name}, gamma={g:g}")
+                    k.fill_between(st, v.min(0), v.max(0), color=color, alpha=0.15, lw=0)
         k.set_title(kind, fontsize=9)
         k.set_xlabel("step")
         k.legend(fontsize=6)
     ax[0, 0].set_ylabel("stable rank ||W||_F^2 / ||W||_2^2")
+    fig.suptitle(f"mean over {len(seeds)} seeds; band: min to max", fontsize=10)
     save(fig, lab.path("llm_condense_rank.png"))
     for g in (0.5, 1.0):
-        for name in ("h.0.attn.wq", "h.0.mlp.wdown"):
-            pts = sorted((r["step"], r["value"]) for r in rows if r["gamma"] == g and r["tensor"] == name
-                         and r["kind"] == "stable_rank")
-            lo = min(pts, key=lambda p: p[1])
-            print(f"  gamma={g}: stable rank of {name}: init {pts[0][1]:.1f}, min {lo[1]:.2f} at step {lo[0]}, "
-                  f"last {pts[-1][1]:.2f} at step {pts[-1][0]}")
+        for name in ("h.0.attn.wq", "h.0.mlp.wdown", f"h.{sc['L'] - 1}.mlp.wdown", "h.0.attn.wo", "wte"):
+            cur = rank_curves(g, name)
+            st = cur[s0][0]
+            v = np.array([c[1] for c in cur.values()])
+            lo = v.min(1)
+            climbed = int(np.sum(v[:, -1] > 1.1 * lo))
+            at = lambda j: f"{v[:, j].mean():.1f}±{v[:, j].std(ddof=1):.1f}"
+            print(f"  gamma={g}: stable rank of {name} over {len(v)} seeds: step {st[0]} {at(0)}, {st[1]} {at(1)}, "
+                  f"{st[2]} {at(2)}, {st[-1]} {at(-1)}; min {lo.mean():.2f}±{lo.std(ddof=1):.2f}; "
+                  f"last above 1.1 x min in {climbed} of {len(v)} seeds")
 
 
 # ---- lab 7: complexity control [ComplexCtl §5, Fig. 4, 6, 7] -------------------------------------------
@@ -480,18 +547,18 @@ def is_embedding(name):
 
 def lab_complexity(lab):
     sc, cc = lab.sc, lab.sc["complexity"]
-    s = sc["seeds"][0]
     # The grid decays the embeddings (--decay-emb 1); at the largest lambda a control without it (the
     # trainer's default, --decay-emb 0) shows what decaying the embeddings changes.
     lam_ctl = max(cc["lambdas"])
-    spec = lambda g, lam, de: (f"cc_g{fmt(g)}_c{fmt(lam)}{'' if de else '_noemb'}_s{s}", lab.model(C=cc["C"])
-                               + flags(g=g, c=lam, decay_emb=de, e=EPS_SMALL, G=0, r=s, p=sc["p"],
-                                       probes="weight,condense,embcos"))
-    specs = {(g, lam, 1): spec(g, lam, 1) for g in cc["gammas"] for lam in cc["lambdas"]}
-    specs.update({(g, lam_ctl, 0): spec(g, lam_ctl, 0) for g in cc["gammas"]})
+    spec = lambda g, lam, de, s: (f"cc_g{fmt(g)}_c{fmt(lam)}{'' if de else '_noemb'}_s{s}", lab.model(C=cc["C"])
+                                  + flags(g=g, c=lam, decay_emb=de, e=EPS_SMALL, G=0, r=s, p=sc["p"],
+                                          probes="weight,condense,embcos"))
+    seeds = sc["verdict_seeds"]
+    specs = {(g, lam, 1, s): spec(g, lam, 1, s) for g in cc["gammas"] for lam in cc["lambdas"] for s in seeds}
+    specs.update({(g, lam_ctl, 0, s): spec(g, lam_ctl, 0, s) for g in cc["gammas"] for s in seeds})
     dirs = lab.run(specs)
     rows, curves = [], {}
-    for (g, lam, de), dd in sorted(dirs.items(), key=lambda kv: (-kv[0][2], kv[0][0], kv[0][1])):
+    for (g, lam, de, s), dd in sorted(dirs.items(), key=lambda kv: (-kv[0][2], kv[0][0], kv[0][1], kv[0][3])):
         run = log(dd)
         weight = probe(run, "weight")
         steps = sorted({r["step"] for r in weight})
@@ -499,67 +566,93 @@ def lab_complexity(lab):
                              for st in steps]
         wn, emb = norm(is_weight), norm(is_embedding)         # matrices and embeddings; wte (and wpe)
         undec = norm(lambda n: n != "all" and not is_weight(n))  # norm gains (and biases): never decayed
-        curves[(g, lam, de)] = (steps, wn, emb, [r["abs_mean"] for r in probe(run, "embcos")])
+        curves[(g, lam, de, s)] = (steps, wn, emb, [r["abs_mean"] for r in probe(run, "embcos")])
         last = steps[-1]
-        row = dict(gamma=g, weight_decay=lam, decay_emb=de, val_loss=final_val(run), param_norm_init=wn[0],
+        row = dict(gamma=g, weight_decay=lam, decay_emb=de, seed=s, val_loss=final_val(run), param_norm_init=wn[0],
                    param_norm_final=wn[-1], param_norm_max=max(wn), emb_norm_init=emb[0], emb_norm_final=emb[-1],
                    emb_norm_max=max(emb), undecayed_norm_final=undec[-1],
-                   embcos_abs_final=curves[(g, lam, de)][3][-1])
+                   embcos_abs_final=curves[(g, lam, de, s)][3][-1])
         for l in range(sc["L"]):
             for t in ("wq", "wk"):
                 r = [x for x in probe(run, "condense", tensor=f"h.{l}.attn.{t}") if x["step"] == last][0]
                 row[f"dc_{t}_l{l}"], row[f"ds_{t}_l{l}"] = r["dc"], r["ds"]
+        row["dc_wq_mean"] = float(np.mean([row[f"dc_wq_l{l}"] for l in range(sc["L"])]))
+        row["ds_wq_mean"] = float(np.mean([row[f"ds_wq_l{l}"] for l in range(sc["L"])]))
         rows.append(row)
-        print(f"  gamma={g:<4g} lambda={lam:<4g} decay_emb={de} val {row['val_loss']:.4f}  weight norm {wn[0]:.1f} -> "
-              f"max {max(wn):.1f} -> {wn[-1]:.1f}  wte {emb[0]:.1f} -> max {max(emb):.1f} -> {emb[-1]:.1f}"
-              f"  gains {undec[-1]:.1f}  D_c(wq) {np.mean([row[f'dc_wq_l{l}'] for l in range(sc['L'])]):.3f}"
-              f"  D_s(wq) {np.mean([row[f'ds_wq_l{l}'] for l in range(sc['L'])]):.3f}  |embcos| {row['embcos_abs_final']:.3f}")
     write_csv(lab.path("llm_complexity.csv"), rows)
+    keys = ["gamma", "weight_decay", "decay_emb"]
+    summ = seed_summary(rows, keys, [q for q in rows[0] if q not in keys + ["seed"]])
+    write_csv(lab.path("llm_complexity_seeds.csv"), summ)
+    stat = {(r["gamma"], r["weight_decay"], r["decay_emb"], r["quantity"]): r for r in summ}
+    for g, lam, de in dict.fromkeys((k[0], k[1], k[2]) for k in specs):
+        f = lambda q, d=3: f"{stat[(g, lam, de, q)]['mean']:.{d}f}±{stat[(g, lam, de, q)]['sd']:.{d}f}"
+        print(f"  gamma={g:<4g} lambda={lam:<4g} decay_emb={de} over {len(seeds)} seeds: val {f('val_loss', 4)}  "
+              f"weights {f('param_norm_init', 1)} -> max {f('param_norm_max', 1)} -> {f('param_norm_final', 1)}  "
+              f"wte {f('emb_norm_init', 2)} -> max {f('emb_norm_max', 2)} -> {f('emb_norm_final', 2)}  "
+              f"gains {f('undecayed_norm_final', 1)}  D_c(wq) {f('dc_wq_mean')}  D_s(wq) {f('ds_wq_mean')}  "
+              f"|embcos| {f('embcos_abs_final')}")
+    # Paired by seed (same data order and init): what lambda = 1 and decaying wte change in the loss.
+    by = {(r["gamma"], r["weight_decay"], r["decay_emb"], r["seed"]): r["val_loss"] for r in rows}
+    for g in cc["gammas"]:
+        for name, a, b in (("lambda=1 - lambda=0", (g, lam_ctl, 1), (g, 0.0, 1)),
+                           ("wte decayed - not", (g, lam_ctl, 1), (g, lam_ctl, 0))):
+            d = [by[a + (s,)] - by[b + (s,)] for s in seeds]
+            m, sd = mean_sd(d)
+            print(f"  gamma={g:g} val loss {name}: {m:+.4f}±{sd:.4f} (per seed {' '.join(f'{x:+.4f}' for x in d)}; "
+                  f"lower in {sum(x < 0 for x in d)} of {len(d)})")
 
     G, Lm = cc["gammas"], cc["lambdas"]
+
+    def mean_curve(g, lam, de, k):
+        """Steps and the mean over seeds of curve k (1: all weights, 2: wte, 3: embedding |cos|)."""
+        c = [curves[(g, lam, de, s)] for s in seeds]
+        return c[0][0], np.mean([x[k] for x in c], axis=0)
+
     fig, ax = plt.subplots(1, len(Lm) + 1, figsize=(4.2 * (len(Lm) + 1), 4))
     for k, lam in enumerate(Lm):
         for i, g in enumerate(G):
-            st, wn, emb, _ = curves[(g, lam, 1)]
-            ax[k].semilogy(st, wn, color=f"C{i}", label=f"g={g:g} all")
-            ax[k].semilogy(st, emb, "--", color=f"C{i}", label=f"g={g:g} wte")
-            if (g, lam, 0) in curves:
-                st, _, emb, _ = curves[(g, lam, 0)]
-                ax[k].semilogy(st, emb, ":", color=f"C{i}", label=f"g={g:g} wte undecayed")
-        ax[k].set_title(f"lambda={lam:g}: decay on matrices and embeddings", fontsize=9)
+            ax[k].semilogy(*mean_curve(g, lam, 1, 1), color=f"C{i}", label=f"g={g:g} all")
+            ax[k].semilogy(*mean_curve(g, lam, 1, 2), "--", color=f"C{i}", label=f"g={g:g} wte")
+            if (g, lam, 0, seeds[0]) in curves:
+                ax[k].semilogy(*mean_curve(g, lam, 0, 2), ":", color=f"C{i}", label=f"g={g:g} wte undecayed")
+        ax[k].set_title(f"lambda={lam:g}: decay on matrices and embeddings\n(mean of {len(seeds)} seeds)", fontsize=9)
         ax[k].set_xlabel("step")
         ax[k].set_ylim(1, 5000)     # room for the legend above the curves
         ax[k].legend(fontsize=5.5, ncol=3, loc="upper center", columnspacing=0.5, handlelength=1.2)
     ax[0].set_ylabel("Frobenius norm: all = matrices and embeddings")
     for i, g in enumerate(G):
         for k, lam in enumerate(Lm):
-            st, _, _, ec = curves[(g, lam, 1)]
-            ax[-1].plot(st, ec, ["-", "--", ":", "-."][k % 4], color=f"C{i}", label=f"g={g:g} l={lam:g}")
+            ax[-1].plot(*mean_curve(g, lam, 1, 3), ["-", "--", ":", "-."][k % 4], color=f"C{i}", label=f"g={g:g} l={lam:g}")
     ax[-1].set_title("mean |cos| of the 50 most frequent bytes' embeddings", fontsize=9)
     ax[-1].set_xlabel("step")
     ax[-1].legend(fontsize=6, ncol=2)
     save(fig, lab.path("llm_complexity_norm.png"))
 
     fig, ax = plt.subplots(1, 5, figsize=(19, 3.6))
-    cell = {(r["gamma"], r["weight_decay"]): r for r in rows if r["decay_emb"] == 1}
-    grid = lambda key: np.array([[cell[(g, lam)][key] for lam in Lm] for g in G])
-    panels = [("val_loss", "final validation loss")]
-    panels += [(None, f"{q} of W_{t[-1].upper()} (mean over layers)") for q in ("D_c", "D_s") for t in ("wq", "wk")]
-    for k, (key, title) in enumerate(panels):
-        if key is None:
-            q, t = title.split()[0], "wq" if "W_Q" in title else "wk"
-            a = np.mean([grid(f"{'dc' if q == 'D_c' else 'ds'}_{t}_l{l}") for l in range(sc["L"])], axis=0)
-        else:
-            a = grid(key)
+
+    def grid(value):
+        """Mean and sd over seeds of value(row) per (gamma, lambda) cell, wte decayed."""
+        v = np.array([[[value(r) for r in rows if (r["gamma"], r["weight_decay"], r["decay_emb"]) == (g, lam, 1)]
+                       for lam in Lm] for g in G])
+        return v.mean(-1), v.std(-1, ddof=1)
+
+    layer_mean = lambda col: lambda r: np.mean([r[f"{col}_l{l}"] for l in range(sc["L"])])
+    panels = [(lambda r: r["val_loss"], "final validation loss")]
+    panels += [(layer_mean(f"{q}_{t}"), f"D_{q[1]} of W_{t[-1].upper()} (mean over layers)")
+               for q in ("dc", "ds") for t in ("wq", "wk")]
+    for k, (value, title) in enumerate(panels):
+        a, sd = grid(value)
         im = ax[k].imshow(a, cmap="viridis", aspect="auto")
         for i in range(len(G)):
             for j in range(len(Lm)):
-                ax[k].text(j, i, f"{a[i, j]:.3g}", ha="center", va="center", color="w", fontsize=8)
+                bright = a[i, j] > (a.min() + a.max()) / 2   # viridis is light at the top of its range
+                ax[k].text(j, i, f"{a[i, j]:.3g}\n±{sd[i, j]:.2g}", ha="center", va="center",
+                           color="k" if bright else "w", fontsize=7)
         ax[k].set_xticks(range(len(Lm)), [f"{x:g}" for x in Lm])
         ax[k].set_yticks(range(len(G)), [f"{x:g}" for x in G])
         ax[k].set_xlabel("weight decay lambda")
         ax[k].set_ylabel("gamma")
-        ax[k].set_title(title, fontsize=9)
+        ax[k].set_title(f"{title}\nmean ± sd over {len(seeds)} seeds", fontsize=9)
         fig.colorbar(im, ax=ax[k])
     save(fig, lab.path("llm_complexity_grid.png"))
 
@@ -571,7 +664,7 @@ def lab_qkv(lab):
     L = 12
     specs = {s: (f"qkv_s{s}", lab.model(a="gpt2", L=L, C=q["C"], H=q["H"], x=q["x"], m=10)
                  + flags(r=s, p=q["p"], probes="weight"))
-             for s in sc["qkv_seeds"]}
+             for s in sc["verdict_seeds"]}
     dirs = lab.run(specs)
     rows, first = [], {}
     for s, dd in sorted(dirs.items()):
@@ -579,13 +672,19 @@ def lab_qkv(lab):
         for t in ("wq", "wk", "wv"):
             for l in range(L):
                 recs = probe(run, "weight", tensor=f"h.{l}.attn.{t}")
-                s0 = recs[0]["std"]
+                std0 = recs[0]["std"]
                 for r in recs:
-                    rows.append(dict(seed=s, tensor=t, layer=l, step=r["step"], std=r["std"], ratio=r["std"] / s0))
-                moved = [r["step"] for r in recs if abs(r["std"] / s0 - 1) >= 0.1]
+                    rows.append(dict(seed=s, tensor=t, layer=l, step=r["step"], std=r["std"], ratio=r["std"] / std0))
+                moved = [r["step"] for r in recs if abs(r["std"] / std0 - 1) >= 0.1]
                 first[(s, t, l)] = moved[0] if moved else None
     write_csv(lab.path("llm_qkv.csv"), rows)
-    s0 = sc["qkv_seeds"][0]
+    seeds = sc["verdict_seeds"]
+    s0 = seeds[0]
+    last = max(r["step"] for r in rows)
+    per = [dict(seed=s, tensor=t, layer=l, first_moved=first[(s, t, l)],
+                final_ratio=[r["ratio"] for r in rows if (r["seed"], r["tensor"], r["layer"], r["step"]) == (s, t, l, last)][0])
+           for s in seeds for t in ("wq", "wk", "wv") for l in range(L)]
+    write_csv(lab.path("llm_qkv_seeds.csv"), seed_summary(per, ["tensor", "layer"], ["first_moved", "final_ratio"]))
     fig, ax = plt.subplots(1, 4, figsize=(18, 4))
     for k, t in enumerate(("wq", "wk", "wv")):
         steps = sorted({r["step"] for r in rows if r["seed"] == s0 and r["tensor"] == t})
@@ -597,23 +696,33 @@ def lab_qkv(lab):
         ax[k].set_title(f"std(W_{t[-1].upper()}) / std at init, seed {s0}", fontsize=9)
         fig.colorbar(im, ax=ax[k])
     for k, t in enumerate(("wq", "wk", "wv")):
-        for s in sc["qkv_seeds"]:
-            ys = [first[(s, t, l)] for l in range(L)]
-            ax[3].plot(range(L), [y if y is not None else np.nan for y in ys], ["-o", "--s", ":^"][k],
-                       color=f"C{k}", alpha=0.8, label=f"W_{t[-1].upper()}" if s == s0 else None)
+        v = np.array([[first[(s, t, l)] if first[(s, t, l)] is not None else np.nan for l in range(L)] for s in seeds])
+        ax[3].errorbar(np.arange(L) + (k - 1) * 0.15, np.nanmean(v, 0), yerr=np.nanstd(v, 0, ddof=1),
+                       fmt=["-o", "--s", ":^"][k], color=f"C{k}", capsize=3, label=f"W_{t[-1].upper()}")
+        for l in range(L):
+            n = int(np.sum(~np.isnan(v[:, l])))
+            if n < len(seeds):   # the mean is over the seeds in which the layer moved at all
+                ax[3].annotate(f"moved in {n}/{len(seeds)}", (l, q["x"]), fontsize=7, color=f"C{k}", ha="left")
     ax[3].set_xlabel("layer")
     ax[3].set_ylabel("first probe step with |std / std_0 - 1| >= 10%")
-    ax[3].set_title("when each layer's Q/K/V std has moved (one line per seed)", fontsize=9)
+    ax[3].set_title(f"when each layer's Q/K/V std has moved\n(mean ± sd over {len(seeds)} seeds)", fontsize=9)
     ax[3].legend(fontsize=8)
     save(fig, lab.path("llm_qkv.png"))
     for t in ("wq", "wk", "wv"):
-        for s in sc["qkv_seeds"]:
-            fin = [r["ratio"] for r in rows if (r["seed"], r["tensor"]) == (s, t) and r["step"] == max(
-                x["step"] for x in rows if x["seed"] == s)]
+        rhos = []
+        for s in seeds:
+            fin = [p["final_ratio"] for p in per if (p["seed"], p["tensor"]) == (s, t)]
             moved = [first[(s, t, l)] for l in range(L)]
-            rho = spearman(range(L), moved) if None not in moved else float("nan")
-            print(f"  {t} seed {s}: first step moved 10% per layer {moved} (Spearman with the layer {rho:+.2f}); "
-                  f"final std/std0 {' '.join(f'{v:.2f}' for v in fin)}")
+            # A layer that never moved 10% ranks after every layer that did.
+            rho = spearman(range(L), [m if m is not None else q["x"] for m in moved])
+            rhos.append(rho)
+            earliest = [l for l in range(L) if moved[l] == min(m for m in moved if m is not None)]
+            print(f"  {t} seed {s}: first step moved 10% per layer {moved} (earliest: layers {earliest}; Spearman with "
+                  f"the layer {rho:+.2f}); final std/std0 {' '.join(f'{v:.2f}' for v in fin)} (largest: layer "
+                  f"{int(np.argmax(fin))})")
+        m, sd = mean_sd(rhos)
+        print(f"  {t}: Spearman(layer, step moved) over {len(seeds)} seeds {m:+.2f}±{sd:.2f} "
+              f"(positive in {sum(r > 0 for r in rhos)})")
 
 
 def spearman(x, y):
@@ -631,55 +740,72 @@ def lab_mup(lab):
     # SP: the init muP reduces to at its base width (Var 1/fan_in, embeddings N(0, 1)), but one global
     # lr, a random readout and 1/sqrt(d_head) attention (the standard parameterization of Tensor Programs V [muP]).
     params = {"SP": "gamma:0.5,emb=normal:1", "muP": "mup"}
-    coord = {p: (f"coord_{p}", flags(a="llama", L=mp["L"], H=4, b=sc["b"], t=sc["t"], S=1, u=0, q=1, m=0, I=init,
-                                      coord_check=1, coord_widths=sc["coord_widths"]))
-             for p, init in params.items()}
-    sweep = {(p, w, lr): (f"mup_{p}_w{w}_lr{fmt(lr)}",
-                          lab.model(L=mp["L"], C=w, H=4, x=mp["x"], v=100, m=10) + flags(l=lr, r=1, I=init))
-             for p, init in params.items() for w in mp["widths"] for lr in mp["lrs"]}
+    seeds = sc["verdict_seeds"]
+    coord = {(p, s): (f"coord_{p}_s{s}", flags(a="llama", L=mp["L"], H=4, b=sc["b"], t=sc["t"], S=1, u=0, q=1, m=0,
+                                                I=init, r=s, coord_check=1, coord_widths=sc["coord_widths"]))
+             for p, init in params.items() for s in seeds}
+    sweep = {(p, w, lr, s): (f"mup_{p}_w{w}_lr{fmt(lr)}_s{s}",
+                             lab.model(L=mp["L"], C=w, H=4, x=mp["x"], v=100, m=10) + flags(l=lr, r=s, I=init))
+             for p, init in params.items() for w in mp["widths"] for lr in mp["lrs"] for s in seeds}
     cdirs, sdirs = lab.run(coord), lab.run(sweep)
     crow = []
-    for p, dd in cdirs.items():
+    for (p, s), dd in cdirs.items():
         for r in log(dd)["probe"]:
             if r["probe"] == "coord":
-                crow.append(dict(param=p, width=r["width"], step=r["step"], tensor=r["tensor"], abs_mean=r["value"]))
+                crow.append(dict(param=p, seed=s, width=r["width"], step=r["step"], tensor=r["tensor"], abs_mean=r["value"]))
     write_csv(lab.path("llm_mup_coord.csv"), crow)
     rows = []
-    for (p, w, lr), dd in sorted(sdirs.items()):
+    for (p, w, lr, s), dd in sorted(sdirs.items()):
         v = final_val(log(dd))  # None: the log writes a diverged (non-finite) loss as null
-        rows.append(dict(param=p, width=w, lr=lr, val_loss=float("nan") if v is None else v))
+        rows.append(dict(param=p, width=w, lr=lr, seed=s, val_loss=float("nan") if v is None else v))
     write_csv(lab.path("llm_mup.csv"), rows)
+    write_csv(lab.path("llm_mup_seeds.csv"), seed_summary(rows, ["param", "width", "lr"], ["val_loss"]))
 
     groups = [("emb", lambda t: t == "emb"), ("attention out (mean over layers)", lambda t: t.endswith("attn_out")),
               ("MLP out (mean over layers)", lambda t: t.endswith("mlp_out")), ("logits", lambda t: t == "logits")]
+    coord_of = lambda p, s, w, st, sel: np.mean([r["abs_mean"] for r in crow if (r["param"], r["seed"], r["width"], r["step"])
+                                                 == (p, s, w, st) and sel(r["tensor"])])
     fig, ax = plt.subplots(len(params), 4, figsize=(16, 3.6 * len(params)), squeeze=False)
     for i, p in enumerate(params):
         steps = sorted({r["step"] for r in crow if r["param"] == p})
         widths = sorted({r["width"] for r in crow if r["param"] == p})
         for k, (name, sel) in enumerate(groups):
             for j, st in enumerate(steps):
-                ys = [np.mean([r["abs_mean"] for r in crow if r["param"] == p and r["width"] == w and r["step"] == st
-                               and sel(r["tensor"])]) for w in widths]
-                ax[i, k].loglog(widths, ys, "-o", color=plt.get_cmap("viridis")(j / max(1, len(steps) - 1)), ms=3,
-                                label=f"step {st}")
+                v = np.array([[coord_of(p, s, w, st, sel) for w in widths] for s in seeds])
+                ax[i, k].errorbar(widths, v.mean(0), yerr=v.std(0, ddof=1), fmt="-o", ms=3, capsize=2,
+                                  color=plt.get_cmap("viridis")(j / max(1, len(steps) - 1)), label=f"step {st}")
+            ax[i, k].set_xscale("log")
+            ax[i, k].set_yscale("log")
             ax[i, k].set_title(f"{p}: {name}", fontsize=9)
             ax[i, k].set_xlabel("width")
-        ax[i, 0].set_ylabel("mean |x|")
+        ax[i, 0].set_ylabel(f"mean |x| (mean ± sd over {len(seeds)} seeds)")
         ax[i, 0].legend(fontsize=7)
+        for name, sel in groups[1:3]:
+            for st in steps[1:]:
+                v = np.array([[coord_of(p, s, w, st, sel) for w in widths] for s in seeds])
+                grow, span = v[:, -1] / v[:, 0], v.max(1) / v.min(1)
+                print(f"  coord {p} {name.split(' (')[0]} step {st}: width {widths[-1]} / width {widths[0]} "
+                      f"{grow.mean():.2f}±{grow.std(ddof=1):.2f}; max/min over widths {span.mean():.3f}±{span.std(ddof=1):.3f} "
+                      f"(largest {span.max():.3f}; per seed {' '.join(f'{x:.3f}' for x in span)})")
     save(fig, lab.path("llm_mup_coord.png"))
 
+    loss = {(r["param"], r["width"], r["lr"], r["seed"]): r["val_loss"] for r in rows}
     fig, ax = plt.subplots(1, len(params), figsize=(5.5 * len(params), 4), squeeze=False)
     for i, p in enumerate(params):
         for j, w in enumerate(mp["widths"]):
-            pts = sorted((r["lr"], r["val_loss"]) for r in rows if (r["param"], r["width"]) == (p, w))
-            ax[0, i].semilogx(*zip(*pts), "-o", color=f"C{j}", label=f"width {w}")
-            best = min((v, lr) for lr, v in pts if math.isfinite(v))
-            ax[0, i].plot(best[1], best[0], "*", color=f"C{j}", ms=14)
-            print(f"  {p} width {w}: best lr {best[1]:g} (val {best[0]:.4f}); "
-                  + ", ".join(f"{lr:g}: {v:.3f}" for lr, v in pts))
+            v = np.array([[loss[(p, w, lr, s)] for lr in mp["lrs"]] for s in seeds])
+            m, sd = v.mean(0), v.std(0, ddof=1)
+            ax[0, i].errorbar(mp["lrs"], m, yerr=sd, fmt="-o", color=f"C{j}", capsize=3, label=f"width {w}")
+            best = [mp["lrs"][int(np.nanargmin(x))] for x in v]
+            k = int(np.nanargmin(m))
+            ax[0, i].plot(mp["lrs"][k], m[k], "*", color=f"C{j}", ms=14)
+            print(f"  {p} width {w}: best lr of the mean {mp['lrs'][k]:g} (val {m[k]:.4f}±{sd[k]:.4f}); best lr per seed "
+                  f"{' '.join(f'{x:g}' for x in best)}; " + ", ".join(f"{lr:g}: {a:.3f}±{b:.3f}" for lr, a, b in
+                                                                  zip(mp["lrs"], m, sd)))
+        ax[0, i].set_xscale("log")
         ax[0, i].set_xlabel("peak learning rate")
-        ax[0, i].set_ylabel(f"validation loss at step {mp['x']}")
-        ax[0, i].set_title(f"{p} (-I {params[p]}), L={mp['L']}; star: best", fontsize=9)
+        ax[0, i].set_ylabel(f"validation loss at step {mp['x']} (mean ± sd, {len(seeds)} seeds)")
+        ax[0, i].set_title(f"{p} (-I {params[p]}), L={mp['L']}; star: best mean", fontsize=9)
         ax[0, i].set_ylim(top=min(4.0, ax[0, i].get_ylim()[1]))
         ax[0, i].legend(fontsize=8)
     save(fig, lab.path("llm_mup.png"))
@@ -718,8 +844,9 @@ def lab_compose(lab):
     with open(os.path.join(ROOT, prefix + "_val.txt"), "rb") as f:
         val_text = f.read()
     blocks = len(val_text) // 64
-    # The runs of cp["x"] steps, and one longer run per gamma (does a slow start end?).
-    runs = [(g, s, cp["x"]) for g in (0.5, 1.0) for s in cp["seeds"]] + [(g, cp["seeds"][0], cp["long_x"]) for g in (0.5, 1.0)]
+    # Every seed trains cp["x"] steps and, apart, cp["long_x"] steps (does a slow start end?).
+    seeds = lab.sc["verdict_seeds"]
+    runs = [(g, s, x) for g in (0.5, 1.0) for s in seeds for x in (cp["x"], cp["long_x"])]
     specs = {(g, s, x): (f"compose_g{fmt(g)}_s{s}" + ("" if x == cp["x"] else f"_x{x}"),
                          lab.model(C=cp["C"], b=8, t=64, x=x, v=200, m=blocks // 8)
                          + flags(G=1, e=EPS_SMALL, g=g, r=s, i=prefix + "_train.txt", j=prefix + "_val.txt",
@@ -737,28 +864,37 @@ def lab_compose(lab):
               f"compositional p {row['held_comp_p']:.3f} (acc {row['held_comp_acc']:.3f}); symmetric p "
               f"{row['held_sym_p']:.3f} (acc {row['held_sym_acc']:.3f})")
     write_csv(lab.path("llm_compose.csv"), rows)
+    quantities = ["val_loss"] + [f"{k}_{m}" for k in ("id", "held_comp", "held_sym") for m in ("p", "acc")]
+    write_csv(lab.path("llm_compose_seeds.csv"), seed_summary(rows, ["gamma", "steps"], quantities))
+    for g in (0.5, 1.0):
+        for x in (cp["x"], cp["long_x"]):
+            rs = [r for r in rows if (r["gamma"], r["steps"]) == (g, x)]
+            learned = [r for r in rs if max(r["id_p"], r["held_comp_p"], r["held_sym_p"]) >= 2 / 26]
+            comp = sum(r["held_comp_p"] > r["held_sym_p"] for r in learned)
+            print(f"  gamma={g} {x} steps: at chance (every p < 2/26) in {len(rs) - len(learned)} of {len(rs)} seeds; "
+                  f"of the others, held-out compositional > symmetric in {comp} of {len(learned)}")
     fig, ax = plt.subplots(1, 2, figsize=(11, 4))
     kinds = [("id_p", "in-distribution"), ("held_comp_p", "held-out (D,C):\ncompositional answer"),
              ("held_sym_p", "held-out (D,C):\nsymmetric answer")]
     for i, g in enumerate((0.5, 1.0)):
         for k, (key, _) in enumerate(kinds):
-            v = [r[key] for r in rows if r["gamma"] == g and r["steps"] == cp["x"]]
-            vl = [r[key] for r in rows if r["gamma"] == g and r["steps"] == cp["long_x"]]
-            xk = k + (i - 0.5) * 0.25
-            ax[0].plot([xk] * len(v), v, "o", color=f"C{i}", label=f"gamma={g:g}, {cp['x']} steps" if k == 0 else None)
-            ax[0].plot([xk] * len(vl), vl, "*", ms=12, color=f"C{i}", mec="k",
-                       label=f"gamma={g:g}, {cp['long_x']} steps" if k == 0 else None)
-            ax[0].bar(xk, np.mean(v), 0.25, color=f"C{i}", alpha=0.3)
+            for j, (x, mark) in enumerate(((cp["x"], "o"), (cp["long_x"], "*"))):
+                v = [r[key] for r in rows if r["gamma"] == g and r["steps"] == x]
+                xk = k + (2 * i + j - 1.5) * 0.18
+                ax[0].bar(xk, np.mean(v), 0.16, yerr=np.std(v, ddof=1), capsize=3, color=f"C{i}",
+                          alpha=0.3 if j == 0 else 0.55)
+                ax[0].plot([xk] * len(v), v, mark, ms=5 if j == 0 else 9, color=f"C{i}", mec="k", mew=0.4,
+                           label=f"gamma={g:g}, {x} steps" if k == 0 else None)
         for (g2, s, x), dd in sorted(dirs.items()):
             if g2 == g:
                 st, vl = val_curve(log(dd))
-                ax[1].plot(st, vl, "-" if x == cp["x"] else "--", color=f"C{i}",
-                           label=f"gamma={g:g}, {x} steps" if s == cp["seeds"][0] else None)
+                ax[1].plot(st, vl, "-" if x == cp["x"] else "--", color=f"C{i}", lw=0.8,
+                           label=f"gamma={g:g}, {x} steps" if s == seeds[0] else None)
     ax[0].axhline(1 / 26, color="k", lw=0.8, ls=":", label="chance, 1/26")
     ax[0].set_xticks(range(3), [k[1] for k in kinds], fontsize=8)
     ax[0].set_ylabel("mean p(answer)")
-    ax[0].set_title("one point per seed; bars: mean of the short runs", fontsize=9)
-    ax[0].legend(fontsize=8)
+    ax[0].set_title(f"one point per seed ({len(seeds)} seeds); bars: mean ± sd", fontsize=9)
+    ax[0].legend(fontsize=7)
     ax[1].set_ylim(top=1.6)
     ax[1].set_xlabel("step")
     ax[1].set_ylabel("validation loss (all bytes)")

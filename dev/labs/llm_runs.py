@@ -128,3 +128,27 @@ def save(fig, path, dpi=90, colors=None):
 def spread(values):
     """Mean, min and max of a list, for a point with an error bar over seeds."""
     return sum(values) / len(values), min(values), max(values)
+
+
+def mean_sd(values):
+    """Mean and sample standard deviation (0 for a single value)."""
+    n = len(values)
+    m = sum(values) / n
+    return m, (sum((v - m) ** 2 for v in values) / (n - 1)) ** 0.5 if n > 1 else 0.0
+
+
+def seed_summary(rows, keys, quantities):
+    """The spread over seeds: one row per setting (the values of `keys`) and quantity, with the number
+    of seeds, mean, sample sd, min and max of its finite values (rows that differ only in the seed
+    are one setting). Written beside a lab's per-seed CSV as llm_NAME_seeds.csv."""
+    groups = {}
+    for r in rows:
+        groups.setdefault(tuple(r[k] for k in keys), []).append(r)
+    out = []
+    for k, rs in groups.items():
+        for q in quantities:
+            v = [r[q] for r in rs if isinstance(r[q], (int, float)) and r[q] == r[q] and abs(r[q]) != float("inf")]
+            if v:
+                m, sd = mean_sd(v)
+                out.append(dict(zip(keys, k), quantity=q, n=len(v), mean=m, sd=sd, min=min(v), max=max(v)))
+    return out

@@ -48,7 +48,7 @@ NVLDLIBS = -lcublas -lgomp -lm
 # host C++ compiler against a CPU runtime for CUDA, so that `make test` runs every kernel without a GPU.
 CUDA_CPU := dev/cuda_cpu
 CUDA_CPU_GEN := $(CUDA_CPU)/gen
-CUDA_CPU_HEADERS := $(CUDA_CPU)/cuda_runtime.h $(CUDA_CPU)/cublas_v2.h
+CUDA_CPU_HEADERS := $(CUDA_CPU)/cuda_runtime.h $(CUDA_CPU)/cublas_v2.h $(CUDA_CPU)/cuda_bf16.h
 CUDA_CPU_CXX ?= $(CXX) -O2 $(ARCH_FLAGS) -std=c++17 -fopenmp -fno-math-errno -Wall -Wextra -Wno-unused-function
 export CUDA_CPU_CXX
 # The dev/ tools run on Debian's python3 (python3-torch, -numpy, -matplotlib; make deps); the labs need
@@ -64,7 +64,7 @@ SAN_BUILD := build/sanitize
 SAN_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
     $(ARCH_FLAGS) -fopenmp -fno-math-errno -Wall -Wextra -Wno-unused-function -Wno-pass-failed
 
-.PHONY: all test data data-gpt2 clean help deps bench test-cuda-mutants
+.PHONY: all test data data-gpt2 clean help deps bench bench-gpu test-cuda-mutants
 all: train_gpt2 test_gpt2
 
 help:
@@ -79,6 +79,7 @@ help:
 	@echo "make test-cuda-mutants  deliberate bugs in train_gpt2.cu, each caught by the tests (part of make test)"
 	@echo "make test-sanitize  test_gpt2 and the trainer under ASan, LeakSanitizer and UBSan (part of make test)"
 	@echo "make bench        training-step speed vs PyTorch, FMA peak, MFU (doc/performance.md; ~10 min)"
+	@echo "make bench-gpu    GPU trainer speed, per-kernel times, MFU; without a GPU the analytic plan"
 	@echo "make labs-variance  classroom labs I (MLPs; doc/labs/README.md); one lab: make lab-sweep"
 	@echo "make labs-llm     classroom labs II (transformer; doc/labs/README_llm.md); one lab: make lab-mup"
 	@echo "                  (labs write into out/labs/NAME/; LAB_OUT=DIR elsewhere)"
@@ -97,12 +98,13 @@ test_gpt2: test_gpt2.c train_gpt2.c test/fixture.h
 # The tests run the trainer binary too (resume, determinism, bad input), the MLP labs' self-test
 # (dev/labs/mlp_lab selftest) and the CUDA code on the CPU runtime (the runtime's self-test,
 # ./test_gpt2cu_cpu against ./train_gpt2cu_cpu, and the mutants), all counted in the total; they never
-# need data/ or a GPU. Where nvcc exists, the real CUDA tests are compiled too (so an nvcc build
-# error fails the tests) and run; without a GPU ./test_gpt2cu says it skips and exits 77.
+# need data/ or a GPU. Where nvcc exists, the real CUDA tests (and make bench-gpu's program) are
+# compiled too (so an nvcc build error fails the tests) and run; without a GPU ./test_gpt2cu says it
+# skips and exits 77.
 test: test_gpt2 dev/labs/mlp_lab test_gpt2cu_cpu train_gpt2cu_cpu $(CUDA_CPU)/selftest $(SAN_BUILD)/test_gpt2 $(SAN_BUILD)/train_gpt2
 	$(CC) $(CFLAGS) -o train_gpt2 train_gpt2.c $(LDLIBS)
 	@if command -v $(NVCC) >/dev/null 2>&1; then \
-	    $(MAKE) --no-print-directory test_gpt2cu && { ./test_gpt2cu; st=$$?; [ $$st -eq 0 ] || [ $$st -eq 77 ]; }; \
+	    $(MAKE) --no-print-directory test_gpt2cu dev/bench/bench_gpu && { ./test_gpt2cu; st=$$?; [ $$st -eq 0 ] || [ $$st -eq 77 ]; }; \
 	else echo "skipped: nvcc not found, the CUDA targets were not built with nvcc"; fi
 	./test_gpt2
 
@@ -167,6 +169,22 @@ bench: dev/bench/fma_peak
 dev/bench/fma_peak: dev/bench/fma_peak.c
 	$(CC) -O2 $(ARCH_FLAGS) -fopenmp -Wall -Wextra -o $@ $<
 
+# The GPU trainer's speed (doc/performance.md, GPU section): on a GPU, tokens/s, ms/step, MFU against
+# a cuBLAS GEMM timed in the same run and a per-kernel table; without one, the analytic plan. Built by
+# nvcc where it exists, else on the CPU runtime for CUDA (which prints the plan only).
+# BENCH_GPU_ARGS="--warmup 5 --steps 20".
+bench-gpu: dev/bench/bench_gpu
+	dev/bench/bench_gpu $(BENCH_GPU_ARGS)
+
+dev/bench/bench_gpu: dev/bench/bench_gpu.cu train_gpt2.cu train_gpt2.c .nvcc_flags $(CUDA_CPU_HEADERS)
+	@if command -v $(NVCC) >/dev/null 2>&1; then \
+		echo "$(NVCC) $(NVCCFLAGS) -I . -o $@ $< $(NVLDLIBS)"; $(NVCC) $(NVCCFLAGS) -I . -o $@ $< $(NVLDLIBS); \
+	else \
+		mkdir -p $(CUDA_CPU_GEN) && $(CUDA_CPU)/rewrite.sh $< $(CUDA_CPU_GEN)/bench_gpu.cu && \
+		$(CUDA_CPU)/rewrite.sh train_gpt2.cu $(CUDA_CPU_GEN)/train_gpt2.cu && \
+		$(CUDA_CPU_CXX) -I $(CUDA_CPU) -I . -x c++ -o $@ $(CUDA_CPU_GEN)/bench_gpu.cu -lm; \
+	fi
+
 deps:
 	dev/install_deps.sh
 
@@ -188,19 +206,19 @@ data/%_gpt2_train.bin data/%_gpt2_val.bin data/%_gpt2_decode.bin: data/%_train.t
 
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu train_gpt2cu_cpu test_gpt2cu_cpu .nvcc_flags
-	rm -f dev/bench/fma_peak dev/labs/mlp_lab dev/labs/llm_compose $(CUDA_CPU)/selftest
+	rm -f dev/bench/fma_peak dev/bench/bench_gpu dev/labs/mlp_lab dev/labs/llm_compose $(CUDA_CPU)/selftest
 	rm -rf $(CUDA_CPU_GEN) $(SAN_BUILD)
 
 # ---- labs I (issue 7): variance propagation, the classic initializers, the std sweep ------------
 # dev/labs/mlp_lab.c includes train_gpt2.c; dev/labs/plot_labs.py (numpy, matplotlib) turns a lab's
 # CSV into NAME*.png and NAME.md next to it. `make lab-NAME` runs one lab, `make labs-variance` all
-# nine. The datasets are fetched into data_labs/ (git-ignored) by dev/labs/fetch_data.sh.
+# ten (lab 10, diag, is the diagnostics of a makemore-style course). The datasets are fetched into data_labs/ (git-ignored) by dev/labs/fetch_data.sh.
 # Every lab (I and II) writes into out/labs/NAME/ (git-ignored; LAB_OUT=DIR: into DIR), never into the
 # committed doc/labs/: only `make lab-publish LAB=NAME` and `make labs-publish` write there (below).
-LABS_I := explode xavier orthogonal residual symmetry race sweep xavier_kaiming gains
+LABS_I := explode xavier orthogonal residual symmetry race sweep xavier_kaiming gains diag
 LABS_I_DATA := data_labs/mnist.csv data_labs/wine.csv data_labs/digits.csv data_labs/breast_cancer.csv
 # the labs that train on data_labs/ (the others need no data)
-LABS_I_WITH_DATA := symmetry race sweep xavier_kaiming
+LABS_I_WITH_DATA := symmetry race sweep xavier_kaiming diag
 LAB_OUT ?=
 lab_dir = $(or $(LAB_OUT),out/labs/$*)
 # Refuses to write into doc/labs/ unless lab-publish or labs-publish asked (LAB_PUBLISH=1).

@@ -97,6 +97,7 @@ typedef struct {
     const float* x;               // the input of the last forward
     const int* y;
     float *d0, *d1, *dz, *dm, *du, *losses;
+    float* dout_kept[MAX_LAYERS]; // where set (lab diag), mlp_backward copies dL/d out_l here (B x dims[l+1])
 } MLP;
 
 // the gradient of a parameter lives at the same offset in the gradient block
@@ -244,6 +245,7 @@ static void mlp_backward(MLP* n, int B) {
         const float* in = l ? n->out[l - 1] : n->x;
         const float* u = has_norm(c, l) ? n->u[l] : in;
         float* dprev = l ? spare[l & 1] : NULL;      // gradient of the layer's input
+        if (n->dout_kept[l]) memcpy(n->dout_kept[l], dcur, (size_t)N * sizeof(float));   // dcur's buffer is reused below
         if (dprev) memset(dprev, 0, (size_t)B * C * sizeof(float));
         const float* dz = dcur;
         if (is_block(c, l)) {
@@ -411,6 +413,10 @@ typedef struct {
     Opt opt;
 } TrainSpec;
 
+// Called in every training step after the backward pass (after = 0: the batch's activations and
+// gradients are in the MLP) and after the update (after = 1); B is the batch. Lab diag records here.
+typedef void (*StepHook)(MLP* n, int step, int B, int after, void* ctx);
+
 typedef struct {
     double train_loss, val_loss, val_acc;
     int hit_step;                  // -1: never reached the target
@@ -439,8 +445,9 @@ static double mlp_evaluate(MLP* n, const Data* D, double* acc) {
 // Minibatch training, epochs of a random permutation from data_seed. curve (may be NULL) receives
 // the full-training-set loss at steps 0, eval_every, 2 eval_every, ... (steps/eval_every + 1 values;
 // NAN after a divergence).
-// ts->opt carries the optimizer's step count from one call to the next.
-static TrainResult mlp_train(MLP* n, const Data* tr, const Data* va, TrainSpec* ts, uint64_t data_seed, float* curve) {
+// ts->opt carries the optimizer's step count from one call to the next. hook (may be NULL): see StepHook.
+static TrainResult mlp_train_hooked(MLP* n, const Data* tr, const Data* va, TrainSpec* ts, uint64_t data_seed, float* curve,
+                                    StepHook hook, void* ctx) {
     TrainResult r = {.hit_step = -1, .diverged_step = -1};
     Rng g;
     rng_seed(&g, data_seed);
@@ -477,12 +484,18 @@ static TrainResult mlp_train(MLP* n, const Data* tr, const Data* va, TrainSpec* 
                 for (size_t i = 0; i < n->num_params; i++) n->grads[i] *= scale;
             }
         }
+        if (hook) hook(n, step, ts->batch, 0, ctx);
         opt_step(n, &ts->opt);
+        if (hook) hook(n, step, ts->batch, 1, ctx);
     }
     r.train_loss = mlp_evaluate(n, tr, NULL);
     r.val_loss = mlp_evaluate(n, va, &r.val_acc);
     free(perm); free(xb); free(yb);
     return r;
+}
+
+static TrainResult mlp_train(MLP* n, const Data* tr, const Data* va, TrainSpec* ts, uint64_t data_seed, float* curve) {
+    return mlp_train_hooked(n, tr, va, ts, data_seed, curve, NULL, NULL);
 }
 
 // ============================================================================================
@@ -650,14 +663,39 @@ static void csv_row(FILE* f, const char* section, const char* series, double x, 
     fprintf(f, "%s,%s,%.9g,%s,%.9g\n", section, series, x, metric, v);
 }
 
-// The end of a training run (and its loss curve, one point every `every` steps) as CSV rows.
+// The spread over seeds that a lab's verdicts rest on (issue 19): the rows METRIC (the mean of v[0..n-1]),
+// METRIC_sd (the sample sd), METRIC_min and METRIC_max. The series of one seed end in |sK; these rows
+// carry the series without it. A non-finite value makes all four non-finite.
+static void csv_spread(FILE* f, const char* section, const char* series, double x, const char* metric,
+                       const double* v, int n) {
+    double m = 0.0, ss = 0.0, lo = v[0], hi = v[0];
+    for (int i = 0; i < n; i++) {
+        m += v[i] / n;
+        if (v[i] < lo) lo = v[i];
+        if (v[i] > hi) hi = v[i];
+    }
+    for (int i = 0; i < n; i++) ss += (v[i] - m) * (v[i] - m);
+    double sd = n > 1 ? sqrt(ss / (n - 1)) : 0.0;
+    if (!isfinite(m)) lo = hi = sd = m;
+    char name[96];
+    csv_row(f, section, series, x, metric, m);
+    snprintf(name, sizeof(name), "%s_sd", metric);
+    csv_row(f, section, series, x, name, sd);
+    snprintf(name, sizeof(name), "%s_min", metric);
+    csv_row(f, section, series, x, name, lo);
+    snprintf(name, sizeof(name), "%s_max", metric);
+    csv_row(f, section, series, x, name, hi);
+}
+
+// The end of a training run (and its loss curve, one point every `every` steps; curve NULL: none) as CSV rows.
 static void csv_result(FILE* f, const char* section, const char* series, double x, const TrainResult* r,
                        const char* curve_series, const float* curve, int steps, int every) {
     csv_row(f, section, series, x, "train_loss", r->train_loss);
     csv_row(f, section, series, x, "val_loss", r->val_loss);
     csv_row(f, section, series, x, "val_acc", r->val_acc);
     csv_row(f, section, series, x, "diverged_step", r->diverged_step);
-    for (int k = 0; k <= steps / every; k++) csv_row(f, "curve", curve_series, k * every, "train_loss", curve[k]);
+    if (curve)
+        for (int k = 0; k <= steps / every; k++) csv_row(f, "curve", curve_series, k * every, "train_loss", curve[k]);
 }
 
 static double mean_square(const float* a, long n) {
@@ -682,7 +720,7 @@ static void lab_data_end(FILE* f, Data* all, Data* tr, Data* va) {
 }
 
 // ---- lab 1: explode / vanish ([InitGuide ch. 0-1]) ----------------------------------------------------
-typedef struct { FILE* f; const char* section; const char* series; int first_inf, first_nan; } StackLog;
+typedef struct { FILE* f; const char* section; const char* series; int first_inf, first_nan; double var; } StackLog;   // var: the last layer's
 
 // per layer: mean and std of h (the seed's printout), E[z^2], max |h|, and where inf / NaN first appear
 static void hook_stats(int l, const float* z, const float* h, const float* h0, int B, int d, void* ctx) {
@@ -702,6 +740,7 @@ static void hook_stats(int l, const float* z, const float* h, const float* h0, i
     csv_row(s->f, s->section, s->series, l, "mean", st.mean);
     csv_row(s->f, s->section, s->series, l, "std", st.std);
     csv_row(s->f, s->section, s->series, l, "var", st.std * st.std);
+    s->var = st.std * st.std;
     csv_row(s->f, s->section, s->series, l, "max_abs_finite", mx);
     csv_row(s->f, s->section, s->series, l, "inf_frac", (double)inf / N);
     csv_row(s->f, s->section, s->series, l, "nan_frac", (double)nan / N);
@@ -715,13 +754,18 @@ static void hook_grad_stats(int l, const float* dh, int B, int d, void* ctx) {
     csv_row(s->f, s->section, s->series, l, "grad_var", sd * sd);
 }
 
-static void run_stack_logged(FILE* f, const char* section, const StackSpec* sp) {
-    StackLog s = {f, section, sp->scheme, -1, -1};
-    stack_run_grad(sp, NULL, hook_stats, hook_grad_stats, &s);
+// The stack with every layer's statistics, and with grad its backward signal; returns the log (the
+// first inf and NaN layers, the last layer's variance).
+static StackLog stack_logged(FILE* f, const char* section, const StackSpec* sp, int grad) {
+    StackLog s = {f, section, sp->scheme, -1, -1, NAN};
+    stack_run_grad(sp, NULL, hook_stats, grad ? hook_grad_stats : NULL, &s);
     csv_row(f, section, sp->scheme, sp->depth, "first_inf_layer", s.first_inf);
     csv_row(f, section, sp->scheme, sp->depth, "first_nan_layer", s.first_nan);
     printf("  %-12s %-20s first inf at layer %d, first NaN at layer %d\n", section, sp->scheme, s.first_inf, s.first_nan);
+    return s;
 }
+
+static void run_stack_logged(FILE* f, const char* section, const StackSpec* sp) { stack_logged(f, section, sp, 1); }
 
 static void lab_explode(const LabOptions* o) {
     FILE* f = csv_open(o->out);
@@ -775,27 +819,38 @@ static void lab_xavier(const LabOptions* o) {
         const char* sch[2] = {cases[c].a, cases[c].b};
         for (int i = 0; i < 2; i++) {
             StackSpec sp = {d, 10, B, cases[c].act, sch[i], NULL, 1.0, o->seed};
-            HistLog hl = {{f, cases[c].section, sch[i], -1, -1}, cases[c].lo, cases[c].hi};
+            HistLog hl = {{f, cases[c].section, sch[i], -1, -1, NAN}, cases[c].lo, cases[c].hi};
             stack_run_grad(&sp, NULL, hook_hist, hook_grad_stats, &hl);
         }
     }
     // [InitFP §3.3]: 32 ReLU layers of d = 4096, x ~ N(0,1), batch 64; h.var() after layer 32.
-    // For a square layer fan-in and fan-out Kaiming are the same matrix.
-    int big = o->big_width ? o->big_width : 4096, seeds = o->seeds ? o->seeds : 1;
+    // For a square layer fan-in and fan-out Kaiming are the same matrix. Over -n seeds (default 5), the
+    // table's h.var() and the first layer with inf as their mean, sd, min and max (section deep4096);
+    // the backward pass at the first seed only (it draws every matrix twice: twice the time).
+    int big = o->big_width ? o->big_width : 4096, seeds = o->seeds ? o->seeds : 5;
     const char* big_schemes[] = {"normal:1", "xavier_normal", "kaiming_normal:relu"};
+    double var32[3][64], inf32[3][64];
     for (int s = 0; s < seeds; s++)
         for (int i = 0; i < 3; i++) {
             StackSpec sp = {big, 32, 64, A_RELU, big_schemes[i], NULL, 1.0, o->seed + 100 * s};
             char section[32];
             snprintf(section, sizeof(section), "deep%d_s%d", big, s);
-            run_stack_logged(f, section, &sp);
+            StackLog lg = stack_logged(f, section, &sp, s == 0);
+            var32[i][s] = lg.var;
+            inf32[i][s] = lg.first_inf;
         }
+    char deep[32];
+    snprintf(deep, sizeof(deep), "deep%d", big);
+    for (int i = 0; i < 3; i++) {
+        csv_spread(f, deep, big_schemes[i], 32, "var", var32[i], seeds);
+        csv_spread(f, deep, big_schemes[i], 32, "first_inf_layer", inf32[i], seeds);
+    }
     fclose(f);
 }
 
 // ---- lab 3: orthogonal matrices preserve norms exactly ([InitGuide ch. 4]) ----------------------------
 // per layer: the ratio ||h_l|| / ||h_0|| of every input row, its mean, min and max over the batch
-typedef struct { FILE* f; const char* section; const char* series; } NormLog;
+typedef struct { FILE* f; const char* section; const char* series; double* keep; } NormLog;   // keep[l]: the mean (may be NULL)
 
 static void hook_norms(int l, const float* z, const float* h, const float* h0, int B, int d, void* ctx) {
     (void)z;
@@ -815,30 +870,48 @@ static void hook_norms(int l, const float* z, const float* h, const float* h0, i
     csv_row(s->f, s->section, s->series, l, "ratio_mean", mean);
     csv_row(s->f, s->section, s->series, l, "ratio_min", mn);
     csv_row(s->f, s->section, s->series, l, "ratio_max", mx);
+    if (s->keep) s->keep[l] = mean;
 }
 
+// Every run at the first seed; the runs whose result depends on the seed (the Gaussian linear stack and
+// the ReLU stacks) at -n seeds (default 5: o->seed + 1000 s), with the mean, sd, min and max over the
+// seeds of the mean ratio per layer (the series without |sK). An orthogonal linear stack keeps every
+// norm whatever its matrices (Q^T Q = I), and each seed costs 64 QR decompositions per orthogonal run.
 static void lab_orthogonal(const LabOptions* o) {
     FILE* f = csv_open(o->out);
-    int d = o->width ? o->width : 256, B = o->batch ? o->batch : 64;
+    int d = o->width ? o->width : 256, B = o->batch ? o->batch : 64, seeds = o->seeds ? o->seeds : 5;
     char relu_orth[32];
     snprintf(relu_orth, sizeof(relu_orth), "orthogonal:%.9g", calculate_gain("relu", NAN));
-    struct { const char* section; Act act; int depth; const char* scheme; } runs[] = {
-        {"linear20", A_IDENTITY, 20, "orthogonal"},
-        {"linear20", A_IDENTITY, 20, "lecun_normal"},
-        {"linear64", A_IDENTITY, 64, "orthogonal"},
-        {"linear64", A_IDENTITY, 64, "lecun_normal"},
-        {"gain_linear", A_IDENTITY, 20, "orthogonal:1.1"},
-        {"gain_linear", A_IDENTITY, 20, "orthogonal:0.9"},
-        {"relu64", A_RELU, 64, relu_orth},
-        {"relu64", A_RELU, 64, "kaiming_normal:relu"},
-        {"relu64", A_RELU, 64, "orthogonal"},
+    struct { const char* section; Act act; int depth; const char* scheme; int seeded; } runs[] = {
+        {"linear20", A_IDENTITY, 20, "orthogonal", 0},
+        {"linear20", A_IDENTITY, 20, "lecun_normal", 0},
+        {"linear64", A_IDENTITY, 64, "orthogonal", 0},
+        {"linear64", A_IDENTITY, 64, "lecun_normal", 1},
+        {"gain_linear", A_IDENTITY, 20, "orthogonal:1.1", 0},
+        {"gain_linear", A_IDENTITY, 20, "orthogonal:0.9", 0},
+        {"relu64", A_RELU, 64, relu_orth, 1},
+        {"relu64", A_RELU, 64, "kaiming_normal:relu", 1},
+        {"relu64", A_RELU, 64, "orthogonal", 1},
     };
-    for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
-        StackSpec sp = {d, runs[i].depth, B, runs[i].act, runs[i].scheme, NULL, 1.0, o->seed};
-        NormLog nl = {f, runs[i].section, runs[i].scheme};
-        stack_run(&sp, hook_norms, &nl);
-        printf("  %-12s %s done\n", runs[i].section, runs[i].scheme);
-    }
+    enum { RUNS = sizeof(runs) / sizeof(runs[0]) };
+    double* keep = xmalloc((size_t)RUNS * seeds * 65 * sizeof(double));    // [run][seed][layer 0..64]
+    for (int s = 0; s < seeds; s++)
+        for (int i = 0; i < RUNS; i++) {
+            if (s > 0 && !runs[i].seeded) continue;
+            StackSpec sp = {d, runs[i].depth, B, runs[i].act, runs[i].scheme, NULL, 1.0, o->seed + 1000 * (uint64_t)s};
+            char series[64];
+            snprintf(series, sizeof(series), "%s|s%d", runs[i].scheme, s);
+            NormLog nl = {f, runs[i].section, series, keep + ((size_t)i * seeds + s) * 65};
+            stack_run(&sp, hook_norms, &nl);
+            printf("  %-12s %s done\n", runs[i].section, series);
+        }
+    double v[64];
+    for (int i = 0; i < RUNS; i++)
+        for (int l = 0; runs[i].seeded && l <= runs[i].depth; l++) {
+            for (int s = 0; s < seeds; s++) v[s] = keep[((size_t)i * seeds + s) * 65 + l];
+            csv_spread(f, runs[i].section, runs[i].scheme, l, "ratio_mean", v, seeds);
+        }
+    free(keep);
     fclose(f);
 }
 
@@ -854,7 +927,9 @@ typedef struct {
     uint64_t seed;
 } StreamSpec;
 
-static void stream_run(const StreamSpec* s, FILE* f, const char* section, const char* series, int every_layer) {
+// Returns the sublayer variance (below); keep (may be NULL) gets Var(h_k) / Var(h_0) for the k written.
+static double stream_run(const StreamSpec* s, FILE* f, const char* section, const char* series, int every_layer,
+                         double* keep) {
     size_t N = (size_t)s->batch * s->width, M = (size_t)s->width * s->width;
     float* W = xmalloc(M * sizeof(float));
     float *h = xmalloc(N * sizeof(float)), *u = xmalloc(N * sizeof(float)), *a = xmalloc(N * sizeof(float));
@@ -867,6 +942,7 @@ static void stream_run(const StreamSpec* s, FILE* f, const char* section, const 
     double var0 = stats_of(h, NULL, (long)N).std, sub = 0.0;
     var0 *= var0;
     if (every_layer) csv_row(f, section, series, 0, "var_ratio", 1.0);
+    if (keep) keep[0] = 1.0;
     for (int k = 1; k <= s->n; k++) {
         norm_forward(u, NULL, rstd, h, ones, NULL, 1, NORM_EPS, s->batch, s->width);
         const float* in = u;
@@ -885,38 +961,60 @@ static void stream_run(const StreamSpec* s, FILE* f, const char* section, const 
         if (every_layer || k == s->n) {
             Stats sh = stats_of(h, NULL, (long)N);
             csv_row(f, section, series, every_layer ? k : s->n, "var_ratio", sh.std * sh.std / var0);
+            if (keep) keep[k] = sh.std * sh.std / var0;
         }
     }
     // the sublayer variance sigma^2 (in units of Var h_0) that the law 1 + n sigma^2 needs
     csv_row(f, section, series, s->n, "sublayer_var", sub / var0);
     free(W); free(h); free(u); free(a); free(o); free(ones); free(rstd);
+    return sub / var0;
 }
 
 static void lab_residual(const LabOptions* o) {
     FILE* f = csv_open(o->out);
     int d = o->width ? o->width : 512, B = o->batch ? o->batch : 64, nmax = o->depth ? o->depth : 160;
+    int seeds = o->seeds ? o->seeds : 5;
+    // The streams the verdicts test, the unscaled one against 1 + k sigma^2 and the scaled ones for
+    // depth independence, at -n seeds (default 5; o->seed + 1000 s, series mlp|sK), with the mean, sd,
+    // min and max over the seeds (series mlp); the unscaled finals and GPT-2 XL at the first seed.
     // unscaled: sigma^2 ~ 1 (He into ReLU, V at 1/fan_in), so Var grows as 1 + k; 160 = 2L for L = 80
-    StreamSpec un = {d, nmax, B, 1, "lecun_normal", 1.0, o->seed};
-    stream_run(&un, f, "unscaled", "mlp", 1);
+    double* keep = xmalloc((size_t)seeds * (nmax + 1) * sizeof(double)), sub[64], v[64];
+    char series[32];
+    for (int s = 0; s < seeds; s++) {
+        StreamSpec un = {d, nmax, B, 1, "lecun_normal", 1.0, o->seed + 1000 * (uint64_t)s};
+        snprintf(series, sizeof(series), "mlp|s%d", s);
+        sub[s] = stream_run(&un, f, "unscaled", series, 1, keep + (size_t)s * (nmax + 1));
+    }
+    for (int k = 0; k <= nmax; k++) {
+        for (int s = 0; s < seeds; s++) v[s] = keep[(size_t)s * (nmax + 1) + k];
+        csv_spread(f, "unscaled", "mlp", k, "var_ratio", v, seeds);
+    }
+    csv_spread(f, "unscaled", "mlp", nmax, "sublayer_var", sub, seeds);
     // GPT-2 scaling by 1/sqrt(n) for several n: Var(h_n) should stay at 1 + sigma^2 whatever n is
     int ns[] = {2, 4, 8, 16, 24, 48, 96, 160};
     for (int i = 0; i < 8; i++) {
         if (ns[i] > nmax) break;
-        StreamSpec sc = {d, ns[i], B, 1, "lecun_normal", 1.0 / sqrt(ns[i]), o->seed};
-        stream_run(&sc, f, "scaled", "mlp", 0);
-        StreamSpec us = sc;
-        us.v_scale = 1.0;
-        stream_run(&us, f, "unscaled_final", "mlp", 0);
+        for (int s = 0; s < seeds; s++) {
+            StreamSpec sc = {d, ns[i], B, 1, "lecun_normal", 1.0 / sqrt(ns[i]), o->seed + 1000 * (uint64_t)s};
+            snprintf(series, sizeof(series), "mlp|s%d", s);
+            sub[s] = stream_run(&sc, f, "scaled", series, 0, keep);     // keep: scratch here
+            v[s] = keep[ns[i]];
+        }
+        csv_spread(f, "scaled", "mlp", ns[i], "var_ratio", v, seeds);
+        csv_spread(f, "scaled", "mlp", ns[i], "sublayer_var", sub, seeds);
+        StreamSpec us = {d, ns[i], B, 1, "lecun_normal", 1.0, o->seed};
+        stream_run(&us, f, "unscaled_final", "mlp|s0", 0, NULL);
         printf("  n = %d done\n", ns[i]);
     }
+    free(keep);
     // GPT-2 XL ([InitGuide ch. 5]): d = 1600, 2L = 96 linear sublayers with N(0, 0.02^2), unscaled and
     // with 0.02 / sqrt(96)
     int xl = o->big_width ? o->big_width : 1600;
     StreamSpec g1 = {xl, 96, B, 0, "normal:0.02", 1.0, o->seed};
-    stream_run(&g1, f, "gpt2xl", "unscaled", 1);
+    stream_run(&g1, f, "gpt2xl", "unscaled|s0", 1, NULL);
     StreamSpec g2 = g1;
     g2.v_scale = 1.0 / sqrt(96.0);
-    stream_run(&g2, f, "gpt2xl", "scaled", 1);
+    stream_run(&g2, f, "gpt2xl", "scaled|s0", 1, NULL);
     fclose(f);
 }
 
@@ -992,42 +1090,69 @@ static void lab_symmetry(const LabOptions* o) {
 }
 
 // ---- lab 6: the race ([InitGuide ch. 8]) --------------------------------------------------------------
+// The runs that the page's verdicts rest on are repeated over -n seeds: every run at depth 4, He at
+// every depth, Xavier at depth 32 and with tanh at depth 64, orthogonal at depth 64 (scheme index si:
+// 0 zero, 1 N(0, 0.01), 2 Xavier, 3 He, 4 orthogonal). The others (zero and N(0, 0.01) deeper than 4,
+// Xavier with ReLU at depth 64, orthogonal at depth 32) run at the first seed only: all seeds would
+// double the lab's time.
+static int race_seeded(Act act, int depth, int si) {
+    if (depth == 4 || si == 3) return 1;
+    if (si == 2) return depth == 32 || act == A_TANH;
+    return si == 4 && depth == 64;
+}
+
 static void lab_race(const LabOptions* o) {
     Data all, tr, va;
     FILE* f = lab_data_begin(o, "digits", &all);
     data_split(&all, 360, o->seed, 1, &tr, &va);
-    int w = o->width ? o->width : 64, steps = o->steps ? o->steps : 1500, every = 25;
+    int w = o->width ? o->width : 64, steps = o->steps ? o->steps : 1500, every = 25, seeds = o->seeds ? o->seeds : 5;
     int depths[] = {4, 32, 64};
     Act acts[] = {A_RELU, A_TANH};
     float* curve = xmalloc((steps / every + 1) * sizeof(float));
-    for (int ai = 0; ai < 2; ai++) {
+    // seed s (series LABEL|ACT|DEPTH|sK): the weights from o->seed + 1000 s, the batch order from
+    // o->seed + 1 + 1000 s, the same split; the loss curves of the first seed only
+    const char* labels[] = {"zero", "normal0.01", "xavier", "he", "orthogonal"};
+    double acc[2][3][5][64], loss[2][3][5][64];
+    for (int s = 0; s < seeds; s++)
+      for (int ai = 0; ai < 2; ai++) {
         // orthogonal with the activation's gain ([InitGuide ch. 4]: sqrt 2 for ReLU), He with ReLU's
         char orth[48];
         snprintf(orth, sizeof(orth), "orthogonal:%.9g", calculate_gain(act_names[acts[ai]], NAN));
         const char* schemes[] = {"zeros", "normal:0.01", "xavier_normal", "kaiming_normal:relu", orth};
-        const char* labels[] = {"zero", "normal0.01", "xavier", "he", "orthogonal"};
         for (int di = 0; di < 3; di++) {
             MLPConfig cfg = {.L = depths[di], .act = acts[ai], .head = 1};
             cfg.dims[0] = tr.d;
             for (int l = 1; l < cfg.L; l++) cfg.dims[l] = w;
             cfg.dims[cfg.L] = all.k;
             for (int si = 0; si < 5; si++) {
+                if (s > 0 && !race_seeded(acts[ai], depths[di], si)) continue;
                 MLP n;
                 mlp_build(&n, &cfg, 64);
-                mlp_init(&n, schemes[si], 0, o->seed);
+                mlp_init(&n, schemes[si], 0, o->seed + 1000 * (uint64_t)s);
                 // deep plain nets under SGD + momentum blow up on their first large gradients
                 // (He at depth 32 went to NaN unclipped); clipping at norm 1 is the usual guard
-                TrainSpec ts = {steps, 64, every, 0.0f, 1.0f, lab_opt(o, 0.01f)};
-                TrainResult r = mlp_train(&n, &tr, &va, &ts, o->seed + 1, curve);
+                TrainSpec ts = {steps, 64, s ? 0 : every, 0.0f, 1.0f, lab_opt(o, 0.01f)};
+                TrainResult r = mlp_train(&n, &tr, &va, &ts, o->seed + 1 + 1000 * (uint64_t)s, s ? NULL : curve);
                 char series[64];
-                snprintf(series, sizeof(series), "%s|%s|%d", labels[si], act_names[acts[ai]], depths[di]);
-                csv_result(f, "final", series, depths[di], &r, series, curve, steps, every);
+                snprintf(series, sizeof(series), "%s|%s|%d|s%d", labels[si], act_names[acts[ai]], depths[di], s);
+                csv_result(f, "final", series, depths[di], &r, series, s ? NULL : curve, steps, every);
                 printf("  %-30s train %.3f  val acc %.3f%s\n", series, r.train_loss, r.val_acc,
                        r.diverged_step >= 0 ? "  (diverged)" : "");
+                acc[ai][di][si][s] = r.val_acc;
+                loss[ai][di][si][s] = r.train_loss;
                 mlp_free(&n);
             }
         }
-    }
+      }
+    for (int ai = 0; ai < 2; ai++)
+        for (int di = 0; di < 3; di++)
+            for (int si = 0; si < 5; si++) {
+                if (!race_seeded(acts[ai], depths[di], si)) continue;
+                char series[64];
+                snprintf(series, sizeof(series), "%s|%s|%d", labels[si], act_names[acts[ai]], depths[di]);
+                csv_spread(f, "final", series, depths[di], "val_acc", acc[ai][di][si], seeds);
+                csv_spread(f, "final", series, depths[di], "train_loss", loss[ai][di][si], seeds);
+            }
     free(curve);
     lab_data_end(f, &all, &tr, &va);
 }
@@ -1081,6 +1206,11 @@ static void lab_sweep(const LabOptions* o) {
 }
 
 // ---- lab 8: Xavier vs Kaiming, paired over seeds ([VarDyn E2]) ----------------------------------------
+// [VarDyn E2]'s design, 10 paired seeds and a paired t-test, is one block; the lab runs XK_BLOCKS blocks,
+// block b the whole experiment from the base seed o->seed + 1000 b (data split, weights, batch order),
+// so that a verdict can say in how many blocks a difference is significant, and a paired t-test over
+// all the blocks' pairs.
+#define XK_BLOCKS 4
 static void lab_xavier_kaiming(const LabOptions* o) {
     Data all, tr, va;
     FILE* f = lab_data_begin(o, "wine", &all);
@@ -1088,54 +1218,75 @@ static void lab_xavier_kaiming(const LabOptions* o) {
     // the closest, made binary: cultivar 0 against the other two. Two-class softmax is the logistic loss.
     for (int i = 0; i < all.n; i++) all.y[i] = all.y[i] == 0;
     all.k = 2;
-    data_split(&all, 36, o->seed, 1, &tr, &va);
-    MLPConfig cfg = {.L = 4, .dims = {tr.d, 16, 32, 32, 2}, .act = A_RELU, .head = 1};
     int seeds = o->seeds ? o->seeds : 10, steps = o->steps ? o->steps : 300;
     float target = 0.05f;
     // [VarDyn E2] compares Xavier normal with Kaiming *uniform*; its contribution 3 says Kaiming
     // normal ([Errata 004-7]): both pairs are run
     const char* schemes[] = {"xavier_normal", "kaiming_uniform:relu", "kaiming_normal:relu"};
-    // per run: iterations to a training loss of 0.05, the loss after `early` steps and at the end,
-    // the held-out accuracy
-    int early = 50;
-    double hit[3][64], ear[3][64], fin[3][64], acc[3][64];
-    float* curve = xmalloc((steps + 1) * sizeof(float));
-    for (int s = 0; s < seeds; s++)
-        for (int i = 0; i < 3; i++) {
-            MLP n;
-            mlp_build(&n, &cfg, 64);
-            mlp_init(&n, schemes[i], 0, o->seed + 17 * s);
-            TrainSpec ts = {steps, 16, 1, target, 0.0f, lab_opt(o, 0.01f)};
-            TrainResult r = mlp_train(&n, &tr, &va, &ts, o->seed + 1 + 17 * s, curve);
-            // a run that never reaches the target counts as steps + 1 iterations (censored)
-            hit[i][s] = r.hit_step >= 0 ? r.hit_step : steps + 1;
-            ear[i][s] = curve[early < steps ? early : steps];
-            fin[i][s] = r.train_loss;
-            acc[i][s] = r.val_acc;
-            csv_row(f, "runs", schemes[i], s, "iters_to_target", hit[i][s]);
-            csv_row(f, "runs", schemes[i], s, "early_train_loss", ear[i][s]);
-            csv_row(f, "runs", schemes[i], s, "final_train_loss", fin[i][s]);
-            csv_row(f, "runs", schemes[i], s, "val_acc", acc[i][s]);
-            char series[64];
-            snprintf(series, sizeof(series), "%s|%d", schemes[i], s);
-            for (int k = 0; k <= steps; k += 5) csv_row(f, "curve", series, k, "train_loss", curve[k]);
-            mlp_free(&n);
-        }
     const char* what[] = {"iters_to_target", "early_train_loss", "final_train_loss", "val_acc"};
-    double (*vals[4])[64] = {hit, ear, fin, acc};
+    // per run: iterations to a training loss of 0.05, the loss after `early` steps and at the end,
+    // the held-out accuracy; run s of block b at [b * seeds + s]
+    int early = 50, N = XK_BLOCKS * seeds;
+    static double hit[3][XK_BLOCKS * 64], ear[3][XK_BLOCKS * 64], fin[3][XK_BLOCKS * 64], acc[3][XK_BLOCKS * 64];
+    double (*vals[4])[XK_BLOCKS * 64] = {hit, ear, fin, acc};
+    double diffs[2][4][XK_BLOCKS];        // each block's mean difference
+    float* curve = xmalloc((steps + 1) * sizeof(float));
+    for (int b = 0; b < XK_BLOCKS; b++) {
+        uint64_t base = o->seed + 1000 * (uint64_t)b;
+        data_split(&all, 36, base, 1, &tr, &va);
+        MLPConfig cfg = {.L = 4, .dims = {tr.d, 16, 32, 32, 2}, .act = A_RELU, .head = 1};
+        for (int s = 0; s < seeds; s++)
+            for (int i = 0; i < 3; i++) {
+                MLP n;
+                mlp_build(&n, &cfg, 64);
+                mlp_init(&n, schemes[i], 0, base + 17 * s);
+                TrainSpec ts = {steps, 16, 1, target, 0.0f, lab_opt(o, 0.01f)};
+                TrainResult r = mlp_train(&n, &tr, &va, &ts, base + 1 + 17 * s, curve);
+                // a run that never reaches the target counts as steps + 1 iterations (censored)
+                int k = b * seeds + s;
+                hit[i][k] = r.hit_step >= 0 ? r.hit_step : steps + 1;
+                ear[i][k] = curve[early < steps ? early : steps];
+                fin[i][k] = r.train_loss;
+                acc[i][k] = r.val_acc;
+                char series[64];
+                snprintf(series, sizeof(series), "%s|b%d", schemes[i], b);
+                for (int w = 0; w < 4; w++) csv_row(f, "runs", series, s, what[w], vals[w][i][k]);
+                // the loss curves of the first block only
+                snprintf(series, sizeof(series), "%s|%d", schemes[i], s);
+                if (b == 0)
+                    for (int t = 0; t <= steps; t += 5) csv_row(f, "curve", series, t, "train_loss", curve[t]);
+                mlp_free(&n);
+            }
+        data_free(&tr); data_free(&va);
+        for (int k = 1; k < 3; k++)
+            for (int w = 0; w < 4; w++) {
+                double md, t, p;
+                paired_t(vals[w][0] + b * seeds, vals[w][k] + b * seeds, seeds, &md, &t, &p);
+                diffs[k - 1][w][b] = md;
+                char series[64];
+                snprintf(series, sizeof(series), "xavier_normal-%s|b%d", schemes[k], b);
+                csv_row(f, "ttest_mean_diff", series, seeds - 1, what[w], md);
+                csv_row(f, "ttest_t", series, seeds - 1, what[w], t);
+                csv_row(f, "ttest_p", series, seeds - 1, what[w], p);
+                printf("  %-45s %-18s mean diff %-10.4g t = %-8.3f p = %.4g\n", series, what[w], md, t, p);
+            }
+    }
+    // over the blocks: the spread of the blocks' mean differences, and one paired t-test on all N pairs
     for (int k = 1; k < 3; k++)
         for (int w = 0; w < 4; w++) {
             double md, t, p;
-            paired_t(vals[w][0], vals[w][k], seeds, &md, &t, &p);
             char series[64];
             snprintf(series, sizeof(series), "xavier_normal-%s", schemes[k]);
-            csv_row(f, "ttest_mean_diff", series, seeds - 1, what[w], md);
-            csv_row(f, "ttest_t", series, seeds - 1, what[w], t);
-            csv_row(f, "ttest_p", series, seeds - 1, what[w], p);
-            printf("  %-42s %-18s mean diff %-10.4g t = %-8.3f p = %.4g\n", series, what[w], md, t, p);
+            csv_spread(f, "blocks", series, XK_BLOCKS, what[w], diffs[k - 1][w], XK_BLOCKS);
+            paired_t(vals[w][0], vals[w][k], N, &md, &t, &p);
+            csv_row(f, "ttest_mean_diff", series, N - 1, what[w], md);
+            csv_row(f, "ttest_t", series, N - 1, what[w], t);
+            csv_row(f, "ttest_p", series, N - 1, what[w], p);
+            printf("  %-45s %-18s mean diff %-10.4g t = %-8.3f p = %.4g (all %d pairs)\n", series, what[w], md, t, p, N);
         }
     free(curve);
-    lab_data_end(f, &all, &tr, &va);
+    data_free(&all);
+    fclose(f);
 }
 
 // ---- lab 9: activation gains ([Errata 001-7], [Errata 004-3]) -----------------------------------------
@@ -1156,12 +1307,50 @@ static void moments(Act a, double q, const double* zs, long n, const double* wts
     free(x); free(y); free(one);
 }
 
-typedef struct { FILE* f; const char* series; } QLog;
+// c(q) of one activation on a grid of log10 q from QTAB_LO in steps of 0.1 (the quadrature above), and
+// the map of one layer in the infinite-width limit, F(q) = g^2 q c(q): the q of layer l+1 that a layer
+// at gain g gives a row whose pre-activations z (over the units) have second moment q.
+#define QTAB_N 181
+#define QTAB_LO (-12.0)
+static double c_of(const double* ctab, double q) {
+    double t = (log10(q) - QTAB_LO) * 10.0;
+    if (!(t > 0.0)) return ctab[0];                  // also q = 0
+    if (t >= QTAB_N - 1) return ctab[QTAB_N - 1];
+    int k = (int)t;
+    return ctab[k] + (t - k) * (ctab[k + 1] - ctab[k]);
+}
+
+// Per layer l of a stack: q_l = E[z_l^2] over the batch and the units (row "q"), and, from layer 2 on,
+// q_l against two predictions from layer l-1: the mean field F(q_{l-1}), which treats the batch as one
+// q, and the mean over the rows b of F(q_b), with q_b the second moment of row b alone. The two differ
+// when the rows' q_b spread and F is curved (Jensen): for GELU and SiLU c rises with q and q c(q) is
+// convex around q = 1, so the rows above the mean gain more than those below lose. The ratios
+// q_l / F(q_{l-1}) and q_l / mean_b F(q_b), averaged over layers 2..depth, are the stack's drift rows
+// (the arithmetic mean: given layer l-1, mean_b F(q_b) is the expected q_l in the infinite-width limit,
+// and the ratio of a noisy q to its expectation has mean 1; the mean of its log is below 0).
+typedef struct {
+    FILE* f;
+    const char* series;
+    const double* ctab;           // c(q) of the activation (QTAB_N points)
+    double g2;                    // the gain squared of layers 2..depth
+    double *qrow, *keep;          // the rows' q_b of the last layer (batch); keep[l] = q_l
+    double sum_mf, sum_rows;
+} QLog;
 
 static void hook_q(int l, const float* z, const float* h, const float* h0, int B, int d, void* ctx) {
     (void)h; (void)h0;
     QLog* s = ctx;
-    if (z) csv_row(s->f, "stack", s->series, l, "q", mean_square(z, (long)B * d));
+    if (!z) return;
+    double q = mean_square(z, (long)B * d);
+    csv_row(s->f, "stack", s->series, l, "q", q);
+    s->keep[l] = q;
+    if (l >= 2) {
+        double qbar = s->keep[l - 1], rows = 0.0;
+        for (int b = 0; b < B; b++) rows += s->g2 * s->qrow[b] * c_of(s->ctab, s->qrow[b]) / B;
+        s->sum_mf += q / (s->g2 * qbar * c_of(s->ctab, qbar));
+        s->sum_rows += q / rows;
+    }
+    for (int b = 0; b < B; b++) s->qrow[b] = mean_square(z + (long)b * d, d);
 }
 
 static void lab_gains(const LabOptions* o) {
@@ -1183,6 +1372,10 @@ static void lab_gains(const LabOptions* o) {
     rng_seed(&g, o->seed);
     init_normal(&g, zmc, nmc, 0.0f, 1.0f);
     for (long i = 0; i < nmc; i++) { zmcd[i] = zmc[i]; wmc[i] = 1.0 / nmc; }
+    int width = o->width ? o->width : 512, depth = o->depth ? o->depth : 32, B = o->batch ? o->batch : 128;
+    int seeds = o->seeds ? o->seeds : 5;
+    if (depth < 2) fatal("gains: the stacks need at least 2 layers");
+    double ctab[QTAB_N], *qrow = xmalloc(B * sizeof(double)), *qkeep = xmalloc((size_t)seeds * (depth + 1) * sizeof(double));
     for (int ai = 0; ai < 4; ai++) {
         double c1 = 0.0, d1 = 0.0;   // the quadrature's c(1), d(1)
         for (int qi = 0; qi < 8; qi++) {
@@ -1195,24 +1388,265 @@ static void lab_gains(const LabOptions* o) {
             csv_row(f, "mc", act_names[acts[ai]], qs[qi], "c", cm);
             csv_row(f, "mc", act_names[acts[ai]], qs[qi], "d", dm);
         }
+        for (int k = 0; k < QTAB_N; k++) {
+            double dq;
+            moments(acts[ai], pow(10.0, QTAB_LO + 0.1 * k), zq, QUAD_N, wq, &ctab[k], &dq);
+        }
         // 32-layer stacks, z_1 ~ N(0,1) (layer 1 at 1/fan_in), then layers 2..32 with gain g:
-        // calculate_gain's value, sqrt 2 ([InitFP]'s "gain = 2.0" on the variance), and 1/sqrt(c(1))
+        // calculate_gain's value, sqrt 2 ([InitFP]'s "gain = 2.0" on the variance), and 1/sqrt(c(1)).
+        // Each at -n seeds (default 5; the weights and the input from o->seed + 5 + 1000 s, series
+        // ACT|GAIN|sK): q_l, the drift rows of hook_q, and over the seeds the mean, sd, min and max of q_l
+        // and of the drifts (series ACT|GAIN) and how many seeds end above their q_1 (q_up).
         double gains[3] = {calculate_gain(act_names[acts[ai]], NAN), sqrt(2.0), 1.0 / sqrt(c1)};
         const char* gname[3] = {"calculate_gain", "sqrt2", "quadrature"};
         for (int gi = 0; gi < 3; gi++) {
-            StackSpec sp = {o->width ? o->width : 512, o->depth ? o->depth : 32, o->batch ? o->batch : 128, acts[ai],
-                            "lecun_normal", "lecun_normal", gains[gi], o->seed + 5};
-            char series[64];
+            char series[64], seeded[80];
             snprintf(series, sizeof(series), "%s|%s", act_names[acts[ai]], gname[gi]);
             csv_row(f, "gain", series, 0, "gain", gains[gi]);
-            QLog ql = {f, series};
-            stack_run(&sp, hook_q, &ql);
+            double mf[64], rows[64];
+            int up = 0;
+            for (int s = 0; s < seeds; s++) {
+                StackSpec sp = {width, depth, B, acts[ai], "lecun_normal", "lecun_normal", gains[gi],
+                                o->seed + 5 + 1000 * (uint64_t)s};
+                snprintf(seeded, sizeof(seeded), "%s|s%d", series, s);
+                QLog ql = {f, seeded, ctab, gains[gi] * gains[gi], qrow, qkeep + (size_t)s * (depth + 1), 0.0, 0.0};
+                stack_run(&sp, hook_q, &ql);
+                mf[s] = ql.sum_mf / (depth - 1);
+                rows[s] = ql.sum_rows / (depth - 1);
+                csv_row(f, "stack", seeded, depth, "drift_meanfield", mf[s]);
+                csv_row(f, "stack", seeded, depth, "drift_rows", rows[s]);
+                up += ql.keep[depth] > ql.keep[1];
+            }
+            double v[64];
+            for (int l = 1; l <= depth; l++) {
+                for (int s = 0; s < seeds; s++) v[s] = qkeep[(size_t)s * (depth + 1) + l];
+                csv_spread(f, "stack", series, l, "q", v, seeds);
+            }
+            csv_spread(f, "stack", series, depth, "drift_meanfield", mf, seeds);
+            csv_spread(f, "stack", series, depth, "drift_rows", rows, seeds);
+            csv_row(f, "stack", series, depth, "q_up", up);
         }
         printf("  %-6s c(1) = %.6f  d(1) = %.6f  calculate_gain = %.6f  1/sqrt(c(1)) = %.6f\n", act_names[acts[ai]], c1, d1,
                gains[0], gains[2]);
     }
-    free(zq); free(wq); free(zmc); free(zmcd); free(wmc);
+    free(zq); free(wq); free(zmc); free(zmcd); free(wmc); free(qrow); free(qkeep);
     fclose(f);
+}
+
+// ---- lab 10: the diagnostics of a makemore-style course ([Makemore], [InitGuide ch. 2-3]) -------------
+// A deep MLP on MNIST, 784 -> 100 x 5 -> 10 (-w the width, -l the hidden layers), tanh or GELU, trained
+// with SGD (-O, -r: as the other labs) under three inits: N(0,1) (naive), N(0, 0.01^2) (too small), and Kaiming with the
+// activation's gain, std = calculate_gain / sqrt(fan_in) ([InitGuide ch. 3]; 5/3 for tanh, [Makemore]'s
+// choice, and 1.53 for GELU). What such a course looks at, per run:
+//   (a) the loss at step 0 against ln 10, the loss of a uniform prediction, and the std of the logits;
+//   (b) per hidden layer, histograms of the activations h_l and of their gradients dL/dh_l at the first
+//       and the last step: DIAG_BINS bins over mean +- 4 std, as the trainer's hist probe (hist_of);
+//   (c) the fraction of saturated units per hidden layer over time: slope phi'(z) below SAT_FRACTION of
+//       the steepest slope of phi, the trainer's sat probe (doc/probes.md), and for tanh also [Makemore]'s
+//       |h| > 0.97, i.e. slope 1 - h^2 < 0.059 (the two differ only for 0.97 < |h| < 0.9747);
+//   (d) the update-to-data ratio of every weight matrix over time, log10(std(W_after - W_before) /
+//       std(W_before)), [Makemore]'s ratio (the trainer's grad probe logs ||dW|| / ||W||, the same for a
+//       zero-mean tensor), whose rule of thumb is about -3.
+// (a), (c), (d) and the per-layer std are the mean and sd over -n seeds (default 5); the histograms are
+// the first seed's.
+#define DIAG_BINS 40          // as the trainer's hist probe (HIST_BINS is lab 2's 60 from there on)
+#define DIAG_RECORDS 21       // points of each curve over time
+#define TANH_SAT_ABS 0.97f    // [Makemore]: a tanh unit with |h| > 0.97 is saturated
+
+typedef struct {              // one seed's numbers (doubles only: csv_mean_sd steps through an array of them)
+    double loss0, logit_std, train_loss, val_acc;
+    double sat_slope[DIAG_RECORDS][MAX_LAYERS], sat_abs[DIAG_RECORDS][MAX_LAYERS], ud[DIAG_RECORDS][MAX_LAYERS];
+    double act_std[2][MAX_LAYERS], grad_std[2][MAX_LAYERS];      // at the first and the last step
+} DiagSeed;
+
+typedef struct {
+    DiagSeed* d;
+    int steps, every;
+    float *ones, *slope, *wprev;  // B x width ones and slopes; a copy of every weight matrix
+    FILE* f;                      // where the histograms go (the first seed only; else NULL)
+    const char* series;
+} DiagLog;
+
+// The curves over time are recorded at steps 0, every, 2 every, ... before the last step (at most
+// DIAG_RECORDS - 1 of them) and at the last step: how many records, a step's record (-1: none), a record's step.
+static int diag_records(int steps, int every) {
+    int k = (steps - 2) / every + 1;
+    return (k < DIAG_RECORDS - 1 ? k : DIAG_RECORDS - 1) + 1;
+}
+static int diag_record(int step, int steps, int every) {
+    int R = diag_records(steps, every);
+    if (step == steps - 1) return R - 1;
+    return step % every == 0 && step / every < R - 1 ? step / every : -1;
+}
+static int diag_step(int k, int steps, int every) { return k == diag_records(steps, every) - 1 ? steps - 1 : k * every; }
+
+// The fraction of n units that are saturated: *slope_frac by the sat probe's test |phi'(z)| < SAT_FRACTION
+// x the steepest slope of phi (tanh: 1, at 0; GELU: GELU_MAX_SLOPE), *abs_frac by [Makemore]'s |h| > 0.97
+// (tanh; NAN for GELU). ones: n ones; tmp: n floats.
+static void sat_fractions(Act a, const float* z, const float* h, long n, const float* ones, float* tmp,
+                          double* slope_frac, double* abs_frac) {
+    if (a != A_TANH && a != A_GELU) fatal("sat_fractions: tanh or gelu, not %s", act_names[a]);
+    act_backward(a, tmp, z, ones, n);          // phi'(z)
+    double below = SAT_FRACTION * (a == A_GELU ? GELU_MAX_SLOPE : 1.0);
+    long flat = 0, out = 0;
+    for (long i = 0; i < n; i++) {
+        flat += fabsf(tmp[i]) < below;
+        out += fabsf(h[i]) > TANH_SAT_ABS;
+    }
+    *slope_frac = (double)flat / n;
+    *abs_frac = a == A_TANH ? (double)out / n : NAN;
+}
+
+// [Makemore]'s update-to-data ratio of one tensor: std(after - before) / std(before)
+static double update_ratio(const float* after, const float* before, long n) {
+    return stats_of(after, before, n).std / stats_of(before, NULL, n).std;
+}
+
+// WHAT's histogram of layer l: the fraction of the n values in each bin, the range, the NaN and inf
+static void diag_hist(FILE* f, const char* series, int l, const char* what, const float* x, long n) {
+    long counts[DIAG_BINS], nonfinite;
+    double lo, width;
+    hist_of(x, n, DIAG_BINS, counts, &lo, &width, &nonfinite);
+    char s[96], m[48];
+    snprintf(s, sizeof(s), "%s|L%d", series, l);
+    for (int b = 0; b < DIAG_BINS; b++) csv_row(f, "hist", s, b, what, (double)counts[b] / n);
+    snprintf(m, sizeof(m), "%s_lo", what);
+    csv_row(f, "hist_range", s, 0, m, lo);
+    snprintf(m, sizeof(m), "%s_width", what);
+    csv_row(f, "hist_range", s, 0, m, width);
+    snprintf(m, sizeof(m), "%s_nonfinite", what);
+    csv_row(f, "hist_range", s, 0, m, nonfinite);
+}
+
+static void diag_hook(MLP* n, int step, int B, int after, void* ctx) {
+    DiagLog* g = ctx;
+    const MLPConfig* c = &n->cfg;
+    int k = diag_record(step, g->steps, g->every);
+    if (k < 0) return;
+    size_t off = 0;
+    for (int l = 0; l < c->L; l++) {           // before the update: keep W; after: the ratio
+        long cnt = (long)c->dims[l] * c->dims[l + 1];
+        if (after) g->d->ud[k][l] = log10(update_ratio(n->W[l], g->wprev + off, cnt));
+        else memcpy(g->wprev + off, n->W[l], cnt * sizeof(float));
+        off += cnt;
+    }
+    if (after) return;
+    int end = step == g->steps - 1;
+    for (int l = 0; l < c->L - 1; l++) {       // the hidden layers
+        long N = (long)B * c->dims[l + 1];
+        sat_fractions(c->act, n->z[l], n->out[l], N, g->ones, g->slope, &g->d->sat_slope[k][l], &g->d->sat_abs[k][l]);
+        if (step != 0 && !end) continue;
+        g->d->act_std[end][l] = stats_of(n->out[l], NULL, N).std;
+        g->d->grad_std[end][l] = stats_of(n->dout_kept[l], NULL, N).std;
+        if (!g->f) continue;
+        diag_hist(g->f, g->series, l + 1, end ? "act_end" : "act0", n->out[l], N);
+        diag_hist(g->f, g->series, l + 1, end ? "grad_end" : "grad0", n->dout_kept[l], N);
+    }
+}
+
+// The rows METRIC (the mean over n seeds of v[0], v[stride], ...) and METRIC_sd (their sample sd)
+static void csv_mean_sd(FILE* f, const char* section, const char* series, double x, const char* metric,
+                        const double* v, size_t stride, int n) {
+    double m = 0.0, ss = 0.0;
+    for (int i = 0; i < n; i++) m += v[i * stride] / n;
+    for (int i = 0; i < n; i++) ss += (v[i * stride] - m) * (v[i * stride] - m);
+    char sd[64];
+    snprintf(sd, sizeof(sd), "%s_sd", metric);
+    csv_row(f, section, series, x, metric, m);
+    csv_row(f, section, series, x, sd, sqrt(ss / (n - 1)));
+}
+
+static void lab_diag(const LabOptions* o) {
+    Data all, tr, va;
+    FILE* f = lab_data_begin(o, "mnist", &all);
+    data_split(&all, 2000, o->seed, 0, &tr, &va);
+    int w = o->width ? o->width : 100, hidden = o->depth ? o->depth : 5, B = o->batch ? o->batch : 64;
+    int steps = o->steps ? o->steps : 300, seeds = o->seeds ? o->seeds : 5, E = 1000;   // E: rows of the check at init
+    int every = steps / (DIAG_RECORDS - 1) > 0 ? steps / (DIAG_RECORDS - 1) : 1, R = diag_records(steps, every);
+    MLPConfig cfg = {.L = hidden + 1, .head = 1};
+    if (cfg.L > MAX_LAYERS) fatal("diag: at most %d hidden layers", MAX_LAYERS - 1);
+    cfg.dims[0] = tr.d;
+    for (int l = 1; l <= hidden; l++) cfg.dims[l] = w;
+    cfg.dims[cfg.L] = all.k;
+    size_t nw = 0;
+    for (int l = 0; l < cfg.L; l++) nw += (size_t)cfg.dims[l] * cfg.dims[l + 1];
+    float *ones = xmalloc((size_t)B * w * sizeof(float)), *slope = xmalloc((size_t)B * w * sizeof(float));
+    float *wprev = xmalloc(nw * sizeof(float)), *dh = xmalloc((size_t)hidden * B * w * sizeof(float));
+    for (long i = 0; i < (long)B * w; i++) ones[i] = 1.0f;
+    DiagSeed* ds = xmalloc(seeds * sizeof(DiagSeed));
+    const size_t st = sizeof(DiagSeed) / sizeof(double);
+    Opt opt = lab_opt(o, 0.01f);
+    const char* cname[] = {"width", "hidden", "batch", "steps", "seeds", "lr", "adam"};
+    double cval[] = {w, hidden, B, steps, seeds, opt.lr, opt.adam};
+    for (int i = 0; i < 7; i++) csv_row(f, "config", "diag", 0, cname[i], cval[i]);    // for the page
+    Act acts[2] = {A_TANH, A_GELU};
+    const char* labels[3] = {"naive", "small", "kaiming"};
+    for (int ai = 0; ai < 2; ai++) {
+        char kaiming[48];
+        snprintf(kaiming, sizeof(kaiming), "kaiming_normal:%s", act_names[acts[ai]]);
+        const char* schemes[3] = {"normal:1", "normal:0.01", kaiming};
+        cfg.act = acts[ai];
+        for (int si = 0; si < 3; si++) {
+            char series[64];
+            snprintf(series, sizeof(series), "%s|%s", act_names[acts[ai]], labels[si]);
+            int diverged = 0;
+            for (int s = 0; s < seeds; s++) {
+                DiagSeed* d = &ds[s];
+                for (size_t i = 0; i < st; i++) ((double*)d)[i] = NAN;   // a diverged run leaves its records NaN
+                MLP n;
+                mlp_build(&n, &cfg, B > E ? B : E);
+                for (int l = 0; l < hidden; l++) n.dout_kept[l] = dh + (size_t)l * B * w;
+                mlp_init(&n, schemes[si], 0, o->seed + 1000 * s);
+                // (a) at init, on E training rows: the logits (a forward without targets keeps them), the loss
+                mlp_forward(&n, tr.x, NULL, E);
+                d->logit_std = stats_of(n.out[cfg.L - 1], NULL, (long)E * all.k).std;
+                d->loss0 = mlp_forward(&n, tr.x, tr.y, E);
+                DiagLog g = {d, steps, every, ones, slope, wprev, s == 0 ? f : NULL, series};
+                TrainSpec ts = {steps, B, 0, 0.0f, 0.0f, opt};      // a fresh optimizer state (t = 0)
+                TrainResult r = mlp_train_hooked(&n, &tr, &va, &ts, o->seed + 1 + 1000 * s, NULL, diag_hook, &g);
+                d->train_loss = r.train_loss;
+                d->val_acc = r.val_acc;
+                diverged += r.diverged_step >= 0;
+                mlp_free(&n);
+            }
+            csv_mean_sd(f, "init", series, 0, "loss0", &ds->loss0, st, seeds);
+            csv_mean_sd(f, "init", series, 0, "logit_std", &ds->logit_std, st, seeds);
+            csv_mean_sd(f, "final", series, steps, "train_loss", &ds->train_loss, st, seeds);
+            csv_mean_sd(f, "final", series, steps, "val_acc", &ds->val_acc, st, seeds);
+            csv_row(f, "final", series, steps, "diverged", diverged);
+            for (int l = 0; l < hidden; l++) {
+                csv_mean_sd(f, "layer", series, l + 1, "act_std0", &ds->act_std[0][l], st, seeds);
+                csv_mean_sd(f, "layer", series, l + 1, "act_std_end", &ds->act_std[1][l], st, seeds);
+                csv_mean_sd(f, "layer", series, l + 1, "grad_std0", &ds->grad_std[0][l], st, seeds);
+                csv_mean_sd(f, "layer", series, l + 1, "grad_std_end", &ds->grad_std[1][l], st, seeds);
+            }
+            for (int l = 0; l < cfg.L; l++) {
+                char sl[80], sw[80];
+                snprintf(sl, sizeof(sl), "%s|L%d", series, l + 1);
+                snprintf(sw, sizeof(sw), "%s|W%d", series, l + 1);
+                for (int k = 0; k < R; k++) {
+                    int x = diag_step(k, steps, every);
+                    if (l < hidden) {
+                        csv_mean_sd(f, "sat", sl, x, "slope", &ds->sat_slope[k][l], st, seeds);
+                        if (acts[ai] == A_TANH) csv_mean_sd(f, "sat", sl, x, "abs97", &ds->sat_abs[k][l], st, seeds);
+                    }
+                    csv_mean_sd(f, "ud", sw, x, "log10_ratio", &ds->ud[k][l], st, seeds);
+                }
+            }
+            double l0 = 0.0, acc = 0.0, sat = 0.0, ud = 0.0;
+            for (int s = 0; s < seeds; s++) {
+                l0 += ds[s].loss0 / seeds;
+                acc += ds[s].val_acc / seeds;
+                sat += ds[s].sat_slope[0][hidden / 2] / seeds;
+                ud += ds[s].ud[R - 1][hidden / 2] / seeds;
+            }
+            printf("  %-13s loss at step 0 %-9.4g (ln 10 = 2.303)  layer %d: saturated %.3f at step 0, "
+                   "log10 update ratio %.2f at the end  val acc %.3f  diverged %d of %d\n", series, l0, hidden / 2 + 1,
+                   sat, ud, acc, diverged, seeds);
+        }
+    }
+    free(ones); free(slope); free(wprev); free(dh); free(ds);
+    lab_data_end(f, &all, &tr, &va);
 }
 
 // ============================================================================================
@@ -1533,6 +1967,68 @@ static void selftest_stack_grad(void) {
              "worst relative error %.2g", worst_rel);
 }
 
+// ---- the diagnostics of lab diag ----------------------------------------------------------------------
+static void selftest_diag(void) {
+    // saturation of a hand-made layer. tanh: |h| > 0.97 from |z| = 2.092, slope 1 - h^2 < 0.05 from
+    // |z| = 2.178, so z = 2.12 (h = 0.9710, slope 0.057) counts for the first test only. GELU' is flat
+    // (|GELU'| < 0.05 x 1.1289) for u < -2.29 and around its zero at u = -0.75 (-0.90 < u < -0.63); at
+    // -1.42 it is -0.129, GELU's steepest descent.
+    enum { U = 8 };
+    const float zt[U] = {0.0f, 0.5f, 2.0f, 2.12f, 2.2f, -3.0f, 10.0f, -10.0f};
+    const float zg[U] = {-10.0f, -3.0f, -0.75f, -1.42f, 0.0f, 1.42f, 5.0f, -2.0f};
+    float h[U], ones[U], tmp[U];
+    double slope, ab;
+    for (int i = 0; i < U; i++) ones[i] = 1.0f;
+    act_forward(A_TANH, h, zt, U);
+    sat_fractions(A_TANH, zt, h, U, ones, tmp, &slope, &ab);
+    st_check(ab == 5.0 / U && slope == 4.0 / U, "saturated tanh units: %g by |h| > 0.97 (want 5/8), %g by slope < 5%% (want 4/8)",
+             ab, slope);
+    act_forward(A_GELU, h, zg, U);
+    sat_fractions(A_GELU, zg, h, U, ones, tmp, &slope, &ab);
+    st_check(slope == 3.0 / U && isnan(ab), "saturated GELU units: %g by |GELU'| < 5%% of its steepest (want 3/8)", slope);
+    // the update ratio of a known SGD step: W = [1, -1, 2, -2] (std sqrt 2.5), g = [1, 1, -1, -1] (std 1),
+    // lr 0.01 without momentum: std(dW) / std(W) = 0.01 / sqrt(2.5)
+    MLPConfig c1 = {.L = 1, .dims = {2, 2}, .act = A_IDENTITY, .head = 1};
+    MLP n;
+    mlp_build(&n, &c1, 1);
+    const float w0[4] = {1.0f, -1.0f, 2.0f, -2.0f}, g0[4] = {1.0f, 1.0f, -1.0f, -1.0f};
+    memcpy(n.W[0], w0, sizeof(w0));
+    memset(n.grads, 0, n.num_params * sizeof(float));
+    memcpy(n.grads + (n.W[0] - n.params), g0, sizeof(g0));
+    Opt o = opt_make("sgd", 0.01f);
+    o.momentum = 0.0f;
+    opt_step(&n, &o);
+    double r = update_ratio(n.W[0], w0, 4);
+    st_check(fabs(r - 0.01 / sqrt(2.5)) < 1e-7, "update ratio of a known SGD step: %.7f (want 0.01/sqrt(2.5) = %.7f)", r,
+             0.01 / sqrt(2.5));
+    mlp_free(&n);
+    // the kept dL/dh_1 of a tanh MLP gives back the weight gradient of the layer above it:
+    // dL/dW_1 = (tanh'(z_1) * dL/dh_1)^T h_0, summed over the batch
+    enum { B = 5 };
+    MLPConfig c = {.L = 3, .dims = {4, 6, 5, 3}, .act = A_TANH, .head = 1};
+    mlp_build(&n, &c, B);
+    mlp_init(&n, "xavier_normal", 0, 3);
+    float x[B * 4], dh[B * 5], dz[B * 5];
+    int y[B] = {0, 2, 1, 1, 0};
+    Rng g;
+    rng_seed(&g, 4);
+    init_normal(&g, x, B * 4, 0.0f, 1.0f);
+    n.dout_kept[1] = dh;
+    mlp_forward(&n, x, y, B);
+    memset(n.grads, 0, n.num_params * sizeof(float));
+    mlp_backward(&n, B);
+    act_backward(A_TANH, dz, n.z[1], dh, B * 5);
+    double worst = 0.0;
+    for (int i = 0; i < 5; i++)
+        for (int j = 0; j < 6; j++) {
+            double s = 0.0;
+            for (int b = 0; b < B; b++) s += (double)dz[b * 5 + i] * n.out[0][b * 6 + j];
+            worst = fmax(worst, fabs(s - GRAD(&n, n.W[1])[i * 6 + j]) / (1e-7 + fabs(s)));
+        }
+    st_check(worst < 1e-4, "the kept dL/dh_1 gives back dL/dW_1: worst relative error %.2g", worst);
+    mlp_free(&n);
+}
+
 static int selftest(void) {
     for (int a = 0; a < NUM_ACTS; a++) {
         MLPConfig c = {.L = 4, .dims = {4, 6, 5, 5, 3}, .act = (Act)a, .head = 1};
@@ -1578,6 +2074,7 @@ static int selftest(void) {
     selftest_handtrace();
     selftest_orthogonal_2x2();
     selftest_depth_sensitivity();
+    selftest_diag();
     printf("selftest: %d passed, %d failed\n", st_pass, st_fail);
     return st_fail ? 1 : 0;
 }
@@ -1588,7 +2085,7 @@ static int selftest(void) {
 
 static void lab_usage(void) {
     printf("usage: dev/labs/mlp_lab LAB [flags]     (doc/labs/README.md describes the labs)\n"
-           "labs: selftest explode xavier orthogonal residual symmetry race sweep xavier_kaiming gains\n"
+           "labs: selftest explode xavier orthogonal residual symmetry race sweep xavier_kaiming gains diag\n"
            "      worked (the sources' worked examples recomputed, no CSV)\n"
            "  -o FILE   the CSV (default out/labs/LAB/LAB.csv; make lab-publish writes doc/labs/LAB.csv)\n"
            "  -d DIR    the tables of dev/labs/fetch_data.sh (default data_labs)\n"
@@ -1630,7 +2127,7 @@ int main(int argc, char** argv) {
     struct { const char* name; void (*run)(const LabOptions*); } labs[] = {
         {"explode", lab_explode}, {"xavier", lab_xavier}, {"orthogonal", lab_orthogonal},
         {"residual", lab_residual}, {"symmetry", lab_symmetry}, {"race", lab_race}, {"sweep", lab_sweep},
-        {"xavier_kaiming", lab_xavier_kaiming}, {"gains", lab_gains},
+        {"xavier_kaiming", lab_xavier_kaiming}, {"gains", lab_gains}, {"diag", lab_diag},
     };
     for (size_t i = 0; i < sizeof(labs) / sizeof(labs[0]); i++)
         if (strcmp(lab, labs[i].name) == 0) {

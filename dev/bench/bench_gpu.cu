@@ -170,7 +170,7 @@ static void print_plan(const char* title, const Config* c, double P, int B, int 
                b16 / 1e6, 1e3 * op_time(o, 0), 1e3 * op_time(o, 1), 100 * op_time(o, 1) / tot[1]);
     }
     for (int bf = 0; bf < 2; bf++) {
-        const char* mode = bf ? "bf16 (planned --dtype bf16)" : "fp32 activations, TF32 matmuls";
+        const char* mode = bf ? "bf16 activations (a goal: --dtype bf16 now rounds only the matmul inputs)" : "fp32 activations, TF32 matmuls";
         double peak = bf ? H100_BF16 : H100_TF32;
         printf("%s: %.2f ms/step at the peaks, %.0f tokens/s; GEMMs %.2f ms (%.0f%%), the rest %.2f ms (%.0f%%); "
                "%.1f GFLOP computed per step (%.0f%% in GEMMs), %.1f model GFLOP: MFU at this bound %.0f%%\n",

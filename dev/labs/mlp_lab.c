@@ -663,19 +663,28 @@ static void csv_row(FILE* f, const char* section, const char* series, double x, 
     fprintf(f, "%s,%s,%.9g,%s,%.9g\n", section, series, x, metric, v);
 }
 
+// Mean, sample sd (0 for one value), min and max of the n values v[0], v[stride], v[2 stride], ...
+typedef struct { double mean, sd, lo, hi; } Spread;
+static Spread spread_of(const double* v, size_t stride, int n) {
+    Spread r = {0.0, 0.0, v[0], v[0]};
+    double ss = 0.0;
+    for (int i = 0; i < n; i++) {
+        r.mean += v[i * stride] / n;
+        if (v[i * stride] < r.lo) r.lo = v[i * stride];
+        if (v[i * stride] > r.hi) r.hi = v[i * stride];
+    }
+    for (int i = 0; i < n; i++) ss += (v[i * stride] - r.mean) * (v[i * stride] - r.mean);
+    r.sd = n > 1 ? sqrt(ss / (n - 1)) : 0.0;
+    return r;
+}
+
 // The spread over seeds that a lab's verdicts rest on (issue 19): the rows METRIC (the mean of v[0..n-1]),
 // METRIC_sd (the sample sd), METRIC_min and METRIC_max. The series of one seed end in |sK; these rows
 // carry the series without it. A non-finite value makes all four non-finite.
 static void csv_spread(FILE* f, const char* section, const char* series, double x, const char* metric,
                        const double* v, int n) {
-    double m = 0.0, ss = 0.0, lo = v[0], hi = v[0];
-    for (int i = 0; i < n; i++) {
-        m += v[i] / n;
-        if (v[i] < lo) lo = v[i];
-        if (v[i] > hi) hi = v[i];
-    }
-    for (int i = 0; i < n; i++) ss += (v[i] - m) * (v[i] - m);
-    double sd = n > 1 ? sqrt(ss / (n - 1)) : 0.0;
+    Spread sp = spread_of(v, 1, n);
+    double m = sp.mean, sd = sp.sd, lo = sp.lo, hi = sp.hi;
     if (!isfinite(m)) lo = hi = sd = m;
     char name[96];
     csv_row(f, section, series, x, metric, m);
@@ -1547,13 +1556,11 @@ static void diag_hook(MLP* n, int step, int B, int after, void* ctx) {
 // The rows METRIC (the mean over n seeds of v[0], v[stride], ...) and METRIC_sd (their sample sd)
 static void csv_mean_sd(FILE* f, const char* section, const char* series, double x, const char* metric,
                         const double* v, size_t stride, int n) {
-    double m = 0.0, ss = 0.0;
-    for (int i = 0; i < n; i++) m += v[i * stride] / n;
-    for (int i = 0; i < n; i++) ss += (v[i * stride] - m) * (v[i * stride] - m);
+    Spread sp = spread_of(v, stride, n);
     char sd[64];
     snprintf(sd, sizeof(sd), "%s_sd", metric);
-    csv_row(f, section, series, x, metric, m);
-    csv_row(f, section, series, x, sd, sqrt(ss / (n - 1)));
+    csv_row(f, section, series, x, metric, sp.mean);
+    csv_row(f, section, series, x, sd, sp.sd);
 }
 
 static void lab_diag(const LabOptions* o) {

@@ -856,12 +856,10 @@ static void softmax_forward(float* logits, float* losses, const int* targets, in
         #pragma omp simd reduction(max : mx)
         for (int i = 0; i < V; i++) mx = z[i] > mx ? z[i] : mx;
         float zt = targets ? z[targets[bt]] - mx : 0.0f;
-        double sum = 0.0;
+        for (int i = 0; i < V; i++) z[i] = vexpf(z[i] - mx);
+        double sum = 0.0;   // (a separate loop: GCC leaves an exp loop with a double reduction scalar)
         #pragma omp simd reduction(+ : sum)
-        for (int i = 0; i < V; i++) {
-            z[i] = vexpf(z[i] - mx);
-            sum += z[i];
-        }
+        for (int i = 0; i < V; i++) sum += z[i];
         float inv = (float)(1.0 / sum);
         for (int i = 0; i < V; i++) z[i] *= inv;
         // -log p = log(sum) - (z_t - max): exact even where p itself underflows
@@ -2487,12 +2485,15 @@ HOSTDEV static inline float vexpf(float x) {
 //    strides were: the transposed W of the forward pass costs one copy of a block, not a slow
 //    inner loop. A needs no copy: its MR values per k are broadcast one at a time, from MR rows
 //    (sak = 1) or from one contiguous run (sam = 1, dout read as dout^T).
-// 3. Cache blocking. Cm is cut into MC x NC macro tiles, the unit of work of a thread, and K into
-//    slices of KC. For one slice the packed Bm block (KC x NC, 256 KB with AVX-512) and the
-//    A block (MC x KC) stay in the core's L2 cache (1 MB on the machine of doc/performance.md)
-//    while every micro-tile of the macro tile uses them, and one Bm panel (KC x NR, 32 KB) stays
-//    in the 48 KB L1 while the rows of A pass. Every element brought into L2 is used MC or NC times.
-// 4. Threads. Macro tiles are independent (each owns its part of Cm), handed out dynamically.
+// 3. Cache blocking. Cm is cut into blocks of MC rows x NC columns and K into slices of KC. For one
+//    slice the packed Bm block (KC x NC, 256 KB with AVX-512) and the A block (MC x KC) stay in the
+//    core's L2 cache (1 MB on both machines of doc/performance.md) while every micro-tile of the
+//    block uses them, and one Bm panel (KC x NR, 32 KB) stays in L1 (48 KB on Zen 5; on Zen 4's
+//    32 KB mostly, and KC = 128 measured slower there) while the rows of A pass. Every element
+//    brought into L2 is used MC or NC times.
+// 4. Threads. Cm is split into units (column ranges of a wide product, row ranges of a tall one, see
+//    gemm), each owned by one thread, which packs each block of Bm once for all its rows and
+//    prefetches the next block while the kernel computes on the current one.
 //
 // Determinism: the kernel loads the current Cm values into its accumulators and adds the k terms
 // in order 0..K-1, slice after slice, so every output is the same sequence of fused multiply-adds
@@ -2620,33 +2621,94 @@ static void pack_b(float* bp, const float* Bm, long sbk, long sbn, int kc, int n
 // allocates nothing. 64-byte aligned: one cache line, one AVX-512 register.
 static __thread float pack_buf[KC * NC] __attribute__((aligned(64)));
 
-static void gemm(int M, int N, int K, const float* A, long sam, long sak, const float* Bm, long sbk, long sbn,
-                 float* Cm, long ldc, int accumulate) {
-    // Small products would leave threads idle with MC-row tiles: cut rows finer, to at least two
-    // tiles per thread (a multiple of MR rows; results do not depend on it). Called inside a
-    // parallel region (attention, one head per thread), gemm runs on the calling thread alone, with
-    // whole tiles (finer ones would only pack the same Bm block again).
-    int threads = in_parallel() ? 1 : thread_count();
-    int nt = (N + NC - 1) / NC, mc = MC;
-    while (threads > 1 && mc > MR && (long)nt * ((M + mc - 1) / mc) < 2L * threads) mc -= MR;
-    int mt = (M + mc - 1) / mc;
-    #pragma omp parallel for collapse(2) schedule(dynamic) if (threads > 1)
-    for (int jt = 0; jt < nt; jt++)
-        for (int it = 0; it < mt; it++) {
-            int i0 = it * mc, j0 = jt * NC;
-            int mb = M - i0 < mc ? M - i0 : mc, nb = N - j0 < NC ? N - j0 : NC;
-            for (int k0 = 0; k0 < K; k0 += KC) {
-                int kc = K - k0 < KC ? K - k0 : KC, load = accumulate || k0 > 0;
-                pack_b(pack_buf, Bm + k0 * sbk + j0 * sbn, sbk, sbn, kc, nb);
+// The cache lines of the Bm block that the next pack_b will read, handed out a few at a time while
+// the kernel works on the current block. Weights come from DRAM: a pack that waits for them leaves
+// the FMA units idle (doc/performance.md measured both copies waiting on DRAM), while a prefetch
+// issued during the kernel's arithmetic brings the block into L2 in the shadow of the FMAs.
+typedef struct {
+    const char* base;
+    long stride;            // bytes between the block's contiguous runs
+    int runs, lines_per_run, run, line;   // the next line to ask for: `line` of run `run`
+} Prefetch;
+
+static void prefetch_plan(Prefetch* pf, const float* Bm, long sbk, long sbn, int kc, int nc) {
+    int runs = sbn == 1 ? kc : nc, run_floats = sbn == 1 ? nc : kc;   // pack_b's contiguous direction
+    pf->base = (const char*)Bm;
+    pf->stride = (sbn == 1 ? sbk : sbn) * (long)sizeof(float);
+    pf->runs = runs;
+    pf->lines_per_run = (run_floats * (int)sizeof(float) + 63) / 64 + 1;   // +1: runs need not be aligned
+    pf->run = pf->line = 0;
+}
+
+static void prefetch_some(Prefetch* pf, int n) {
+    for (; n > 0 && pf->run < pf->runs; n--) {
+        __builtin_prefetch(pf->base + pf->run * pf->stride + pf->line * 64, 0, 2);   // into L2
+        if (++pf->line == pf->lines_per_run) pf->line = 0, pf->run++;
+    }
+}
+
+// One unit of work: rows [i0, i1) x columns [j0, j1) of Cm, in blocks of NC columns. Each KC-slice
+// of a column block of Bm is packed once and used by every row of the unit; meanwhile the next
+// slice is prefetched: the next k slice, else the next column block, else the first block of
+// `next_j0`, this thread's next unit (-1: none).
+static void gemm_unit(int i0, int i1, int j0, int j1, int K, const float* A, long sam, long sak, const float* Bm,
+                      long sbk, long sbn, float* Cm, long ldc, int accumulate, int next_j0, int next_j1) {
+    for (int jb = j0; jb < j1; jb += NC) {
+        int nb = j1 - jb < NC ? j1 - jb : NC;
+        int calls = (i1 - i0 + MR - 1) / MR * ((nb + NR - 1) / NR);   // kernel calls per slice
+        for (int k0 = 0; k0 < K; k0 += KC) {
+            int kc = K - k0 < KC ? K - k0 : KC, load = accumulate || k0 > 0;
+            pack_b(pack_buf, Bm + k0 * sbk + jb * sbn, sbk, sbn, kc, nb);
+            Prefetch pf = {0};
+            int k_next = k0 + KC < K ? k0 + KC : 0, j_next = k_next ? jb : jb + NC < j1 ? jb + NC : next_j0;
+            int j_end = k_next || jb + NC < j1 ? j1 : next_j1;
+            if (j_next >= 0)
+                prefetch_plan(&pf, Bm + k_next * sbk + j_next * sbn, sbk, sbn, K - k_next < KC ? K - k_next : KC,
+                              j_end - j_next < NC ? j_end - j_next : NC);
+            int per_call = (pf.runs * pf.lines_per_run + calls - 1) / calls;
+            for (int ib = i0; ib < i1; ib += MC) {          // row blocks: the A block stays in L2
+                int mb = i1 - ib < MC ? i1 - ib : MC;
                 for (int j = 0; j < nb; j += NR)            // one Bm panel in L1 ...
                     for (int i = 0; i < mb; i += MR) {      // ... while the rows of A pass
-                        const float *a = A + (i0 + i) * sam + k0 * sak, *bp = pack_buf + (long)j * kc;
-                        float* c = Cm + (long)(i0 + i) * ldc + j0 + j;
+                        const float *a = A + (ib + i) * sam + k0 * sak, *bp = pack_buf + (long)j * kc;
+                        float* c = Cm + (long)(ib + i) * ldc + jb + j;
+                        prefetch_some(&pf, per_call);
                         if (mb - i >= MR && nb - j >= NR) micro_kernel(kc, a, sam, sak, bp, c, ldc, load);
                         else edge_tile(kc, a, sam, sak, bp, c, ldc, mb - i < MR ? mb - i : MR, nb - j < NR ? nb - j : NR, load);
                     }
             }
         }
+    }
+}
+
+static void gemm(int M, int N, int K, const float* A, long sam, long sak, const float* Bm, long sbk, long sbn,
+                 float* Cm, long ldc, int accumulate) {
+    // The threads split Cm into units. Splitting the columns makes every unit read all of A; splitting
+    // the rows makes every unit pack all of Bm. So a wide product (M <= N; the forward pass, where Bm is
+    // the weight) is cut into column units of equal width (a multiple of NR, at most NC, at least two
+    // per thread), and a tall one (dW, and dinp when B*T exceeds the width) into two row units per
+    // thread. Unit u belongs to thread u % threads, which therefore knows its next unit and prefetches
+    // it. Called inside a parallel region (attention, one head per thread), gemm runs on the calling
+    // thread alone. Results do not depend on any of this (see Determinism above).
+    int threads = in_parallel() ? 1 : thread_count(), tall = M > N;
+    int units = tall ? 2 * threads : (N + NC - 1) / NC;
+    if (!tall && units < 2 * threads) units = 2 * threads;
+    int cap = tall ? (M + MR - 1) / MR : (N + NR - 1) / NR;   // units of at least MR rows or NR columns
+    if (threads == 1 || units > cap) units = threads == 1 && tall ? 1 : units > cap ? cap : units;
+    int span = tall ? M : N, step = tall ? MR : NR;
+    int width = ((span + units - 1) / units + step - 1) / step * step;   // rows or columns per unit
+    #pragma omp parallel for schedule(static, 1) if (threads > 1)
+    for (int u = 0; u < units; u++) {
+        int lo = u * width, hi = lo + width < span ? lo + width : span, un = u + threads;
+        if (lo >= span) continue;
+        int next_lo = un < units && un * width < span ? un * width : -1;
+        int next_hi = next_lo + width < span ? next_lo + width : span;
+        if (!tall) gemm_unit(0, M, lo, hi, K, A, sam, sak, Bm, sbk, sbn, Cm, ldc, accumulate, next_lo, next_hi);
+        else     // one MC-row block at a time, so that its part of Cm stays in L2 across the k slices
+            for (int ib = lo; ib < hi; ib += MC)
+                gemm_unit(ib, ib + MC < hi ? ib + MC : hi, 0, N, K, A, sam, sak, Bm, sbk, sbn, Cm, ldc, accumulate,
+                          ib + MC < hi || un < units ? 0 : -1, N);
+    }
 }
 
 // ---- the fast matmul: the loops of matmul_forward / matmul_backward (section 4) as gemm calls ----

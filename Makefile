@@ -78,7 +78,7 @@ help:
 	@echo "make test_gpt2cu_cpu  the GPU tests on the CPU runtime for CUDA (dev/cuda_cpu; part of make test)"
 	@echo "make test-cuda-mutants  deliberate bugs in train_gpt2.cu, each caught by the tests (part of make test)"
 	@echo "make test-sanitize  test_gpt2 and the trainer under ASan, LeakSanitizer and UBSan (part of make test)"
-	@echo "make bench        training-step speed vs PyTorch, FMA peak, MFU (doc/performance.md; ~10 min)"
+	@echo "make bench        training-step speed vs PyTorch, FMA peak, MFU, T sweep, phase table (doc/performance.md; ~25 min)"
 	@echo "make bench-gpu    GPU trainer speed, per-kernel times, MFU; without a GPU the analytic plan"
 	@echo "make labs-variance  classroom labs I (MLPs; doc/labs/README.md); one lab: make lab-sweep"
 	@echo "make labs-llm     classroom labs II (transformer; doc/labs/README_llm.md); one lab: make lab-mup"
@@ -162,12 +162,17 @@ data: data/moby_train.txt data/moby_val.txt
 # The benchmark (doc/performance.md) needs Debian's python3-torch, libopenblas0-pthread and
 # libtcmalloc-minimal4 (make deps) but no data: it trains on synthetic tokens. BENCH_ARGS passes
 # flags to the driver, e.g. make bench BENCH_ARGS="--configs cfgM-gpt2 --reps 1".
-bench: dev/bench/fma_peak
+bench: dev/bench/fma_peak dev/bench/phases
 	$(CC) $(CFLAGS) -o train_gpt2 train_gpt2.c $(LDLIBS)
 	$(PYTHON) dev/bench/bench.py $(BENCH_ARGS)
 
 dev/bench/fma_peak: dev/bench/fma_peak.c
 	$(CC) -O2 $(ARCH_FLAGS) -fopenmp -Wall -Wextra -o $@ $<
+
+# Per-phase times of one training step against their rooflines (doc/bench_phases.md); it includes
+# train_gpt2.c, so it is built with the trainer's flags.
+dev/bench/phases: dev/bench/phases.c train_gpt2.c
+	$(CC) $(CFLAGS) -o $@ dev/bench/phases.c $(LDLIBS)
 
 # The GPU trainer's speed (doc/performance.md, GPU section): on a GPU, tokens/s, ms/step, MFU against
 # a cuBLAS GEMM timed in the same run and a per-kernel table; without one, the analytic plan. Built by
@@ -206,7 +211,7 @@ data/%_gpt2_train.bin data/%_gpt2_val.bin data/%_gpt2_decode.bin: data/%_train.t
 
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu train_gpt2cu_cpu test_gpt2cu_cpu .nvcc_flags
-	rm -f dev/bench/fma_peak dev/bench/bench_gpu dev/labs/mlp_lab dev/labs/llm_compose $(CUDA_CPU)/selftest
+	rm -f dev/bench/fma_peak dev/bench/phases dev/bench/bench_gpu dev/labs/mlp_lab dev/labs/llm_compose $(CUDA_CPU)/selftest
 	rm -rf $(CUDA_CPU_GEN) $(SAN_BUILD)
 
 # ---- labs I (issue 7): variance propagation, the classic initializers, the std sweep ------------

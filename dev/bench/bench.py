@@ -1,7 +1,7 @@
 """`make bench`: training-step speed of train_gpt2 against PyTorch, on this machine, in one command.
 
-    make bench                                     # everything (about 10 minutes on 2 quiet cores)
-    /usr/bin/python3 dev/bench/bench.py --configs cfgM-gpt2,classroom --reps 2 --scaling ''
+    make bench                                     # everything (about 25 minutes on 2 quiet cores)
+    /usr/bin/python3 dev/bench/bench.py --configs cfgM-gpt2,classroom --reps 2 --scaling '' --tsweep '' --phases ''
 
 For each configuration the trainer (./train_gpt2, built by `make bench`) and the same model and step
 in PyTorch (dev/bench/torch_step.py, on dev/ref/model.py) run alternately, A B A B ..., `--reps`
@@ -23,6 +23,23 @@ MFU = achieved GFLOP/s / the FMA peak of dev/bench/fma_peak (measured here, same
 
 The probes' cost (--probes CONFIG): runs with -p 0 alternate with runs probing every 8 steps; the
 steps between probe steps must take as long as -p 0 steps (doc/probes.md: off, probes cost nothing).
+
+The sequence-length sweep (--tsweep PRESETS, default "gpt2,llama"; '' = none): cfgS's widths (L 6,
+C 384, H 6, V 50257) at T = 64, 128, 256, 512, 1024 with B = 2048 / T, so every step holds 2048
+tokens and the matmul FLOPs stay the same: what grows with T is attention's 6*B*L*T^2*C term (B*T^2
+= 2048*T), from 0.5% of the step's FLOPs at T = 64 to 7% at T = 1024 in the gpt2 preset. Each point
+runs like a row of the main table (ours and PyTorch alternating, --reps runs of --steps timed steps
+after --warmup); the steps are not shortened at large T since, with the tokens per step fixed, a
+step costs about the same at every T (the sweep takes about as long as 5 more cfgS rows per preset).
+One markdown table per preset, with the attention share of the FLOPs, 6*B*L*T^2*C / FLOPs per step.
+
+The phase table (--phases CONFIGS, default "cfgM-gpt2,cfgS-gpt2"; '' = none): dev/bench/phases
+(doc/bench_phases.md) builds the trainer's model for each configuration and times the phases of one
+step alone (matmuls, attention, norms, activations and residuals, softmax and loss, embeddings, the
+activation-gradient memsets, the optimizer, the gradient zeroing), each beside its roofline
+max(FLOPs / FMA peak, minimum bytes / triad bandwidth), then the sum of the phases beside a full step
+timed in the same rounds (median of 2 * --reps - 1 rounds, each every phase once, then a full step). It runs with the FMA peak measured above (or --peak) and
+the trainer's environment (OMP_NUM_THREADS, OMP_WAIT_POLICY=PASSIVE).
 """
 import argparse
 import array
@@ -50,6 +67,18 @@ CONFIGS = {
 }
 # steps are cheap in the classroom config: time more of them
 STEP_FACTOR = {"classroom": 8}
+# the sequence-length sweep (--tsweep): cfgS's widths, TSWEEP_TOKENS tokens per step at every T
+TSWEEP_T = (64, 128, 256, 512, 1024)
+TSWEEP_TOKENS = 2048
+PRESETS = ("gpt2", "llama")
+
+
+def tsweep_config(preset, T):
+    return dict(preset=preset, L=6, C=384, H=6, V=50257, B=TSWEEP_TOKENS // T, T=T)
+
+
+def attention_flops(c):
+    return 6 * c["B"] * c["L"] * c["T"] ** 2 * c["C"]
 
 
 def flops_per_step(c):
@@ -57,7 +86,7 @@ def flops_per_step(c):
     C, L, F = c["C"], c["L"], 4 * c["C"]
     per_layer = 4 * C * C + (3 if llama else 2) * C * F     # q k v o; up (+ gate) and down
     p_mm = L * per_layer + c["V"] * C
-    return 6 * c["B"] * c["T"] * p_mm + 6 * c["B"] * L * c["T"] ** 2 * C
+    return 6 * c["B"] * c["T"] * p_mm + attention_flops(c)
 
 
 def run_measured(cmd, env):
@@ -143,6 +172,42 @@ def pytorch(c, steps, warmup, threads):
     return r["ms"], rss, r
 
 
+def measure(label, c, steps, a, one_thread=False):
+    """One row: train_gpt2 and PyTorch alternating on config c, a.reps times each (and train_gpt2 on
+    1 thread with one_thread), each run timing `steps` steps after a.warmup. Returns the medians of the
+    per-run medians, the peak RSS of each program, the load at the end and PyTorch's report."""
+    shard = random_shard(c["V"])
+    A, Bt, A1, rss_a, rss_b, torch_info = [], [], [], 0.0, 0.0, None
+    for rep in range(a.reps):
+        ms, rss = ours(c, steps, a.warmup, a.threads, shard)
+        A.append(statistics.median(ms))
+        rss_a = max(rss_a, rss)
+        if not a.no_torch:
+            ms, rss, torch_info = pytorch(c, steps, a.warmup, a.threads)
+            Bt.append(statistics.median(ms))
+            rss_b = max(rss_b, rss)
+        if one_thread:
+            ms, _ = ours(c, steps, a.warmup, 1, shard)
+            A1.append(statistics.median(ms))
+        print(f"  {label} rep {rep + 1}/{a.reps}: ours {A[-1]:.1f} ms" +
+              (f", PyTorch {Bt[-1]:.1f} ms" if Bt else "") + (f", ours 1 thread {A1[-1]:.1f} ms" if A1 else "") +
+              f" (load {loadavg()})", flush=True)
+    return dict(c=c, ours=statistics.median(A), torch=statistics.median(Bt) if Bt else None,
+                one=statistics.median(A1) if A1 else None, rss_a=rss_a, rss_b=rss_b, load=loadavg(),
+                torch_info=torch_info)
+
+
+def phases(name, threads, peak, reps):
+    """dev/bench/phases on config `name` (doc/bench_phases.md): its markdown table."""
+    c = CONFIGS[name]
+    cmd = ["dev/bench/phases", "-a", c["preset"], "-L", str(c["L"]), "-C", str(c["C"]), "-H", str(c["H"]),
+           "-V", str(c["V"]), "-b", str(c["B"]), "-t", str(c["T"]), "--peak", f"{peak:.1f}",
+           "--reps", str(reps), "--name", name]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_WAIT_POLICY="PASSIVE")
+    out, _ = run_measured(cmd, env)
+    return out
+
+
 def fma_peak(threads):
     out = subprocess.run(["dev/bench/fma_peak", "1", str(threads)], capture_output=True, text=True,
                          check=True).stdout
@@ -171,6 +236,11 @@ def main():
                     help="configs also run with 1 thread, alternated with the others (default cfgM-gpt2; '' = none)")
     ap.add_argument("--probes", default="classroom",
                     help="config whose probe cost is measured (-p 0 against -p 8, alternated; '' = none)")
+    ap.add_argument("--tsweep", default=",".join(PRESETS),
+                    help="presets of the sequence-length sweep (cfgS widths, T 64..1024, 2048 tokens per step; "
+                         "default gpt2,llama; '' = none)")
+    ap.add_argument("--phases", default="cfgM-gpt2,cfgS-gpt2",
+                    help="configs of the per-phase table (dev/bench/phases; default cfgM-gpt2,cfgS-gpt2; '' = none)")
     ap.add_argument("--no-torch", action="store_true", help="time train_gpt2 only")
     ap.add_argument("--peak", type=float, default=0.0,
                     help="GFLOP/s for MFU instead of the peak measured now (on a busy machine the measured one is low)")
@@ -178,9 +248,14 @@ def main():
     a = ap.parse_args()
     names = [n for n in a.configs.split(",") if n]
     scaling = {n for n in a.scaling.split(",") if n}
-    for n in names + sorted(scaling) + ([a.probes] if a.probes else []):
+    tsweep = [p for p in a.tsweep.split(",") if p]
+    phase_names = [n for n in a.phases.split(",") if n]
+    for n in names + sorted(scaling) + ([a.probes] if a.probes else []) + phase_names:
         if n not in CONFIGS:
             sys.exit(f"bench: unknown config '{n}' (have: {', '.join(CONFIGS)})")
+    for p in tsweep:
+        if p not in PRESETS:
+            sys.exit(f"bench: unknown preset '{p}' in --tsweep (have: {', '.join(PRESETS)})")
     os.chdir(ROOT)
     os.makedirs(OUT, exist_ok=True)
 
@@ -189,30 +264,24 @@ def main():
     print(f"FMA peak: {peak[1]:.1f} GFLOP/s on 1 thread, {peak[a.threads]:.1f} on {a.threads} (load {load0})", flush=True)
     rows, torch_info = [], None
     for n in names:
-        c = CONFIGS[n]
-        shard = random_shard(c["V"])
-        steps = a.steps * STEP_FACTOR.get(n, 1)
-        A, Bt, A1, rss_a, rss_b = [], [], [], 0.0, 0.0
-        for rep in range(a.reps):
-            ms, rss = ours(c, steps, a.warmup, a.threads, shard)
-            A.append(statistics.median(ms))
-            rss_a = max(rss_a, rss)
-            if not a.no_torch:
-                ms, rss, torch_info = pytorch(c, steps, a.warmup, a.threads)
-                Bt.append(statistics.median(ms))
-                rss_b = max(rss_b, rss)
-            if n in scaling and a.threads > 1:
-                ms, _ = ours(c, steps, a.warmup, 1, shard)
-                A1.append(statistics.median(ms))
-            print(f"  {n} rep {rep + 1}/{a.reps}: ours {A[-1]:.1f} ms" +
-                  (f", PyTorch {Bt[-1]:.1f} ms" if Bt else "") + (f", ours 1 thread {A1[-1]:.1f} ms" if A1 else "") +
-                  f" (load {loadavg()})", flush=True)
-        rows.append(dict(name=n, c=c, ours=statistics.median(A), torch=statistics.median(Bt) if Bt else None,
-                         one=statistics.median(A1) if A1 else None, rss_a=rss_a, rss_b=rss_b, load=loadavg()))
+        r = measure(n, CONFIGS[n], a.steps * STEP_FACTOR.get(n, 1), a, n in scaling and a.threads > 1)
+        torch_info = r.pop("torch_info") or torch_info
+        rows.append(dict(name=n, **r))
+    sweep = {}
+    for p in tsweep:
+        sweep[p] = []
+        for T in TSWEEP_T:
+            r = measure(f"tsweep {p} T={T}", tsweep_config(p, T), a.steps, a)
+            torch_info = r.pop("torch_info") or torch_info
+            sweep[p].append(r)
     probes = None
     if a.probes:
         c = CONFIGS[a.probes]
         probes = probe_cost(c, a.reps, 8, a.warmup, a.threads, random_shard(c["V"]))
+    phase_tables = []
+    for n in phase_names:
+        print(f"  phases {n} (load {loadavg()})", flush=True)
+        phase_tables.append(phases(n, a.threads, a.peak or peak[a.threads], 2 * a.reps - 1))
 
     # ---- the table ---------------------------------------------------------------------------
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
@@ -252,6 +321,23 @@ def main():
         lines += ["", f"probes, {a.probes} (doc/probes.md): -p 0 {off:.2f} ms/step; with every probe at -p 8, "
                   f"the steps between probe steps {between:.2f} ms ({between / off:.3f}x of -p 0), "
                   f"a probe step {at:.1f} ms ({at - off:.1f} ms of probes)"]
+    for p, pts in sweep.items():
+        c0 = pts[0]["c"]
+        lines += ["", f"## Sequence-length sweep, {p} L{c0['L']} C{c0['C']} H{c0['H']} V{c0['V']}, "
+                  f"{TSWEEP_TOKENS} tokens per step (B = {TSWEEP_TOKENS} / T)", "",
+                  "the matmul FLOPs are the same at every T; attention's 6*B*L*T^2*C grows as T "
+                  f"(median of {a.reps} alternating runs x {a.steps} timed steps, as above)", "",
+                  "| T | B | ours ms/step | PyTorch ms/step | ours/PyTorch | GFLOP/s | MFU | attention share of FLOPs | "
+                  "peak MiB ours / PyTorch |",
+                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for r in pts:
+            c, t = r["c"], r["torch"]
+            gf = flops_per_step(c) / (r["ours"] / 1e3) / 1e9
+            lines.append(f"| {c['T']} | {c['B']} | {r['ours']:.1f} | " + (f"{t:.1f} | {t / r['ours']:.2f}x | " if t else "- | - | ")
+                         + f"{gf:.1f} | {100 * gf / P:.1f}% | {100 * attention_flops(c) / flops_per_step(c):.1f}% | "
+                         f"{r['rss_a']:.0f} / " + (f"{r['rss_b']:.0f} |" if t else "- |"))
+    for t in phase_tables:
+        lines += ["", t.rstrip("\n")]
     text = "\n".join(lines) + "\n"
     print()
     print(text, end="")

@@ -1,0 +1,547 @@
+/*
+phases.c: where the time of one training step of train_gpt2 goes, phase by phase, each phase next
+to its roofline (doc/bench_phases.md). `make bench` runs it (bench.py --phases) and appends the
+table to out/bench/latest.md.
+
+    make dev/bench/phases
+    OMP_WAIT_POLICY=PASSIVE dev/bench/phases -a gpt2 -L 12 -C 768 -H 12 -V 50257 -b 4 -t 64 --peak 446.8
+
+The model is the trainer's own: the flags are train_gpt2's (-a, -L, -C, -H, -K, -F, -V, -b, -t, -G,
+--norm, --mlp, ...; parse_args reads them), the model is built, initialized and given its
+activation buffers by the trainer's functions (config_from_options, model_build, model_init,
+acts_alloc), and one real step (forward, backward) fills the activations with the values a step
+sees. Each phase then calls the trainer's layer functions on that step's shapes and buffers, as
+many times per step as model_forward and model_backward call them:
+
+  matmuls      matmul_forward and matmul_backward of every linear layer, the LM head included
+  attention    attention_forward and attention_backward (and rope_apply, forward and backward, with RoPE)
+  norms        norm_forward and norm_backward (2 per block and the final one)
+  act+resid    gelu or swiglu forward and backward, residual_forward (2 per block), the gate with -G 1
+  softmax+loss softmax_forward and crossentropy_softmax_backward (and the muP logit scale, if any)
+  embeddings   embedding_forward and embedding_backward
+  memsets      the zeroing of the activation gradients (dln, dres, dh, dy, dq, dk, dv) in model_backward
+  optimizer    the CPU engine after the backward: e.grad_norm, then e.update (AdamW)
+  zero grads   model_zero_grad (what cpu_backward does before model_backward)
+
+The program runs rounds: each round runs every phase once and then a full step (forward, backward
+with the gradient zeroing, gradient norm, AdamW, through the CPU engine: what the trainer's progress
+line times, less drawing the batch), so that the machine's noise falls on the phases and the step
+alike. One untimed warm-up round (which also counts each phase's calls, FLOPs and bytes), then
+--reps rounds (default 5); the table gives the MEDIAN over the rounds, in ms per step, of each phase
+and of the full step.
+
+Own flags (the others go to the trainer's parse_args):
+  --peak GFLOPS   the FMA peak on these threads (bench.py passes dev/bench/fma_peak's); without it the
+                  roofline is the memory time alone
+  --bw GBPS       the memory bandwidth, instead of measuring it
+  --bw-mb MB      the size of each of the triad's three arrays (default 512)
+  --reps N        timed rounds (default 5)
+  --name NAME     the configuration's name in the table's heading
+
+The memory bandwidth: a[i] = b[i] + s * c[i] over three arrays of --bw-mb MB each, on all threads
+(OpenMP, static schedule, pages first touched by the thread that uses them), best of 3; GB/s counts
+the bytes read plus the bytes written (3 x the array size; the hardware's write-allocate read of a is
+not counted, as in STREAM).
+
+Bytes moved per phase: the minimum a kernel needs, each input read once and each output written
+once, 4 bytes per float, from the shapes of each call; an output that a function accumulates into
+(+=) is read and written. The count of each kernel is the comment at its wrapper below. FLOPs are
+bench.py's: a multiply-add is 2, forward 2 * rows * in * out per matmul, backward twice that;
+attention the causal half of q k^T and A v, forward 2 * B * T^2 * (H * hd), backward twice that; 0
+for every other phase. Roofline time = max(FLOPs / peak, bytes / bandwidth).
+*/
+#define TRAIN_GPT2_NO_MAIN
+#include "../../train_gpt2.c"
+
+// ---- what a phase did: calls, FLOPs, bytes (counted on its untimed run), time -----------------------
+typedef struct {
+    const char* name;
+    int calls;
+    double flops, bytes, ms;
+} Phase;
+
+static Phase* counting;     // the phase being counted, or NULL (timed runs)
+
+static void count(double flops, double floats) {
+    if (!counting) return;
+    counting->calls++;
+    counting->flops += flops;
+    counting->bytes += 4.0 * floats;
+}
+
+// ---- the trainer's functions, each with its count -----------------------------------------------------
+// matmul forward: reads inp [BT,C], W [OC,C], bias [OC]; writes out [BT,OC]
+static void mm_fwd(float* out, const float* inp, const float* W, const float* bias, int BT, int C, int OC) {
+    matmul_forward(out, inp, W, bias, BT, C, OC);
+    count(2.0 * BT * C * OC, (double)BT * C + (double)OC * C + (bias ? OC : 0) + (double)BT * OC);
+}
+
+// matmul backward: reads dout [BT,OC], inp [BT,C], W [OC,C]; accumulates (reads and writes) dinp [BT,C],
+// dW [OC,C], dbias [OC]
+static void mm_bwd(float* dinp, float* dW, float* dbias, const float* dout, const float* inp, const float* W,
+                   int BT, int C, int OC) {
+    matmul_backward(dinp, dW, dbias, dout, inp, W, BT, C, OC);
+    count((dinp ? 4.0 : 2.0) * BT * C * OC, (double)BT * OC + (double)BT * C + (double)OC * C +
+          (dinp ? 2.0 * BT * C : 0) + 2.0 * OC * C + (dbias ? 2.0 * OC : 0));
+}
+
+// attention forward: reads q [BT,H*hd], k, v [BT,KVH*hd]; writes y [BT,H*hd] and the causal half of
+// att [B,H,T,T] (T(T+1)/2 per head; the zeros above the diagonal are not counted)
+static void att_fwd(float* y, float* att, const float* q, const float* k, const float* v,
+                    int B, int T, int H, int KVH, int hd, float scale) {
+    attention_forward(y, att, q, k, v, B, T, H, KVH, hd, scale);
+    double BT = (double)B * T, tri = (double)B * H * T * (T + 1) / 2.0;
+    count(2.0 * B * (double)T * T * H * hd, 2.0 * BT * H * hd + 2.0 * BT * KVH * hd + tri);
+}
+
+// attention backward: reads dy [BT,H*hd], the causal half of att, q, k, v; accumulates dq, dk, dv
+// (the per-thread scratch stays in cache and is not counted)
+static void att_bwd(float* dq, float* dk, float* dv, float* scratch, const float* dy, const float* att,
+                    const float* q, const float* k, const float* v, int B, int T, int H, int KVH, int hd, float scale) {
+    attention_backward(dq, dk, dv, scratch, dy, att, q, k, v, B, T, H, KVH, hd, scale);
+    double BT = (double)B * T, tri = (double)B * H * T * (T + 1) / 2.0;
+    count(4.0 * B * (double)T * T * H * hd,
+          2.0 * BT * H * hd + tri + 2.0 * BT * KVH * hd + 2.0 * (BT * H * hd + 2.0 * BT * KVH * hd));
+}
+
+// RoPE: x [BT,nh*hd] read and written in place; reads the table [T, hd/2, 2]
+static void rope(float* x, const float* cs, int B, int T, int nh, int hd, float sign) {
+    rope_apply(x, cs, B, T, nh, hd, sign);
+    count(0, 2.0 * B * T * nh * hd + (double)T * hd);
+}
+
+// norm forward: reads inp [N,C], w, b [C]; writes out [N,C], mean (LayerNorm) and rstd [N]
+static void nrm_fwd(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b,
+                    int rms, float eps, int N, int C) {
+    norm_forward(out, mean, rstd, inp, w, b, rms, eps, N, C);
+    count(0, 2.0 * N * C + C + (b ? C : 0) + (mean ? N : 0) + N);
+}
+
+// norm backward: reads dout, inp [N,C], w [C], mean (LayerNorm), rstd [N]; accumulates dinp [N,C],
+// dw, db [C]
+static void nrm_bwd(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
+                    const float* mean, const float* rstd, int rms, int N, int C) {
+    norm_backward(dinp, dw, db, dout, inp, w, mean, rstd, rms, N, C);
+    count(0, 2.0 * N * C + C + (rms ? 0 : N) + N + 2.0 * N * C + 2.0 * C + (db ? 2.0 * C : 0));
+}
+
+// residual: reads a, b [N]; writes out [N]
+static void resid(float* out, const float* a, const float* b, long N) {
+    residual_forward(out, a, b, N);
+    count(0, 3.0 * N);
+}
+
+// GELU: forward reads inp, writes out [N]; backward reads inp, dout, writes dinp
+static void gelu_f(float* out, const float* inp, long N) { gelu_forward(out, inp, N); count(0, 2.0 * N); }
+static void gelu_b(float* dinp, const float* inp, const float* dout, long N) {
+    gelu_backward(dinp, inp, dout, N);
+    count(0, 3.0 * N);
+}
+
+// SwiGLU: forward reads a, u, writes out [N]; backward reads a, u, dout, writes da, du
+static void swiglu_f(float* out, const float* a, const float* u, long N) { swiglu_forward(out, a, u, N); count(0, 3.0 * N); }
+static void swiglu_b(float* da, float* du, const float* a, const float* u, const float* dout, long N) {
+    swiglu_backward(da, du, a, u, dout, N);
+    count(0, 5.0 * N);
+}
+
+// gate forward: reads y [BT,H*hd], the gate's input [BT,H]; writes out [BT,H*hd], the gate [BT,H] (in place)
+static void gate_f(float* out, float* gate, const float* y, int BT, int H, int hd) {
+    gate_forward(out, gate, y, BT, H, hd);
+    count(0, 2.0 * BT * H * hd + 2.0 * BT * H);
+}
+
+// gate backward: reads dout, y [BT,H*hd], gate [BT,H]; writes dy [BT,H*hd], dgpre [BT,H]
+static void gate_b(float* dy, float* dgpre, const float* dout, const float* y, const float* gate, int BT, int H, int hd) {
+    gate_backward(dy, dgpre, dout, y, gate, BT, H, hd);
+    count(0, 3.0 * BT * H * hd + 2.0 * BT * H);
+}
+
+// softmax: reads logits [BT,V] and targets [BT]; writes probabilities [BT,V] (in place) and losses [BT]
+static void softmax_f(float* logits, float* losses, const int* targets, int BT, int V) {
+    softmax_forward(logits, losses, targets, BT, V);
+    count(0, 2.0 * BT * V + 2.0 * BT);
+}
+
+// cross-entropy backward: reads probabilities [BT,V] and targets [BT]; writes dlogits [BT,V] (in place)
+static void xent_b(float* probs, const int* targets, int BT, int V) {
+    crossentropy_softmax_backward(probs, targets, BT, V);
+    count(0, 2.0 * BT * V + BT);
+}
+
+// the muP logit multiplier (model_forward and model_backward scale the logits when it is not 1):
+// reads and writes [BT,V]
+static void logit_scale(float* x, long n, float s) {
+    for (long i = 0; i < n; i++) x[i] *= s;
+    count(0, 2.0 * n);
+}
+
+// embedding forward: reads tokens [BT], BT rows of wte [C] (a gather), wpe [T,C] (learned positions);
+// writes out [BT,C]
+static void emb_f(float* out, const int* tok, const float* wte, const float* wpe, int B, int T, int C) {
+    embedding_forward(out, tok, wte, wpe, B, T, C);
+    count(0, (double)B * T + 2.0 * B * T * C + (wpe ? (double)T * C : 0));
+}
+
+// embedding backward: reads dout [BT,C], tokens [BT]; accumulates BT rows of dwte (a scatter), dwpe [T,C]
+static void emb_b(float* dwte, float* dwpe, const float* dout, const int* tok, int B, int T, int C) {
+    embedding_backward(dwte, dwpe, dout, tok, B, T, C);
+    count(0, (double)B * T * C + (double)B * T + 2.0 * B * T * C + (dwpe ? 2.0 * T * C : 0));
+}
+
+// memset: writes n floats
+static void zero(float* x, long n) {
+    memset(x, 0, (size_t)n * sizeof(float));
+    count(0, (double)n);
+}
+
+// ---- the phases of one step: the calls of model_forward and model_backward, grouped -----------------
+static Engine eng;
+static OptConfig opt;
+static int opt_t;
+
+#define STEP_SHAPES                                                                   \
+    const Config* c = &m->cfg;                                                        \
+    Acts* a = &m->a;                                                                  \
+    int BT = B * T, C = c->C, H = c->H, KVH = c->KVH, hd = C / H, F = c->F, V = c->V; \
+    int qd = H * hd, kvd = KVH * hd;                                                  \
+    long rows = (long)m->B * m->T;                                                    \
+    (void)BT; (void)C; (void)H; (void)KVH; (void)hd; (void)F; (void)V; (void)qd; (void)kvd; (void)a; (void)rows
+
+static void phase_matmuls(Model* m, int B, int T) {
+    STEP_SHAPES;
+    for (int l = 0; l < c->L; l++) {
+        LayerActs la;
+        LAYER_ACTS(la, a, c, l, rows, m->T);
+        mm_fwd(la.q, la.ln1, param_of(m, K_WQ, l), param_of(m, K_BQ, l), BT, C, qd);
+        mm_fwd(la.k, la.ln1, param_of(m, K_WK, l), param_of(m, K_BK, l), BT, C, kvd);
+        mm_fwd(la.v, la.ln1, param_of(m, K_WV, l), param_of(m, K_BV, l), BT, C, kvd);
+        if (c->gate) mm_fwd(la.gate, la.ln1, param_of(m, K_WG, l), param_of(m, K_BG, l), BT, C, H);
+        mm_fwd(a->tmp, la.yg, param_of(m, K_WO, l), param_of(m, K_BO, l), BT, qd, C);
+        mm_fwd(la.up, la.ln2, param_of(m, K_WUP, l), param_of(m, K_BUP, l), BT, C, F);
+        if (c->swiglu) mm_fwd(la.gpre, la.ln2, param_of(m, K_WGATE, l), param_of(m, K_BGATE, l), BT, C, F);
+        mm_fwd(a->tmp, la.hact, param_of(m, K_WDOWN, l), param_of(m, K_BDOWN, l), BT, F, C);
+    }
+    const float* head = c->tied ? m->p[K_WTE] : m->p[K_LMHEAD];
+    float* dhead = c->tied ? m->g[K_WTE] : m->g[K_LMHEAD];
+    mm_fwd(a->logits, a->lnf, head, NULL, BT, C, V);
+    mm_bwd(a->dln, dhead, NULL, a->logits, a->lnf, head, BT, C, V);
+    for (int l = c->L - 1; l >= 0; l--) {
+        LayerActs la;
+        LAYER_ACTS(la, a, c, l, rows, m->T);
+        mm_bwd(a->dh, grad_of(m, K_WDOWN, l), grad_of(m, K_BDOWN, l), a->dres, la.hact, param_of(m, K_WDOWN, l), BT, F, C);
+        if (c->swiglu)
+            mm_bwd(a->dln, grad_of(m, K_WGATE, l), grad_of(m, K_BGATE, l), a->dgpre, la.ln2, param_of(m, K_WGATE, l), BT, C, F);
+        mm_bwd(a->dln, grad_of(m, K_WUP, l), grad_of(m, K_BUP, l), a->dup, la.ln2, param_of(m, K_WUP, l), BT, C, F);
+        mm_bwd(a->dy, grad_of(m, K_WO, l), grad_of(m, K_BO, l), a->dres, la.yg, param_of(m, K_WO, l), BT, qd, C);
+        if (c->gate) mm_bwd(a->dln, grad_of(m, K_WG, l), grad_of(m, K_BG, l), a->dgate, la.ln1, param_of(m, K_WG, l), BT, C, H);
+        mm_bwd(a->dln, grad_of(m, K_WQ, l), grad_of(m, K_BQ, l), a->dq, la.ln1, param_of(m, K_WQ, l), BT, C, qd);
+        mm_bwd(a->dln, grad_of(m, K_WK, l), grad_of(m, K_BK, l), a->dk, la.ln1, param_of(m, K_WK, l), BT, C, kvd);
+        mm_bwd(a->dln, grad_of(m, K_WV, l), grad_of(m, K_BV, l), a->dv, la.ln1, param_of(m, K_WV, l), BT, C, kvd);
+    }
+}
+
+static void phase_attention(Model* m, int B, int T) {
+    STEP_SHAPES;
+    for (int l = 0; l < c->L; l++) {
+        LayerActs la;
+        LAYER_ACTS(la, a, c, l, rows, m->T);
+        if (c->rope) {
+            rope(la.q, a->rope_cs, B, T, H, hd, 1.0f);
+            rope(la.k, a->rope_cs, B, T, KVH, hd, 1.0f);
+        }
+        att_fwd(la.yatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd, c->attn_scale);
+    }
+    for (int l = c->L - 1; l >= 0; l--) {
+        LayerActs la;
+        LAYER_ACTS(la, a, c, l, rows, m->T);
+        att_bwd(a->dq, a->dk, a->dv, a->datt, c->gate ? a->dy2 : a->dy, la.att, la.q, la.k, la.v, B, T, H, KVH, hd,
+                c->attn_scale);
+        if (c->rope) {
+            rope(a->dq, a->rope_cs, B, T, H, hd, -1.0f);
+            rope(a->dk, a->rope_cs, B, T, KVH, hd, -1.0f);
+        }
+    }
+}
+
+static void phase_norms(Model* m, int B, int T) {
+    STEP_SHAPES;
+    for (int l = 0; l < c->L; l++) {
+        LayerActs la;
+        LAYER_ACTS(la, a, c, l, rows, m->T);
+        nrm_fwd(la.ln1, la.ln1_mean, la.ln1_rstd, la.x, param_of(m, K_LN1W, l), param_of(m, K_LN1B, l), c->rmsnorm, c->eps, BT, C);
+        nrm_fwd(la.ln2, la.ln2_mean, la.ln2_rstd, la.xmid, param_of(m, K_LN2W, l), param_of(m, K_LN2B, l), c->rmsnorm, c->eps, BT, C);
+    }
+    float* xL = a->res + (long)c->L * rows * C;
+    nrm_fwd(a->lnf, a->lnf_mean, a->lnf_rstd, xL, m->p[K_LNFW], m->p[K_LNFB], c->rmsnorm, c->eps, BT, C);
+    nrm_bwd(a->dres, m->g[K_LNFW], m->g[K_LNFB], a->dln, xL, m->p[K_LNFW], a->lnf_mean, a->lnf_rstd, c->rmsnorm, BT, C);
+    for (int l = c->L - 1; l >= 0; l--) {
+        LayerActs la;
+        LAYER_ACTS(la, a, c, l, rows, m->T);
+        nrm_bwd(a->dres, grad_of(m, K_LN2W, l), grad_of(m, K_LN2B, l), a->dln, la.xmid, param_of(m, K_LN2W, l),
+                la.ln2_mean, la.ln2_rstd, c->rmsnorm, BT, C);
+        nrm_bwd(a->dres, grad_of(m, K_LN1W, l), grad_of(m, K_LN1B, l), a->dln, la.x, param_of(m, K_LN1W, l),
+                la.ln1_mean, la.ln1_rstd, c->rmsnorm, BT, C);
+    }
+}
+
+static void phase_act_resid(Model* m, int B, int T) {
+    STEP_SHAPES;
+    for (int l = 0; l < c->L; l++) {
+        LayerActs la;
+        LAYER_ACTS(la, a, c, l, rows, m->T);
+        if (c->gate) gate_f(la.yg, la.gate, la.yatt, BT, H, hd);
+        resid(la.xmid, la.x, a->tmp, (long)BT * C);
+        if (c->swiglu) swiglu_f(la.hact, la.gpre, la.up, (long)BT * F);
+        else gelu_f(la.hact, la.up, (long)BT * F);
+        resid(la.xout, la.xmid, a->tmp, (long)BT * C);
+    }
+    for (int l = c->L - 1; l >= 0; l--) {
+        LayerActs la;
+        LAYER_ACTS(la, a, c, l, rows, m->T);
+        if (c->swiglu) swiglu_b(a->dgpre, a->dup, la.gpre, la.up, a->dh, (long)BT * F);
+        else gelu_b(a->dup, la.up, a->dh, (long)BT * F);
+        if (c->gate) gate_b(a->dy2, a->dgate, a->dy, la.yatt, la.gate, BT, H, hd);
+    }
+}
+
+// The logits buffer holds the gradient after the backward: the softmax of it is as costly as that of
+// the logits (and keeps the values normal: crossentropy_softmax_backward alone, repeated, would
+// divide them by BT each time, down to subnormals).
+static void phase_softmax_loss(Model* m, int B, int T) {
+    STEP_SHAPES;
+    if (c->logit_scale != 1.0f) logit_scale(a->logits, (long)BT * V, c->logit_scale);
+    softmax_f(a->logits, a->losses, m->targets, BT, V);
+    xent_b(a->logits, m->targets, BT, V);
+    if (c->logit_scale != 1.0f) logit_scale(a->logits, (long)BT * V, c->logit_scale);
+}
+
+static void phase_embeddings(Model* m, int B, int T) {
+    STEP_SHAPES;
+    emb_f(a->res, m->tokens, m->p[K_WTE], m->p[K_WPE], B, T, C);
+    emb_b(m->g[K_WTE], m->g[K_WPE], a->dres, m->tokens, B, T, C);
+}
+
+static void phase_memsets(Model* m, int B, int T) {
+    STEP_SHAPES;
+    zero(a->dln, (long)BT * C);
+    zero(a->dres, (long)BT * C);
+    for (int l = c->L - 1; l >= 0; l--) {
+        zero(a->dh, (long)BT * F);
+        zero(a->dln, (long)BT * C);
+        zero(a->dy, (long)BT * qd);
+        zero(a->dln, (long)BT * C);
+        zero(a->dq, (long)BT * qd);
+        zero(a->dk, (long)BT * kvd);
+        zero(a->dv, (long)BT * kvd);
+    }
+}
+
+// grad_norm reads every gradient (P floats); AdamW reads parameters, gradients and both moments and
+// writes parameters and moments: 8 P floats in all
+static void phase_optimizer(Model* m, int B, int T) {
+    (void)B; (void)T;
+    double norm = eng.grad_norm(eng.ctx);
+    float scale = (opt.clip > 0 && norm > opt.clip) ? (float)(opt.clip / (norm + 1e-6)) : 1.0f;
+    opt_t++;
+    eng.update(eng.ctx, &opt, lr_at(&opt, opt_t - 1), opt_t, scale);
+    if (counting) {
+        counting->calls += 2;
+        counting->bytes += 4.0 * 8.0 * (double)m->num_params;
+    }
+}
+
+// writes P floats
+static void phase_zero_grad(Model* m, int B, int T) {
+    (void)B; (void)T;
+    model_zero_grad(m);
+    count(0, (double)m->num_params);
+}
+
+// ---- timing -----------------------------------------------------------------------------------------
+static int cmp_double(const void* x, const void* y) {
+    double a = *(const double*)x, b = *(const double*)y;
+    return (a > b) - (a < b);
+}
+
+static double median(double* v, int n) {
+    qsort(v, n, sizeof(double), cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// One full training step through the engine (model_forward; cpu_backward: model_zero_grad +
+// model_backward; the gradient norm; AdamW with the trainer's clipping), in ms.
+static double full_step(const int* inp, const int* tgt, int B, int T) {
+    double t0 = now_ms();
+    eng.forward(eng.ctx, inp, tgt, B, T);
+    eng.backward(eng.ctx, B, T);
+    double norm = eng.grad_norm(eng.ctx);
+    float scale = (opt.clip > 0 && norm > opt.clip) ? (float)(opt.clip / (norm + 1e-6)) : 1.0f;
+    opt_t++;
+    eng.update(eng.ctx, &opt, lr_at(&opt, opt_t - 1), opt_t, scale);
+    return now_ms() - t0;
+}
+
+// GB/s of a[i] = b[i] + s c[i] over three arrays of mb MB each, all threads, best of 3
+static double triad_bandwidth(long mb) {
+    long n = mb * (1L << 20) / (long)sizeof(float);
+    float *a = xmalloc((size_t)n * sizeof(float)), *b = xmalloc((size_t)n * sizeof(float));
+    float* cc = xmalloc((size_t)n * sizeof(float));
+    #pragma omp parallel for schedule(static)
+    for (long i = 0; i < n; i++) { a[i] = 0.0f; b[i] = 1.0f; cc[i] = 2.0f; }
+    double best = 0.0;
+    for (int rep = 0; rep < 3; rep++) {
+        float s = 0.5f + rep;
+        double t0 = now_ms();
+        #pragma omp parallel for schedule(static)
+        for (long i = 0; i < n; i++) a[i] = b[i] + s * cc[i];
+        double gbs = 3.0 * n * sizeof(float) / ((now_ms() - t0) * 1e6);
+        if (gbs > best) best = gbs;
+    }
+    volatile float sink = a[n / 2];
+    (void)sink;
+    free(a); free(b); free(cc);
+    return best;
+}
+
+// ---- main ---------------------------------------------------------------------------------------------
+int main(int argc, char** argv) {
+    double peak = 0.0, bw = 0.0;
+    long bw_mb = 512;
+    int reps = 5;
+    const char* name = NULL;
+    char** rest = xmalloc((size_t)(argc + 1) * sizeof(char*));
+    int nrest = 0;
+    rest[nrest++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        const char* f = argv[i];
+        if (!strcmp(f, "-h") || !strcmp(f, "--help"))
+            printf("usage: dev/bench/phases [--peak GFLOPS] [--bw GBPS] [--bw-mb MB] [--reps N] [--name NAME] "
+                   "[train_gpt2's model flags]\n(dev/bench/phases.c's opening comment; doc/bench_phases.md). "
+                   "train_gpt2's flags:\n");
+        int own = !strcmp(f, "--peak") || !strcmp(f, "--bw") || !strcmp(f, "--bw-mb") || !strcmp(f, "--reps") ||
+                  !strcmp(f, "--name");
+        if (!own) { rest[nrest++] = argv[i]; continue; }
+        if (i + 1 >= argc) fatal("flag %s needs a value", f);
+        const char* v = argv[++i];
+        if (!strcmp(f, "--peak")) peak = parse_float(f, v, 0.0, 1e9);
+        else if (!strcmp(f, "--bw")) bw = parse_float(f, v, 0.0, 1e9);
+        else if (!strcmp(f, "--bw-mb")) bw_mb = parse_int(f, v, 1, 1 << 20);
+        else if (!strcmp(f, "--reps")) reps = (int)parse_int(f, v, 1, 1000);
+        else name = v;
+    }
+    rest[nrest] = NULL;
+    Options o;
+    parse_args(&o, nrest, rest);
+    free(rest);
+    // the trainer's V: the shard's (-V) or 256 for byte text, its default data
+    Config cfg = config_from_options(&o, o.V ? o.V : 256);
+    int B = o.B, T = o.T;
+
+    if (bw <= 0.0) {
+        bw = triad_bandwidth(bw_mb);
+        fprintf(stderr, "phases: memory bandwidth %.1f GB/s (triad, 3 x %ld MB, best of 3)\n", bw, bw_mb);
+    }
+
+    InitSpec spec;
+    init_spec_from_options(&spec, &o);
+    Model m;
+    model_build(&m, &cfg);
+    model_init(&m, &spec, (uint64_t)o.seed);
+    acts_alloc(&m, B, T);
+    eng = cpu_engine(&m);
+    opt = o.opt;
+    opt.steps = 1000;
+
+    // one batch of uniformly random token ids (as bench.py's synthetic shard); one real step fills
+    // the activations and the gradients with the values a training step sees
+    int *inp = xmalloc((size_t)B * T * sizeof(int)), *tgt = xmalloc((size_t)B * T * sizeof(int));
+    Rng g;
+    rng_seed(&g, (uint64_t)o.seed + 1);
+    for (int i = 0; i < B * T; i++) {
+        inp[i] = (int)(rng_u32(&g) % (uint32_t)cfg.V);
+        tgt[i] = (int)(rng_u32(&g) % (uint32_t)cfg.V);
+    }
+    float loss = eng.forward(eng.ctx, inp, tgt, B, T);
+    eng.backward(eng.ctx, B, T);
+    fprintf(stderr, "phases: first loss %.4f (ln V = %.4f)\n", loss, log((double)cfg.V));
+
+    Phase ph[] = {{"matmuls", 0, 0, 0, 0}, {"attention", 0, 0, 0, 0}, {"norms", 0, 0, 0, 0},
+                  {"act+resid", 0, 0, 0, 0}, {"softmax+loss", 0, 0, 0, 0}, {"embeddings", 0, 0, 0, 0},
+                  {"memsets", 0, 0, 0, 0}, {"optimizer", 0, 0, 0, 0}, {"zero grads", 0, 0, 0, 0}};
+    void (*fns[])(Model*, int, int) = {phase_matmuls, phase_attention, phase_norms, phase_act_resid,
+                                       phase_softmax_loss, phase_embeddings, phase_memsets, phase_optimizer,
+                                       phase_zero_grad};
+    const char* what[] = {
+        "matmul_forward + matmul_backward, every linear layer and the LM head",
+        cfg.rope ? "attention_forward + attention_backward, rope_apply" : "attention_forward + attention_backward",
+        "norm_forward + norm_backward",
+        cfg.swiglu ? "swiglu fwd/bwd, residual_forward" : "gelu fwd/bwd, residual_forward",
+        "softmax_forward + crossentropy_softmax_backward",
+        "embedding_forward + embedding_backward",
+        "memset of the activation gradients in model_backward",
+        "e.grad_norm + e.update (AdamW)",
+        "model_zero_grad",
+    };
+    int nph = (int)(sizeof(ph) / sizeof(ph[0]));
+    // Rounds: each runs every phase once, then a full step, so that the machine's noise falls on the
+    // phases and the step alike (as bench.py alternates the trainer and PyTorch). Round -1 is the
+    // warm-up, untimed; it counts each phase's calls, FLOPs and bytes.
+    double* ms = xmalloc((size_t)(nph + 1) * reps * sizeof(double));
+    for (int r = -1; r < reps; r++) {
+        for (int i = 0; i < nph; i++) {
+            counting = r < 0 ? &ph[i] : NULL;
+            double t0 = now_ms();
+            fns[i](&m, B, T);
+            if (r >= 0) ms[(size_t)i * reps + r] = now_ms() - t0;
+        }
+        counting = NULL;
+        double t = full_step(inp, tgt, B, T);
+        if (r >= 0) ms[(size_t)nph * reps + r] = t;
+        if (r >= 0) fprintf(stderr, "phases: round %d/%d, full step %.2f ms\n", r + 1, reps, t);
+    }
+    for (int i = 0; i < nph; i++) ph[i].ms = median(ms + (size_t)i * reps, reps);
+    double step = median(ms + (size_t)nph * reps, reps);
+
+    // ---- the table ----
+    double sum_ms = 0, sum_flops = 0, sum_bytes = 0, sum_roof = 0;
+    for (int i = 0; i < nph; i++) sum_ms += ph[i].ms;
+    printf("## Phases of one step: %s%s%s L%d C%d H%d V%d, B x T = %dx%d\n\n", name ? name : "", name ? ", " : "",
+           o.preset, cfg.L, cfg.C, cfg.H, cfg.V, B, T);
+    char peak_text[64];
+    if (peak > 0) snprintf(peak_text, sizeof(peak_text), "%.1f GFLOP/s", peak);
+    else snprintf(peak_text, sizeof(peak_text), "not given (roofline = memory time alone)");
+    printf("%d threads; FMA peak %s; memory bandwidth %.1f GB/s (triad, read + written); "
+           "median of %d rounds (every phase once, then a full step) after 1 warm-up round "
+           "(dev/bench/phases, doc/bench_phases.md)\n\n",
+           thread_count(), peak_text, bw, reps);
+    printf("| phase | calls/step | ms/step | share | GFLOP | MB moved (min) | roofline ms | measured/roofline | bound by |\n");
+    printf("|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    for (int i = 0; i < nph; i++) {
+        const Phase* p = &ph[i];
+        double t_c = peak > 0 ? p->flops / (peak * 1e9) * 1e3 : 0.0, t_m = p->bytes / (bw * 1e9) * 1e3;
+        double roof = t_c > t_m ? t_c : t_m;
+        sum_flops += p->flops;
+        sum_bytes += p->bytes;
+        sum_roof += roof;
+        printf("| %s (%s) | %d | %.2f | %.1f%% | %.2f | %.1f | %.3f | %.1fx | %s |\n", p->name, what[i], p->calls, p->ms,
+               100.0 * p->ms / sum_ms, p->flops / 1e9, p->bytes / 1e6, roof, p->ms / roof, t_c > t_m ? "FLOPs" : "memory");
+    }
+    printf("| **sum of the phases** | | **%.2f** | 100%% | %.2f | %.1f | %.3f | %.1fx | |\n", sum_ms, sum_flops / 1e9,
+           sum_bytes / 1e6, sum_roof, sum_ms / sum_roof);
+    printf("| **full step** (forward, backward, grad norm, AdamW) | | **%.2f** | %.1f%% of the sum | | | | %.1fx | |\n",
+           step, 100.0 * step / sum_ms, step / sum_roof);
+    printf("\nThe full step takes %.2f ms %s than the sum of its phases timed alone (%+.1f%%): %s.\n", fabs(step - sum_ms),
+           step >= sum_ms ? "more" : "less", 100.0 * (step - sum_ms) / sum_ms,
+           step >= sum_ms ? "what isolation misses: inside the step the kernels evict each other's data (weights, "
+                            "activations, gradients), and a little work belongs to no phase here (the token copy, "
+                            "the loss sum)"
+                          : "inside the step a kernel often finds in cache what the kernel before it has just "
+                            "written, while a phase timed alone reads every layer's buffers back from memory "
+                            "(a gap of a few percent is within the noise)");
+    free(ms);
+    free(inp);
+    free(tgt);
+    model_free(&m);
+    return 0;
+}

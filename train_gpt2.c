@@ -99,7 +99,7 @@ static int thread_count(void);                               // OpenMP's threads
 static int thread_id(void);                                  // this thread's number, from 0
 static int in_parallel(void);                                // inside an OpenMP parallel region?
 static double now_ms(void);                                  // a monotonic clock, in milliseconds
-static float* zeroed_floats(size_t n);                       // calloc, the pages first touched by the threads that use them
+static float* zeroed_floats(size_t n);                       // calloc, with every page mapped now, in parallel
 // HOSTDEV marks the per-element math that train_gpt2.cu's kernels call too (nvcc compiles it for the
 // GPU as well), so both trainers evaluate the same formulas in the same order.
 #ifdef __CUDACC__
@@ -1584,9 +1584,8 @@ static double grad_norm(const Model* m) {
 // The loop is one pass over four arrays (memory-bound on a large model); it vectorizes when sqrtf
 // may skip setting errno (-fno-math-errno, in the Makefile; v is never negative, so it never would).
 // The same pass zeroes each gradient once it has read it, so the next backward starts from zeros
-// without a pass of its own (model_zero_grad then has nothing to do), and all tensors go through
-// one parallel region, each split between the threads in the same static pattern as zeroed_floats
-// touched them first.
+// without a pass of its own (model_zero_grad then has nothing to do); all tensors go through one
+// parallel region, each split between the threads, with no barrier between tensors.
 // The constants of step t for one tensor: its decay factor 1 - lr lambda (1 if it does not decay),
 // lr / (1 - b1^t) and sqrt(1 - b2^t). train_gpt2.cu's AdamW kernel takes the same three.
 typedef struct { float decay, step_size, b2c; } AdamwScalars;
@@ -2444,9 +2443,9 @@ static double now_ms(void) {
 
 // E[f(z)] for z ~ N(0, 1), Simpson's rule on [-12, 12] with 4800 panels (the tails beyond carry
 // less than 1e-30; the rule's error on these smooth integrands is below 1e-12).
-// Zeroed memory whose pages are first touched by the threads that will use them, in the static
-// pattern of the parallel loops over it, rather than by page faults in the first training step
-// (calloc's pages are mapped on first use; the first step of GPT-2 124M took 3.4 times a later one).
+// Zeroed memory whose pages are mapped at allocation, by both threads, rather than by page faults in
+// the first training step (calloc's pages are mapped on first use; the first step of GPT-2 124M took
+// 3.4 times a later one, most of it in AdamW's first write of its moments).
 static float* zeroed_floats(size_t n) {
     float* a = (float*)xmalloc(n * sizeof(float));
     #pragma omp parallel for schedule(static)

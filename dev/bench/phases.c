@@ -21,7 +21,8 @@ many times per step as model_forward and model_backward call them:
   embeddings   embedding_forward and embedding_backward
   memsets      the zeroing of the activation gradients (dln, dres, dh, dy, dq, dk, dv) in model_backward
   optimizer    the CPU engine after the backward: e.grad_norm, then e.update (AdamW)
-  zero grads   model_zero_grad (what cpu_backward does before model_backward)
+  zero grads   model_zero_grad (what cpu_backward does before model_backward; a no-op in training,
+               where AdamW zeroed the gradients as it read them)
 
 The program runs rounds: each round runs every phase once and then a full step (forward, backward
 with the gradient zeroing, gradient norm, AdamW, through the CPU engine: what the trainer's progress

@@ -2441,8 +2441,6 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
-// E[f(z)] for z ~ N(0, 1), Simpson's rule on [-12, 12] with 4800 panels (the tails beyond carry
-// less than 1e-30; the rule's error on these smooth integrands is below 1e-12).
 // Zeroed memory whose pages are mapped at allocation, by both threads, rather than by page faults in
 // the first training step (calloc's pages are mapped on first use; the first step of GPT-2 124M took
 // 3.4 times a later one, most of it in AdamW's first write of its moments).
@@ -2453,6 +2451,8 @@ static float* zeroed_floats(size_t n) {
     return a;
 }
 
+// E[f(z)] for z ~ N(0, 1), Simpson's rule on [-12, 12] with 4800 panels (the tails beyond carry
+// less than 1e-30; the rule's error on these smooth integrands is below 1e-12).
 static double gauss_expect(double (*f)(double)) {
     const int n = 4800;
     const double lo = -12.0, h = 24.0 / n;
@@ -2713,10 +2713,11 @@ static void gemm(int M, int N, int K, const float* A, long sam, long sak, const 
     // it. Called inside a parallel region (attention, one head per thread), gemm runs on the calling
     // thread alone. Results do not depend on any of this (see Determinism above).
     int threads = in_parallel() ? 1 : thread_count(), tall = M > N;
-    int units = tall ? 2 * threads : (N + NC - 1) / NC;
-    if (!tall && units < 2 * threads) units = 2 * threads;
+    int want = threads == 1 ? 1 : 2 * threads;                 // enough units to balance the threads
     int cap = tall ? (M + MR - 1) / MR : (N + NR - 1) / NR;   // units of at least MR rows or NR columns
-    if (threads == 1 || units > cap) units = threads == 1 && tall ? 1 : units > cap ? cap : units;
+    int units = tall ? want : (N + NC - 1) / NC;               // a column unit is at most NC wide
+    if (units < want) units = want;
+    if (units > cap) units = cap;
     int span = tall ? M : N, step = tall ? MR : NR;
     int width = ((span + units - 1) / units + step - 1) / step * step;   // rows or columns per unit
     #pragma omp parallel for schedule(static, 1) if (threads > 1)

@@ -297,11 +297,12 @@ def main():
                      "OMP_WAIT_POLICY=PASSIVE")
     lines += [f"median of {a.reps} alternating runs x {a.steps} timed steps (after {a.warmup} warm-up); "
               "tokens: synthetic (random ids)",
-              "FLOPs/step = 6*B*T*P_mm + 6*B*L*T^2*C (P_mm: matmul weights incl. LM head); MFU = GFLOP/s / FMA peak",
-              "",
-              "| config | model | B x T | ours ms/step | ours tok/s | GFLOP/s | MFU | PyTorch ms/step | "
-              "PyTorch tok/s | ours/PyTorch | peak MiB ours / PyTorch | load |",
-              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "FLOPs/step = 6*B*T*P_mm + 6*B*L*T^2*C (P_mm: matmul weights incl. LM head); MFU = GFLOP/s / FMA peak"]
+    if rows:     # (--configs '' runs only the sweep or the phases)
+        lines += ["",
+                  "| config | model | B x T | ours ms/step | ours tok/s | GFLOP/s | MFU | PyTorch ms/step | "
+                  "PyTorch tok/s | ours/PyTorch | peak MiB ours / PyTorch | load |",
+                  "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         c, tok = r["c"], r["c"]["B"] * r["c"]["T"]
         gf = flops_per_step(c) / (r["ours"] / 1e3) / 1e9

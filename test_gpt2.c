@@ -755,13 +755,16 @@ static void fd_case(Rng* g, const char* name, void (*fwd)(OpCase*), void (*bwd)(
 // in 16 x 16 register blocks, elsewhere element by element. The same product with W transposed in
 // memory first (sbn = 1, the plain row copy) must give the same bits: the packing moves values, the
 // sums are the same fused multiply-adds in the same order. Shapes with edges in every direction:
-// N = 75 leaves a panel of 11 columns, K = 300 a slice of 44 (16 + 16 + 12) after KC = 256.
+// N = 75 leaves a panel of 11 columns, K = 1100 a slice of 76 (4 x 16 + 12) after two of KC = 512.
+// Tall products (M > N) over several MC-row blocks take Bm packed once by pack_all (600 x 75, and
+// 700 x 300 with two column blocks), except when it is larger than PACK_ALL_MAX (40 x 33 x 8200).
 static void test_gemm(void) {
     printf("matrix multiply\n");
-    const int shapes[][3] = {{37, 75, 300}, {64, 64, 64}, {5, 32, 16}, {256, 130, 513}};
+    const int shapes[][3] = {{37, 75, 1100}, {64, 64, 64}, {5, 32, 16}, {256, 130, 513},
+                             {600, 75, 1100}, {700, 300, 600}, {40, 33, 8200}};
     Rng g;
     rng_seed(&g, 11);
-    for (int si = 0; si < 4; si++) {
+    for (int si = 0; si < 7; si++) {
         int M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
         float *A = rand_buf(&g, (size_t)M * K, 1.0f), *W = rand_buf(&g, (size_t)N * K, 1.0f);
         float *Wt = xmalloc((size_t)K * N * sizeof(float)), *c1 = xmalloc((size_t)M * N * sizeof(float));

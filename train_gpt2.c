@@ -2508,14 +2508,17 @@ HOSTDEV static inline float vexpf(float x) {
 //    inner loop. A needs no copy: its MR values per k are broadcast one at a time, from MR rows
 //    (sak = 1) or from one contiguous run (sam = 1, dout read as dout^T).
 // 3. Cache blocking. Cm is cut into blocks of MC rows x NC columns and K into slices of KC. For one
-//    slice the packed Bm block (KC x NC, 256 KB with AVX-512) and the A block (MC x KC) stay in the
-//    core's L2 cache (1 MB on both machines of doc/performance.md) while every micro-tile of the
-//    block uses them, and one Bm panel (KC x NR, 32 KB) stays in L1 (48 KB on Zen 5; on Zen 4's
-//    32 KB mostly, and KC = 128 measured slower there) while the rows of A pass. Every element
-//    brought into L2 is used MC or NC times.
+//    slice the packed Bm block (KC x NC, 512 KB with AVX-512) and the A block (MC x KC) are read
+//    from the core's L2 cache (1 MB on both machines of doc/performance.md) by every micro-tile of
+//    the block, so every element brought into L2 is used MC or NC times. One Bm panel (KC x NR, 64
+//    KB) is more than L1 holds: the kernel streams it from L2, in order, at 2 vectors per MR x NR
+//    multiply-adds, which L2 keeps up with. What KC buys is fewer passes over Cm: the kernel loads
+//    and stores its accumulators once per slice. On Zen 4 KC = 512 measured 1.5-2.5% faster per
+//    step than 256, and 128 to 192 slower (doc/performance.md).
 // 4. Threads. Cm is split into units (column ranges of a wide product, row ranges of a tall one, see
 //    gemm), each owned by one thread, which packs each block of Bm once for all its rows and
-//    prefetches the next block while the kernel computes on the current one.
+//    prefetches the next block while the kernel computes on the current one. The row units of a
+//    tall product share one packing of all of Bm (pack_all) when it is small enough.
 //
 // Determinism: the kernel loads the current Cm values into its accumulators and adds the k terms
 // in order 0..K-1, slice after slice, so every output is the same sequence of fused multiply-adds
@@ -2527,7 +2530,7 @@ HOSTDEV static inline float vexpf(float x) {
 #define MR 6
 #define NR 16
 #endif
-#define KC 256
+#define KC 512
 #define MC (32 * MR)
 #define NC (8 * NR)
 
@@ -2639,8 +2642,8 @@ static void pack_b(float* bp, const float* Bm, long sbk, long sbn, int kc, int n
     }
 }
 
-// Each thread's packed block: thread-local, so it exists once per thread and the training step
-// allocates nothing. 64-byte aligned: one cache line, one AVX-512 register.
+// Each thread's packed block: thread-local, so it exists once per thread and is never allocated.
+// 64-byte aligned: one cache line, one AVX-512 register.
 static __thread float pack_buf[KC * NC] __attribute__((aligned(64)));
 
 // The cache lines of the Bm block that the next pack_b will read, handed out a few at a time while
@@ -2669,32 +2672,82 @@ static void prefetch_some(Prefetch* pf, int n) {
     }
 }
 
+// The MR x NR tile of Cm that the next kernel call loads and stores, asked for now so that it arrives
+// while the current call computes. In a product whose Cm is larger than L2 (the LM head's logits, a
+// 2048-row unit of a forward product) the kernel otherwise waits on L3 or DRAM for its accumulators
+// at every slice: perf put about 5% of the kernel's samples on that load before this prefetch.
+static void prefetch_tile(const float* c, long ldc) {
+    for (int i = 0; i < MR; i++) {   // a row: a line every 16 floats, and the line of its last float
+        for (int j = 0; j < NR; j += 16) __builtin_prefetch(c + i * ldc + j, 1, 3);
+        __builtin_prefetch(c + i * ldc + NR - 1, 1, 3);
+    }
+}
+
+// All of Bm packed at once, for a tall product: its row units would otherwise each pack every block
+// of Bm once per MC rows (the LM head's dW would pack its B*T x C input 197 times, and at B*T = 2048
+// the forward pass would transpose each W 8 times). Block (jb, k0), the one pack_b makes for columns
+// jb.. and rows k0.., starts at packed_offset; the threads pack the blocks in parallel. The buffer
+// grows to the largest such product during the first step and is reused after. PACK_ALL_MAX floats
+// bound it (8 MB, so that it stays in L3 while the units read it); a larger Bm (the LM head's W in
+// dinp) is packed by gemm_unit, block by block. On Zen 4 this took cfgS-gpt2's step from 2053 to
+// 1977 ms (doc/performance.md).
+#define PACK_ALL_MAX (2L << 20)
+static long packed_size(int K, int N) { return (long)(N + NC - 1) / NC * K * NC; }
+static long packed_offset(int K, int jb, int k0) { return (long)(jb / NC) * K * NC + (long)k0 * NC; }
+
+static const float* pack_all(const float* Bm, long sbk, long sbn, int K, int N) {
+    static float* buf;
+    static long size;
+    if (packed_size(K, N) > size) {
+        free(buf);
+        size = packed_size(K, N);
+        buf = aligned_alloc(64, size * sizeof(float));   // like pack_buf: panels start on a cache line
+        if (!buf) fatal("out of memory allocating %ld floats for a packed matrix", size);
+    }
+    int slices = (K + KC - 1) / KC, blocks = (N + NC - 1) / NC * slices;
+    #pragma omp parallel for schedule(static)
+    for (int b = 0; b < blocks; b++) {
+        int jb = b / slices * NC, k0 = b % slices * KC;
+        pack_b(buf + packed_offset(K, jb, k0), Bm + k0 * sbk + jb * sbn, sbk, sbn,
+               K - k0 < KC ? K - k0 : KC, N - jb < NC ? N - jb : NC);
+    }
+    return buf;
+}
+
 // One unit of work: rows [i0, i1) x columns [j0, j1) of Cm, in blocks of NC columns. Each KC-slice
 // of a column block of Bm is packed once and used by every row of the unit; meanwhile the next
 // slice is prefetched: the next k slice, else the next column block, else the first block of
 // `next_j0`, this thread's next unit (-1: none).
 static void gemm_unit(int i0, int i1, int j0, int j1, int K, const float* A, long sam, long sak, const float* Bm,
-                      long sbk, long sbn, float* Cm, long ldc, int accumulate, int next_j0, int next_j1) {
+                      long sbk, long sbn, const float* packed, float* Cm, long ldc, int accumulate, int next_j0,
+                      int next_j1) {
     for (int jb = j0; jb < j1; jb += NC) {
         int nb = j1 - jb < NC ? j1 - jb : NC;
         int calls = (i1 - i0 + MR - 1) / MR * ((nb + NR - 1) / NR);   // kernel calls per slice
         for (int k0 = 0; k0 < K; k0 += KC) {
             int kc = K - k0 < KC ? K - k0 : KC, load = accumulate || k0 > 0;
-            pack_b(pack_buf, Bm + k0 * sbk + jb * sbn, sbk, sbn, kc, nb);
-            Prefetch pf = {0};
             int k_next = k0 + KC < K ? k0 + KC : 0, j_next = k_next ? jb : jb + NC < j1 ? jb + NC : next_j0;
             int j_end = k_next || jb + NC < j1 ? j1 : next_j1;
-            if (j_next >= 0)
-                prefetch_plan(&pf, Bm + k_next * sbk + j_next * sbn, sbk, sbn, K - k_next < KC ? K - k_next : KC,
-                              j_end - j_next < NC ? j_end - j_next : NC);
+            int kc_next = K - k_next < KC ? K - k_next : KC, nb_next = j_end - j_next < NC ? j_end - j_next : NC;
+            const float* block = pack_buf;
+            Prefetch pf = {0};
+            if (packed) {   // packed once by pack_all: the next block is a contiguous run of it
+                block = packed + packed_offset(K, jb, k0);
+                if (j_next >= 0) prefetch_plan(&pf, packed + packed_offset(K, j_next, k_next), NC, 1, kc_next, NC);
+            } else {
+                pack_b(pack_buf, Bm + k0 * sbk + jb * sbn, sbk, sbn, kc, nb);
+                if (j_next >= 0) prefetch_plan(&pf, Bm + k_next * sbk + j_next * sbn, sbk, sbn, kc_next, nb_next);
+            }
             int per_call = (pf.runs * pf.lines_per_run + calls - 1) / calls;
             for (int ib = i0; ib < i1; ib += MC) {          // row blocks: the A block stays in L2
                 int mb = i1 - ib < MC ? i1 - ib : MC;
                 for (int j = 0; j < nb; j += NR)            // one Bm panel in L1 ...
                     for (int i = 0; i < mb; i += MR) {      // ... while the rows of A pass
-                        const float *a = A + (ib + i) * sam + k0 * sak, *bp = pack_buf + (long)j * kc;
+                        const float *a = A + (ib + i) * sam + k0 * sak, *bp = block + (long)j * kc;
                         float* c = Cm + (long)(ib + i) * ldc + jb + j;
                         prefetch_some(&pf, per_call);
+                        if (i + MR < mb) prefetch_tile(c + MR * ldc, ldc);           // the next call's tile
+                        else if (j + NR < nb) prefetch_tile(Cm + (long)ib * ldc + jb + j + NR, ldc);
                         if (mb - i >= MR && nb - j >= NR) micro_kernel(kc, a, sam, sak, bp, c, ldc, load);
                         else edge_tile(kc, a, sam, sak, bp, c, ldc, mb - i < MR ? mb - i : MR, nb - j < NR ? nb - j : NR, load);
                     }
@@ -2720,17 +2773,18 @@ static void gemm(int M, int N, int K, const float* A, long sam, long sak, const 
     if (units > cap) units = cap;
     int span = tall ? M : N, step = tall ? MR : NR;
     int width = ((span + units - 1) / units + step - 1) / step * step;   // rows or columns per unit
+    const float* packed = tall && !in_parallel() && packed_size(K, N) <= PACK_ALL_MAX ? pack_all(Bm, sbk, sbn, K, N) : NULL;
     #pragma omp parallel for schedule(static, 1) if (threads > 1)
     for (int u = 0; u < units; u++) {
         int lo = u * width, hi = lo + width < span ? lo + width : span, un = u + threads;
         if (lo >= span) continue;
         int next_lo = un < units && un * width < span ? un * width : -1;
         int next_hi = next_lo + width < span ? next_lo + width : span;
-        if (!tall) gemm_unit(0, M, lo, hi, K, A, sam, sak, Bm, sbk, sbn, Cm, ldc, accumulate, next_lo, next_hi);
+        if (!tall) gemm_unit(0, M, lo, hi, K, A, sam, sak, Bm, sbk, sbn, NULL, Cm, ldc, accumulate, next_lo, next_hi);
         else     // one MC-row block at a time, so that its part of Cm stays in L2 across the k slices
             for (int ib = lo; ib < hi; ib += MC)
-                gemm_unit(ib, ib + MC < hi ? ib + MC : hi, 0, N, K, A, sam, sak, Bm, sbk, sbn, Cm, ldc, accumulate,
-                          ib + MC < hi || un < units ? 0 : -1, N);
+                gemm_unit(ib, ib + MC < hi ? ib + MC : hi, 0, N, K, A, sam, sak, Bm, sbk, sbn, packed, Cm, ldc,
+                          accumulate, ib + MC < hi || un < units ? 0 : -1, N);
     }
 }
 

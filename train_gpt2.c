@@ -2582,21 +2582,28 @@ typedef int v16i __attribute__((vector_size(64)));
 // off-diagonal b x b blocks of every 2b x 2b block: the element at (row i, column c) whose bit b
 // differs between i and c moves to (i ^ b, c ^ b). After the stages b = 8, 4, 2, 1 every bit of the
 // row index has been swapped with the same bit of the column index: (i, c) -> (c, i). Each new row
-// is one two-register shuffle (__builtin_shuffle, GCC's generic vector shuffle: vpermt2ps).
-static inline void transpose_block(v16f r[16]) {
-    for (int b = 8; b >= 1; b /= 2) {
-        v16i lo, hi;   // indices 0-15 pick from the first register, 16-31 from the second
-        for (int c = 0; c < 16; c++) {
-            lo[c] = c & b ? 16 + c - b : c;   // row i (bit b clear) takes row i+b's block
-            hi[c] = c & b ? 16 + c : c + b;   // row i+b takes row i's block
+// is one two-register shuffle (__builtin_shuffle, GCC's generic vector shuffle). The shuffle
+// indices are vector arithmetic on a constant, so that GCC folds them into constants and picks a
+// cheap instruction for each stage; built element by element in a loop they were not folded, and
+// the copy took 0.72 ns per float instead of 0.10 (Zen 4, a 512 x 256 block from L2).
+static inline void transpose_stage(v16f r[16], int b) {
+    const v16i c = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};   // the column
+    v16i set = (c & b) != 0;                  // -1 where bit b of the column is set, else 0
+    v16i lo = c + (set & (16 - b));           // row i (bit b clear) takes row i+b's block
+    v16i hi = c + (set & 16) + (~set & b);    // row i+b takes row i's block
+    for (int i = 0; i < 16; i++)              // indices 0-15 pick from x, 16-31 from y
+        if (!(i & b)) {
+            v16f x = r[i], y = r[i + b];
+            r[i] = __builtin_shuffle(x, y, lo);
+            r[i + b] = __builtin_shuffle(x, y, hi);
         }
-        for (int i = 0; i < 16; i++)
-            if (!(i & b)) {
-                v16f x = r[i], y = r[i + b];
-                r[i] = __builtin_shuffle(x, y, lo);
-                r[i + b] = __builtin_shuffle(x, y, hi);
-            }
-    }
+}
+
+static inline void transpose_block(v16f r[16]) {
+    transpose_stage(r, 8);
+    transpose_stage(r, 4);
+    transpose_stage(r, 2);
+    transpose_stage(r, 1);
 }
 
 static void pack_transposed(float* bp, const float* b, long sbn, int kc, int w) {

@@ -6,8 +6,10 @@
 For each configuration the trainer (./train_gpt2, built by `make bench`) and the same model and step
 in PyTorch (dev/bench/torch_step.py, on dev/ref/model.py) run alternately, A B A B ..., `--reps`
 times each, so that both see the same machine noise; each run times `--steps` steps after
-`--warmup` untimed ones and the table reports the median step. A step is what the trainer times:
-draw a batch, forward, backward, gradient norm and clipping, AdamW.
+`--warmup` untimed ones and the table reports the median step, the median of the runs, and beside
+it the spread: the smallest and largest run median, and the range of the ratios of each PyTorch run
+to the run of ours just before it. A step is what the trainer times: draw a batch, forward,
+backward, gradient norm and clipping, AdamW.
 
 Tokens are synthetic: uniformly random ids, written to an llm.c token shard in out/bench/. The speed
 of a step does not depend on which tokens it sees (no data-dependent branch in either program).
@@ -193,8 +195,20 @@ def measure(label, c, steps, a, one_thread=False):
               (f", PyTorch {Bt[-1]:.1f} ms" if Bt else "") + (f", ours 1 thread {A1[-1]:.1f} ms" if A1 else "") +
               f" (load {loadavg()})", flush=True)
     return dict(c=c, ours=statistics.median(A), torch=statistics.median(Bt) if Bt else None,
-                one=statistics.median(A1) if A1 else None, rss_a=rss_a, rss_b=rss_b, load=loadavg(),
-                torch_info=torch_info)
+                one=statistics.median(A1) if A1 else None, runs_ours=A, runs_torch=Bt, runs_one=A1,
+                rss_a=rss_a, rss_b=rss_b, load=loadavg(), torch_info=torch_info)
+
+
+def spread(runs):
+    """' (min-max)' of the per-run medians, '' for a single run."""
+    return f" ({min(runs):.0f}-{max(runs):.0f})" if len(runs) > 1 else ""
+
+
+def ratio(r):
+    """PyTorch / ours from the medians, with the range of the per-repetition ratios (each PyTorch run
+    over the run of ours just before it: the two saw the same moment of the machine)."""
+    pairs = [t / o for o, t in zip(r["runs_ours"], r["runs_torch"])]
+    return f"{r['torch'] / r['ours']:.2f}x" + (f" ({min(pairs):.2f}-{max(pairs):.2f})" if len(pairs) > 1 else "")
 
 
 def phases(name, threads, peak, reps):
@@ -297,6 +311,8 @@ def main():
                      "OMP_WAIT_POLICY=PASSIVE")
     lines += [f"median of {a.reps} alternating runs x {a.steps} timed steps (after {a.warmup} warm-up); "
               "tokens: synthetic (random ids)",
+              "spread: (min-max) of the runs' medians; for ours/PyTorch, (min-max) of the ratios of each PyTorch "
+              "run to the run of ours just before it",
               "FLOPs/step = 6*B*T*P_mm + 6*B*L*T^2*C (P_mm: matmul weights incl. LM head); MFU = GFLOP/s / FMA peak"]
     if rows:     # (--configs '' runs only the sweep or the phases)
         lines += ["",
@@ -308,14 +324,14 @@ def main():
         gf = flops_per_step(c) / (r["ours"] / 1e3) / 1e9
         t = r["torch"]
         lines.append(f"| {r['name']} | {c['preset']} L{c['L']} C{c['C']} H{c['H']} V{c['V']} | {c['B']}x{c['T']} | "
-                     f"{r['ours']:.1f} | {tok / r['ours'] * 1e3:.0f} | {gf:.1f} | {100 * gf / P:.1f}% | "
-                     + (f"{t:.1f} | {tok / t * 1e3:.0f} | {t / r['ours']:.2f}x | " if t else "- | - | - | ")
+                     f"{r['ours']:.1f}{spread(r['runs_ours'])} | {tok / r['ours'] * 1e3:.0f} | {gf:.1f} | {100 * gf / P:.1f}% | "
+                     + (f"{t:.1f}{spread(r['runs_torch'])} | {tok / t * 1e3:.0f} | {ratio(r)} | " if t else "- | - | - | ")
                      + f"{r['rss_a']:.0f} / {r['rss_b']:.0f} | {r['load']} |")
     for r in rows:
         if r["one"]:
             lines.append("")
-            lines.append(f"thread scaling, {r['name']}: 1 thread {r['one']:.1f} ms/step, {a.threads} threads "
-                         f"{r['ours']:.1f} ms/step: {r['one'] / r['ours']:.2f}x "
+            lines.append(f"thread scaling, {r['name']}: 1 thread {r['one']:.1f}{spread(r['runs_one'])} ms/step, "
+                         f"{a.threads} threads {r['ours']:.1f}{spread(r['runs_ours'])} ms/step: {r['one'] / r['ours']:.2f}x "
                          f"(FMA peak scales {peak[a.threads] / peak[1]:.2f}x)")
     if probes:
         off, between, at = probes
@@ -334,7 +350,8 @@ def main():
         for r in pts:
             c, t = r["c"], r["torch"]
             gf = flops_per_step(c) / (r["ours"] / 1e3) / 1e9
-            lines.append(f"| {c['T']} | {c['B']} | {r['ours']:.1f} | " + (f"{t:.1f} | {t / r['ours']:.2f}x | " if t else "- | - | ")
+            lines.append(f"| {c['T']} | {c['B']} | {r['ours']:.1f}{spread(r['runs_ours'])} | "
+                         + (f"{t:.1f}{spread(r['runs_torch'])} | {ratio(r)} | " if t else "- | - | ")
                          + f"{gf:.1f} | {100 * gf / P:.1f}% | {100 * attention_flops(c) / flops_per_step(c):.1f}% | "
                          f"{r['rss_a']:.0f} / " + (f"{r['rss_b']:.0f} |" if t else "- |"))
     for t in phase_tables:

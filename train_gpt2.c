@@ -49,6 +49,7 @@ Only libc, libm and OpenMP are used. doc/model.md is the model's exact contract.
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -99,7 +100,7 @@ static int thread_count(void);                               // OpenMP's threads
 static int thread_id(void);                                  // this thread's number, from 0
 static int in_parallel(void);                                // inside an OpenMP parallel region?
 static double now_ms(void);                                  // a monotonic clock, in milliseconds
-static float* zeroed_floats(size_t n);                       // calloc, with every page mapped now, in parallel
+static float* zeroed_floats(size_t n);                       // calloc, every page mapped now, in parallel, 2 MB pages
 // HOSTDEV marks the per-element math that train_gpt2.cu's kernels call too (nvcc compiles it for the
 // GPU as well), so both trainers evaluate the same formulas in the same order.
 #ifdef __CUDACC__
@@ -2444,8 +2445,20 @@ static double now_ms(void) {
 // Zeroed memory whose pages are mapped at allocation, by both threads, rather than by page faults in
 // the first training step (calloc's pages are mapped on first use; the first step of GPT-2 124M took
 // 3.4 times a later one, most of it in AdamW's first write of its moments).
+// A buffer of 2 MB or more is asked to sit in 2 MB pages (Linux's transparent huge pages, which are
+// given only to memory that asks for them where, as on Debian, THP is set to "madvise"). The matmuls
+// read their operands down columns (W in the forward pass, dout^T in dW) and touch a new 4 KB page
+// every row or two; with 2 MB pages these stay in the TLB. Zen 4 A/B: cfgS-gpt2 2022 -> 1919 ms per
+// step, cfgM-gpt2 1096 -> 1054, cfgM-llama 1384 -> 1309 (doc/performance.md).
+// Every buffer starts on a cache line (64 bytes), so that vectors of 16 floats do not straddle two.
 static float* zeroed_floats(size_t n) {
-    float* a = (float*)xmalloc(n * sizeof(float));
+    size_t need = n ? n * sizeof(float) : 1, huge = 2 << 20, align = need >= huge ? huge : 64;
+    size_t bytes = (need + align - 1) / align * align;   // aligned_alloc wants a multiple of align
+    float* a = (float*)aligned_alloc(align, bytes);
+    if (!a) fatal("out of memory allocating %zu bytes", bytes);
+#ifdef MADV_HUGEPAGE
+    if (align == huge) madvise(a, bytes, MADV_HUGEPAGE);   // a hint: if refused, 4 KB pages as before
+#endif
     #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) a[i] = 0.0f;
     return a;
@@ -2708,8 +2721,7 @@ static const float* pack_all(const float* Bm, long sbk, long sbn, int K, int N) 
     if (packed_size(K, N) > size) {
         free(buf);
         size = packed_size(K, N);
-        buf = aligned_alloc(64, size * sizeof(float));   // like pack_buf: panels start on a cache line
-        if (!buf) fatal("out of memory allocating %ld floats for a packed matrix", size);
+        buf = zeroed_floats(size);   // on a cache line, in 2 MB pages like the operands
     }
     int slices = (K + KC - 1) / KC, blocks = (N + NC - 1) / NC * slices;
     #pragma omp parallel for schedule(static)

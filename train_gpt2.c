@@ -2448,8 +2448,8 @@ static double now_ms(void) {
 // A buffer of 2 MB or more is asked to sit in 2 MB pages (Linux's transparent huge pages, which are
 // given only to memory that asks for them where, as on Debian, THP is set to "madvise"). The matmuls
 // read their operands down columns (W in the forward pass, dout^T in dW) and touch a new 4 KB page
-// every row or two; with 2 MB pages these stay in the TLB. Zen 4 A/B: cfgS-gpt2 2022 -> 1919 ms per
-// step, cfgM-gpt2 1096 -> 1054, cfgM-llama 1384 -> 1309 (doc/performance.md).
+// every row or two; with 2 MB pages these stay in the TLB. Zen 4 A/B: cfgS-gpt2 1984 -> 1905 ms per
+// step, cfgM-gpt2 1095 -> 1053, cfgM-llama 1362 -> 1296 (doc/performance.md).
 // Every buffer starts on a cache line (64 bytes), so that vectors of 16 floats do not straddle two.
 static float* zeroed_floats(size_t n) {
     size_t need = n ? n * sizeof(float) : 1, huge = 2 << 20, align = need >= huge ? huge : 64;
@@ -2526,7 +2526,7 @@ HOSTDEV static inline float vexpf(float x) {
 //    the block, so every element brought into L2 is used MC or NC times. One Bm panel (KC x NR, 64
 //    KB) is more than L1 holds: the kernel streams it from L2, in order, at 2 vectors per MR x NR
 //    multiply-adds, which L2 keeps up with. What KC buys is fewer passes over Cm: the kernel loads
-//    and stores its accumulators once per slice. On Zen 4 KC = 512 measured 1.5-2.5% faster per
+//    and stores its accumulators once per slice. On Zen 4 KC = 512 measured 1.3-2.3% faster per
 //    step than 256, and 128 to 192 slower (doc/performance.md).
 // 4. Threads. Cm is split into units (column ranges of a wide product, row ranges of a tall one, see
 //    gemm), each owned by one thread, which packs each block of Bm once for all its rows and

@@ -1,6 +1,6 @@
 """`make bench`: training-step speed of train_gpt2 against PyTorch, on this machine, in one command.
 
-    make bench                                     # everything (about 25 minutes on 2 quiet cores)
+    make bench                                     # everything (about 27 minutes on 2 cores, measured)
     /usr/bin/python3 dev/bench/bench.py --configs cfgM-gpt2,classroom --reps 2 --scaling '' --tsweep '' --phases ''
 
 For each configuration the trainer (./train_gpt2, built by `make bench`) and the same model and step

@@ -2734,9 +2734,9 @@ static const float* pack_all(const float* Bm, long sbk, long sbn, int K, int N) 
 }
 
 // One unit of work: rows [i0, i1) x columns [j0, j1) of Cm, in blocks of NC columns. Each KC-slice
-// of a column block of Bm is packed once and used by every row of the unit; meanwhile the next
-// slice is prefetched: the next k slice, else the next column block, else the first block of
-// `next_j0`, this thread's next unit (-1: none).
+// of a column block of Bm is packed once (here, or by pack_all when `packed` is given) and used by
+// every row of the unit; meanwhile the next slice is prefetched: the next k slice, else the next
+// column block, else the first block of `next_j0`, this thread's next unit (-1: none).
 static void gemm_unit(int i0, int i1, int j0, int j1, int K, const float* A, long sam, long sak, const float* Bm,
                       long sbk, long sbn, const float* packed, float* Cm, long ldc, int accumulate, int next_j0,
                       int next_j1) {
@@ -2760,8 +2760,8 @@ static void gemm_unit(int i0, int i1, int j0, int j1, int K, const float* A, lon
             int per_call = (pf.runs * pf.lines_per_run + calls - 1) / calls;
             for (int ib = i0; ib < i1; ib += MC) {          // row blocks: the A block stays in L2
                 int mb = i1 - ib < MC ? i1 - ib : MC;
-                for (int j = 0; j < nb; j += NR)            // one Bm panel in L1 ...
-                    for (int i = 0; i < mb; i += MR) {      // ... while the rows of A pass
+                for (int j = 0; j < nb; j += NR)            // one Bm panel, streamed from L2 ...
+                    for (int i = 0; i < mb; i += MR) {      // ... by every row tile of A
                         const float *a = A + (ib + i) * sam + k0 * sak, *bp = block + (long)j * kc;
                         float* c = Cm + (long)(ib + i) * ldc + jb + j;
                         prefetch_some(&pf, per_call);

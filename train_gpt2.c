@@ -2527,7 +2527,7 @@ HOSTDEV static inline float vexpf(float x) {
 //    KB) is more than L1 holds: the kernel streams it from L2, in order, at 2 vectors per MR x NR
 //    multiply-adds, which L2 keeps up with. What KC buys is fewer passes over Cm: the kernel loads
 //    and stores its accumulators once per slice. On Zen 4 KC = 512 measured 1.3-2.3% faster per
-//    step than 256, and 128 to 192 slower (doc/performance.md).
+//    step than 256, and smaller values slower (doc/performance.md).
 // 4. Threads. Cm is split into units (column ranges of a wide product, row ranges of a tall one, see
 //    gemm), each owned by one thread, which packs each block of Bm once for all its rows and
 //    prefetches the next block while the kernel computes on the current one. The row units of a

@@ -259,7 +259,7 @@ static void test_cpu_vs_gpu(const char* preset, int gate, int KVH, int bf16) {
         gpu_backward(&gm, B, T);
         double ng = gpu_grad_norm(&gm);
         float lr = lr_at(&o, s);
-        adamw_step(&cpu, &o, lr, s + 1, (o.clip > 0 && nc > o.clip) ? (float)(o.clip / (nc + 1e-6)) : 1.0f);
+        adamw_step(&cpu, &o, lr, s + 1, clip_scale(o.clip, nc));
         gpu_adamw_step(&gm, &o, lr, s + 1);        // clipped on the device by its own norm ng
         worst = fmax(worst, fabs(lg - lc) / fabs(lc));
         worst_norm = fmax(worst_norm, fabs(ng - nc) / fmax(nc, 1e-30));

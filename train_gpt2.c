@@ -1570,6 +1570,12 @@ static double grad_norm(const Model* m) {
     return sqrt(total);
 }
 
+// Gradient clipping (-z): the factor AdamW multiplies every gradient by, so that their global norm
+// is at most clip (0: off). train_gpt2.cu's AdamW kernel computes it from the device's norm.
+HOSTDEV static inline float clip_scale(float clip, double norm) {
+    return clip > 0 && norm > clip ? (float)(clip / (norm + 1e-6)) : 1.0f;
+}
+
 // One AdamW step (t counts from 1), PyTorch's operation order:
 //   theta <- theta (1 - lr lambda)                        decoupled weight decay, [ComplexCtl eq. 1]
 //   m <- b1 m + (1-b1) g ;  v <- b2 v + (1-b2) g^2
@@ -1890,7 +1896,7 @@ static void run_train(Run* r, const Engine* e) {
             if (e->to_host) host_recompute(r, e, inp, tgt);
             probes_before_update(probes, m, step);
         }
-        float scale = (o->opt.clip > 0 && norm > o->opt.clip) ? (float)(o->opt.clip / (norm + 1e-6)) : 1.0f;
+        float scale = clip_scale(o->opt.clip, norm);
         float lr = lr_at(&o->opt, step);
         if (!skip) e->update(e->ctx, &o->opt, lr, step + 1, scale);
         if (probing) {

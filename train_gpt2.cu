@@ -1298,8 +1298,8 @@ static double gpu_grad_norm(GpuModel* gm) {
 // in offset order, uploaded with the parameters: AdamwTensor); each thread finds its tensor by binary
 // search (about 8 steps for GPT-2 124M's 148 tensors: nothing next to the 28 bytes it moves). The
 // constants are adamw_scalars' own expressions (bc1 = 1 - b1^t in double, b2c = sqrt(1 - b2^t)), so
-// the update is the CPU's bit for bit up to FMA contraction. The clipping factor is run_train's
-// formula on the device's norm: (clip > 0 && norm > clip) ? clip / (norm + 1e-6) : 1.
+// the update is the CPU's bit for bit up to FMA contraction. The clipping factor is clip_scale's
+// (section 7 of train_gpt2.c) on the device's norm.
 // In bf16 mode (w16 not NULL) it also writes the new weight's bf16 copy, which the next GEMMs read.
 
 __global__ void adamw_kernel(float* p, __nv_bfloat16* w16, const float* g, float* m, float* v, size_t n,
@@ -1317,7 +1317,7 @@ __global__ void adamw_kernel(float* p, __nv_bfloat16* w16, const float* g, float
     float decay = tab[lo].decay ? 1.0f - lr * weight_decay : 1.0f;
     float step_size = (float)(lr / bc1);
     double nrm = *norm;
-    float grad_scale = (clip > 0 && nrm > clip) ? (float)(clip / (nrm + 1e-6)) : 1.0f;
+    float grad_scale = clip_scale(clip, nrm);
     float gi = g[i] * grad_scale;
     float pi = p[i] * decay;
     float mi = beta1 * m[i] + (1.0f - beta1) * gi;

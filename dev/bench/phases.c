@@ -343,9 +343,8 @@ static void phase_memsets(Model* m, int B, int T) {
 static void phase_optimizer(Model* m, int B, int T) {
     (void)B; (void)T;
     double norm = eng.grad_norm(eng.ctx);
-    float scale = (opt.clip > 0 && norm > opt.clip) ? (float)(opt.clip / (norm + 1e-6)) : 1.0f;
     opt_t++;
-    eng.update(eng.ctx, &opt, lr_at(&opt, opt_t - 1), opt_t, scale);
+    eng.update(eng.ctx, &opt, lr_at(&opt, opt_t - 1), opt_t, clip_scale(opt.clip, norm));
     if (counting) {
         counting->calls += 2;
         counting->bytes += 4.0 * 8.0 * (double)m->num_params;
@@ -377,19 +376,18 @@ static double full_step(const int* inp, const int* tgt, int B, int T) {
     eng.forward(eng.ctx, inp, tgt, B, T);
     eng.backward(eng.ctx, B, T);
     double norm = eng.grad_norm(eng.ctx);
-    float scale = (opt.clip > 0 && norm > opt.clip) ? (float)(opt.clip / (norm + 1e-6)) : 1.0f;
     opt_t++;
-    eng.update(eng.ctx, &opt, lr_at(&opt, opt_t - 1), opt_t, scale);
+    eng.update(eng.ctx, &opt, lr_at(&opt, opt_t - 1), opt_t, clip_scale(opt.clip, norm));
     return now_ms() - t0;
 }
 
 // GB/s of a[i] = b[i] + s c[i] over three arrays of mb MB each, all threads, best of 3
 static double triad_bandwidth(long mb) {
     long n = mb * (1L << 20) / (long)sizeof(float);
-    float *a = xmalloc((size_t)n * sizeof(float)), *b = xmalloc((size_t)n * sizeof(float));
-    float* cc = xmalloc((size_t)n * sizeof(float));
+    // zeroed_floats: the same 2 MB pages and parallel first touch as the model's buffers
+    float *a = zeroed_floats((size_t)n), *b = zeroed_floats((size_t)n), *cc = zeroed_floats((size_t)n);
     #pragma omp parallel for schedule(static)
-    for (long i = 0; i < n; i++) { a[i] = 0.0f; b[i] = 1.0f; cc[i] = 2.0f; }
+    for (long i = 0; i < n; i++) { b[i] = 1.0f; cc[i] = 2.0f; }
     double best = 0.0;
     for (int rep = 0; rep < 3; rep++) {
         float s = 0.5f + rep;

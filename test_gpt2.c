@@ -877,6 +877,71 @@ static void test_reference_paths(void) {
     free(a.q); free(a.k); free(a.v); free(a.dy); free(outs); free(a.scratch); free(dgrads);
 }
 
+// The gradient norm the training step keeps (section 10: the dW products' sums of squares, the
+// embedding's rows summed again) against grad_norm's full pass, through the CPU engine as the trainer
+// calls it: tied (the LM head's product and then the tokens' rows of wte) and untied (only the tokens'
+// rows), biases and the gate on and off, 1 and 2 threads. wte spans several KEPT_CHUNKs, and the batch
+// repeats tokens. With the engine's update in between, and on the reference path, the kept norm is
+// grad_norm's own.
+static void set_threads(int n) {
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#else
+    (void)n;
+#endif
+}
+
+static void test_grad_norm_kept(void) {
+    printf("the gradient norm kept by the backward\n");
+    int threads = thread_count();
+    const char* presets[] = {"gpt2", "llama"};
+    const int B = 3, T = 16, V = 700;
+    int inp[B * T], tgt[B * T];
+    for (int i = 0; i < B * T; i++) inp[i] = (i * 37) % 40 + (i % 3) * 300, tgt[i] = (i * 11) % V;
+    for (int pi = 0; pi < 2; pi++)
+        for (int gate = 0; gate <= 1; gate++) {
+            Options o;
+            options_default(&o);
+            o.preset = presets[pi];
+            o.L = 2; o.C = 32; o.H = 4; o.KVH = 2; o.T = T; o.gate = gate;
+            Config c = config_from_options(&o, V);
+            InitSpec spec;
+            init_spec_from_options(&spec, &o);
+            Model m;
+            model_build(&m, &c);
+            model_init(&m, &spec, 5);
+            acts_alloc(&m, B, T);
+            Engine e = cpu_engine(&m);
+            double kept_norm[2] = {0, 0}, full = 0;
+            int tensors_kept = 0;
+            for (int th = 1; th <= 2; th++) {
+                set_threads(th);
+                e.forward(e.ctx, inp, tgt, B, T);
+                e.backward(e.ctx, B, T);
+                tensors_kept = 0;
+                for (int i = 0; i < m.num_tensors; i++) tensors_kept += kept.written[i];
+                kept_norm[th - 1] = e.grad_norm(e.ctx);
+                full = grad_norm(&m);
+            }
+            double rel = fabs(kept_norm[1] - full) / full;
+            check(rel < 1e-12 && kept_norm[0] == kept_norm[1] && tensors_kept >= 4 * c.L,
+                  "%s%s (wte %s): kept %.15g, grad_norm %.15g (relative %.1e); 1 and 2 threads %s; %d tensors kept",
+                  presets[pi], gate ? " gated" : "", c.tied ? "tied" : "untied", kept_norm[1], full, rel,
+                  kept_norm[0] == kept_norm[1] ? "equal" : "DIFFER", tensors_kept);
+            e.update(e.ctx, &o.opt, 1e-3f, 1, 1.0f);
+            check(e.grad_norm(e.ctx) == 0.0, "%s: after the update (gradients zeroed) the norm is 0", presets[pi]);
+            use_reference = 1;
+            e.forward(e.ctx, inp, tgt, B, T);
+            e.backward(e.ctx, B, T);
+            double ref_kept = e.grad_norm(e.ctx), ref_full = grad_norm(&m);
+            use_reference = REFERENCE;
+            check(fabs(ref_kept - ref_full) <= 1e-12 * ref_full, "%s: reference path, nothing kept: %.15g = grad_norm %.15g",
+                  presets[pi], ref_kept, ref_full);
+            set_threads(threads);
+            model_free(&m);
+        }
+}
+
 static void test_finite_differences(void) {
     printf("finite differences\n");
     Rng g;
@@ -2406,6 +2471,7 @@ int main(void) {
     test_deep_relu();
     test_gemm();
     test_reference_paths();
+    test_grad_norm_kept();
     test_finite_differences();
     test_probes();
     test_trainer();

@@ -1551,7 +1551,10 @@ static float lr_at(const OptConfig* o, int step) {
 }
 
 // sqrt(sum g^2) over every gradient, summed in GN_CHUNKS fixed chunks (each in vector-lane partial
-// sums) and then in chunk order, so the result does not depend on the number of threads.
+// sums) and then in chunk order, so the result does not depend on the number of threads. This pass
+// over all the gradients is the definition; the training step gets the same number (to rounding)
+// without it, from sums of squares its backward keeps while each gradient is in cache
+// (grad_norm_kept, section 10).
 #define GN_CHUNKS 256
 static double grad_norm(const Model* m) {
     double partial[GN_CHUNKS];
@@ -2813,6 +2816,155 @@ static void gemm(int M, int N, int K, const float* A, long sam, long sak, const 
     }
 }
 
+// ---- the gradient norm, kept by the backward -------------------------------------------------------
+// grad_norm (section 7) reads every gradient once more after the backward, from DRAM: 500 MB on GPT-2
+// 124M. The training step keeps the norm instead: right after a dW product has written a weight's
+// gradient, while it is still in cache, kept_weight sums its squares; grad_norm_kept adds the sums
+// up. What no dW product wrote is summed there: the vectors (biases, norm gains), wpe, and the
+// token embedding. Untied, wte's gradient is zero except in the rows of the batch's tokens, so only
+// those rows are read; tied, the LM head's dW product wrote it and embedding_backward then added to
+// the tokens' rows, so the chunks holding those rows are summed again. Every partial belongs to a
+// fixed chunk or row and they are added in a fixed order: the norm does not depend on the number of
+// threads, and differs from grad_norm's summation order by rounding only (test_grad_norm_kept).
+// The CPU engine keeps them: cpu_backward opens the bookkeeping around its model_backward
+// (kept_begin, kept_end), and the next grad_norm_kept uses it once; cpu_update drops it. Other
+// callers of model_backward get nothing kept, and grad_norm_kept falls back to grad_norm.
+#define KEPT_CHUNK 4096   // floats per partial sum
+static struct {
+    const Model* model;       // whose gradients the sums are of; NULL: none
+    int open;                 // inside that model's backward: dW products are summed
+    const int* tokens;        // that backward's batch: BT tokens
+    int BT, from_zero;        // from_zero: the gradients were all zero when it began
+    double* chunks;           // tensor i's partials, one per KEPT_CHUNK floats, from chunk_off[i]
+    size_t* chunk_off;
+    unsigned char* written;   // tensor i was written by a dW product since the backward began
+    unsigned char* mark;      // scratch: a flag per chunk or row of wte
+    int* list;                // scratch: the marked chunks or rows
+    double* partial;          // scratch: the untied wte's row sums; the other tensors' chunk sums
+    size_t cap_chunks, cap_partial, cap_marks;
+    int cap_tensors;
+} kept;
+
+static size_t chunks_of(size_t n) { return (n + KEPT_CHUNK - 1) / KEPT_CHUNK; }
+
+static double sumsq(const float* x, size_t n) {
+    double s = 0.0;
+    #pragma omp simd reduction(+ : s)
+    for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+    return s;
+}
+
+// sum of squares of chunk ci of the n floats at g
+static double chunk_sumsq(const float* g, size_t n, size_t ci) {
+    size_t i0 = ci * KEPT_CHUNK;
+    return sumsq(g + i0, i0 + KEPT_CHUNK < n ? KEPT_CHUNK : n - i0);
+}
+
+// every chunk's sum of squares into part[]
+static void chunks_sumsq(const float* g, size_t n, double* part) {
+    long chunks = (long)chunks_of(n);
+    #pragma omp parallel for schedule(static)
+    for (long ci = 0; ci < chunks; ci++) part[ci] = chunk_sumsq(g, n, ci);
+}
+
+static double sum_of(const double* part, size_t n) {
+    double total = 0.0;
+    for (size_t i = 0; i < n; i++) total += part[i];
+    return total;
+}
+
+// Called before each backward of the engine: forget the last step's sums, size the buffers.
+static void kept_begin(Model* m, int BT) {
+    size_t nc = 0, np = (size_t)BT, nm = (size_t)m->cfg.V;
+    for (int i = 0; i < m->num_tensors; i++) {
+        size_t ci = chunks_of(m->tensors[i].numel);
+        nc += ci;
+        if (ci > np) np = ci;
+        if (ci > nm) nm = ci;
+    }
+    if (nc > kept.cap_chunks) free(kept.chunks), kept.chunks = (double*)xmalloc(nc * sizeof(double)), kept.cap_chunks = nc;
+    if (np > kept.cap_partial) free(kept.partial), kept.partial = (double*)xmalloc(np * sizeof(double)), kept.cap_partial = np;
+    if (nm > kept.cap_marks) {
+        free(kept.mark), free(kept.list);
+        kept.mark = (unsigned char*)xmalloc(nm);
+        kept.list = (int*)xmalloc(nm * sizeof(int));
+        kept.cap_marks = nm;
+    }
+    if (m->num_tensors > kept.cap_tensors) {
+        free(kept.chunk_off), free(kept.written);
+        kept.chunk_off = (size_t*)xmalloc(m->num_tensors * sizeof(size_t));
+        kept.written = (unsigned char*)xmalloc(m->num_tensors);
+        kept.cap_tensors = m->num_tensors;
+    }
+    for (int i = 0; i < m->num_tensors; i++) kept.chunk_off[i] = i ? kept.chunk_off[i - 1] + chunks_of(m->tensors[i - 1].numel) : 0;
+    memset(kept.written, 0, m->num_tensors);
+    kept.model = m, kept.tokens = m->tokens, kept.BT = BT, kept.from_zero = m->grads_zero, kept.open = 1;
+}
+
+static void kept_end(void) { kept.open = 0; }
+
+// After a dW product: if dW is a gradient of the model being kept, its chunk sums, from cache.
+static void kept_weight(const float* dW) {
+    const Model* m = kept.model;
+    if (!kept.open || dW < m->grads || dW >= m->grads + m->num_params) return;
+    for (int i = 0; i < m->num_tensors; i++)
+        if (m->grads + m->tensors[i].offset == dW) {
+            chunks_sumsq(dW, m->tensors[i].numel, kept.chunks + kept.chunk_off[i]);
+            kept.written[i] = 1;
+        }
+}
+
+// The batch's tokens as a sorted list of distinct rows of wte (row_floats = 0), or of the chunks of
+// the gradient that hold those rows (row_floats = the width of a row); returns its length.
+static int token_list(int V, size_t row_floats) {
+    size_t n_marks = row_floats ? chunks_of((size_t)V * row_floats) : (size_t)V;
+    int n = 0;
+    memset(kept.mark, 0, n_marks);
+    for (int bt = 0; bt < kept.BT; bt++) {
+        size_t r = (size_t)kept.tokens[bt];
+        if (!row_floats) kept.mark[r] = 1;
+        else
+            for (size_t ci = r * row_floats / KEPT_CHUNK; ci <= ((r + 1) * row_floats - 1) / KEPT_CHUNK; ci++) kept.mark[ci] = 1;
+    }
+    for (size_t i = 0; i < n_marks; i++)
+        if (kept.mark[i]) kept.list[n++] = (int)i;
+    return n;
+}
+
+// wte's sum of squares. Tied: the chunks holding the tokens' rows again, then all chunks; untied
+// (and zero before the backward): the tokens' rows, the only nonzero ones.
+static double sumsq_embedding(const Tensor* t, const float* g, double* chunks, int tied) {
+    int n = token_list(t->rows, tied ? (size_t)t->cols : 0);
+    double* part = kept.partial;
+    #pragma omp parallel for schedule(static)
+    for (int li = 0; li < n; li++) {
+        if (tied) chunks[kept.list[li]] = chunk_sumsq(g, t->numel, kept.list[li]);
+        else part[li] = sumsq(g + (size_t)kept.list[li] * t->cols, t->cols);
+    }
+    return tied ? sum_of(chunks, chunks_of(t->numel)) : sum_of(part, n);
+}
+
+// sqrt(sum g^2), as grad_norm, from the sums the backward kept; grad_norm itself where there are none
+static double grad_norm_kept(const Model* m) {
+    if (kept.model != m || kept.open) return grad_norm(m);
+    kept.model = NULL;   // used once
+    double total = 0.0;
+    for (int i = 0; i < m->num_tensors; i++) {
+        const Tensor* t = &m->tensors[i];
+        const float* g = m->grads + t->offset;
+        double* chunks = kept.chunks + kept.chunk_off[i];
+        int tied_rows = t->kind == K_WTE && kept.written[i];   // the LM head's product, then the tokens' rows
+        int token_rows = t->kind == K_WTE && !m->cfg.tied && kept.from_zero;
+        if (tied_rows || token_rows) {
+            total += sumsq_embedding(t, g, chunks, tied_rows);
+        } else {
+            if (!kept.written[i]) chunks_sumsq(g, t->numel, chunks);
+            total += sum_of(chunks, chunks_of(t->numel));
+        }
+    }
+    return sqrt(total);
+}
+
 // ---- the fast matmul: the loops of matmul_forward / matmul_backward (section 4) as gemm calls ----
 // out[BT,OC] = inp[BT,C] W[OC,C]^T + bias[OC]: the bias is written first and the products added to it.
 static void matmul_forward_fast(float* out, const float* inp, const float* W, const float* bias, int BT, int C, int OC) {
@@ -2828,6 +2980,7 @@ static void matmul_backward_fast(float* dinp, float* dW, float* dbias, const flo
                                  const float* inp, const float* W, int BT, int C, int OC) {
     if (dinp) gemm(BT, C, OC, dout, OC, 1, W, C, 1, dinp, C, 1);
     gemm(OC, C, BT, dout, 1, OC, inp, C, 1, dW, C, 1);   // A = dout^T: strides (1, OC)
+    kept_weight(dW);   // its sum of squares for the gradient norm, while dW is in cache
     if (dbias) {
         #pragma omp parallel for schedule(static)
         for (int o0 = 0; o0 < OC; o0 += 64) {
@@ -4747,11 +4900,14 @@ static float cpu_forward(void* m, const int* inp, const int* tgt, int B, int T) 
 static const float* cpu_probs(void* m, int bt, int V) { return ((Model*)m)->a.logits + (size_t)bt * V; }
 static void cpu_backward(void* m, int B, int T) {
     model_zero_grad((Model*)m);
+    kept_begin((Model*)m, B * T);
     model_backward((Model*)m, B, T);
+    kept_end();
 }
-static double cpu_grad_norm(void* m) { return grad_norm((Model*)m); }
+static double cpu_grad_norm(void* m) { return grad_norm_kept((Model*)m); }
 static void cpu_update(void* m, const OptConfig* o, float lr, int t, float grad_scale) {
     adamw_step((Model*)m, o, lr, t, grad_scale);
+    kept.model = NULL;   // the kept sums were of the gradients AdamW has just zeroed
 }
 
 static Engine cpu_engine(Model* m) {

@@ -20,7 +20,8 @@ many times per step as model_forward and model_backward call them:
   softmax+loss softmax_forward and crossentropy_softmax_backward (and the muP logit scale, if any)
   embeddings   embedding_forward and embedding_backward
   memsets      the zeroing of the activation gradients (dln, dres, dh, dy, dq, dk, dv) in model_backward
-  optimizer    the CPU engine after the backward: e.grad_norm, then e.update (AdamW)
+  optimizer    the CPU engine after the backward: e.grad_norm (mostly from the sums of squares the
+               matmuls phase kept, as cpu_backward's dW products do), then e.update (AdamW)
   zero grads   model_zero_grad (what cpu_backward does before model_backward; a no-op in training,
                where AdamW zeroed the gradients as it read them)
 
@@ -209,8 +210,11 @@ static int opt_t;
     long rows = (long)m->B * m->T;                                                    \
     (void)BT; (void)C; (void)H; (void)KVH; (void)hd; (void)F; (void)V; (void)qd; (void)kvd; (void)a; (void)rows
 
+// As in cpu_backward, the backward's dW products keep their sums of squares for the gradient norm
+// (kept_begin ... kept_end), which the optimizer phase then uses.
 static void phase_matmuls(Model* m, int B, int T) {
     STEP_SHAPES;
+    kept_begin(m, BT);
     for (int l = 0; l < c->L; l++) {
         LayerActs la;
         LAYER_ACTS(la, a, c, l, rows, m->T);
@@ -240,6 +244,7 @@ static void phase_matmuls(Model* m, int B, int T) {
         mm_bwd(a->dln, grad_of(m, K_WK, l), grad_of(m, K_BK, l), a->dk, la.ln1, param_of(m, K_WK, l), BT, C, kvd);
         mm_bwd(a->dln, grad_of(m, K_WV, l), grad_of(m, K_BV, l), a->dv, la.ln1, param_of(m, K_WV, l), BT, C, kvd);
     }
+    kept_end();
 }
 
 static void phase_attention(Model* m, int B, int T) {
@@ -338,8 +343,9 @@ static void phase_memsets(Model* m, int B, int T) {
     }
 }
 
-// grad_norm reads every gradient (P floats); AdamW reads parameters, gradients and both moments and
-// writes parameters and moments: 8 P floats in all
+// AdamW reads parameters, gradients and both moments and writes all four (the gradients as zeros):
+// 8 P floats. The gradient norm adds little: the matmuls phase kept the sums of the weights'
+// gradients, and grad_norm_kept reads only the vectors, wpe and the tokens' rows of wte.
 static void phase_optimizer(Model* m, int B, int T) {
     (void)B; (void)T;
     double norm = eng.grad_norm(eng.ctx);

@@ -141,6 +141,8 @@ static void gemm(int M, int N, int K, const float* A, long sam, long sak, const 
 static void matmul_forward_fast(float* out, const float* inp, const float* W, const float* bias, int BT, int C, int OC);
 static void matmul_backward_fast(float* dinp, float* dW, float* dbias, const float* dout,
                                  const float* inp, const float* W, int BT, int C, int OC);
+static void lm_head_backward_fast(float* dinp, float* dW, const float* probs, const int* targets, const float* inp,
+                                  const float* W, float* scratch, int BT, int C, int V, float s);
 static void attention_forward_fast(float* y, float* att, const float* q, const float* k, const float* v,
                                    int B, int T, int H, int KVH, int hd, float scale);
 static void attention_backward_fast(float* dq, float* dk, float* dv, float* scratch, const float* dy,
@@ -353,7 +355,8 @@ typedef struct {
     float *ln2, *ln2_mean, *ln2_rstd;
     float *up, *gpre, *hact;              // L x BT x F: up projection, SwiGLU gate input, activation
     float *lnf, *lnf_mean, *lnf_rstd;     // BT x C, BT, BT
-    float *logits;                        // BT x V: logits, then probabilities, then their gradient
+    float *logits;                        // BT x V: logits, then probabilities (on the reference
+                                          // path, then their gradient: lm_head_backward)
     float *losses;                        // BT
     // gradients of activations, reused by every layer of the backward pass
     float *dres, *dln, *dq, *dk, *dv, *dy, *dy2, *dgate, *dup, *dgpre, *dh, *tmp;
@@ -882,6 +885,18 @@ static void crossentropy_softmax_backward(float* probs, const int* targets, int 
     }
 }
 
+// The LM head's backward, from the probabilities to its input and weight: dlogits = logit_scale (p -
+// onehot(target)) / BT over p, then the matmul's backward (dinp += dlogits W, dW += dlogits^T inp).
+// The fast path (section 10) gets the same two gradients without writing dlogits: p stays as it is.
+static void lm_head_backward(float* dinp, float* dW, float* probs, const int* targets, const float* inp,
+                             const float* W, float* scratch, int BT, int C, int V, float logit_scale) {
+    if (!use_reference) { lm_head_backward_fast(dinp, dW, probs, targets, inp, W, scratch, BT, C, V, logit_scale / BT); return; }
+    crossentropy_softmax_backward(probs, targets, BT, V);
+    if (logit_scale != 1.0f)
+        for (long i = 0; i < (long)BT * V; i++) probs[i] *= logit_scale;
+    matmul_backward(dinp, dW, NULL, probs, inp, W, BT, C, V);
+}
+
 // ============================================================================================
 // 5. The model: forward and backward, layer by layer
 // ============================================================================================
@@ -1055,13 +1070,10 @@ static void model_backward(Model* m, int B, int T) {
     long s_c = (long)m->B * m->T * C;     // the stride of one layer's slice of res
     m->grads_zero = 0;
     // loss -> logits -> final norm
-    crossentropy_softmax_backward(a->logits, m->targets, BT, c->V);
-    if (c->logit_scale != 1.0f)
-        for (long i = 0; i < (long)BT * c->V; i++) a->logits[i] *= c->logit_scale;
     memset(a->dln, 0, (size_t)BT * C * sizeof(float));
     const float* head = c->tied ? m->p[K_WTE] : m->p[K_LMHEAD];
     float* dhead = c->tied ? m->g[K_WTE] : m->g[K_LMHEAD];
-    matmul_backward(a->dln, dhead, NULL, a->logits, a->lnf, head, BT, C, c->V);
+    lm_head_backward(a->dln, dhead, a->logits, m->targets, a->lnf, head, a->tmp, BT, C, c->V, c->logit_scale);
     memset(a->dres, 0, (size_t)BT * C * sizeof(float));
     norm_backward(a->dres, m->g[K_LNFW], m->g[K_LNFB], a->dln, a->res + c->L * s_c, m->p[K_LNFW],
                   a->lnf_mean, a->lnf_rstd, c->rmsnorm, BT, C);
@@ -2989,6 +3001,31 @@ static void matmul_backward_fast(float* dinp, float* dW, float* dbias, const flo
                 for (int o = o0; o < o1; o++) dbias[o] += dout[(long)bt * OC + o];
         }
     }
+}
+
+// lm_head_backward without dlogits. Writing dlogits = s (P - Y) over the probabilities P (Y the
+// one-hot targets, s = logit_scale / BT) is a pass that reads and writes all B*T*V of them (824 MB on
+// cfgS, about 1% of its step). The products can take P as it is, and the rest is B*T rows:
+//   dinp += s (P W - W[targets])                   (P W into scratch first)
+//   dW   += P^T (s inp) - (s inp)[bt] at row targets[bt]
+// Same sums, in another order: the step's losses move in the last bits, not beyond the PyTorch
+// fixtures' tolerance (test_fixtures checks both paths).
+static void lm_head_backward_fast(float* dinp, float* dW, const float* P, const int* targets, const float* inp,
+                                  const float* W, float* scratch, int BT, int C, int V, float s) {
+    gemm(BT, C, V, P, V, 1, W, C, 1, scratch, C, 0);   // P W
+    #pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < BT; bt++) {
+        const float* wt = W + (long)targets[bt] * C;
+        for (int c = 0; c < C; c++) dinp[(long)bt * C + c] += s * (scratch[(long)bt * C + c] - wt[c]);
+    }
+    #pragma omp parallel for schedule(static)
+    for (long i = 0; i < (long)BT * C; i++) scratch[i] = s * inp[i];
+    gemm(V, C, BT, P, 1, V, scratch, C, 1, dW, C, 1);   // A = P^T: strides (1, V)
+    #pragma omp parallel for schedule(static)
+    for (int c0 = 0; c0 < C; c0 += 16)   // threads own columns, so rows hit twice add in bt order
+        for (int bt = 0; bt < BT; bt++)
+            for (int c = c0; c < c0 + 16 && c < C; c++) dW[(long)targets[bt] * C + c] -= scratch[(long)bt * C + c];
+    kept_weight(dW);
 }
 
 // ---- the fast attention: section 4's loops as matrix products --------------------------------

@@ -13,11 +13,13 @@ acts_alloc), and one real step (forward, backward) fills the activations with th
 sees. Each phase then calls the trainer's layer functions on that step's shapes and buffers, as
 many times per step as model_forward and model_backward call them:
 
-  matmuls      matmul_forward and matmul_backward of every linear layer, the LM head included
+  matmuls      matmul_forward and matmul_backward of every linear layer; the LM head's forward, and
+               its backward (lm_head_backward: the cross-entropy's gradient and the two products)
   attention    attention_forward and attention_backward (and rope_apply, forward and backward, with RoPE)
   norms        norm_forward and norm_backward (2 per block and the final one)
   act+resid    gelu or swiglu forward and backward, residual_forward (2 per block), the gate with -G 1
-  softmax+loss softmax_forward and crossentropy_softmax_backward (and the muP logit scale, if any)
+  softmax+loss softmax_forward (and the muP logit scale, if any); the loss's backward is in the
+               matmuls, inside the LM head's (lm_head_backward reads the probabilities as they are)
   embeddings   embedding_forward and embedding_backward
   memsets      the zeroing of the activation gradients (dln, dres, dh, dy, dq, dk, dv) in model_backward
   optimizer    the CPU engine after the backward: e.grad_norm (mostly from the sums of squares the
@@ -165,14 +167,16 @@ static void softmax_f(float* logits, float* losses, const int* targets, int BT, 
     count(0, 2.0 * BT * V + 2.0 * BT);
 }
 
-// cross-entropy backward: reads probabilities [BT,V] and targets [BT]; writes dlogits [BT,V] (in place)
-static void xent_b(float* probs, const int* targets, int BT, int V) {
-    crossentropy_softmax_backward(probs, targets, BT, V);
-    count(0, 2.0 * BT * V + BT);
+// the LM head's backward (lm_head_backward): the cross-entropy's gradient and the matmul backward in
+// one, which reads the probabilities [BT,V] as they are (never writes dlogits) and targets [BT];
+// counted as mm_bwd with dout = the probabilities
+static void head_b(float* dinp, float* dW, float* probs, const int* targets, const float* inp, const float* W,
+                   float* scratch, int BT, int C, int V, float logit_scale) {
+    lm_head_backward(dinp, dW, probs, targets, inp, W, scratch, BT, C, V, logit_scale);
+    count(4.0 * BT * C * V, (double)BT * V + BT + (double)BT * C + (double)V * C + 2.0 * BT * C + 2.0 * V * C);
 }
 
-// the muP logit multiplier (model_forward and model_backward scale the logits when it is not 1):
-// reads and writes [BT,V]
+// the muP logit multiplier (model_forward scales the logits when it is not 1): reads and writes [BT,V]
 static void logit_scale(float* x, long n, float s) {
     for (long i = 0; i < n; i++) x[i] *= s;
     count(0, 2.0 * n);
@@ -230,7 +234,7 @@ static void phase_matmuls(Model* m, int B, int T) {
     const float* head = c->tied ? m->p[K_WTE] : m->p[K_LMHEAD];
     float* dhead = c->tied ? m->g[K_WTE] : m->g[K_LMHEAD];
     mm_fwd(a->logits, a->lnf, head, NULL, BT, C, V);
-    mm_bwd(a->dln, dhead, NULL, a->logits, a->lnf, head, BT, C, V);
+    head_b(a->dln, dhead, a->logits, m->targets, a->lnf, head, a->tmp, BT, C, V, c->logit_scale);
     for (int l = c->L - 1; l >= 0; l--) {
         LayerActs la;
         LAYER_ACTS(la, a, c, l, rows, m->T);
@@ -311,15 +315,12 @@ static void phase_act_resid(Model* m, int B, int T) {
     }
 }
 
-// The logits buffer holds the gradient after the backward: the softmax of it is as costly as that of
-// the logits (and keeps the values normal: crossentropy_softmax_backward alone, repeated, would
-// divide them by BT each time, down to subnormals).
+// The logits buffer holds probabilities after a step: the softmax of them is as costly as that of the
+// logits. The loss's backward is part of the LM head's (head_b, in the matmuls).
 static void phase_softmax_loss(Model* m, int B, int T) {
     STEP_SHAPES;
     if (c->logit_scale != 1.0f) logit_scale(a->logits, (long)BT * V, c->logit_scale);
     softmax_f(a->logits, a->losses, m->targets, BT, V);
-    xent_b(a->logits, m->targets, BT, V);
-    if (c->logit_scale != 1.0f) logit_scale(a->logits, (long)BT * V, c->logit_scale);
 }
 
 static void phase_embeddings(Model* m, int B, int T) {
@@ -478,11 +479,11 @@ int main(int argc, char** argv) {
                                        phase_softmax_loss, phase_embeddings, phase_memsets, phase_optimizer,
                                        phase_zero_grad};
     const char* what[] = {
-        "matmul_forward + matmul_backward, every linear layer and the LM head",
+        "matmul_forward + matmul_backward, every linear layer; the LM head's, lm_head_backward",
         cfg.rope ? "attention_forward + attention_backward, rope_apply" : "attention_forward + attention_backward",
         "norm_forward + norm_backward",
         cfg.swiglu ? "swiglu fwd/bwd, residual_forward" : "gelu fwd/bwd, residual_forward",
-        "softmax_forward + crossentropy_softmax_backward",
+        "softmax_forward; its backward is lm_head_backward's, in the matmuls",
         "embedding_forward + embedding_backward",
         "memset of the activation gradients in model_backward",
         "e.grad_norm + e.update (AdamW)",

@@ -824,6 +824,11 @@ static void run_mm_backward(void* p) {
     MatmulArgs* a = p;
     matmul_backward(a->dinp, a->dW, a->db, a->dout, a->inp, a->W, a->BT, a->C, a->OC);
 }
+typedef struct { float *dinp, *dW, *probs, *inp, *W, *scratch; const int* targets; int BT, C, V; float logit_scale; } HeadArgs;
+static void run_head_backward(void* p) {
+    HeadArgs* a = p;
+    lm_head_backward(a->dinp, a->dW, a->probs, a->targets, a->inp, a->W, a->scratch, a->BT, a->C, a->V, a->logit_scale);
+}
 typedef struct { float *y, *att, *q, *k, *v, *dq, *dk, *dv, *dy, *scratch; int B, T, H, KVH, hd; } AttnArgs;
 static void run_attn_forward(void* p) {
     AttnArgs* a = p;
@@ -854,6 +859,21 @@ static void test_reference_paths(void) {
           m.OC, r);
     r = fast_vs_reference(run_mm_backward, &m, grads, (long)m.BT * m.C + (long)m.OC * m.C + m.OC);
     check(r < 1e-6, "matmul_backward: dinp, dW, dbias accumulated, fast = loops to %.1e", r);
+    // the LM head's backward: B*T = 37 (1/37 is not exact in binary), targets repeated, muP's logit scale
+    HeadArgs h = {.BT = 37, .C = 75, .V = 130, .logit_scale = 0.5f};
+    int targets[37];
+    for (int i = 0; i < h.BT; i++) targets[i] = (i * 7) % 20;
+    h.targets = targets;
+    h.probs = rand_buf(&g, (size_t)h.BT * h.V, 1.0f);
+    h.inp = rand_buf(&g, (size_t)h.BT * h.C, 1.0f);
+    h.W = rand_buf(&g, (size_t)h.V * h.C, 0.1f);
+    h.scratch = rand_buf(&g, (size_t)h.BT * h.C, 1.0f);
+    float* head_grads = rand_buf(&g, (size_t)h.BT * h.C + (size_t)h.V * h.C, 1.0f);   // dinp, dW in a row
+    h.dinp = head_grads;
+    h.dW = head_grads + (long)h.BT * h.C;
+    r = fast_vs_reference(run_head_backward, &h, head_grads, (long)h.BT * h.C + (long)h.V * h.C);
+    check(r < 1e-6, "lm_head_backward: dinp, dW accumulated from the probabilities, fast (no dlogits) = loops to %.1e", r);
+    free(h.probs); free(h.inp); free(h.W); free(h.scratch); free(head_grads);
     AttnArgs a = {.B = 2, .T = 70, .H = 4, .KVH = 2, .hd = 8};
     long nq = (long)a.B * a.T * a.H * a.hd, nkv = (long)a.B * a.T * a.KVH * a.hd, natt = (long)a.B * a.H * a.T * a.T;
     a.q = rand_buf(&g, nq, 1.0f);

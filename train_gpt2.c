@@ -2796,6 +2796,31 @@ static void gemm_unit(int i0, int i1, int j0, int j1, int K, const float* A, lon
     }
 }
 
+// One product as gemm splits it: the operands, and `units` units of `width` rows (tall) or columns.
+typedef struct {
+    int M, N, K, tall, threads, units, width;
+    const float *A, *Bm, *packed;
+    long sam, sak, sbk, sbn, ldc;
+    float* Cm;
+    int accumulate;
+} GemmPlan;
+
+// Unit u of the plan; the calling thread's next unit is u + threads.
+static void gemm_plan_unit(const GemmPlan* g, int u) {
+    int span = g->tall ? g->M : g->N;
+    int lo = u * g->width, hi = lo + g->width < span ? lo + g->width : span, un = u + g->threads;
+    if (lo >= span) return;
+    int next_lo = un < g->units && un * g->width < span ? un * g->width : -1;
+    int next_hi = next_lo + g->width < span ? next_lo + g->width : span;
+    if (!g->tall)
+        gemm_unit(0, g->M, lo, hi, g->K, g->A, g->sam, g->sak, g->Bm, g->sbk, g->sbn, NULL, g->Cm, g->ldc, g->accumulate,
+                  next_lo, next_hi);
+    else     // one MC-row block at a time, so that its part of Cm stays in L2 across the k slices
+        for (int ib = lo; ib < hi; ib += MC)
+            gemm_unit(ib, ib + MC < hi ? ib + MC : hi, 0, g->N, g->K, g->A, g->sam, g->sak, g->Bm, g->sbk, g->sbn,
+                      g->packed, g->Cm, g->ldc, g->accumulate, ib + MC < hi || un < g->units ? 0 : -1, g->N);
+}
+
 static void gemm(int M, int N, int K, const float* A, long sam, long sak, const float* Bm, long sbk, long sbn,
                  float* Cm, long ldc, int accumulate) {
     // The threads split Cm into units. Splitting the columns makes every unit read all of A; splitting
@@ -2804,27 +2829,24 @@ static void gemm(int M, int N, int K, const float* A, long sam, long sak, const 
     // per thread), and a tall one (dW, and dinp when B*T exceeds the width) into two row units per
     // thread. Unit u belongs to thread u % threads, which therefore knows its next unit and prefetches
     // it. Called inside a parallel region (attention, one head per thread), gemm runs on the calling
-    // thread alone. Results do not depend on any of this (see Determinism above).
-    int threads = in_parallel() ? 1 : thread_count(), tall = M > N;
+    // thread alone, without opening a parallel region of its own: attention calls it about 2000 times
+    // per layer, and even a region of one thread costs a call into the OpenMP runtime (5% of cfgS's
+    // attention, doc/performance.md). Results do not depend on any of this (see Determinism above).
+    int nested = in_parallel(), threads = nested ? 1 : thread_count(), tall = M > N;
     int want = threads == 1 ? 1 : 2 * threads;                 // enough units to balance the threads
     int cap = tall ? (M + MR - 1) / MR : (N + NR - 1) / NR;   // units of at least MR rows or NR columns
     int units = tall ? want : (N + NC - 1) / NC;               // a column unit is at most NC wide
     if (units < want) units = want;
     if (units > cap) units = cap;
     int span = tall ? M : N, step = tall ? MR : NR;
-    int width = ((span + units - 1) / units + step - 1) / step * step;   // rows or columns per unit
-    const float* packed = tall && !in_parallel() && packed_size(K, N) <= PACK_ALL_MAX ? pack_all(Bm, sbk, sbn, K, N) : NULL;
-    #pragma omp parallel for schedule(static, 1) if (threads > 1)
-    for (int u = 0; u < units; u++) {
-        int lo = u * width, hi = lo + width < span ? lo + width : span, un = u + threads;
-        if (lo >= span) continue;
-        int next_lo = un < units && un * width < span ? un * width : -1;
-        int next_hi = next_lo + width < span ? next_lo + width : span;
-        if (!tall) gemm_unit(0, M, lo, hi, K, A, sam, sak, Bm, sbk, sbn, NULL, Cm, ldc, accumulate, next_lo, next_hi);
-        else     // one MC-row block at a time, so that its part of Cm stays in L2 across the k slices
-            for (int ib = lo; ib < hi; ib += MC)
-                gemm_unit(ib, ib + MC < hi ? ib + MC : hi, 0, N, K, A, sam, sak, Bm, sbk, sbn, packed, Cm, ldc,
-                          accumulate, ib + MC < hi || un < units ? 0 : -1, N);
+    GemmPlan g = {M, N, K, tall, threads, units, ((span + units - 1) / units + step - 1) / step * step,
+                  A, Bm, NULL, sam, sak, sbk, sbn, ldc, Cm, accumulate};
+    g.packed = tall && !nested && packed_size(K, N) <= PACK_ALL_MAX ? pack_all(Bm, sbk, sbn, K, N) : NULL;
+    if (threads == 1) {
+        for (int u = 0; u < units; u++) gemm_plan_unit(&g, u);
+    } else {
+        #pragma omp parallel for schedule(static, 1)
+        for (int u = 0; u < units; u++) gemm_plan_unit(&g, u);
     }
 }
 

@@ -930,6 +930,7 @@ static void test_grad_norm_kept(void) {
             Model m;
             model_build(&m, &c);
             model_init(&m, &spec, 5);
+            set_threads(2);           // before acts_alloc: attention's scratch has a slice per thread
             acts_alloc(&m, B, T);
             Engine e = cpu_engine(&m);
             double kept_norm[2] = {0, 0}, full = 0;

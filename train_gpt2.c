@@ -14,14 +14,16 @@ it does, so a reader of Part I never needs to open Part II.
    2. data: tokens in, batches out                     dataset_load, dataset_random_batch
    3. the model's configuration and parameters         Config, the tensor table, Model, Acts
    4. layers, each forward beside its backward         matmul (reference loops), embedding, norm,
-                                                       RoPE, attention, gate, GELU/SwiGLU, softmax
+                                                       RoPE, attention, gate, GELU/SwiGLU, softmax,
+                                                       lm_head_backward
    5. the model: forward and backward                  model_forward, model_backward
    6. initialization: gains, schemes, recipes, muP    scheme_dist, model_init
    7. AdamW with decoupled weight decay, clipping      adamw_step, lr_at, grad_norm
    8. the training loop and main                       run_setup, run_train, main
   PART II  MACHINERY
    9. random numbers: PyTorch's CPU generator          rng_seed, init_normal, init_orthogonal, ...
-  10. fast paths: vexpf, the blocked gemm; threads    vexpf, gemm, matmul_forward_fast, thread_count
+  10. fast paths: vexpf, the blocked gemm; threads    vexpf, gemm, matmul_forward_fast, thread_count,
+      the kept gradient norm, the LM head's backward   grad_norm_kept, lm_head_backward_fast
   11. probes: what the papers measure inside a network probes_before_update, ...
   12. the command line, text out, --init-report        parse_args, usage, log_event, init_report
   13. checkpoints                                      checkpoint_save, checkpoint_load

@@ -2876,7 +2876,7 @@ static struct {
     unsigned char* written;   // tensor i was written by a dW product since the backward began
     unsigned char* mark;      // scratch: a flag per chunk or row of wte
     int* list;                // scratch: the marked chunks or rows
-    double* partial;          // scratch: the untied wte's row sums; the other tensors' chunk sums
+    double* partial;          // scratch: the untied wte's row sums, one per distinct token
     size_t cap_chunks, cap_partial, cap_marks;
     int cap_tensors;
 } kept;
@@ -2911,11 +2911,10 @@ static double sum_of(const double* part, size_t n) {
 
 // Called before each backward of the engine: forget the last step's sums, size the buffers.
 static void kept_begin(Model* m, int BT) {
-    size_t nc = 0, np = (size_t)BT, nm = (size_t)m->cfg.V;
+    size_t nc = 0, np = (size_t)BT, nm = (size_t)m->cfg.V;   // nm: wte's rows, or its chunks if more
     for (int i = 0; i < m->num_tensors; i++) {
         size_t ci = chunks_of(m->tensors[i].numel);
         nc += ci;
-        if (ci > np) np = ci;
         if (ci > nm) nm = ci;
     }
     if (nc > kept.cap_chunks) free(kept.chunks), kept.chunks = (double*)xmalloc(nc * sizeof(double)), kept.cap_chunks = nc;
@@ -2952,8 +2951,8 @@ static void kept_weight(const float* dW) {
 
 // The batch's tokens as a sorted list of distinct rows of wte (row_floats = 0), or of the chunks of
 // the gradient that hold those rows (row_floats = the width of a row); returns its length.
-static int token_list(int V, size_t row_floats) {
-    size_t n_marks = row_floats ? chunks_of((size_t)V * row_floats) : (size_t)V;
+static int token_list(int rows, size_t row_floats) {
+    size_t n_marks = row_floats ? chunks_of((size_t)rows * row_floats) : (size_t)rows;
     int n = 0;
     memset(kept.mark, 0, n_marks);
     for (int bt = 0; bt < kept.BT; bt++) {

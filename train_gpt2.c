@@ -1569,6 +1569,20 @@ static float lr_at(const OptConfig* o, int step) {
 // over all the gradients is the definition; the training step gets the same number (to rounding)
 // without it, from sums of squares its backward keeps while each gradient is in cache
 // (grad_norm_kept, section 10).
+// sum x[i]^2 in double (each vector lane its own partial sum), and a plain sum of n doubles
+static double sumsq(const float* x, size_t n) {
+    double s = 0.0;
+    #pragma omp simd reduction(+ : s)
+    for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+    return s;
+}
+
+static double sum_of(const double* part, size_t n) {
+    double total = 0.0;
+    for (size_t i = 0; i < n; i++) total += part[i];
+    return total;
+}
+
 #define GN_CHUNKS 256
 static double grad_norm(const Model* m) {
     double partial[GN_CHUNKS];
@@ -1576,15 +1590,9 @@ static double grad_norm(const Model* m) {
     #pragma omp parallel for schedule(static)
     for (int ci = 0; ci < GN_CHUNKS; ci++) {
         size_t i0 = ci * chunk < n ? ci * chunk : n, i1 = i0 + chunk < n ? i0 + chunk : n;
-        const float* g = m->grads;
-        double s = 0.0;
-        #pragma omp simd reduction(+ : s)
-        for (size_t i = i0; i < i1; i++) s += (double)g[i] * g[i];
-        partial[ci] = s;
+        partial[ci] = sumsq(m->grads + i0, i1 - i0);
     }
-    double total = 0.0;
-    for (int ci = 0; ci < GN_CHUNKS; ci++) total += partial[ci];
-    return sqrt(total);
+    return sqrt(sum_of(partial, GN_CHUNKS));
 }
 
 // Gradient clipping (-z): the factor AdamW multiplies every gradient by, so that their global norm
@@ -2877,18 +2885,19 @@ static struct {
     unsigned char* mark;      // scratch: a flag per chunk or row of wte
     int* list;                // scratch: the marked chunks or rows
     double* partial;          // scratch: the untied wte's row sums, one per distinct token
-    size_t cap_chunks, cap_partial, cap_marks;
-    int cap_tensors;
+    size_t chunks_cap, off_cap, written_cap, mark_cap, list_cap, partial_cap;   // their bytes (grown)
 } kept;
 
-static size_t chunks_of(size_t n) { return (n + KEPT_CHUNK - 1) / KEPT_CHUNK; }
-
-static double sumsq(const float* x, size_t n) {
-    double s = 0.0;
-    #pragma omp simd reduction(+ : s)
-    for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
-    return s;
+// p, or a new buffer in its place if it holds fewer than `bytes` (*cap: what it holds). The sizes
+// only grow: a run asks for the same ones at every step, and they are allocated once.
+static void* grown(void* p, size_t* cap, size_t bytes) {
+    if (bytes <= *cap) return p;
+    free(p);
+    *cap = bytes;
+    return xmalloc(bytes);
 }
+
+static size_t chunks_of(size_t n) { return (n + KEPT_CHUNK - 1) / KEPT_CHUNK; }
 
 // sum of squares of chunk ci of the n floats at g
 static double chunk_sumsq(const float* g, size_t n, size_t ci) {
@@ -2903,12 +2912,6 @@ static void chunks_sumsq(const float* g, size_t n, double* part) {
     for (long ci = 0; ci < chunks; ci++) part[ci] = chunk_sumsq(g, n, ci);
 }
 
-static double sum_of(const double* part, size_t n) {
-    double total = 0.0;
-    for (size_t i = 0; i < n; i++) total += part[i];
-    return total;
-}
-
 // Called before each backward of the engine: forget the last step's sums, size the buffers.
 static void kept_begin(Model* m, int BT) {
     size_t nc = 0, np = (size_t)BT, nm = (size_t)m->cfg.V;   // nm: wte's rows, or its chunks if more
@@ -2917,20 +2920,13 @@ static void kept_begin(Model* m, int BT) {
         nc += ci;
         if (ci > nm) nm = ci;
     }
-    if (nc > kept.cap_chunks) free(kept.chunks), kept.chunks = (double*)xmalloc(nc * sizeof(double)), kept.cap_chunks = nc;
-    if (np > kept.cap_partial) free(kept.partial), kept.partial = (double*)xmalloc(np * sizeof(double)), kept.cap_partial = np;
-    if (nm > kept.cap_marks) {
-        free(kept.mark), free(kept.list);
-        kept.mark = (unsigned char*)xmalloc(nm);
-        kept.list = (int*)xmalloc(nm * sizeof(int));
-        kept.cap_marks = nm;
-    }
-    if (m->num_tensors > kept.cap_tensors) {
-        free(kept.chunk_off), free(kept.written);
-        kept.chunk_off = (size_t*)xmalloc(m->num_tensors * sizeof(size_t));
-        kept.written = (unsigned char*)xmalloc(m->num_tensors);
-        kept.cap_tensors = m->num_tensors;
-    }
+    size_t nt = (size_t)m->num_tensors;
+    kept.chunks = (double*)grown(kept.chunks, &kept.chunks_cap, nc * sizeof(double));
+    kept.partial = (double*)grown(kept.partial, &kept.partial_cap, np * sizeof(double));
+    kept.mark = (unsigned char*)grown(kept.mark, &kept.mark_cap, nm);
+    kept.list = (int*)grown(kept.list, &kept.list_cap, nm * sizeof(int));
+    kept.chunk_off = (size_t*)grown(kept.chunk_off, &kept.off_cap, nt * sizeof(size_t));
+    kept.written = (unsigned char*)grown(kept.written, &kept.written_cap, nt);
     for (int i = 0; i < m->num_tensors; i++) kept.chunk_off[i] = i ? kept.chunk_off[i - 1] + chunks_of(m->tensors[i - 1].numel) : 0;
     memset(kept.written, 0, m->num_tensors);
     kept.model = m, kept.tokens = m->tokens, kept.BT = BT, kept.from_zero = m->grads_zero, kept.open = 1;
@@ -3045,9 +3041,8 @@ static void lm_head_backward_fast(float* dinp, float* dW, const float* P, const 
     for (long i = 0; i < (long)BT * C; i++) scratch[i] = s * inp[i];
     gemm(V, C, BT, P, 1, V, scratch, C, 1, dW, C, 1);   // A = P^T: strides (1, V)
     #pragma omp parallel for schedule(static)
-    for (int c0 = 0; c0 < C; c0 += 16)   // threads own columns, so rows hit twice add in bt order
-        for (int bt = 0; bt < BT; bt++)
-            for (int c = c0; c < c0 + 16 && c < C; c++) dW[(long)targets[bt] * C + c] -= scratch[(long)bt * C + c];
+    for (long i = 0; i < (long)BT * C; i++) scratch[i] = -scratch[i];
+    embedding_backward(dW, NULL, scratch, targets, 1, BT, C);   // row targets[bt] += -(s inp)[bt]
     kept_weight(dW);
 }
 

@@ -48,7 +48,7 @@ NVLDLIBS = -lcublas -lgomp -lm
 # host C++ compiler against a CPU runtime for CUDA, so that `make test` runs every kernel without a GPU.
 CUDA_CPU := dev/cuda_cpu
 CUDA_CPU_GEN := $(CUDA_CPU)/gen
-CUDA_CPU_HEADERS := $(CUDA_CPU)/cuda_runtime.h $(CUDA_CPU)/cublas_v2.h $(CUDA_CPU)/cuda_bf16.h
+CUDA_CPU_HEADERS := $(CUDA_CPU)/cuda_runtime.h $(CUDA_CPU)/cublas_v2.h $(CUDA_CPU)/cuda_bf16.h $(CUDA_CPU)/mma.h
 CUDA_CPU_CXX ?= $(CXX) -O2 $(ARCH_FLAGS) -std=c++17 -fopenmp -fno-math-errno -Wall -Wextra -Wno-unused-function
 export CUDA_CPU_CXX
 # The dev/ tools run on Debian's python3 (python3-torch, -numpy, -matplotlib; make deps); the labs need

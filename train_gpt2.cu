@@ -32,6 +32,7 @@ this file unchanged but for its kernel launches; no GPU has run it yet (doc/cuda
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
+#include <mma.h>
 #include <cstddef>
 
 // ============================================================================================
@@ -469,15 +470,19 @@ static void gpu_rope(float* x, const float* cs, int BT, int T, int nh, int hd, f
 #define ATT_BQ 16           // query rows per forward block (4 per warp)
 #define ATT_BQ_BWD 8        // query rows per dq block, key rows per dk/dv block (2 per warp)
 
+// A float stored as a tile element: as is, or rounded to bf16 (the tensor-core kernels' operands)
+__device__ inline void set_elem(float& e, float v) { e = v; }
+__device__ inline void set_elem(__nv_bfloat16& e, float v) { e = __float2bfloat16(v); }
+
 // Rows r0 .. r0 + n - 1 of one head of x [B*T, width] (its columns col0 .. col0 + hd - 1) into the
 // shared tile[n][W], zeros for rows past T: every tile load of the attention kernels, strided over the
 // block's threads so that consecutive threads read consecutive floats.
-template <int W>
-__device__ void load_head_rows(float (*tile)[W], const float* x, int b, int r0, int n, int T, int width, int col0,
+template <typename E, int W>
+__device__ void load_head_rows(E (*tile)[W], const float* x, int b, int r0, int n, int T, int width, int col0,
                                int hd) {
     for (int e = threadIdx.x; e < n * hd; e += blockDim.x) {
         int j = e / hd, d = e % hd, t = r0 + j;
-        tile[j][d] = t < T ? x[(long)(b * T + t) * width + col0 + d] : 0.0f;
+        set_elem(tile[j][d], t < T ? x[(long)(b * T + t) * width + col0 + d] : 0.0f);
     }
 }
 
@@ -665,9 +670,274 @@ __global__ void attention_backward_kv_kernel(float* dk, float* dv, const float* 
     }
 }
 
+// ---- the same attention on the tensor cores (--dtype bf16) -------------------------------------------
+// With --dtype bf16 the attention's products run on the tensor cores too: the scores q k^T, the output
+// A v and the backward's dA = dy v^T, dq = dP k, dk = dP^T q, dv = A^T dy, as 16 x 16 x 16 tiles of bf16
+// with float32 accumulation (nvcuda::wmma). The algorithm is the one above (online softmax, one lse per
+// row, the two backward kernels, no atomics); what changes is who does the arithmetic:
+//   - a warp owns 16 rows (queries; keys in the key kernel), a block 4 warps; keys (queries) stream
+//     through shared memory 32 at a time;
+//   - q, k, v, dy enter shared memory rounded to bf16; scores and dA leave the tensor cores in float32;
+//     the softmax (maximum, exp, sums, lse, D) is float32 on the CUDA cores; the probabilities and dP
+//     are rounded to bf16 for the next product, as FlashAttention does;
+//   - which lane holds which element of a fragment is unspecified, so every step that needs a row
+//     (masking, exp, rescaling the output by exp(m_old - m_new)) works on a tile in shared memory, where
+//     lanes 2r and 2r + 1 own row r, 16 columns each;
+//   - running outputs (forward) live in shared memory, because they are rescaled by rows; gradients
+//     (backward) are never rescaled and stay in fragments.
+// Head sizes that are multiples of 16 up to 64 (a block's shared memory stays under 48 KB); other sizes
+// use the kernels above. The rounding bound is stated and tested in test_gpt2.cu ("bf16").
+#define TCA_ROWS 16                          // rows per warp: the wmma tile
+#define TCA_WARPS 4
+#define TCA_BLOCK (TCA_ROWS * TCA_WARPS)     // rows per block
+#define TCA_TILE 32                          // streamed rows per tile
+#define TCA_HD_MAX 64
+#define TCA_LDH (TCA_HD_MAX + 8)             // row stride of the bf16 head tiles (wmma: a multiple of 8)
+namespace wmma = nvcuda::wmma;
+typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> TcAcc;
+
+static int attention_on_tensor_cores(int hd) { return g_bf16.on && hd % 16 == 0 && hd <= TCA_HD_MAX; }
+
+// fn(std::integral_constant<int, hd>()) for a head size the tensor-core kernels take: 16, 32, 48 or 64
+template <typename F> static void with_head_size(int hd, F fn) {
+    switch (hd) {
+    case 16: fn(std::integral_constant<int, 16>()); break;
+    case 32: fn(std::integral_constant<int, 32>()); break;
+    case 48: fn(std::integral_constant<int, 48>()); break;
+    case 64: fn(std::integral_constant<int, 64>()); break;
+    default: fatal("internal: head size %d on the tensor cores", hd);
+    }
+}
+
+// The head size is a template parameter of these kernels, so that every loop over fragments has a
+// length known to the compiler and the fragments stay in registers.
+//
+// acc[n] += A B[:, 16n .. 16n + 15] for n < NF: A is 16 x K, bf16, row-major with row stride lda; B is
+// K x 16 NF, in layout LB: row_major has B[k][c] at b[k ldb + c], col_major at b[c ldb + k] (the rows of
+// b are B's columns: how k^T is read from a tile of keys).
+template <typename LB, int K, int NF>
+__device__ void tc_product(TcAcc (&acc)[NF], const __nv_bfloat16* a, int lda, const __nv_bfloat16* b, int ldb) {
+    const bool brow = std::is_same<LB, wmma::row_major>::value;
+    for (int kk = 0; kk < K; kk += 16) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+        wmma::load_matrix_sync(fa, a + kk, lda);
+        for (int n = 0; n < NF; n++) {
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, LB> fb;
+            wmma::load_matrix_sync(fb, brow ? b + (long)kk * ldb + 16 * n : b + (long)16 * n * ldb + kk, ldb);
+            wmma::mma_sync(acc[n], fa, fb, acc[n]);
+        }
+    }
+}
+template <int NF> __device__ void tc_zero(TcAcc (&acc)[NF]) {
+    for (int n = 0; n < NF; n++) wmma::fill_fragment(acc[n], 0.0f);
+}
+// out (16 x 16 NF, float32, row stride ldo) = acc, or acc = out (load)
+template <int NF> __device__ void tc_store(float* out, int ldo, const TcAcc (&acc)[NF]) {
+    for (int n = 0; n < NF; n++) wmma::store_matrix_sync(out + 16 * n, acc[n], ldo, wmma::mem_row_major);
+}
+template <int NF> __device__ void tc_load(TcAcc (&acc)[NF], const float* in, int ldi) {
+    for (int n = 0; n < NF; n++) wmma::load_matrix_sync(acc[n], in + 16 * n, ldi, wmma::mem_row_major);
+}
+
+// Gradients kept in fragments (16 rows of a warp, hd columns) out to rows r0 .. of x [B*T, width] at
+// column col0, rows past T left out: through the warp's float scratch tile (16 x 32), two fragments at a time.
+template <int NF>
+__device__ void tc_write_rows(float* x, const TcAcc (&acc)[NF], float (*scr)[TCA_TILE], int b, int r0, int T,
+                              int width, int col0) {
+    int lane = threadIdx.x % 32, r = lane / 2, t = r0 + r;
+    for (int n0 = 0; n0 < NF; n0 += 2) {
+        int nf = min(2, NF - n0);
+        __syncwarp();
+        for (int n = 0; n < nf; n++) wmma::store_matrix_sync(&scr[0][16 * n], acc[n0 + n], TCA_TILE, wmma::mem_row_major);
+        __syncwarp();
+        for (int c = lane % 2; c < 16 * nf; c += 2)
+            if (t < T) x[(long)(b * T + t) * width + col0 + 16 * n0 + c] = scr[r][c];
+    }
+}
+
+// grid (ceil(T / TCA_BLOCK), H, B), TCA_WARPS * 32 threads; lse [B, H, T]
+template <int hd>
+__global__ void attention_forward_tc_kernel(float* y, float* lse, const float* q, const float* k, const float* v,
+                                            int T, int H, int KVH, float scale) {
+    __shared__ __align__(32) __nv_bfloat16 qs[TCA_BLOCK][TCA_LDH], ks[TCA_TILE][TCA_LDH], vs[TCA_TILE][TCA_LDH];
+    __shared__ __align__(32) float ss[TCA_WARPS][TCA_ROWS][TCA_TILE];        // a warp's scores
+    __shared__ __align__(32) __nv_bfloat16 ps[TCA_WARPS][TCA_ROWS][TCA_TILE]; // ... as probabilities
+    __shared__ __align__(32) float os[TCA_WARPS][TCA_ROWS][TCA_HD_MAX];      // ... and its running outputs
+    int q0 = blockIdx.x * TCA_BLOCK, h = blockIdx.y, b = blockIdx.z, kh = h / (H / KVH);
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qd = H * hd, kvd = KVH * hd;
+    int r = lane / 2, half = lane % 2, w0 = q0 + TCA_ROWS * warp, t = w0 + r;   // lane pair: row r, query t
+    load_head_rows(qs, q, b, q0, TCA_BLOCK, T, qd, h * hd, hd);
+    for (int c = half; c < hd; c += 2) os[warp][r][c] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
+    int q_last = min(q0 + TCA_BLOCK, T) - 1;
+    for (int k0 = 0; k0 <= q_last; k0 += TCA_TILE) {
+        __syncthreads();
+        load_head_rows(ks, k, b, k0, TCA_TILE, T, kvd, kh * hd, hd);
+        load_head_rows(vs, v, b, k0, TCA_TILE, T, kvd, kh * hd, hd);
+        __syncthreads();
+        if (w0 >= T || k0 > w0 + TCA_ROWS - 1) continue;   // no query of this warp (before T) sees the tile
+        TcAcc sacc[TCA_TILE / 16];
+        tc_zero(sacc);
+        tc_product<wmma::col_major, hd>(sacc, &qs[TCA_ROWS * warp][0], TCA_LDH, &ks[0][0], TCA_LDH);
+        tc_store(&ss[warp][0][0], TCA_TILE, sacc);
+        __syncwarp();
+        // the online softmax of row r over the tile (rows past T see zero keys: finite, never written)
+        float sc[16], mx = -INFINITY;
+        for (int j = 0; j < 16; j++) {
+            int c = 16 * half + j;
+            sc[j] = k0 + c <= t ? ss[warp][r][c] * scale : -INFINITY;
+            mx = fmaxf(mx, sc[j]);
+        }
+        float mn = fmaxf(m, fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 1)));   // finite: key k0 <= t
+        float corr = expf(m - mn), sum = 0.0f;
+        for (int j = 0; j < 16; j++) {
+            float p = expf(sc[j] - mn);                                       // 0 where masked
+            sum += p;
+            ps[warp][r][16 * half + j] = __float2bfloat16(p);
+        }
+        l = l * corr + sum + __shfl_xor_sync(0xFFFFFFFFu, sum, 1);
+        m = mn;
+        for (int c = half; c < hd; c += 2) os[warp][r][c] *= corr;
+        __syncwarp();
+        TcAcc oacc[hd / 16];
+        tc_load(oacc, &os[warp][0][0], TCA_HD_MAX);
+        tc_product<wmma::row_major, TCA_TILE>(oacc, &ps[warp][0][0], TCA_TILE, &vs[0][0], TCA_LDH);
+        tc_store(&os[warp][0][0], TCA_HD_MAX, oacc);
+        __syncwarp();
+    }
+    if (t >= T) return;
+    float* yt = y + (long)(b * T + t) * qd + h * hd;
+    for (int c = half; c < hd; c += 2) yt[c] = os[warp][r][c] / l;
+    if (half == 0) lse[((long)b * H + h) * T + t] = m + logf(l);
+}
+
+// The backward, as above: dq and D from the query kernel, then dk and dv from the key kernel.
+// grid (ceil(T / TCA_BLOCK), H, B); D [B, H, T]
+template <int hd>
+__global__ void attention_backward_query_tc_kernel(float* dq, float* D, const float* dy, const float* y,
+                                                   const float* lse, const float* q, const float* k, const float* v,
+                                                   int T, int H, int KVH, float scale) {
+    __shared__ __align__(32) __nv_bfloat16 qs[TCA_BLOCK][TCA_LDH], dys[TCA_BLOCK][TCA_LDH];
+    __shared__ __align__(32) __nv_bfloat16 ks[TCA_TILE][TCA_LDH], vs[TCA_TILE][TCA_LDH];
+    __shared__ __align__(32) float ss[TCA_WARPS][TCA_ROWS][TCA_TILE];        // scores, then dA
+    __shared__ __align__(32) __nv_bfloat16 dps[TCA_WARPS][TCA_ROWS][TCA_TILE];
+    int q0 = blockIdx.x * TCA_BLOCK, h = blockIdx.y, b = blockIdx.z, kh = h / (H / KVH);
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qd = H * hd, kvd = KVH * hd;
+    int r = lane / 2, half = lane % 2, w0 = q0 + TCA_ROWS * warp, t = w0 + r;
+    load_head_rows(qs, q, b, q0, TCA_BLOCK, T, qd, h * hd, hd);
+    load_head_rows(dys, dy, b, q0, TCA_BLOCK, T, qd, h * hd, hd);
+    float Dt = 0.0f, lt = 0.0f;                          // D_t = dy_t . y_t in float32, and the row's lse
+    if (t < T) {
+        const float *dyt = dy + (long)(b * T + t) * qd + h * hd, *yt = y + (long)(b * T + t) * qd + h * hd;
+        for (int c = half; c < hd; c += 2) Dt += dyt[c] * yt[c];
+        lt = lse[((long)b * H + h) * T + t];
+    }
+    Dt += __shfl_xor_sync(0xFFFFFFFFu, Dt, 1);
+    if (t < T && half == 0) D[((long)b * H + h) * T + t] = Dt;
+    TcAcc dqacc[hd / 16];
+    tc_zero(dqacc);
+    int q_last = min(q0 + TCA_BLOCK, T) - 1;
+    for (int k0 = 0; k0 <= q_last; k0 += TCA_TILE) {
+        __syncthreads();
+        load_head_rows(ks, k, b, k0, TCA_TILE, T, kvd, kh * hd, hd);
+        load_head_rows(vs, v, b, k0, TCA_TILE, T, kvd, kh * hd, hd);
+        __syncthreads();
+        if (w0 >= T || k0 > w0 + TCA_ROWS - 1) continue;
+        TcAcc sacc[TCA_TILE / 16];
+        tc_zero(sacc);
+        tc_product<wmma::col_major, hd>(sacc, &qs[TCA_ROWS * warp][0], TCA_LDH, &ks[0][0], TCA_LDH);
+        tc_store(&ss[warp][0][0], TCA_TILE, sacc);
+        __syncwarp();
+        float p[16];                                     // A[t, s] = exp(scale q_t . k_s - lse_t), 0 where masked
+        for (int j = 0; j < 16; j++) {
+            int c = 16 * half + j;
+            p[j] = k0 + c <= t && t < T ? expf(ss[warp][r][c] * scale - lt) : 0.0f;
+        }
+        __syncwarp();
+        tc_zero(sacc);
+        tc_product<wmma::col_major, hd>(sacc, &dys[TCA_ROWS * warp][0], TCA_LDH, &vs[0][0], TCA_LDH);
+        tc_store(&ss[warp][0][0], TCA_TILE, sacc);
+        __syncwarp();
+        for (int j = 0; j < 16; j++) {                   // dP = A (dA - D) scale
+            int c = 16 * half + j;
+            dps[warp][r][c] = __float2bfloat16(p[j] * (ss[warp][r][c] - Dt) * scale);
+        }
+        __syncwarp();
+        tc_product<wmma::row_major, TCA_TILE>(dqacc, &dps[warp][0][0], TCA_TILE, &ks[0][0], TCA_LDH);
+    }
+    tc_write_rows(dq, dqacc, ss[warp], b, w0, T, qd, h * hd);
+}
+
+// grid (ceil(T / TCA_BLOCK), KVH, B): TCA_BLOCK key rows of kv head kh per block, each warp 16 of them
+template <int hd>
+__global__ void attention_backward_kv_tc_kernel(float* dk, float* dv, const float* dy, const float* lse, const float* D,
+                                                const float* q, const float* k, const float* v, int T, int H, int KVH,
+                                                float scale) {
+    __shared__ __align__(32) __nv_bfloat16 ks[TCA_BLOCK][TCA_LDH], vs[TCA_BLOCK][TCA_LDH];
+    __shared__ __align__(32) __nv_bfloat16 qs[TCA_TILE][TCA_LDH], dys[TCA_TILE][TCA_LDH];
+    __shared__ float ls[TCA_TILE], Ds[TCA_TILE];
+    __shared__ __align__(32) float ss[TCA_WARPS][TCA_ROWS][TCA_TILE];        // scores^T, then dA^T
+    __shared__ __align__(32) __nv_bfloat16 pts[TCA_WARPS][TCA_ROWS][TCA_TILE], dpts[TCA_WARPS][TCA_ROWS][TCA_TILE];
+    int s0 = blockIdx.x * TCA_BLOCK, kh = blockIdx.y, b = blockIdx.z, group = H / KVH;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qd = H * hd, kvd = KVH * hd;
+    int r = lane / 2, half = lane % 2, w0 = s0 + TCA_ROWS * warp, s = w0 + r;   // lane pair: key row r, key s
+    load_head_rows(ks, k, b, s0, TCA_BLOCK, T, kvd, kh * hd, hd);
+    load_head_rows(vs, v, b, s0, TCA_BLOCK, T, kvd, kh * hd, hd);
+    TcAcc dkacc[hd / 16], dvacc[hd / 16];
+    tc_zero(dkacc);
+    tc_zero(dvacc);
+    for (int h = kh * group; h < (kh + 1) * group; h++) {
+        for (int t0 = s0 / TCA_TILE * TCA_TILE; t0 < T; t0 += TCA_TILE) {   // causal: no query before the block's first key
+            __syncthreads();
+            load_head_rows(qs, q, b, t0, TCA_TILE, T, qd, h * hd, hd);
+            load_head_rows(dys, dy, b, t0, TCA_TILE, T, qd, h * hd, hd);
+            for (int j = threadIdx.x; j < TCA_TILE; j += blockDim.x) {
+                int t = t0 + j;
+                ls[j] = t < T ? lse[((long)b * H + h) * T + t] : 0.0f;
+                Ds[j] = t < T ? D[((long)b * H + h) * T + t] : 0.0f;
+            }
+            __syncthreads();
+            if (w0 >= T || t0 + TCA_TILE - 1 < w0) continue;   // no key of this warp (before T) is seen by the tile
+            TcAcc sacc[TCA_TILE / 16];
+            tc_zero(sacc);
+            tc_product<wmma::col_major, hd>(sacc, &ks[TCA_ROWS * warp][0], TCA_LDH, &qs[0][0], TCA_LDH);
+            tc_store(&ss[warp][0][0], TCA_TILE, sacc);
+            __syncwarp();
+            float p[16];                                   // A[t, s], row r of A^T, 0 where masked
+            for (int j = 0; j < 16; j++) {
+                int c = 16 * half + j, t = t0 + c;
+                p[j] = t >= s && t < T ? expf(ss[warp][r][c] * scale - ls[c]) : 0.0f;
+                pts[warp][r][c] = __float2bfloat16(p[j]);
+            }
+            __syncwarp();
+            tc_zero(sacc);
+            tc_product<wmma::col_major, hd>(sacc, &vs[TCA_ROWS * warp][0], TCA_LDH, &dys[0][0], TCA_LDH);
+            tc_store(&ss[warp][0][0], TCA_TILE, sacc);
+            __syncwarp();
+            for (int j = 0; j < 16; j++) {
+                int c = 16 * half + j;
+                dpts[warp][r][c] = __float2bfloat16(p[j] * (ss[warp][r][c] - Ds[c]) * scale);
+            }
+            __syncwarp();
+            tc_product<wmma::row_major, TCA_TILE>(dvacc, &pts[warp][0][0], TCA_TILE, &dys[0][0], TCA_LDH);
+            tc_product<wmma::row_major, TCA_TILE>(dkacc, &dpts[warp][0][0], TCA_TILE, &qs[0][0], TCA_LDH);
+        }
+    }
+    tc_write_rows(dk, dkacc, ss[warp], b, w0, T, kvd, kh * hd);
+    tc_write_rows(dv, dvacc, ss[warp], b, w0, T, kvd, kh * hd);
+}
+
 // dq, dk, dv are overwritten (the CPU zeroes them and accumulates: the same values)
 static void gpu_attention_forward(float* y, float* lse, const float* q, const float* k, const float* v,
                                   int B, int T, int H, int KVH, int hd, float scale) {
+    if (attention_on_tensor_cores(hd)) {
+        with_head_size(hd, [&](auto size) {
+            constexpr int HD = decltype(size)::value;
+            attention_forward_tc_kernel<HD><<<dim3(ceil_div(T, TCA_BLOCK), H, B), TCA_WARPS * 32>>>(y, lse, q, k, v, T, H, KVH, scale);
+            LAUNCH_CHECK(attention_forward_tc_kernel);
+        });
+        return;
+    }
     attention_forward_kernel<<<dim3(ceil_div(T, ATT_BQ), H, B), ATT_WARPS * 32>>>(y, lse, q, k, v, T, H, KVH, hd, scale);
     LAUNCH_CHECK(attention_forward_kernel);
 }
@@ -676,6 +946,18 @@ static void gpu_attention_forward(float* y, float* lse, const float* q, const fl
 static void gpu_attention_backward(float* dq, float* dk, float* dv, float* D, const float* dy, const float* y,
                                    const float* lse, const float* q, const float* k, const float* v,
                                    int B, int T, int H, int KVH, int hd, float scale) {
+    if (attention_on_tensor_cores(hd)) {
+        with_head_size(hd, [&](auto size) {
+            constexpr int HD = decltype(size)::value;
+            attention_backward_query_tc_kernel<HD><<<dim3(ceil_div(T, TCA_BLOCK), H, B), TCA_WARPS * 32>>>(
+                dq, D, dy, y, lse, q, k, v, T, H, KVH, scale);
+            LAUNCH_CHECK(attention_backward_query_tc_kernel);
+            attention_backward_kv_tc_kernel<HD><<<dim3(ceil_div(T, TCA_BLOCK), KVH, B), TCA_WARPS * 32>>>(
+                dk, dv, dy, lse, D, q, k, v, T, H, KVH, scale);
+            LAUNCH_CHECK(attention_backward_kv_tc_kernel);
+        });
+        return;
+    }
     attention_backward_query_kernel<<<dim3(ceil_div(T, ATT_BQ_BWD), H, B), ATT_WARPS * 32>>>(
         dq, D, dy, y, lse, q, k, v, T, H, KVH, hd, scale);
     LAUNCH_CHECK(attention_backward_query_kernel);

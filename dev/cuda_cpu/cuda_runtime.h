@@ -67,6 +67,7 @@ Math functions are the host's libm (expf may differ from the GPU's by an ulp or 
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
 static constexpr int warpSize = 32;
 
 struct dim3 {

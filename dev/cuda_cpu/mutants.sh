@@ -19,7 +19,7 @@ cd "$(dirname "$0")/../.." || exit 2
 CXX=${CUDA_CPU_CXX:-g++ -O2 -march=native -std=c++17 -fopenmp -fno-math-errno -Wno-unused-function}
 TIMEOUT=600
 GEN=dev/cuda_cpu/gen/mutants
-ALL="syncthreads attn-sync transposed causal-skip grid reduction bounds adamw-table bf16-stale"
+ALL="syncthreads attn-sync transposed causal-skip grid reduction bounds adamw-table bf16-stale tc-rescale tc-diagonal tc-skip tc-sync"
 
 # mutate NAME: print the sed script of mutant NAME, then (second line) how many lines of
 # `diff original mutant` start with < or > when it applies as intended.
@@ -52,6 +52,18 @@ mutate() {
     bf16-stale)   # adamw_kernel: the bf16 copy of the weights is not refreshed after the update (--dtype bf16)
         echo '/^__global__ void adamw_kernel(/,/^}$/{/^    if (w16) w16\[i\] = __float2bfloat16(pi);$/d;}'
         echo 1 ;;
+    tc-rescale)   # attention_forward_tc_kernel: the running outputs not rescaled when a tile raises a row's maximum
+        echo '/^__global__ void attention_forward_tc_kernel(/,/^}$/{/^        for (int c = half; c < hd; c += 2) os\[warp\]\[r\]\[c\] \*= corr;$/d;}'
+        echo 1 ;;
+    tc-diagonal)  # attention_backward_query_tc_kernel: the diagonal key masked out of the recomputed probabilities
+        echo '/^__global__ void attention_backward_query_tc_kernel(/,/^}$/s/p\[j\] = k0 + c <= t \&\& t < T/p[j] = k0 + c < t \&\& t < T/'
+        echo 2 ;;
+    tc-skip)      # attention_backward_kv_tc_kernel: a warp skips the query tile that starts before its first key
+        echo '/^__global__ void attention_backward_kv_tc_kernel(/,/^}$/s/if (w0 >= T || t0 + TCA_TILE - 1 < w0) continue;/if (w0 >= T || t0 < w0) continue;/'
+        echo 2 ;;
+    tc-sync)      # attention_forward_tc_kernel: no barrier between loading a key/value tile and the warps reading it
+        echo '/^__global__ void attention_forward_tc_kernel(/,/^}$/{/^        __syncthreads();$/d;}'
+        echo 2 ;;
     *) return 1 ;;
     esac
 }

@@ -15,6 +15,7 @@ Each check prints "  ok   ..." or "  FAIL ..."; the last line is "N passed, N fa
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
+#include <mma.h>
 #include <cfloat>
 #include <sys/wait.h>
 
@@ -208,6 +209,93 @@ __global__ void exit_early(int* x) {           // threads 0..15 exit while 16..3
 __global__ void shfl_exited(int* x) {          // lane 31 exits, lanes 0..30 shuffle with a full mask
     if (threadIdx.x < 31) x[threadIdx.x] = __shfl_xor_sync(FULL, (int)threadIdx.x, 1);
 }
+// Warp w of the block: D_w = A_w B_w + C_w over K = 32 (two mma_sync), A_w and B_w 16 x 32 / 32 x 16 in the
+// layouts LA, LB (leading dimension 40: row-major A is a[w][16][40], col-major A is a[w][32][40] read
+// transposed; likewise B), C loaded row-major, each fragment element doubled (elementwise: fine in any
+// mapping), D stored column-major. The operands are staged in shared memory (32-byte aligned, as wmma
+// requires; this runtime's cudaMalloc aligns only to 16 bytes).
+static const int WMMA_LD = 40, WMMA_W = 16 * 40 * 2, WMMA_WARPS = 2;   // W: the elements of one warp's A (or B)
+template <typename LA, typename LB>
+__global__ void wmma_product(float* d, const __nv_bfloat16* a, const __nv_bfloat16* b, const float* c) {
+    using namespace nvcuda;
+    __shared__ __align__(32) __nv_bfloat16 as[WMMA_WARPS * WMMA_W], bs[WMMA_WARPS * WMMA_W];
+    __shared__ __align__(32) float cs[WMMA_WARPS * 256];
+    for (int i = threadIdx.x; i < WMMA_WARPS * WMMA_W; i += blockDim.x) as[i] = a[i], bs[i] = b[i];
+    for (int i = threadIdx.x; i < WMMA_WARPS * 256; i += blockDim.x) cs[i] = c[i];
+    __syncthreads();
+    int w = threadIdx.x / 32;
+    bool a_row = std::is_same<LA, wmma::row_major>::value, b_row = std::is_same<LB, wmma::row_major>::value;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::load_matrix_sync(acc, cs + w * 256, 16, wmma::mem_row_major);
+    for (int i = 0; i < acc.num_elements; i++) acc.x[i] *= 2;
+    for (int k0 = 0; k0 < 32; k0 += 16) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, LA> fa;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, LB> fb;
+        wmma::load_matrix_sync(fa, as + w * WMMA_W + (a_row ? k0 : k0 * WMMA_LD), WMMA_LD);
+        wmma::load_matrix_sync(fb, bs + w * WMMA_W + (b_row ? k0 * WMMA_LD : k0), WMMA_LD);
+        wmma::mma_sync(acc, fa, fb, acc);
+    }
+    __syncwarp();
+    wmma::store_matrix_sync(cs + w * 256, acc, 16, wmma::mem_col_major);
+    __syncwarp();
+    for (int i = threadIdx.x % 32; i < 256; i += 32) d[w * 256 + i] = cs[w * 256 + i];
+}
+// the three misuses: a pointer 16 bytes past a 32-byte boundary, lane 5 naming another row, lanes 16..31
+// skipping the store
+__global__ void wmma_misuse(int kind) {
+    __shared__ __align__(32) float s[512];
+    nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> acc;
+    nvcuda::wmma::fill_fragment(acc, 1.0f);
+    if (kind == 2 && threadIdx.x >= 16) return;
+    float* p = kind == 0 ? s + 4 : kind == 1 && threadIdx.x == 5 ? s + 16 : s;
+    nvcuda::wmma::store_matrix_sync(p, acc, 16, nvcuda::wmma::mem_row_major);
+}
+
+// The host's D = A B + 2 C of wmma_product's warp w, element (r, col), in double.
+// *magnitude: the sum of the terms' absolute values.
+static double wmma_want(const std::vector<__nv_bfloat16>& a, const std::vector<__nv_bfloat16>& b,
+                        const std::vector<float>& c, bool a_row, bool b_row, int w, int r, int col, double* magnitude) {
+    const int LD = WMMA_LD, W = WMMA_W;
+    double s = 2.0 * c[w * 256 + r * 16 + col], mag = fabs(s);
+    for (int k = 0; k < 32; k++) {
+        double t = (double)__bfloat162float(a[w * W + (a_row ? r * LD + k : k * LD + r)]) *
+                   __bfloat162float(b[w * W + (b_row ? k * LD + col : col * LD + k)]);
+        s += t;
+        mag += fabs(t);
+    }
+    return *magnitude = mag, s;
+}
+
+template <typename LA, typename LB> static void check_wmma_product(void) {
+    using namespace nvcuda;
+    bool a_row = std::is_same<LA, wmma::row_major>::value, b_row = std::is_same<LB, wmma::row_major>::value;
+    const int WARPS = WMMA_WARPS, W = WMMA_W;
+    std::vector<__nv_bfloat16> a(WARPS * W), b(WARPS * W);
+    std::vector<float> c(WARPS * 256);
+    for (int i = 0; i < WARPS * W; i++) {
+        a[i] = __float2bfloat16(sinf(0.37f * i) * 3);
+        b[i] = __float2bfloat16(cosf(0.11f * i + 1) * 2);
+    }
+    for (int i = 0; i < WARPS * 256; i++) c[i] = (float)((i * 37) % 19 - 9) / 8;
+    float* dd = dev_alloc<float>(WARPS * 256);
+    __nv_bfloat16 *da = upload(a), *db = upload(b);
+    float* dc = upload(c);
+    wmma_product<LA, LB><<<1, WARPS * 32>>>(dd, da, db, dc);
+    std::vector<float> got = download(dd, WARPS * 256);
+    // float32 sums of 33 exact terms: off by at most 33 u |terms| (u = 2^-24); the worst as a fraction of that
+    double worst = 0;
+    for (int w = 0; w < WARPS; w++)
+        for (int r = 0; r < 16; r++)
+            for (int col = 0; col < 16; col++) {
+                double mag, want = wmma_want(a, b, c, a_row, b_row, w, r, col, &mag);
+                worst = fmax(worst, fabs(got[w * 256 + col * 16 + r] - want) / (33 * ldexp(1, -24) * mag));
+            }
+    check(worst <= 1, "wmma m16n16k16 bf16, A %s, B %s, K = 32 in two mma_sync, C loaded row-major and doubled "
+          "elementwise, D stored column-major, 2 warps: D = A B + 2 C (worst error %.2f of the float32 bound)",
+          a_row ? "row-major" : "col-major", b_row ? "row-major" : "col-major", worst);
+    cudaFree(dd), cudaFree(da), cudaFree(db), cudaFree(dc);
+}
+
 __global__ void deadlock(int* x) {             // half the warp at a barrier, half at a full-warp shuffle
     if (threadIdx.x < 16) __syncthreads();
     else x[threadIdx.x] = __shfl_xor_sync(FULL, (int)threadIdx.x, 1);
@@ -415,6 +503,11 @@ int main(void) {
                 {"shfl_exited", "lane 31", "exited"});
     check_fatal("half a warp at __syncthreads, half at a shuffle", [] { deadlock<<<1, 32>>>(dev_alloc<int>(32)); },
                 {"kernel deadlock", "deadlock"});
+    check_fatal("wmma store_matrix_sync to a pointer not 32-byte aligned", [] { wmma_misuse<<<1, 32>>>(0); },
+                {"wmma_misuse", "32-byte aligned"});
+    check_fatal("wmma store_matrix_sync where lane 5 names other memory", [] { wmma_misuse<<<1, 32>>>(1); },
+                {"wmma_misuse", "different memory"});
+    check_fatal("wmma store_matrix_sync by half a warp", [] { wmma_misuse<<<1, 32>>>(2); }, {"wmma_misuse", "exited"});
     check_fatal("a cublasSgemm operand past its buffer", [] {
         cublasHandle_t h;
         cublasCreate(&h);
@@ -498,6 +591,11 @@ int main(void) {
         cublasDestroy(h);
     }
 
+    printf("warp matrix functions (wmma):\n");
+    check_wmma_product<nvcuda::wmma::row_major, nvcuda::wmma::row_major>();
+    check_wmma_product<nvcuda::wmma::row_major, nvcuda::wmma::col_major>();
+    check_wmma_product<nvcuda::wmma::col_major, nvcuda::wmma::row_major>();
+    check_wmma_product<nvcuda::wmma::col_major, nvcuda::wmma::col_major>();
     printf("bf16 and cublasGemmEx:\n");
     {
         auto bits = [](float f) { return (unsigned)__float2bfloat16(f).__x; };

@@ -22,7 +22,8 @@ New here are only the device parts:
   4. AdamW over all parameters in one launch, the global gradient norm and clipping on the device
   5. evaluation, sampling, host <-> device copies, main (the CPU main's loop, step for step)
 --dtype bf16 rounds both inputs of every matmul to bf16 (cublasGemmEx, float32 accumulation and
-output); master weights, AdamW moments and every other kernel stay float32 (section 2, doc/cuda.md).
+output) and runs attention's products on the tensor cores (nvcuda::wmma, head sizes 16 to 64); master
+weights, AdamW moments and every other kernel stay float32 (section 2, doc/cuda.md).
 Every kernel is deterministic (no atomics): the same run gives the same losses bit for bit. A step
 sends two numbers to the host, the loss and the gradient norm that the loop prints. doc/cuda.md
 lists the kernels and what is fused; make bench-gpu measures them (or, without a GPU, prints the plan).
@@ -1706,7 +1707,8 @@ static int take_gpu_flags(int* argc, char** argv, int* tf32, int* bf16) {
                    "  --tf32 0|1  TF32 tensor cores in the matmuls (default 1); 0 = full float32\n"
                    "  --dtype fp32|bf16  matmul inputs (default fp32). bf16: activations, gradients and a copy of\n"
                    "              the weights rounded to bf16 for every matmul, float32 accumulation and output;\n"
-                   "              master weights, AdamW moments, norms, attention, softmax and loss stay float32\n"
+                   "              attention's products on the tensor cores (bf16 q, k, v, probabilities; head sizes\n"
+                   "              16-64); master weights, AdamW moments, norms, softmax and loss stay float32\n"
                    "              (--tf32 then does not matter). Needs compute capability 8.0 or newer\n");
             exit(0);
         }

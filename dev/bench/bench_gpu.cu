@@ -38,21 +38,38 @@ times it as it is, in three modes (bf16, TF32, float32).
 #define H100_BF16 989.4e12       // dense bf16 tensor-core FLOP/s
 #define H100_FP32 66.9e12        // float32 CUDA-core FLOP/s (non-tensor)
 
+// The three ways a step can run: float32 activations with TF32 matmuls (attention on CUDA cores);
+// --dtype bf16 as the trainer has it (bf16 GEMMs on float32 activations rounded just before each GEMM,
+// attention on the tensor cores); and bf16 activations in every kernel (a goal, not built).
+enum { MODE_TF32, MODE_BF16, MODE_BF16_ACTS, NMODES };
+static const char* mode_title[NMODES] = {"float32 activations, TF32 matmuls, attention on CUDA cores",
+                                         "--dtype bf16 as built: bf16 GEMMs and attention on the tensor cores, "
+                                         "float32 activations rounded before each GEMM",
+                                         "bf16 activations in every kernel (a goal, not built)"};
+enum { OP_GEMM, OP_TC_ATTENTION, OP_CUDA_CORES };
+
 typedef struct {
     char name[48];
     int launches;                // per step
-    double flops;                // per step
-    double act_bytes;            // bytes of activations (2 bytes each in bf16, 4 in float32)
+    double flops;                // per step: the products (GEMMs, attention) or the kernel's arithmetic
+    double ew_flops;             // the tensor-core attention's elementwise work (softmax), on CUDA cores
+    double act_bytes;            // elements of activations (2 bytes each in bf16 activations, 4 else)
+    double out_elems;            // of which a GEMM's float32 outputs (--dtype bf16 as built: its inputs are bf16)
     double f32_bytes;            // bytes that stay float32 (logits, losses, weights, AdamW state)
-    int gemm;                    // 1: tensor cores (cuBLAS); 0: CUDA cores
+    int kind;                    // OP_*
+    unsigned modes;              // the modes that run it (bit MODE_*)
 } PlanOp;
 
+static const unsigned ALL_MODES = (1u << NMODES) - 1, BF16_MODES = 1u << MODE_BF16 | 1u << MODE_BF16_ACTS;
+
 static void plan_add(std::vector<PlanOp>* ops, const char* name, int launches, double flops, double act_elems,
-                     double f32_elems, int gemm) {
+                     double f32_elems, int kind, unsigned modes = ALL_MODES, double ew_flops = 0, double out_elems = 0) {
     for (PlanOp& o : *ops)
         if (strcmp(o.name, name) == 0) {
             o.launches += launches;
             o.flops += flops;
+            o.ew_flops += ew_flops;
+            o.out_elems += out_elems;
             o.act_bytes += act_elems;
             o.f32_bytes += 4 * f32_elems;
             return;
@@ -61,76 +78,102 @@ static void plan_add(std::vector<PlanOp>* ops, const char* name, int launches, d
     snprintf(o.name, sizeof(o.name), "%s", name);
     o.launches = launches;
     o.flops = flops;
-    o.act_bytes = act_elems;         // elements for now; times the element size when printed
+    o.ew_flops = ew_flops;
+    o.out_elems = out_elems;
+    o.act_bytes = act_elems;         // elements for now; times the element size when timed
     o.f32_bytes = 4 * f32_elems;
-    o.gemm = gemm;
+    o.kind = kind;
+    o.modes = modes;
     ops->push_back(o);
 }
 
 // A matmul out[BT,OC] = inp[BT,IC] W[OC,IC]^T, forward and both backward products (weights read in
-// the matmul's input precision, their gradient written in float32)
+// the matmul's input precision, their gradient written in float32). --dtype bf16 as built rounds inp
+// before the forward product, dout once for both backward products and inp again for dW: each
+// rounded element read as float32 and written as bf16 (6 bytes).
 static void plan_matmul(std::vector<PlanOp>* ops, double BT, double IC, double OC, int has_bias, int dinp) {
-    plan_add(ops, "gemm forward", 1, 2 * BT * IC * OC, BT * IC + IC * OC + BT * OC, 0, 1);
-    if (dinp) plan_add(ops, "gemm backward dinp", 1, 2 * BT * IC * OC, BT * OC + IC * OC + 2 * BT * IC, 0, 1);
-    plan_add(ops, "gemm backward dW", 1, 2 * BT * IC * OC, BT * OC + BT * IC, 2 * IC * OC, 1);
-    if (has_bias) plan_add(ops, "bias gradient (column sums)", 2, BT * OC, BT * OC, OC, 0);
+    plan_add(ops, "gemm forward", 1, 2 * BT * IC * OC, BT * IC + IC * OC + BT * OC, 0, OP_GEMM, ALL_MODES, 0, BT * OC);
+    if (dinp)     // dinp is read and written: it accumulates
+        plan_add(ops, "gemm backward dinp", 1, 2 * BT * IC * OC, BT * OC + IC * OC + 2 * BT * IC, 0, OP_GEMM, ALL_MODES,
+                 0, 2 * BT * IC);
+    plan_add(ops, "gemm backward dW", 1, 2 * BT * IC * OC, BT * OC + BT * IC, 2 * IC * OC, OP_GEMM);
+    if (has_bias) plan_add(ops, "bias gradient (column sums)", 2, BT * OC, BT * OC, OC, OP_CUDA_CORES);
+    plan_add(ops, "to_bf16 (GEMM inputs)", 3, 0, 0, 1.5 * (2 * BT * IC + BT * OC), OP_CUDA_CORES, 1u << MODE_BF16);
+}
+
+// Attention, forward and backward: 2 hd FLOPs per causal (query, key) pair for each product (forward:
+// q.k and the weighted sum; query kernel: q.k, dy.v, dP k; key kernel: q.k and dy.v again, then dv and
+// dk), reading q, k, v (and dy, y) once and writing y, lse (dq, D; dk, dv). On CUDA cores in float32
+// (hd not a multiple of 16 up to 64: in every mode); on the tensor cores in the bf16 modes, with about
+// 8 float32 operations per pair per kernel left on CUDA cores (scale, mask, maximum, exp, sums, dP,
+// rounding; exp counted as one).
+static void plan_attention(std::vector<PlanOp>* ops, double BT, double qd, double kvd, double H, double hd,
+                           double pairs) {
+    int tc = (int)hd % 16 == 0 && hd <= TCA_HD_MAX;
+    unsigned cuda_modes = tc ? 1u << MODE_TF32 : ALL_MODES;
+    const char* names[2][3] = {{"attention_forward", "attention_backward_query", "attention_backward_kv"},
+                               {"attention_forward_tc", "attention_backward_query_tc", "attention_backward_kv_tc"}};
+    double products[3] = {4 * hd * pairs, 6 * hd * pairs, 8 * hd * pairs};
+    double acts[3] = {BT * (2 * qd + 2 * kvd), BT * (4 * qd + 2 * kvd), BT * (2 * qd + 4 * kvd)};
+    double rows[3] = {BT * H, 2 * BT * H, 2 * BT * H};         // lse; D and lse
+    for (int i = 0; i < 3; i++) {
+        plan_add(ops, names[0][i], 1, products[i], acts[i], rows[i], OP_CUDA_CORES, cuda_modes);
+        if (tc) plan_add(ops, names[1][i], 1, products[i], acts[i], rows[i], OP_TC_ATTENTION, BF16_MODES, 8 * pairs);
+    }
 }
 
 // Every kernel of one training step of train_gpt2.cu (gpu_forward, gpu_backward, the norm, AdamW) on
 // model c with batch B x T: what it computes and the least it must move.
 static std::vector<PlanOp> plan_step(const Config* c, double P, int B, int T) {
     std::vector<PlanOp> ops;
-    double BT = (double)B * T, C = c->C, H = c->H, KVH = c->KVH, hd = C / H, F = c->F, V = c->V, L = c->L;
+    double BT = (double)B * T, C = c->C, H = c->H, KVH = c->KVH, hd = C / H, F = c->F, V = c->V;
     double qd = H * hd, kvd = KVH * hd, pairs = (double)B * H * T * (T + 1) / 2;     // causal (query, key) pairs
     int bias = c->bias;
     // forward
-    plan_add(&ops, "embedding_forward", 1, BT * C, 2 * BT * C, 0, 0);
-    plan_add(&ops, "norm_forward (layer 0)", 1, 8 * BT * C, 2 * BT * C, 0, 0);
+    plan_add(&ops, "embedding_forward", 1, BT * C, 2 * BT * C, 0, OP_CUDA_CORES);
+    plan_add(&ops, "norm_forward (layer 0)", 1, 8 * BT * C, 2 * BT * C, 0, OP_CUDA_CORES);
     for (int l = 0; l < c->L; l++) {
         plan_matmul(&ops, BT, C, qd, bias, 1);
         plan_matmul(&ops, BT, C, kvd, bias, 1);
         plan_matmul(&ops, BT, C, kvd, bias, 1);
-        if (bias) plan_add(&ops, "add_bias (q, k, v)", 3, BT * (qd + 2 * kvd), 2 * BT * (qd + 2 * kvd), 0, 0);
+        if (bias) plan_add(&ops, "add_bias (q, k, v)", 3, BT * (qd + 2 * kvd), 2 * BT * (qd + 2 * kvd), 0, OP_CUDA_CORES);
         if (c->rope) plan_add(&ops, "rope (forward and backward)", 4, 2 * 6 * BT * (qd + kvd) / 2,
-                              4 * BT * (qd + kvd), 0, 0);
-        // 2 hd FLOPs per pair for q.k and 2 hd for the weighted sum; reads q, k, v once, writes y, lse
-        plan_add(&ops, "attention_forward", 1, 4 * hd * pairs, BT * (2 * qd + 2 * kvd), BT * H, 0);
-        // query kernel: q.k, dy.v, dP k (6 hd); key kernel: q.k, dy.v again, then dv, dk (8 hd)
-        plan_add(&ops, "attention_backward_query", 1, 6 * hd * pairs, BT * (4 * qd + 2 * kvd), 2 * BT * H, 0);
-        plan_add(&ops, "attention_backward_kv", 1, 8 * hd * pairs, BT * (2 * qd + 4 * kvd), 2 * BT * H, 0);
+                              4 * BT * (qd + kvd), 0, OP_CUDA_CORES);
+        plan_attention(&ops, BT, qd, kvd, H, hd, pairs);
         if (c->gate) {
             plan_matmul(&ops, BT, C, H, bias, 1);
-            plan_add(&ops, "gate forward and backward", 2, 6 * BT * qd, 6 * BT * qd, 3 * BT * H, 0);
+            plan_add(&ops, "gate forward and backward", 2, 6 * BT * qd, 6 * BT * qd, 3 * BT * H, OP_CUDA_CORES);
         }
         plan_matmul(&ops, BT, qd, C, bias, 1);
-        plan_add(&ops, "residual_norm_forward", 2, 2 * 9 * BT * C, 2 * 4 * BT * C, 0, 0);
+        plan_add(&ops, "residual_norm_forward", 2, 2 * 9 * BT * C, 2 * 4 * BT * C, 0, OP_CUDA_CORES);
         plan_matmul(&ops, BT, C, F, bias, 1);
         if (c->swiglu) {
             plan_matmul(&ops, BT, C, F, bias, 1);
-            plan_add(&ops, "swiglu forward (+ biases)", 1, 8 * BT * F, 5 * BT * F, 0, 0);
-            plan_add(&ops, "swiglu backward", 1, 10 * BT * F, 5 * BT * F, 0, 0);
+            plan_add(&ops, "swiglu forward (+ biases)", 1, 8 * BT * F, 5 * BT * F, 0, OP_CUDA_CORES);
+            plan_add(&ops, "swiglu backward", 1, 10 * BT * F, 5 * BT * F, 0, OP_CUDA_CORES);
         } else {
-            plan_add(&ops, "gelu forward (+ bias)", 1, 12 * BT * F, 3 * BT * F, 0, 0);
-            plan_add(&ops, "gelu backward", 1, 16 * BT * F, 3 * BT * F, 0, 0);
+            plan_add(&ops, "gelu forward (+ bias)", 1, 12 * BT * F, 3 * BT * F, 0, OP_CUDA_CORES);
+            plan_add(&ops, "gelu backward", 1, 16 * BT * F, 3 * BT * F, 0, OP_CUDA_CORES);
         }
         plan_matmul(&ops, BT, F, C, bias, 1);
         // two norms per layer backward: dx (reads dout, x, dx; writes dx) and the weight partials
-        plan_add(&ops, "norm_backward", 2, 2 * 10 * BT * C, 2 * 4 * BT * C, 0, 0);
-        plan_add(&ops, "norm_backward_params", 2, 2 * 4 * BT * C, 2 * 2 * BT * C, 4 * C, 0);
-        plan_add(&ops, "memset (gradient buffers)", 4, 0, BT * (2 * C + F + qd), 0, 0);
+        plan_add(&ops, "norm_backward", 2, 2 * 10 * BT * C, 2 * 4 * BT * C, 0, OP_CUDA_CORES);
+        plan_add(&ops, "norm_backward_params", 2, 2 * 4 * BT * C, 2 * 2 * BT * C, 4 * C, OP_CUDA_CORES);
+        plan_add(&ops, "memset (gradient buffers)", 4, 0, BT * (2 * C + F + qd), 0, OP_CUDA_CORES);
     }
     // head: logits, softmax + loss (float32), backward
     plan_matmul(&ops, BT, C, V, 0, 1);
-    plan_add(&ops, "softmax_forward (+ loss)", 1, 5 * BT * V, 0, 2 * BT * V, 0);
-    plan_add(&ops, "crossentropy_softmax_backward", 1, 3 * BT * V, 0, 2 * BT * V, 0);
-    plan_add(&ops, "norm_backward (final)", 1, 10 * BT * C, 4 * BT * C, 0, 0);
-    plan_add(&ops, "norm_backward_params (final)", 1, 4 * BT * C, 2 * BT * C, 2 * C, 0);
-    plan_add(&ops, "embedding_backward", c->rope ? 1 : 2, 2 * BT * C, 2 * BT * C, 2 * BT * C, 0);
-    // update: zero the gradients, their norm, AdamW (float32 master weights and moments)
-    plan_add(&ops, "memset (parameter gradients)", 1, 0, 0, P, 0);
-    plan_add(&ops, "grad_norm", 2, 2 * P, 0, P, 0);
-    plan_add(&ops, "adamw", 1, 15 * P, 0, 7 * P, 0);
-    (void)L;
+    plan_add(&ops, "softmax_forward (+ loss)", 1, 5 * BT * V, 0, 2 * BT * V, OP_CUDA_CORES);
+    plan_add(&ops, "crossentropy_softmax_backward", 1, 3 * BT * V, 0, 2 * BT * V, OP_CUDA_CORES);
+    plan_add(&ops, "norm_backward (final)", 1, 10 * BT * C, 4 * BT * C, 0, OP_CUDA_CORES);
+    plan_add(&ops, "norm_backward_params (final)", 1, 4 * BT * C, 2 * BT * C, 2 * C, OP_CUDA_CORES);
+    plan_add(&ops, "embedding_backward", c->rope ? 1 : 2, 2 * BT * C, 2 * BT * C, 2 * BT * C, OP_CUDA_CORES);
+    // update: zero the gradients, their norm, AdamW (float32 master weights and moments; in the bf16
+    // modes it also writes the weights' bf16 copy)
+    plan_add(&ops, "memset (parameter gradients)", 1, 0, 0, P, OP_CUDA_CORES);
+    plan_add(&ops, "grad_norm", 2, 2 * P, 0, P, OP_CUDA_CORES);
+    plan_add(&ops, "adamw", 1, 15 * P, 0, 7 * P, OP_CUDA_CORES);
+    plan_add(&ops, "adamw: the weights' bf16 copy", 0, 0, 0, 0.5 * P, OP_CUDA_CORES, BF16_MODES);
     return ops;
 }
 
@@ -138,45 +181,50 @@ static std::vector<PlanOp> plan_step(const Config* c, double P, int B, int T) {
 static double model_flops(const Config* c, const std::vector<PlanOp>& ops, int B, int T) {
     double f = 0.0, hd = (double)c->C / c->H, pairs = (double)B * c->H * T * (T + 1) / 2;
     for (const PlanOp& o : ops)
-        if (o.gemm) f += o.flops;
+        if (o.kind == OP_GEMM) f += o.flops;
     return f + c->L * 12 * hd * pairs;
 }
 
-static double op_time(const PlanOp& o, int bf16) {
-    double bytes = o.act_bytes * (bf16 ? 2 : 4) + o.f32_bytes;
-    double peak = o.gemm ? (bf16 ? H100_BF16 : H100_TF32) : H100_FP32;
-    return fmax(o.flops / peak, bytes / H100_BW);
+// The least time o can take in mode m (0 if the mode does not run it)
+static double op_time(const PlanOp& o, int m) {
+    if (!(o.modes >> m & 1)) return 0.0;
+    double bytes = o.act_bytes * (m == MODE_BF16_ACTS ? 2 : 4) + o.f32_bytes;
+    if (m == MODE_BF16 && o.kind == OP_GEMM) bytes = (o.act_bytes - o.out_elems) * 2 + o.out_elems * 4 + o.f32_bytes;
+    double t = bytes / H100_BW;
+    if (o.kind == OP_GEMM) return fmax(t, o.flops / (m == MODE_TF32 ? H100_TF32 : H100_BF16));
+    if (o.kind == OP_TC_ATTENTION) return fmax(t, fmax(o.flops / H100_BF16, o.ew_flops / H100_FP32));
+    return fmax(t, o.flops / H100_FP32);
 }
 
 static void print_plan(const char* title, const Config* c, double P, int B, int T) {
     std::vector<PlanOp> ops = plan_step(c, P, B, T);
-    double tot[2] = {0, 0}, gemm[2] = {0, 0}, flops = 0, gemm_flops = 0, mflops = model_flops(c, ops, B, T);
+    double tot[NMODES] = {0}, gemm[NMODES] = {0}, tc_att[NMODES] = {0}, mflops = model_flops(c, ops, B, T);
     for (const PlanOp& o : ops)
-        for (int bf = 0; bf < 2; bf++) {
-            tot[bf] += op_time(o, bf);
-            if (o.gemm) gemm[bf] += op_time(o, bf);
+        for (int m = 0; m < NMODES; m++) {
+            tot[m] += op_time(o, m);
+            if (o.kind == OP_GEMM) gemm[m] += op_time(o, m);
+            if (o.kind == OP_TC_ATTENTION) tc_att[m] += op_time(o, m);
         }
-    for (const PlanOp& o : ops) {
-        flops += o.flops;
-        if (o.gemm) gemm_flops += o.flops;
-    }
     printf("\n%s: L %d, C %d, H %d, V %d, B %d, T %d, %.1fM parameters, %.0f tokens per step\n", title, c->L, c->C,
            c->H, c->V, B, T, P / 1e6, (double)B * T);
-    printf("%-32s %8s %10s %10s %10s %9s %9s %7s\n", "kernel (per step)", "launches", "GFLOP", "MB fp32", "MB bf16",
-           "ms fp32", "ms bf16", "% bf16");
+    printf("%-32s %8s %9s %9s %9s | %9s %9s %9s %7s\n", "kernel (per step)", "launches", "GFLOP", "MB", "MB bf16",
+           "ms TF32", "ms bf16", "ms goal", "% bf16");
     for (const PlanOp& o : ops) {
         double b32 = o.act_bytes * 4 + o.f32_bytes, b16 = o.act_bytes * 2 + o.f32_bytes;
-        printf("%-32s %8d %10.2f %10.1f %10.1f %9.3f %9.3f %6.1f%%\n", o.name, o.launches, o.flops / 1e9, b32 / 1e6,
-               b16 / 1e6, 1e3 * op_time(o, 0), 1e3 * op_time(o, 1), 100 * op_time(o, 1) / tot[1]);
+        printf("%-32s %8d %9.2f %9.1f %9.1f |", o.name, o.launches, (o.flops + o.ew_flops) / 1e9, b32 / 1e6, b16 / 1e6);
+        for (int m = 0; m < NMODES; m++)
+            if (o.modes >> m & 1) printf(" %9.3f", 1e3 * op_time(o, m));
+            else printf(" %9s", "-");
+        printf(" %6.1f%%\n", 100 * op_time(o, MODE_BF16) / tot[MODE_BF16]);
     }
-    for (int bf = 0; bf < 2; bf++) {
-        const char* mode = bf ? "bf16 activations (a goal: --dtype bf16 now rounds only the matmul inputs)" : "fp32 activations, TF32 matmuls";
-        double peak = bf ? H100_BF16 : H100_TF32;
-        printf("%s: %.2f ms/step at the peaks, %.0f tokens/s; GEMMs %.2f ms (%.0f%%), the rest %.2f ms (%.0f%%); "
-               "%.1f GFLOP computed per step (%.0f%% in GEMMs), %.1f model GFLOP: MFU at this bound %.0f%%\n",
-               mode, 1e3 * tot[bf], (double)B * T / tot[bf], 1e3 * gemm[bf], 100 * gemm[bf] / tot[bf],
-               1e3 * (tot[bf] - gemm[bf]), 100 * (tot[bf] - gemm[bf]) / tot[bf], flops / 1e9,
-               100 * gemm_flops / flops, mflops / 1e9, 100 * mflops / tot[bf] / peak);
+    printf("(MB: with float32 activations / with bf16 activations; ms: the three modes below, in order)\n");
+    for (int m = 0; m < NMODES; m++) {
+        double rest = tot[m] - gemm[m] - tc_att[m];
+        printf("%s:\n  %.2f ms/step at the peaks, %.0f tokens/s; GEMMs %.2f ms (%.0f%%), attention on the tensor cores "
+               "%.2f ms (%.0f%%), the rest %.2f ms (%.0f%%); not GEMMs: %.0f%%; MFU at this bound %.0f%%\n",
+               mode_title[m], 1e3 * tot[m], (double)B * T / tot[m], 1e3 * gemm[m], 100 * gemm[m] / tot[m],
+               1e3 * tc_att[m], 100 * tc_att[m] / tot[m], 1e3 * rest, 100 * rest / tot[m],
+               100 * (tot[m] - gemm[m]) / tot[m], 100 * mflops / tot[m] / (m == MODE_TF32 ? H100_TF32 : H100_BF16));
     }
 }
 
@@ -335,8 +383,8 @@ int main(int argc, char** argv) {
         printf("no GPU: %s. The analytic plan instead (not a measurement):\n", why);
         printf("H100 SXM datasheet: %.2f TB/s HBM3, %.1f TFLOP/s dense TF32, %.1f TFLOP/s dense bf16 (tensor cores), "
                "%.1f TFLOP/s float32 (CUDA cores).\nPer kernel: time = max(FLOPs / peak, bytes / bandwidth); bytes = each "
-               "input read once and each output written once; GEMMs at the tensor-core peak, all else (the fused\n"
-               "attention included: it runs on CUDA cores) at the float32 peak.\n",
+               "input read once and each output written once; GEMMs at the tensor-core peak; attention at the tensor-core\n"
+               "peak in the bf16 modes (its softmax at the float32 peak), at the float32 peak else; all else at the float32 peak.\n",
                H100_BW / 1e12, H100_TF32 / 1e12, H100_BF16 / 1e12, H100_FP32 / 1e12);
         for (int i = 0; i < n; i++) {
             Model m;

@@ -119,7 +119,7 @@ static void test_gpu_fixture(const char* path, int mode) {
     {
         float* dlogits = dmalloc((size_t)BT * c.V);
         float* logits = xmalloc((size_t)BT * c.V * sizeof(float));
-        gpu_matmul_forward(dlogits, gm.a.lnf, c.tied ? gm.p[K_WTE] : gm.p[K_LMHEAD], NULL, BT, c.C, c.V);
+        gpu_matmul_forward(dlogits, gm.a.lnf, gm.a.lnf16, c.tied ? gm.p[K_WTE] : gm.p[K_LMHEAD], NULL, BT, c.C, c.V);
         cudaCheck(cudaMemcpy(logits, dlogits, (size_t)BT * c.V * sizeof(float), cudaMemcpyDeviceToHost));
         for (long i = 0; i < (long)BT * c.V; i++) logits[i] *= c.logit_scale;     // muP's 1/width_mult
         FixtureEntry* want = fixture_get(&fx, "logits");

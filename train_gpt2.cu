@@ -110,6 +110,12 @@ static int* dmalloc_int(size_t n) {
     return (int*)p;
 }
 
+static __nv_bfloat16* dmalloc_bf16(size_t n) {
+    void* p = NULL;
+    cudaCheck(cudaMalloc(&p, (n ? n : 1) * sizeof(__nv_bfloat16)));
+    return (__nv_bfloat16*)p;
+}
+
 // Reductions inside a block. Every thread of the block must call them (they synchronize), and
 // every thread gets the result. blockDim.x is a multiple of 32. The summation order is fixed by
 // the thread layout, so results are reproducible.
@@ -168,17 +174,20 @@ static cublasHandle_t g_blas;
 
 // --dtype bf16 (doc/cuda.md, "bf16"): both inputs of every GEMM are bf16, cublasGemmEx multiplies
 // them and accumulates in float32 (CUBLAS_COMPUTE_32F) and writes float32, so every other kernel
-// (norms, attention, softmax, the loss, AdamW) and every buffer it reads stay float32. The weights'
-// bf16 copy w16 has the master block's layout (a weight at params + i has its copy at w16 + i); it is
-// written from the float32 master weights on upload and by adamw_kernel after each update. An
-// activation or gradient is rounded into x16 or y16 just before the GEMM that reads it.
+// (norms, softmax, the loss, AdamW) and every buffer it reads stay float32. The weights' bf16 copy
+// w16 has the master block's layout (a weight at params + i has its copy at w16 + i); it is written
+// from the float32 master weights on upload and by adamw_kernel after each update. Each activation
+// that a GEMM reads (the norms' outputs, the attention's, the MLP's activation) has a bf16 mirror
+// beside it (GpuActs), written once per forward by the kernel that computes it, and read by the
+// forward GEMM and again by the backward's weight-gradient GEMM; the logits' gradient is written in
+// bf16 only. Other output gradients are rounded into y16 just before the GEMMs that read them.
 static struct {
     int on;                               // --dtype bf16
     const float* params;                  // the float32 master block on the device ...
     __nv_bfloat16* w16;                   // ... and its bf16 copy (n elements)
     size_t n;
-    __nv_bfloat16 *x16, *y16;             // a GEMM's activation and gradient inputs, rounded ...
-    size_t xcap, ycap;                    // ... and their sizes in elements
+    __nv_bfloat16* y16;                   // a GEMM's output gradient, rounded ...
+    size_t ycap;                          // ... and its size in elements
 } g_bf16;
 
 // out[i] = in[i] rounded to bf16 (to nearest even; NaN stays NaN)
@@ -188,8 +197,6 @@ __global__ void to_bf16_kernel(__nv_bfloat16* out, const float* in, long n) {
 }
 
 static const __nv_bfloat16* bf16_round(__nv_bfloat16* dst, const float* src, long n) {
-    size_t cap = dst == g_bf16.w16 ? g_bf16.n : dst == g_bf16.x16 ? g_bf16.xcap : g_bf16.ycap;
-    if ((size_t)n > cap) fatal("internal: %ld elements rounded to bf16 exceed their buffer (%zu)", n, cap);
     to_bf16_kernel<<<ceil_div(n, EW_THREADS), EW_THREADS>>>(dst, src, n);
     LAUNCH_CHECK(to_bf16_kernel);
     return dst;
@@ -214,13 +221,14 @@ __global__ void add_bias_kernel(float* out, const float* bias, long N, int OC) {
     if (i < N) out[i] += bias[i % OC];
 }
 
-static void gpu_matmul_forward(float* out, const float* inp, const float* W, const float* bias,
-                               int BT, int C, int OC) {
+// inp16: inp's bf16 mirror (read instead of inp with --dtype bf16; NULL without)
+static void gpu_matmul_forward(float* out, const float* inp, const __nv_bfloat16* inp16, const float* W,
+                               const float* bias, int BT, int C, int OC) {
     const float one = 1.0f, zero = 0.0f;
-    if (g_bf16.on)
-        gemm_bf16(CUBLAS_OP_T, CUBLAS_OP_N, OC, BT, C, bf16_weight(W), C, bf16_round(g_bf16.x16, inp, (long)BT * C), C,
-                  0.0f, out, OC);
-    else
+    if (g_bf16.on) {
+        if (!inp16) fatal("internal: a bf16 GEMM without its input's bf16 mirror");
+        gemm_bf16(CUBLAS_OP_T, CUBLAS_OP_N, OC, BT, C, bf16_weight(W), C, inp16, C, 0.0f, out, OC);
+    } else
         cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_T, CUBLAS_OP_N, OC, BT, C, &one, W, C, inp, C, &zero, out, OC));
     if (g_after_op) g_after_op("gemm forward");
     if (bias) {
@@ -257,14 +265,21 @@ static void gpu_colsum_add(float* dst, const float* x, int N, int OC, float* scr
     LAUNCH_CHECK(colsum_finish_kernel);
 }
 
-static void gpu_matmul_backward(float* dinp, float* dW, float* dbias, const float* dout, const float* inp,
-                                const float* W, int BT, int C, int OC, float* scratch) {
+// With --dtype bf16: inp16 is inp's bf16 mirror; dout16 is dout in bf16 where its producer wrote it
+// so (the logits' gradient: dout is then not read, and there is no bias), else NULL and dout is
+// rounded here, once for both products.
+static void gpu_matmul_backward(float* dinp, float* dW, float* dbias, const float* dout, const __nv_bfloat16* dout16,
+                                const float* inp, const __nv_bfloat16* inp16, const float* W, int BT, int C, int OC,
+                                float* scratch) {
     const float one = 1.0f;
-    if (g_bf16.on) {                      // dout rounded once for both products
-        const __nv_bfloat16* d16 = bf16_round(g_bf16.y16, dout, (long)BT * OC);
+    if (g_bf16.on) {
+        if (!inp16) fatal("internal: a bf16 GEMM without its input's bf16 mirror");
+        if (!dout16 && (size_t)BT * OC > g_bf16.ycap)
+            fatal("internal: %ld elements rounded to bf16 exceed their buffer (%zu)", (long)BT * OC, g_bf16.ycap);
+        const __nv_bfloat16* d16 = dout16 ? dout16 : bf16_round(g_bf16.y16, dout, (long)BT * OC);
         if (dinp) gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_N, C, BT, OC, bf16_weight(W), C, d16, OC, 1.0f, dinp, C);
         if (dinp && g_after_op) g_after_op("gemm backward dinp");
-        gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, BT, bf16_round(g_bf16.x16, inp, (long)BT * C), C, d16, OC, 1.0f, dW, C);
+        gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, BT, inp16, C, d16, OC, 1.0f, dW, C);
     } else {
         if (dinp) cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_N, CUBLAS_OP_N, C, BT, OC, &one, W, C, dout, OC, &one, dinp, C));
         if (dinp && g_after_op) g_after_op("gemm backward dinp");
@@ -312,9 +327,10 @@ __global__ void embedding_backward_wpe_kernel(float* dwpe, const float* dout, in
 // LayerNorm(h) = w * (h - mu) / sqrt(sigma^2 + eps) + b      [SmallInit eq. 1]
 // RMSNorm(h)   = w * h / sqrt(mean(h^2) + eps)               [SmallInit eq. 2]
 // eps INSIDE the square root, as on the CPU (see norm_forward there for why it matters).
-// One warp per row; mean[] (LayerNorm) and rstd[] are kept for the backward pass.
-__device__ void norm_row(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b,
-                         int rms, float eps, int C, int lane) {
+// One warp per row; mean[] (LayerNorm) and rstd[] are kept for the backward pass. y16, where not
+// NULL, receives y rounded to bf16 (the GEMMs' mirror of it, --dtype bf16).
+__device__ void norm_row(float* y, __nv_bfloat16* y16, float* mean, float* rstd, const float* x, const float* w,
+                         const float* b, int rms, float eps, int C, int lane) {
     float m = 0.0f;
     if (!rms) {
         for (int c = lane; c < C; c += 32) m += x[c];
@@ -324,32 +340,36 @@ __device__ void norm_row(float* y, float* mean, float* rstd, const float* x, con
     for (int c = lane; c < C; c += 32) v += (x[c] - m) * (x[c] - m);
     v = warp_sum(v) / C;
     float s = 1.0f / sqrtf(v + eps);
-    for (int c = lane; c < C; c += 32) y[c] = (x[c] - m) * s * w[c] + (b ? b[c] : 0.0f);
+    for (int c = lane; c < C; c += 32) {
+        y[c] = (x[c] - m) * s * w[c] + (b ? b[c] : 0.0f);
+        if (y16) y16[c] = __float2bfloat16(y[c]);
+    }
     if (lane == 0) {
         if (mean) *mean = m;
         *rstd = s;
     }
 }
 
-__global__ void norm_forward_kernel(float* out, float* mean, float* rstd, const float* inp, const float* w,
-                                    const float* b, int rms, float eps, int N, int C) {
+__global__ void norm_forward_kernel(float* out, __nv_bfloat16* out16, float* mean, float* rstd, const float* inp,
+                                    const float* w, const float* b, int rms, float eps, int N, int C) {
     int n = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (n >= N) return;             // the whole warp leaves together
-    norm_row(out + (long)n * C, mean ? mean + n : NULL, rstd + n, inp + (long)n * C, w, b, rms, eps, C, lane);
+    norm_row(out + (long)n * C, out16 ? out16 + (long)n * C : NULL, mean ? mean + n : NULL, rstd + n,
+             inp + (long)n * C, w, b, rms, eps, C, lane);
 }
 
 // The residual and the norm that reads it, in one pass: xout = x + (branch + bias), then
 // out = Norm(xout). branch is the sublayer's matmul without its bias (added here, in the order
 // add_bias_kernel would: the same bits as a separate bias, residual and norm). Each lane rereads
 // only the entries of xout it wrote (norm_row's lanes stride like the loop here), from its cache.
-__global__ void residual_norm_forward_kernel(float* xout, float* out, float* mean, float* rstd, const float* x,
-                                             const float* branch, const float* bias, const float* w,
+__global__ void residual_norm_forward_kernel(float* xout, float* out, __nv_bfloat16* out16, float* mean, float* rstd,
+                                             const float* x, const float* branch, const float* bias, const float* w,
                                              const float* b, int rms, float eps, int N, int C) {
     int n = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (n >= N) return;
     long o = (long)n * C;
     for (int c = lane; c < C; c += 32) xout[o + c] = x[o + c] + (bias ? branch[o + c] + bias[c] : branch[o + c]);
-    norm_row(out + o, mean ? mean + n : NULL, rstd + n, xout + o, w, b, rms, eps, C, lane);
+    norm_row(out + o, out16 ? out16 + o : NULL, mean ? mean + n : NULL, rstd + n, xout + o, w, b, rms, eps, C, lane);
 }
 
 // With xhat = (x - mu) * rstd and g = dout * w:
@@ -392,17 +412,17 @@ __global__ void norm_backward_params_partial_kernel(float* pdw, float* pdb, cons
     if (pdb) pdb[(long)chunk * C + c] = sb;
 }
 
-static void gpu_norm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
-                             const float* b, int rms, float eps, int N, int C) {
-    norm_forward_kernel<<<ceil_div(N, ROW_THREADS / 32), ROW_THREADS>>>(out, mean, rstd, inp, w, b, rms, eps, N, C);
+static void gpu_norm_forward(float* out, __nv_bfloat16* out16, float* mean, float* rstd, const float* inp,
+                             const float* w, const float* b, int rms, float eps, int N, int C) {
+    norm_forward_kernel<<<ceil_div(N, ROW_THREADS / 32), ROW_THREADS>>>(out, out16, mean, rstd, inp, w, b, rms, eps, N, C);
     LAUNCH_CHECK(norm_forward_kernel);
 }
 
-static void gpu_residual_norm_forward(float* xout, float* out, float* mean, float* rstd, const float* x,
-                                      const float* branch, const float* bias, const float* w, const float* b,
-                                      int rms, float eps, int N, int C) {
-    residual_norm_forward_kernel<<<ceil_div(N, ROW_THREADS / 32), ROW_THREADS>>>(xout, out, mean, rstd, x, branch,
-                                                                                bias, w, b, rms, eps, N, C);
+static void gpu_residual_norm_forward(float* xout, float* out, __nv_bfloat16* out16, float* mean, float* rstd,
+                                      const float* x, const float* branch, const float* bias, const float* w,
+                                      const float* b, int rms, float eps, int N, int C) {
+    residual_norm_forward_kernel<<<ceil_div(N, ROW_THREADS / 32), ROW_THREADS>>>(xout, out, out16, mean, rstd, x,
+                                                                                branch, bias, w, b, rms, eps, N, C);
     LAUNCH_CHECK(residual_norm_forward_kernel);
 }
 
@@ -1001,12 +1021,14 @@ __global__ void gate_backward_kernel(float* dy, float* dgpre, const float* dout,
 // The forward kernels also add the bias of the matmul(s) before them: up [N/F, F] (and a, SwiGLU's
 // gate input) hold x W^T without it; the kernel adds it, keeps the sum (the backward's input) and
 // writes the activation. One pass instead of two, the same bits as add_bias_kernel then the activation.
-__global__ void gelu_forward_kernel(float* out, float* up, const float* bias, long N, int F) {
+// out16, where not NULL, receives the activation rounded to bf16 (its mirror, --dtype bf16).
+__global__ void gelu_forward_kernel(float* out, __nv_bfloat16* out16, float* up, const float* bias, long N, int F) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N) return;
     float u = bias ? up[i] + bias[i % F] : up[i];
     up[i] = u;
     out[i] = gelu_of(u);
+    if (out16) out16[i] = __float2bfloat16(out[i]);
 }
 
 __global__ void gelu_backward_kernel(float* dinp, const float* inp, const float* dout, long N) {
@@ -1014,13 +1036,15 @@ __global__ void gelu_backward_kernel(float* dinp, const float* inp, const float*
     if (i < N) dinp[i] = gelu_grad_of(inp[i]) * dout[i];
 }
 
-__global__ void swiglu_forward_kernel(float* out, float* a, float* u, const float* ba, const float* bu, long N, int F) {
+__global__ void swiglu_forward_kernel(float* out, __nv_bfloat16* out16, float* a, float* u, const float* ba,
+                                      const float* bu, long N, int F) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N) return;
     float ai = ba ? a[i] + ba[i % F] : a[i], ui = bu ? u[i] + bu[i % F] : u[i];
     a[i] = ai;
     u[i] = ui;
     out[i] = swiglu_of(ai, ui);
+    if (out16) out16[i] = __float2bfloat16(out[i]);
 }
 
 __global__ void swiglu_backward_kernel(float* da, float* du, const float* a, const float* u, const float* dout, long N) {
@@ -1061,15 +1085,18 @@ __global__ void loss_mean_kernel(float* loss, const float* losses, int BT) {
 }
 
 // mean loss over BT rows: dlogits = (p - onehot(target)) / BT, in place over p; inv = 1/BT; then
-// times muP's logit multiplier scale (the chain rule through z * scale; 1 otherwise)
-__global__ void crossentropy_softmax_backward_kernel(float* probs, const int* targets, int BT, int V, float inv,
-                                                     float scale) {
+// times muP's logit multiplier scale (the chain rule through z * scale; 1 otherwise). With d16 (--dtype
+// bf16) dlogits goes there, rounded to bf16, and probs is left as it is: the head's GEMMs read only that.
+__global__ void crossentropy_softmax_backward_kernel(float* probs, __nv_bfloat16* d16, const int* targets, int BT,
+                                                     int V, float inv, float scale) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (long)BT * V) return;
     int bt = (int)(i / V), c = (int)(i % V);
     float p = probs[i] * inv;
     if (c == targets[bt]) p -= inv;
-    probs[i] = scale != 1.0f ? p * scale : p;
+    p = scale != 1.0f ? p * scale : p;
+    if (d16) d16[i] = __float2bfloat16(p);
+    else probs[i] = p;
 }
 
 // ============================================================================================
@@ -1090,6 +1117,9 @@ typedef struct {
     float* scratch;                       // partial column sums (bias and norm-weight gradients)
     float* loss;                          // the mean of losses[], reduced on the device
     float* rope_cs;                       // RoPE's cos/sin table [T, hd/2, 2] (rope_table), or NULL
+    // --dtype bf16: the bf16 mirrors of the GEMMs' activation inputs ([L, B*T, width] like ln1 and the
+    // others; mirror_of gives a layer's slice) and the logits' gradient [B*T, V]; all NULL without
+    __nv_bfloat16 *ln1_16, *yg16, *ln2_16, *hact16, *lnf16, *dlogits16;
     // One int buffer, uploaded in one copy per step (gpu_forward): the batch and, with targets, the
     // tokens bucketed for the wte gradient (bucket_tokens)
     int* ibuf;                            // 5 B T + 1 ints: the five arrays below, in this order
@@ -1113,6 +1143,19 @@ typedef struct {
     AdamwTensor* adamw_tab;               // the tensor table for adamw_kernel
     float loss;
 } GpuModel;
+
+// Layer l's slice of a bf16 mirror with `per` elements per layer (NULL without --dtype bf16)
+static __nv_bfloat16* mirror_of(__nv_bfloat16* base, int l, long per) { return base ? base + l * per : NULL; }
+
+// Layer l's bf16 mirrors of its GEMM inputs (all NULL without --dtype bf16)
+typedef struct { __nv_bfloat16 *ln1, *yg, *ln2, *hact; } LayerMirrors;
+static LayerMirrors layer_mirrors(const GpuModel* gm, int l) {
+    const Config* c = &gm->host->cfg;
+    long rows = (long)gm->B * gm->T, qd = (long)c->H * (c->C / c->H);
+    LayerMirrors m = {mirror_of(gm->a.ln1_16, l, rows * c->C), mirror_of(gm->a.yg16, l, rows * qd),
+                      mirror_of(gm->a.ln2_16, l, rows * c->C), mirror_of(gm->a.hact16, l, rows * c->F)};
+    return m;
+}
 
 // Block l's slice of a parameter kind and of its gradient on the device (param_of, grad_of of train_gpt2.c)
 static float* gpu_param_of(const GpuModel* gm, int kind, int l) {
@@ -1163,13 +1206,18 @@ static void gpu_download_state(GpuModel* gm) {     // device params, m, v -> hos
 // probabilities and their scratch, which the fused attention does not keep (it keeps a log-sum-exp
 // and D per query row instead); the device adds a few per-row scratch buffers, a small fraction,
 // hence the 5% margin.
-// bf16 mode: the elements of the widest GEMM input, an activation (grad 0: C, H hd or F wide) or an
-// output gradient (grad 1: also KVH hd, H or V wide; the logits' gradient [BT, V] for a real vocabulary)
-static size_t bf16_input_cap(const Config* c, int B, int T, int grad) {
+// bf16 mode: the elements of y16, the widest output gradient rounded before its GEMMs (C, H hd, KVH hd,
+// H or F wide: the logits' gradient has its own buffer)
+static size_t bf16_grad_cap(const Config* c, int B, int T) {
     size_t w = (size_t)c->C, hd = (size_t)(c->C / c->H);
-    size_t widths[] = {(size_t)c->H * hd, (size_t)c->F, (size_t)c->KVH * hd, (size_t)c->H, (size_t)c->V};
-    for (size_t i = 0; i < (grad ? 5u : 2u); i++) w = widths[i] > w ? widths[i] : w;
+    size_t widths[] = {(size_t)c->H * hd, (size_t)c->F, (size_t)c->KVH * hd, (size_t)c->H};
+    for (size_t x : widths) w = x > w ? x : w;
     return (size_t)B * T * w;
+}
+// ... and of the mirrors: ln1, yg, ln2, hact per layer, lnf, and the logits' gradient
+static size_t bf16_mirror_elems(const Config* c, int B, int T) {
+    size_t BT = (size_t)B * T, qd = (size_t)c->H * (c->C / c->H);
+    return BT * ((size_t)c->L * (2 * (size_t)c->C + qd + (size_t)c->F) + (size_t)c->C + (size_t)c->V);
 }
 
 static void gpu_memory_check(const Model* host, int B, int T) {
@@ -1180,8 +1228,8 @@ static void gpu_memory_check(const Model* host, int B, int T) {
     double rows = (double)(c->L + 1) * B * T * c->H * sizeof(float);
     double acts = (double)acts_bytes(c, B, T) - probs + rows;
     double need = 1.05 * (4.0 * host->num_params * sizeof(float) + acts);
-    if (g_bf16.on)                        // the weights' bf16 copy and the two rounded GEMM inputs
-        need += 1.05 * ((double)host->num_params + bf16_input_cap(c, B, T, 0) + bf16_input_cap(c, B, T, 1)) *
+    if (g_bf16.on)                        // the weights' bf16 copy, the mirrors and y16
+        need += 1.05 * ((double)host->num_params + bf16_mirror_elems(c, B, T) + bf16_grad_cap(c, B, T)) *
                 sizeof(__nv_bfloat16);
     printf("GPU memory: about %.1f MiB of %zu MiB free\n", need / MiB, free_bytes / MiB);
     if (need > (double)free_bytes)
@@ -1213,14 +1261,11 @@ static void gpu_model_create(GpuModel* gm, Model* host, int B, int T) {
     if (g_bf16.on) {
         g_bf16.params = gm->params;
         g_bf16.n = P;
-        g_bf16.xcap = bf16_input_cap(&host->cfg, B, T, 0);
-        g_bf16.ycap = bf16_input_cap(&host->cfg, B, T, 1);
-        void *w16 = NULL, *x16 = NULL, *y16 = NULL;
+        g_bf16.ycap = bf16_grad_cap(&host->cfg, B, T);
+        void *w16 = NULL, *y16 = NULL;
         cudaCheck(cudaMalloc(&w16, P * sizeof(__nv_bfloat16)));
-        cudaCheck(cudaMalloc(&x16, g_bf16.xcap * sizeof(__nv_bfloat16)));
         cudaCheck(cudaMalloc(&y16, g_bf16.ycap * sizeof(__nv_bfloat16)));
         g_bf16.w16 = (__nv_bfloat16*)w16;
-        g_bf16.x16 = (__nv_bfloat16*)x16;
         g_bf16.y16 = (__nv_bfloat16*)y16;
     }
     gpu_upload_state(gm);
@@ -1251,6 +1296,14 @@ static void gpu_model_create(GpuModel* gm, Model* host, int B, int T) {
     a->lnf = dmalloc(BT * C);
     a->lnf_mean = dmalloc(BT);
     a->lnf_rstd = dmalloc(BT);
+    if (g_bf16.on) {
+        a->ln1_16 = dmalloc_bf16(L * BT * C);
+        a->yg16 = dmalloc_bf16(L * BT * qd);
+        a->ln2_16 = dmalloc_bf16(L * BT * C);
+        a->hact16 = dmalloc_bf16(L * BT * F);
+        a->lnf16 = dmalloc_bf16(BT * C);
+        a->dlogits16 = dmalloc_bf16(BT * V);
+    }
     a->logits = dmalloc(BT * V);
     a->losses = dmalloc(BT);
     a->loss = dmalloc(1);
@@ -1307,11 +1360,12 @@ static void gpu_model_free(GpuModel* gm) {
     cudaCheck(cudaFree(gm->adamw_tab));
     if (g_bf16.on) {
         cudaCheck(cudaFree(g_bf16.w16));
-        cudaCheck(cudaFree(g_bf16.x16));
         cudaCheck(cudaFree(g_bf16.y16));
+        __nv_bfloat16* mirrors[] = {a->ln1_16, a->yg16, a->ln2_16, a->hact16, a->lnf16, a->dlogits16};
+        for (__nv_bfloat16* p : mirrors) cudaCheck(cudaFree(p));
         g_bf16.params = NULL;
-        g_bf16.w16 = g_bf16.x16 = g_bf16.y16 = NULL;
-        g_bf16.n = g_bf16.xcap = g_bf16.ycap = 0;
+        g_bf16.w16 = g_bf16.y16 = NULL;
+        g_bf16.n = g_bf16.ycap = 0;
     }
     free(gm->ibuf_h);
     free(gm->probs_h);
@@ -1377,54 +1431,58 @@ static float gpu_forward(GpuModel* gm, const int* tokens, const int* targets, in
     // Each residual is fused with the norm that reads it (the next sublayer's, or the final one):
     // only layer 0's first norm runs alone. The biases of W_O and W_down are added there too, and
     // those of W_up (and W_gate) by the activation kernel.
-    gpu_norm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, a->res, gpu_param_of(gm, K_LN1W, 0),
+    gpu_norm_forward(a->ln1, a->ln1_16, a->ln1_mean, a->ln1_rstd, a->res, gpu_param_of(gm, K_LN1W, 0),
                      gpu_param_of(gm, K_LN1B, 0), c->rmsnorm, c->eps, BT, C);
     for (int l = 0; l < c->L; l++) {
         LayerActs la;
-        LAYER_ACTS(la, a, c, l, (long)gm->B * gm->T, 1);
+        LAYER_ACTS(la, a, c, l, maxBT, 1);
+        LayerMirrors m16 = layer_mirrors(gm, l);
         // attention sublayer: xmid = x + Attn(Norm1(x)); Norm1(x) is la.ln1 already
-        gpu_matmul_forward(la.q, la.ln1, gpu_param_of(gm, K_WQ, l), gpu_param_of(gm, K_BQ, l), BT, C, qd);
-        gpu_matmul_forward(la.k, la.ln1, gpu_param_of(gm, K_WK, l), gpu_param_of(gm, K_BK, l), BT, C, kvd);
-        gpu_matmul_forward(la.v, la.ln1, gpu_param_of(gm, K_WV, l), gpu_param_of(gm, K_BV, l), BT, C, kvd);
+        gpu_matmul_forward(la.q, la.ln1, m16.ln1, gpu_param_of(gm, K_WQ, l), gpu_param_of(gm, K_BQ, l), BT, C, qd);
+        gpu_matmul_forward(la.k, la.ln1, m16.ln1, gpu_param_of(gm, K_WK, l), gpu_param_of(gm, K_BK, l), BT, C, kvd);
+        gpu_matmul_forward(la.v, la.ln1, m16.ln1, gpu_param_of(gm, K_WV, l), gpu_param_of(gm, K_BV, l), BT, C, kvd);
         if (c->rope) {
             gpu_rope(la.q, a->rope_cs, BT, T, H, hd, 1.0f);
             gpu_rope(la.k, a->rope_cs, BT, T, KVH, hd, 1.0f);
         }
         gpu_attention_forward(la.yatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd, c->attn_scale);
         if (c->gate) {
-            gpu_matmul_forward(la.gate, la.ln1, gpu_param_of(gm, K_WG, l), gpu_param_of(gm, K_BG, l), BT, C, H);
+            gpu_matmul_forward(la.gate, la.ln1, m16.ln1, gpu_param_of(gm, K_WG, l), gpu_param_of(gm, K_BG, l), BT, C, H);
             gate_forward_kernel<<<ceil_div((long)BT * H, ROW_THREADS / 32), ROW_THREADS>>>(la.yg, la.gate, la.yatt, BT, H, hd);
             LAUNCH_CHECK(gate_forward_kernel);
         }
-        gpu_matmul_forward(a->tmp, la.yg, gpu_param_of(gm, K_WO, l), NULL, BT, qd, C);
-        gpu_residual_norm_forward(la.xmid, la.ln2, la.ln2_mean, la.ln2_rstd, la.x, a->tmp, gpu_param_of(gm, K_BO, l),
-                                  gpu_param_of(gm, K_LN2W, l), gpu_param_of(gm, K_LN2B, l), c->rmsnorm, c->eps, BT, C);
+        if (m16.yg) bf16_round(m16.yg, la.yg, (long)BT * qd);        // W_O's input, rounded once for both its GEMMs
+        gpu_matmul_forward(a->tmp, la.yg, m16.yg, gpu_param_of(gm, K_WO, l), NULL, BT, qd, C);
+        gpu_residual_norm_forward(la.xmid, la.ln2, m16.ln2, la.ln2_mean, la.ln2_rstd, la.x, a->tmp,
+                                  gpu_param_of(gm, K_BO, l), gpu_param_of(gm, K_LN2W, l), gpu_param_of(gm, K_LN2B, l),
+                                  c->rmsnorm, c->eps, BT, C);
         // MLP sublayer: xout = xmid + MLP(Norm2(xmid)); then Norm1 of the next layer (or the final norm)
-        gpu_matmul_forward(la.up, la.ln2, gpu_param_of(gm, K_WUP, l), NULL, BT, C, F);
+        gpu_matmul_forward(la.up, la.ln2, m16.ln2, gpu_param_of(gm, K_WUP, l), NULL, BT, C, F);
         if (c->swiglu) {
-            gpu_matmul_forward(la.gpre, la.ln2, gpu_param_of(gm, K_WGATE, l), NULL, BT, C, F);
-            swiglu_forward_kernel<<<EW_GRID((long)BT * F)>>>(la.hact, la.gpre, la.up, gpu_param_of(gm, K_BGATE, l),
+            gpu_matmul_forward(la.gpre, la.ln2, m16.ln2, gpu_param_of(gm, K_WGATE, l), NULL, BT, C, F);
+            swiglu_forward_kernel<<<EW_GRID((long)BT * F)>>>(la.hact, m16.hact, la.gpre, la.up, gpu_param_of(gm, K_BGATE, l),
                                                              gpu_param_of(gm, K_BUP, l), (long)BT * F, F);
             LAUNCH_CHECK(swiglu_forward_kernel);
         } else {
-            gelu_forward_kernel<<<EW_GRID((long)BT * F)>>>(la.hact, la.up, gpu_param_of(gm, K_BUP, l), (long)BT * F, F);
+            gelu_forward_kernel<<<EW_GRID((long)BT * F)>>>(la.hact, m16.hact, la.up, gpu_param_of(gm, K_BUP, l), (long)BT * F, F);
             LAUNCH_CHECK(gelu_forward_kernel);
         }
-        gpu_matmul_forward(a->tmp, la.hact, gpu_param_of(gm, K_WDOWN, l), NULL, BT, F, C);
+        gpu_matmul_forward(a->tmp, la.hact, m16.hact, gpu_param_of(gm, K_WDOWN, l), NULL, BT, F, C);
         if (l + 1 < c->L) {
             LayerActs nx;
-            LAYER_ACTS(nx, a, c, l + 1, (long)gm->B * gm->T, 1);
-            gpu_residual_norm_forward(la.xout, nx.ln1, nx.ln1_mean, nx.ln1_rstd, la.xmid, a->tmp,
-                                      gpu_param_of(gm, K_BDOWN, l), gpu_param_of(gm, K_LN1W, l + 1),
-                                      gpu_param_of(gm, K_LN1B, l + 1), c->rmsnorm, c->eps, BT, C);
+            LAYER_ACTS(nx, a, c, l + 1, maxBT, 1);
+            gpu_residual_norm_forward(la.xout, nx.ln1, layer_mirrors(gm, l + 1).ln1, nx.ln1_mean,
+                                      nx.ln1_rstd, la.xmid, a->tmp, gpu_param_of(gm, K_BDOWN, l),
+                                      gpu_param_of(gm, K_LN1W, l + 1), gpu_param_of(gm, K_LN1B, l + 1), c->rmsnorm,
+                                      c->eps, BT, C);
         } else {
-            gpu_residual_norm_forward(la.xout, a->lnf, a->lnf_mean, a->lnf_rstd, la.xmid, a->tmp,
+            gpu_residual_norm_forward(la.xout, a->lnf, a->lnf16, a->lnf_mean, a->lnf_rstd, la.xmid, a->tmp,
                                       gpu_param_of(gm, K_BDOWN, l), gm->p[K_LNFW], gm->p[K_LNFB], c->rmsnorm, c->eps,
                                       BT, C);
         }
     }
     const float* head = c->tied ? gm->p[K_WTE] : gm->p[K_LMHEAD];
-    gpu_matmul_forward(a->logits, a->lnf, head, NULL, BT, C, c->V);
+    gpu_matmul_forward(a->logits, a->lnf, a->lnf16, head, NULL, BT, C, c->V);
     softmax_forward_kernel<<<BT, ROW_THREADS>>>(a->logits, a->losses, targets ? a->targets : NULL, c->V, c->logit_scale);
     LAUNCH_CHECK(softmax_forward_kernel);
     if (!targets) return 0.0f;
@@ -1453,47 +1511,49 @@ static void gpu_backward(GpuModel* gm, int B, int T) {
     GpuActs* a = &gm->a;
     int BT = B * T, C = c->C, H = c->H, KVH = c->KVH, hd = C / H, F = c->F;
     int qd = H * hd, kvd = KVH * hd;
-    long s_c = (long)gm->B * gm->T * C;
+    int maxBT = gm->B * gm->T;
+    long s_c = (long)maxBT * C;
     float* sc = a->scratch;
     gm->norm_fresh = 0;
     // loss -> logits -> final norm
-    crossentropy_softmax_backward_kernel<<<EW_GRID((long)BT * c->V)>>>(a->logits, a->targets, BT, c->V, 1.0f / BT,
-                                                                        c->logit_scale);
+    crossentropy_softmax_backward_kernel<<<EW_GRID((long)BT * c->V)>>>(a->logits, a->dlogits16, a->targets, BT, c->V,
+                                                                        1.0f / BT, c->logit_scale);
     LAUNCH_CHECK(crossentropy_softmax_backward_kernel);
     gpu_zero(a->dln, (size_t)BT * C * sizeof(float));
     const float* head = c->tied ? gm->p[K_WTE] : gm->p[K_LMHEAD];
     float* dhead = c->tied ? gm->g[K_WTE] : gm->g[K_LMHEAD];
-    gpu_matmul_backward(a->dln, dhead, NULL, a->logits, a->lnf, head, BT, C, c->V, sc);
+    gpu_matmul_backward(a->dln, dhead, NULL, a->logits, a->dlogits16, a->lnf, a->lnf16, head, BT, C, c->V, sc);
     gpu_zero(a->dres, (size_t)BT * C * sizeof(float));
     gpu_norm_backward(a->dres, gm->g[K_LNFW], gm->g[K_LNFB], a->dln, a->res + c->L * s_c, gm->p[K_LNFW],
                       a->lnf_mean, a->lnf_rstd, c->rmsnorm, BT, C, sc);
     // blocks in reverse; a->dres carries d loss / d residual stream
     for (int l = c->L - 1; l >= 0; l--) {
         LayerActs la;
-        LAYER_ACTS(la, a, c, l, (long)gm->B * gm->T, 1);
+        LAYER_ACTS(la, a, c, l, maxBT, 1);
+        LayerMirrors m16 = layer_mirrors(gm, l);
         // MLP sublayer
         gpu_zero(a->dh, (size_t)BT * F * sizeof(float));
         gpu_matmul_backward(a->dh, gpu_grad_of(gm, K_WDOWN, l), gpu_grad_of(gm, K_BDOWN, l),
-                            a->dres, la.hact, gpu_param_of(gm, K_WDOWN, l), BT, F, C, sc);
+                            a->dres, NULL, la.hact, m16.hact, gpu_param_of(gm, K_WDOWN, l), BT, F, C, sc);
         gpu_zero(a->dln, (size_t)BT * C * sizeof(float));
         if (c->swiglu) {
             swiglu_backward_kernel<<<EW_GRID((long)BT * F)>>>(a->dgpre, a->dup, la.gpre, la.up, a->dh, (long)BT * F);
             LAUNCH_CHECK(swiglu_backward_kernel);
             gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WGATE, l), gpu_grad_of(gm, K_BGATE, l),
-                                a->dgpre, la.ln2, gpu_param_of(gm, K_WGATE, l), BT, C, F, sc);
+                                a->dgpre, NULL, la.ln2, m16.ln2, gpu_param_of(gm, K_WGATE, l), BT, C, F, sc);
         } else {
             gelu_backward_kernel<<<EW_GRID((long)BT * F)>>>(a->dup, la.up, a->dh, (long)BT * F);
             LAUNCH_CHECK(gelu_backward_kernel);
         }
         gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WUP, l), gpu_grad_of(gm, K_BUP, l),
-                            a->dup, la.ln2, gpu_param_of(gm, K_WUP, l), BT, C, F, sc);
+                            a->dup, NULL, la.ln2, m16.ln2, gpu_param_of(gm, K_WUP, l), BT, C, F, sc);
         gpu_norm_backward(a->dres, gpu_grad_of(gm, K_LN2W, l), gpu_grad_of(gm, K_LN2B, l),
                           a->dln, la.xmid, gpu_param_of(gm, K_LN2W, l),
                           la.ln2_mean, la.ln2_rstd, c->rmsnorm, BT, C, sc);
         // attention sublayer
         gpu_zero(a->dy, (size_t)BT * qd * sizeof(float));
         gpu_matmul_backward(a->dy, gpu_grad_of(gm, K_WO, l), gpu_grad_of(gm, K_BO, l),
-                            a->dres, la.yg, gpu_param_of(gm, K_WO, l), BT, qd, C, sc);
+                            a->dres, NULL, la.yg, m16.yg, gpu_param_of(gm, K_WO, l), BT, qd, C, sc);
         gpu_zero(a->dln, (size_t)BT * C * sizeof(float));
         float* dyatt = a->dy;
         if (c->gate) {
@@ -1501,7 +1561,7 @@ static void gpu_backward(GpuModel* gm, int B, int T) {
                                                                                        la.yatt, la.gate, BT, H, hd);
             LAUNCH_CHECK(gate_backward_kernel);
             gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WG, l), gpu_grad_of(gm, K_BG, l),
-                                a->dgate, la.ln1, gpu_param_of(gm, K_WG, l), BT, C, H, sc);
+                                a->dgate, NULL, la.ln1, m16.ln1, gpu_param_of(gm, K_WG, l), BT, C, H, sc);
             dyatt = a->dy2;
         }
         gpu_attention_backward(a->dq, a->dk, a->dv, a->attD, dyatt, la.yatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd,
@@ -1511,11 +1571,11 @@ static void gpu_backward(GpuModel* gm, int B, int T) {
             gpu_rope(a->dk, a->rope_cs, BT, T, KVH, hd, -1.0f);
         }
         gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WQ, l), gpu_grad_of(gm, K_BQ, l),
-                            a->dq, la.ln1, gpu_param_of(gm, K_WQ, l), BT, C, qd, sc);
+                            a->dq, NULL, la.ln1, m16.ln1, gpu_param_of(gm, K_WQ, l), BT, C, qd, sc);
         gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WK, l), gpu_grad_of(gm, K_BK, l),
-                            a->dk, la.ln1, gpu_param_of(gm, K_WK, l), BT, C, kvd, sc);
+                            a->dk, NULL, la.ln1, m16.ln1, gpu_param_of(gm, K_WK, l), BT, C, kvd, sc);
         gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WV, l), gpu_grad_of(gm, K_BV, l),
-                            a->dv, la.ln1, gpu_param_of(gm, K_WV, l), BT, C, kvd, sc);
+                            a->dv, NULL, la.ln1, m16.ln1, gpu_param_of(gm, K_WV, l), BT, C, kvd, sc);
         gpu_norm_backward(a->dres, gpu_grad_of(gm, K_LN1W, l), gpu_grad_of(gm, K_LN1B, l),
                           a->dln, la.x, gpu_param_of(gm, K_LN1W, l),
                           la.ln1_mean, la.ln1_rstd, c->rmsnorm, BT, C, sc);

@@ -21,11 +21,12 @@ per kernel and step, the FLOPs and the bytes it must move (each input read once,
 written once: the minimum, not what a cache-missing kernel moves), and the time each would take on
 an H100 SXM at the datasheet's 3.35 TB/s HBM3 and 494.7 TFLOP/s dense TF32 / 989.4 TFLOP/s dense
 bf16 tensor-core / 66.9 TFLOP/s float32 CUDA-core peaks: max(FLOPs / peak, bytes / bandwidth). The
-plan is arithmetic on the model's shapes, not a measurement. The bf16 column assumes 2-byte
-activations and matmul inputs with float32 master weights, AdamW state, loss and softmax: what a
-full bf16 mode would buy. The trainer's --dtype bf16 today rounds float32 activations to bf16 just
-before each GEMM (doc/cuda.md, "bf16"), so it moves more bytes than that column: the measured path
-times it as it is, in three modes (bf16, TF32, float32).
+plan is arithmetic on the model's shapes, not a measurement. It has three columns: float32
+activations with TF32 matmuls; --dtype bf16 as the trainer has it (bf16 GEMMs and tensor-core
+attention on float32 activations, with bf16 mirrors of the GEMMs' inputs; doc/cuda.md, "bf16"); and
+2-byte activations in every kernel with float32 master weights, AdamW state, loss and softmax (what
+a full bf16 mode would buy; not built). The measured path times the trainer as it is, in three
+modes (bf16, TF32, float32).
 */
 #define TRAIN_GPT2CU_NO_MAIN
 #include "train_gpt2.cu"
@@ -39,12 +40,12 @@ times it as it is, in three modes (bf16, TF32, float32).
 #define H100_FP32 66.9e12        // float32 CUDA-core FLOP/s (non-tensor)
 
 // The three ways a step can run: float32 activations with TF32 matmuls (attention on CUDA cores);
-// --dtype bf16 as the trainer has it (bf16 GEMMs on float32 activations rounded just before each GEMM,
-// attention on the tensor cores); and bf16 activations in every kernel (a goal, not built).
+// --dtype bf16 as the trainer has it (bf16 GEMMs and tensor-core attention on float32 activations; the
+// GEMMs read bf16 mirrors of their inputs); and bf16 activations in every kernel (a goal, not built).
 enum { MODE_TF32, MODE_BF16, MODE_BF16_ACTS, NMODES };
 static const char* mode_title[NMODES] = {"float32 activations, TF32 matmuls, attention on CUDA cores",
                                          "--dtype bf16 as built: bf16 GEMMs and attention on the tensor cores, "
-                                         "float32 activations rounded before each GEMM",
+                                         "float32 activations with bf16 mirrors of the GEMMs' inputs",
                                          "bf16 activations in every kernel (a goal, not built)"};
 enum { OP_GEMM, OP_TC_ATTENTION, OP_CUDA_CORES };
 
@@ -88,17 +89,19 @@ static void plan_add(std::vector<PlanOp>* ops, const char* name, int launches, d
 }
 
 // A matmul out[BT,OC] = inp[BT,IC] W[OC,IC]^T, forward and both backward products (weights read in
-// the matmul's input precision, their gradient written in float32). --dtype bf16 as built rounds inp
-// before the forward product, dout once for both backward products and inp again for dW: each
-// rounded element read as float32 and written as bf16 (6 bytes).
-static void plan_matmul(std::vector<PlanOp>* ops, double BT, double IC, double OC, int has_bias, int dinp) {
+// the matmul's input precision, their gradient written in float32). --dtype bf16 as built reads inp's
+// bf16 mirror (written by the kernel that computes inp: plan_step) and rounds dout once for both
+// backward products (read as float32, written as bf16: 6 bytes), unless its producer writes it in bf16
+// (dout16: the logits' gradient).
+static void plan_matmul(std::vector<PlanOp>* ops, double BT, double IC, double OC, int has_bias, int dinp,
+                        int dout16 = 0) {
     plan_add(ops, "gemm forward", 1, 2 * BT * IC * OC, BT * IC + IC * OC + BT * OC, 0, OP_GEMM, ALL_MODES, 0, BT * OC);
     if (dinp)     // dinp is read and written: it accumulates
         plan_add(ops, "gemm backward dinp", 1, 2 * BT * IC * OC, BT * OC + IC * OC + 2 * BT * IC, 0, OP_GEMM, ALL_MODES,
                  0, 2 * BT * IC);
     plan_add(ops, "gemm backward dW", 1, 2 * BT * IC * OC, BT * OC + BT * IC, 2 * IC * OC, OP_GEMM);
     if (has_bias) plan_add(ops, "bias gradient (column sums)", 2, BT * OC, BT * OC, OC, OP_CUDA_CORES);
-    plan_add(ops, "to_bf16 (GEMM inputs)", 3, 0, 0, 1.5 * (2 * BT * IC + BT * OC), OP_CUDA_CORES, 1u << MODE_BF16);
+    if (!dout16) plan_add(ops, "to_bf16 (output gradients)", 1, 0, 0, 1.5 * BT * OC, OP_CUDA_CORES, 1u << MODE_BF16);
 }
 
 // Attention, forward and backward: 2 hd FLOPs per causal (query, key) pair for each product (forward:
@@ -144,7 +147,12 @@ static std::vector<PlanOp> plan_step(const Config* c, double P, int B, int T) {
             plan_matmul(&ops, BT, C, H, bias, 1);
             plan_add(&ops, "gate forward and backward", 2, 6 * BT * qd, 6 * BT * qd, 3 * BT * H, OP_CUDA_CORES);
         }
+        // W_O's input (attention's output, or the gated one) is rounded into its mirror once
+        plan_add(&ops, "to_bf16 (W_O's input)", 1, 0, 0, 1.5 * BT * qd, OP_CUDA_CORES, 1u << MODE_BF16);
         plan_matmul(&ops, BT, qd, C, bias, 1);
+        // the norms' and the activation's outputs are written in bf16 too (as built), for the GEMMs
+        plan_add(&ops, "bf16 mirrors (norms, GELU/SwiGLU)", 0, 0, 0, 0.5 * BT * (2 * C + F), OP_CUDA_CORES,
+                 1u << MODE_BF16);
         plan_add(&ops, "residual_norm_forward", 2, 2 * 9 * BT * C, 2 * 4 * BT * C, 0, OP_CUDA_CORES);
         plan_matmul(&ops, BT, C, F, bias, 1);
         if (c->swiglu) {
@@ -162,9 +170,12 @@ static std::vector<PlanOp> plan_step(const Config* c, double P, int B, int T) {
         plan_add(&ops, "memset (gradient buffers)", 4, 0, BT * (2 * C + F + qd), 0, OP_CUDA_CORES);
     }
     // head: logits, softmax + loss (float32), backward
-    plan_matmul(&ops, BT, C, V, 0, 1);
+    plan_matmul(&ops, BT, C, V, 0, 1, 1);
+    plan_add(&ops, "bf16 mirrors (norms, GELU/SwiGLU)", 0, 0, 0, 0.5 * BT * C, OP_CUDA_CORES, 1u << MODE_BF16);
     plan_add(&ops, "softmax_forward (+ loss)", 1, 5 * BT * V, 0, 2 * BT * V, OP_CUDA_CORES);
-    plan_add(&ops, "crossentropy_softmax_backward", 1, 3 * BT * V, 0, 2 * BT * V, OP_CUDA_CORES);
+    // the logits' gradient: float32 in place over the probabilities, or written in bf16 only
+    plan_add(&ops, "crossentropy_softmax_backward", 1, 3 * BT * V, 0, 2 * BT * V, OP_CUDA_CORES, 1u << MODE_TF32);
+    plan_add(&ops, "crossentropy_softmax_backward bf16", 1, 3 * BT * V, 0, 1.5 * BT * V, OP_CUDA_CORES, BF16_MODES);
     plan_add(&ops, "norm_backward (final)", 1, 10 * BT * C, 4 * BT * C, 0, OP_CUDA_CORES);
     plan_add(&ops, "norm_backward_params (final)", 1, 4 * BT * C, 2 * BT * C, 2 * C, OP_CUDA_CORES);
     plan_add(&ops, "embedding_backward", c->rope ? 1 : 2, 2 * BT * C, 2 * BT * C, 2 * BT * C, OP_CUDA_CORES);

@@ -266,8 +266,9 @@ static void gpu_colsum_add(float* dst, const float* x, int N, int OC, float* scr
 }
 
 // With --dtype bf16: inp16 is inp's bf16 mirror; dout16 is dout in bf16 where its producer wrote it
-// so (the logits' gradient: dout is then not read, and there is no bias), else NULL and dout is
-// rounded here, once for both products.
+// so (the logits' gradient, dres, dup, dgpre; dout itself is then read only for the bias gradient, and
+// the logits' float32 gradient is never written: the head has no bias), else NULL and dout is rounded
+// here, once for both products.
 static void gpu_matmul_backward(float* dinp, float* dW, float* dbias, const float* dout, const __nv_bfloat16* dout16,
                                 const float* inp, const __nv_bfloat16* inp16, const float* W, int BT, int C, int OC,
                                 float* scratch) {
@@ -376,8 +377,10 @@ __global__ void residual_norm_forward_kernel(float* xout, float* out, __nv_bfloa
 //   dx += rstd * (g - mean(g) - xhat * mean(g * xhat))     LayerNorm
 //   dx += rstd * (g - xhat * mean(g * xhat))               RMSNorm
 // One warp per row for dx; dw, db (sums over rows) in a second, column-parallel kernel pair.
-__global__ void norm_backward_kernel(float* dinp, const float* dout, const float* inp, const float* w,
-                                     const float* mean, const float* rstd, int rms, int N, int C) {
+// dinp16, where not NULL, receives the new dinp rounded to bf16: the output gradient of the GEMM before
+// the norm (--dtype bf16)
+__global__ void norm_backward_kernel(float* dinp, __nv_bfloat16* dinp16, const float* dout, const float* inp,
+                                     const float* w, const float* mean, const float* rstd, int rms, int N, int C) {
     int n = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (n >= N) return;
     const float* x = inp + (long)n * C;
@@ -392,7 +395,10 @@ __global__ void norm_backward_kernel(float* dinp, const float* dout, const float
     g_mean = rms ? 0.0f : warp_sum(g_mean) / C;
     gx_mean = warp_sum(gx_mean) / C;
     float* dx = dinp + (long)n * C;
-    for (int c = lane; c < C; c += 32) dx[c] += s * (d[c] * w[c] - g_mean - (x[c] - m) * s * gx_mean);
+    for (int c = lane; c < C; c += 32) {
+        dx[c] += s * (d[c] * w[c] - g_mean - (x[c] - m) * s * gx_mean);
+        if (dinp16) dinp16[(long)n * C + c] = __float2bfloat16(dx[c]);
+    }
 }
 
 // partial sums over ROWS_PER_CHUNK rows of dout * xhat (-> dw) and dout (-> db)
@@ -427,10 +433,11 @@ static void gpu_residual_norm_forward(float* xout, float* out, __nv_bfloat16* ou
 }
 
 // scratch: 2 x ceil(N/ROWS_PER_CHUNK) x C floats
-static void gpu_norm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
-                              const float* w, const float* mean, const float* rstd, int rms, int N, int C,
-                              float* scratch) {
-    norm_backward_kernel<<<ceil_div(N, ROW_THREADS / 32), ROW_THREADS>>>(dinp, dout, inp, w, mean, rstd, rms, N, C);
+static void gpu_norm_backward(float* dinp, __nv_bfloat16* dinp16, float* dw, float* db, const float* dout,
+                              const float* inp, const float* w, const float* mean, const float* rstd, int rms, int N,
+                              int C, float* scratch) {
+    norm_backward_kernel<<<ceil_div(N, ROW_THREADS / 32), ROW_THREADS>>>(dinp, dinp16, dout, inp, w, mean, rstd, rms,
+                                                                        N, C);
     LAUNCH_CHECK(norm_backward_kernel);
     int nchunks = ceil_div(N, ROWS_PER_CHUNK);
     float *pdw = scratch, *pdb = db ? scratch + (long)nchunks * C : NULL;
@@ -1031,9 +1038,13 @@ __global__ void gelu_forward_kernel(float* out, __nv_bfloat16* out16, float* up,
     if (out16) out16[i] = __float2bfloat16(out[i]);
 }
 
-__global__ void gelu_backward_kernel(float* dinp, const float* inp, const float* dout, long N) {
+// The backward kernels' d*16, where not NULL, receive their outputs rounded to bf16: the output
+// gradients of the GEMMs before them (--dtype bf16).
+__global__ void gelu_backward_kernel(float* dinp, __nv_bfloat16* dinp16, const float* inp, const float* dout, long N) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < N) dinp[i] = gelu_grad_of(inp[i]) * dout[i];
+    if (i >= N) return;
+    dinp[i] = gelu_grad_of(inp[i]) * dout[i];
+    if (dinp16) dinp16[i] = __float2bfloat16(dinp[i]);
 }
 
 __global__ void swiglu_forward_kernel(float* out, __nv_bfloat16* out16, float* a, float* u, const float* ba,
@@ -1047,9 +1058,15 @@ __global__ void swiglu_forward_kernel(float* out, __nv_bfloat16* out16, float* a
     if (out16) out16[i] = __float2bfloat16(out[i]);
 }
 
-__global__ void swiglu_backward_kernel(float* da, float* du, const float* a, const float* u, const float* dout, long N) {
+__global__ void swiglu_backward_kernel(float* da, float* du, __nv_bfloat16* da16, __nv_bfloat16* du16, const float* a,
+                                       const float* u, const float* dout, long N) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < N) swiglu_grad_of(a[i], u[i], dout[i], &da[i], &du[i]);
+    if (i >= N) return;
+    swiglu_grad_of(a[i], u[i], dout[i], &da[i], &du[i]);
+    if (da16) {
+        da16[i] = __float2bfloat16(da[i]);
+        du16[i] = __float2bfloat16(du[i]);
+    }
 }
 
 // ---- softmax + cross-entropy, fused ------------------------------------------------------------
@@ -1057,14 +1074,19 @@ __global__ void swiglu_backward_kernel(float* da, float* du, const float* a, con
 // = log(sum) - (z_t - max), exact even where p underflows. The sum is in double, as on the CPU.
 // With targets NULL only the probabilities are computed (sampling). scale is muP's logit
 // multiplier (1 otherwise), applied as each logit is read: the CPU's z * scale, without a pass of its own.
+// the largest scaled logit of the row z (every thread of the block gets it)
+__device__ float row_max(const float* z, int V, float scale) {
+    float mx = -FLT_MAX;
+    for (int i = threadIdx.x; i < V; i += blockDim.x) mx = fmaxf(mx, z[i] * scale);
+    return block_max(mx);
+}
+
 __global__ void softmax_forward_kernel(float* logits, float* losses, const int* targets, int V, float scale) {
     int bt = blockIdx.x;
     float* z = logits + (long)bt * V;
-    // thread 0 reads z[target] before the block_max barrier; z is overwritten only after it
+    // thread 0 reads z[target] before row_max's barrier; z is overwritten only after it
     float zt = (targets && threadIdx.x == 0) ? z[targets[bt]] * scale : 0.0f;
-    float mx = -FLT_MAX;
-    for (int i = threadIdx.x; i < V; i += blockDim.x) mx = fmaxf(mx, z[i] * scale);
-    mx = block_max(mx);
+    float mx = row_max(z, V, scale);
     double sum = 0.0;
     for (int i = threadIdx.x; i < V; i += blockDim.x) {
         z[i] = expf(z[i] * scale - mx);
@@ -1084,19 +1106,40 @@ __global__ void loss_mean_kernel(float* loss, const float* losses, int BT) {
     if (threadIdx.x == 0) *loss = (float)(s / BT);
 }
 
-// mean loss over BT rows: dlogits = (p - onehot(target)) / BT, in place over p; inv = 1/BT; then
-// times muP's logit multiplier scale (the chain rule through z * scale; 1 otherwise). With d16 (--dtype
-// bf16) dlogits goes there, rounded to bf16, and probs is left as it is: the head's GEMMs read only that.
-__global__ void crossentropy_softmax_backward_kernel(float* probs, __nv_bfloat16* d16, const int* targets, int BT,
-                                                     int V, float inv, float scale) {
+// mean loss over BT rows: dlogits = (p - onehot(target)) / BT with inv = 1/BT, then times muP's logit
+// multiplier scale (the chain rule through z * scale; 1 otherwise)
+__device__ float dlogit(float p, int is_target, float inv, float scale) {
+    float d = p * inv;
+    if (is_target) d -= inv;
+    return scale != 1.0f ? d * scale : d;
+}
+
+// dlogits in place over the probabilities
+__global__ void crossentropy_softmax_backward_kernel(float* probs, const int* targets, int BT, int V, float inv,
+                                                     float scale) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (long)BT * V) return;
     int bt = (int)(i / V), c = (int)(i % V);
-    float p = probs[i] * inv;
-    if (c == targets[bt]) p -= inv;
-    p = scale != 1.0f ? p * scale : p;
-    if (d16) d16[i] = __float2bfloat16(p);
-    else probs[i] = p;
+    probs[i] = dlogit(probs[i], c == targets[bt], inv, scale);
+}
+
+// --dtype bf16 with targets: the softmax, the loss and the logits' gradient in one kernel (the two above
+// fused): the probabilities are computed as softmax_forward_kernel computes them and never stored; each
+// becomes its dlogit, rounded to bf16 into d16 [BT, V], the head's GEMMs' input. One read of the logits
+// (which stay in their buffer) and a 2-byte write per element instead of a float32 write, a float32
+// read and write and a rounding pass: the same loss and the same bf16 gradient, bit for bit.
+__global__ void softmax_crossentropy_bf16_kernel(const float* logits, float* losses, __nv_bfloat16* d16,
+                                                 const int* targets, int V, float scale, float inv) {
+    int bt = blockIdx.x, target = targets[bt];
+    const float* z = logits + (long)bt * V;
+    float mx = row_max(z, V, scale);
+    double sum = 0.0;
+    for (int i = threadIdx.x; i < V; i += blockDim.x) sum += expf(z[i] * scale - mx);
+    sum = block_sum(sum);
+    float pinv = (float)(1.0 / sum);
+    for (int i = threadIdx.x; i < V; i += blockDim.x)
+        d16[(long)bt * V + i] = __float2bfloat16(dlogit(expf(z[i] * scale - mx) * pinv, i == target, inv, scale));
+    if (threadIdx.x == 0) losses[bt] = (float)(log(sum) - (z[target] * scale - mx));
 }
 
 // ============================================================================================
@@ -1118,8 +1161,9 @@ typedef struct {
     float* loss;                          // the mean of losses[], reduced on the device
     float* rope_cs;                       // RoPE's cos/sin table [T, hd/2, 2] (rope_table), or NULL
     // --dtype bf16: the bf16 mirrors of the GEMMs' activation inputs ([L, B*T, width] like ln1 and the
-    // others; mirror_of gives a layer's slice) and the logits' gradient [B*T, V]; all NULL without
-    __nv_bfloat16 *ln1_16, *yg16, *ln2_16, *hact16, *lnf16, *dlogits16;
+    // others; mirror_of gives a layer's slice), of the logits' gradient [B*T, V] and of the output
+    // gradients that the norms' and the MLP activation's backward kernels write; all NULL without
+    __nv_bfloat16 *ln1_16, *yg16, *ln2_16, *hact16, *lnf16, *dlogits16, *dres16, *dup16, *dgpre16;
     // One int buffer, uploaded in one copy per step (gpu_forward): the batch and, with targets, the
     // tokens bucketed for the wte gradient (bucket_tokens)
     int* ibuf;                            // 5 B T + 1 ints: the five arrays below, in this order
@@ -1214,10 +1258,10 @@ static size_t bf16_grad_cap(const Config* c, int B, int T) {
     for (size_t x : widths) w = x > w ? x : w;
     return (size_t)B * T * w;
 }
-// ... and of the mirrors: ln1, yg, ln2, hact per layer, lnf, and the logits' gradient
+// ... and of the mirrors: ln1, yg, ln2, hact per layer, lnf, the logits' gradient, dres, dup and dgpre
 static size_t bf16_mirror_elems(const Config* c, int B, int T) {
-    size_t BT = (size_t)B * T, qd = (size_t)c->H * (c->C / c->H);
-    return BT * ((size_t)c->L * (2 * (size_t)c->C + qd + (size_t)c->F) + (size_t)c->C + (size_t)c->V);
+    size_t BT = (size_t)B * T, qd = (size_t)c->H * (c->C / c->H), C = (size_t)c->C, F = (size_t)c->F;
+    return BT * ((size_t)c->L * (2 * C + qd + F) + 2 * C + (size_t)c->V + 2 * F);
 }
 
 static void gpu_memory_check(const Model* host, int B, int T) {
@@ -1303,6 +1347,9 @@ static void gpu_model_create(GpuModel* gm, Model* host, int B, int T) {
         a->hact16 = dmalloc_bf16(L * BT * F);
         a->lnf16 = dmalloc_bf16(BT * C);
         a->dlogits16 = dmalloc_bf16(BT * V);
+        a->dres16 = dmalloc_bf16(BT * C);
+        a->dup16 = dmalloc_bf16(BT * F);
+        a->dgpre16 = c->swiglu ? dmalloc_bf16(BT * F) : NULL;
     }
     a->logits = dmalloc(BT * V);
     a->losses = dmalloc(BT);
@@ -1361,7 +1408,8 @@ static void gpu_model_free(GpuModel* gm) {
     if (g_bf16.on) {
         cudaCheck(cudaFree(g_bf16.w16));
         cudaCheck(cudaFree(g_bf16.y16));
-        __nv_bfloat16* mirrors[] = {a->ln1_16, a->yg16, a->ln2_16, a->hact16, a->lnf16, a->dlogits16};
+        __nv_bfloat16* mirrors[] = {a->ln1_16, a->yg16, a->ln2_16, a->hact16, a->lnf16, a->dlogits16, a->dres16,
+                                    a->dup16, a->dgpre16};
         for (__nv_bfloat16* p : mirrors) cudaCheck(cudaFree(p));
         g_bf16.params = NULL;
         g_bf16.w16 = g_bf16.y16 = NULL;
@@ -1400,8 +1448,9 @@ static int bucket_tokens(GpuModel* gm, int BT) {
 
 // Forward pass over B x T tokens (host arrays; B, T no larger than the buffers): model_forward of
 // train_gpt2.c, layer for layer. With targets, returns the mean cross-entropy (reduced on the device
-// in double; the one float copied back) and keeps the probabilities for the backward pass; without,
-// the logits buffer holds next-token probabilities and the return value is 0. The batch (and with
+// in double; the one float copied back) and keeps the probabilities for the backward pass (with
+// --dtype bf16, the logits' gradient itself, in bf16); without, the logits buffer holds next-token
+// probabilities and the return value is 0. The batch (and with
 // targets the token buckets of the wte gradient) goes up in one copy.
 static float gpu_forward(GpuModel* gm, const int* tokens, const int* targets, int B, int T) {
     const Config* c = &gm->host->cfg;
@@ -1483,8 +1532,14 @@ static float gpu_forward(GpuModel* gm, const int* tokens, const int* targets, in
     }
     const float* head = c->tied ? gm->p[K_WTE] : gm->p[K_LMHEAD];
     gpu_matmul_forward(a->logits, a->lnf, a->lnf16, head, NULL, BT, C, c->V);
-    softmax_forward_kernel<<<BT, ROW_THREADS>>>(a->logits, a->losses, targets ? a->targets : NULL, c->V, c->logit_scale);
-    LAUNCH_CHECK(softmax_forward_kernel);
+    if (targets && g_bf16.on) {          // the logits' gradient too: gpu_backward starts from it
+        softmax_crossentropy_bf16_kernel<<<BT, ROW_THREADS>>>(a->logits, a->losses, a->dlogits16, a->targets, c->V,
+                                                              c->logit_scale, 1.0f / BT);
+        LAUNCH_CHECK(softmax_crossentropy_bf16_kernel);
+    } else {
+        softmax_forward_kernel<<<BT, ROW_THREADS>>>(a->logits, a->losses, targets ? a->targets : NULL, c->V, c->logit_scale);
+        LAUNCH_CHECK(softmax_forward_kernel);
+    }
     if (!targets) return 0.0f;
     loss_mean_kernel<<<1, 1024>>>(a->loss, a->losses, BT);
     LAUNCH_CHECK(loss_mean_kernel);
@@ -1516,15 +1571,17 @@ static void gpu_backward(GpuModel* gm, int B, int T) {
     float* sc = a->scratch;
     gm->norm_fresh = 0;
     // loss -> logits -> final norm
-    crossentropy_softmax_backward_kernel<<<EW_GRID((long)BT * c->V)>>>(a->logits, a->dlogits16, a->targets, BT, c->V,
-                                                                        1.0f / BT, c->logit_scale);
-    LAUNCH_CHECK(crossentropy_softmax_backward_kernel);
+    if (!g_bf16.on) {                    // with --dtype bf16 the forward wrote the gradient (in bf16)
+        crossentropy_softmax_backward_kernel<<<EW_GRID((long)BT * c->V)>>>(a->logits, a->targets, BT, c->V, 1.0f / BT,
+                                                                            c->logit_scale);
+        LAUNCH_CHECK(crossentropy_softmax_backward_kernel);
+    }
     gpu_zero(a->dln, (size_t)BT * C * sizeof(float));
     const float* head = c->tied ? gm->p[K_WTE] : gm->p[K_LMHEAD];
     float* dhead = c->tied ? gm->g[K_WTE] : gm->g[K_LMHEAD];
     gpu_matmul_backward(a->dln, dhead, NULL, a->logits, a->dlogits16, a->lnf, a->lnf16, head, BT, C, c->V, sc);
     gpu_zero(a->dres, (size_t)BT * C * sizeof(float));
-    gpu_norm_backward(a->dres, gm->g[K_LNFW], gm->g[K_LNFB], a->dln, a->res + c->L * s_c, gm->p[K_LNFW],
+    gpu_norm_backward(a->dres, a->dres16, gm->g[K_LNFW], gm->g[K_LNFB], a->dln, a->res + c->L * s_c, gm->p[K_LNFW],
                       a->lnf_mean, a->lnf_rstd, c->rmsnorm, BT, C, sc);
     // blocks in reverse; a->dres carries d loss / d residual stream
     for (int l = c->L - 1; l >= 0; l--) {
@@ -1534,26 +1591,27 @@ static void gpu_backward(GpuModel* gm, int B, int T) {
         // MLP sublayer
         gpu_zero(a->dh, (size_t)BT * F * sizeof(float));
         gpu_matmul_backward(a->dh, gpu_grad_of(gm, K_WDOWN, l), gpu_grad_of(gm, K_BDOWN, l),
-                            a->dres, NULL, la.hact, m16.hact, gpu_param_of(gm, K_WDOWN, l), BT, F, C, sc);
+                            a->dres, a->dres16, la.hact, m16.hact, gpu_param_of(gm, K_WDOWN, l), BT, F, C, sc);
         gpu_zero(a->dln, (size_t)BT * C * sizeof(float));
         if (c->swiglu) {
-            swiglu_backward_kernel<<<EW_GRID((long)BT * F)>>>(a->dgpre, a->dup, la.gpre, la.up, a->dh, (long)BT * F);
+            swiglu_backward_kernel<<<EW_GRID((long)BT * F)>>>(a->dgpre, a->dup, a->dgpre16, a->dup16, la.gpre, la.up, a->dh,
+                                                              (long)BT * F);
             LAUNCH_CHECK(swiglu_backward_kernel);
             gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WGATE, l), gpu_grad_of(gm, K_BGATE, l),
-                                a->dgpre, NULL, la.ln2, m16.ln2, gpu_param_of(gm, K_WGATE, l), BT, C, F, sc);
+                                a->dgpre, a->dgpre16, la.ln2, m16.ln2, gpu_param_of(gm, K_WGATE, l), BT, C, F, sc);
         } else {
-            gelu_backward_kernel<<<EW_GRID((long)BT * F)>>>(a->dup, la.up, a->dh, (long)BT * F);
+            gelu_backward_kernel<<<EW_GRID((long)BT * F)>>>(a->dup, a->dup16, la.up, a->dh, (long)BT * F);
             LAUNCH_CHECK(gelu_backward_kernel);
         }
         gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WUP, l), gpu_grad_of(gm, K_BUP, l),
-                            a->dup, NULL, la.ln2, m16.ln2, gpu_param_of(gm, K_WUP, l), BT, C, F, sc);
-        gpu_norm_backward(a->dres, gpu_grad_of(gm, K_LN2W, l), gpu_grad_of(gm, K_LN2B, l),
+                            a->dup, a->dup16, la.ln2, m16.ln2, gpu_param_of(gm, K_WUP, l), BT, C, F, sc);
+        gpu_norm_backward(a->dres, a->dres16, gpu_grad_of(gm, K_LN2W, l), gpu_grad_of(gm, K_LN2B, l),
                           a->dln, la.xmid, gpu_param_of(gm, K_LN2W, l),
                           la.ln2_mean, la.ln2_rstd, c->rmsnorm, BT, C, sc);
         // attention sublayer
         gpu_zero(a->dy, (size_t)BT * qd * sizeof(float));
         gpu_matmul_backward(a->dy, gpu_grad_of(gm, K_WO, l), gpu_grad_of(gm, K_BO, l),
-                            a->dres, NULL, la.yg, m16.yg, gpu_param_of(gm, K_WO, l), BT, qd, C, sc);
+                            a->dres, a->dres16, la.yg, m16.yg, gpu_param_of(gm, K_WO, l), BT, qd, C, sc);
         gpu_zero(a->dln, (size_t)BT * C * sizeof(float));
         float* dyatt = a->dy;
         if (c->gate) {
@@ -1576,7 +1634,7 @@ static void gpu_backward(GpuModel* gm, int B, int T) {
                             a->dk, NULL, la.ln1, m16.ln1, gpu_param_of(gm, K_WK, l), BT, C, kvd, sc);
         gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WV, l), gpu_grad_of(gm, K_BV, l),
                             a->dv, NULL, la.ln1, m16.ln1, gpu_param_of(gm, K_WV, l), BT, C, kvd, sc);
-        gpu_norm_backward(a->dres, gpu_grad_of(gm, K_LN1W, l), gpu_grad_of(gm, K_LN1B, l),
+        gpu_norm_backward(a->dres, a->dres16, gpu_grad_of(gm, K_LN1W, l), gpu_grad_of(gm, K_LN1B, l),
                           a->dln, la.x, gpu_param_of(gm, K_LN1W, l),
                           la.ln1_mean, la.ln1_rstd, c->rmsnorm, BT, C, sc);
     }

@@ -92,7 +92,7 @@ static void plan_add(std::vector<PlanOp>* ops, const char* name, int launches, d
 // the matmul's input precision, their gradient written in float32). --dtype bf16 as built reads inp's
 // bf16 mirror (written by the kernel that computes inp: plan_step) and rounds dout once for both
 // backward products (read as float32, written as bf16: 6 bytes), unless its producer writes it in bf16
-// (dout16: the logits' gradient).
+// (dout16: the logits' gradient, and the norms' and the MLP activation's backward outputs).
 static void plan_matmul(std::vector<PlanOp>* ops, double BT, double IC, double OC, int has_bias, int dinp,
                         int dout16 = 0) {
     plan_add(ops, "gemm forward", 1, 2 * BT * IC * OC, BT * IC + IC * OC + BT * OC, 0, OP_GEMM, ALL_MODES, 0, BT * OC);
@@ -136,7 +136,7 @@ static std::vector<PlanOp> plan_step(const Config* c, double P, int B, int T) {
     plan_add(&ops, "embedding_forward", 1, BT * C, 2 * BT * C, 0, OP_CUDA_CORES);
     plan_add(&ops, "norm_forward (layer 0)", 1, 8 * BT * C, 2 * BT * C, 0, OP_CUDA_CORES);
     for (int l = 0; l < c->L; l++) {
-        plan_matmul(&ops, BT, C, qd, bias, 1);
+        plan_matmul(&ops, BT, C, qd, bias, 1);      // dq, dk, dv (and the gate's gradient) are rounded
         plan_matmul(&ops, BT, C, kvd, bias, 1);
         plan_matmul(&ops, BT, C, kvd, bias, 1);
         if (bias) plan_add(&ops, "add_bias (q, k, v)", 3, BT * (qd + 2 * kvd), 2 * BT * (qd + 2 * kvd), 0, OP_CUDA_CORES);
@@ -149,21 +149,22 @@ static std::vector<PlanOp> plan_step(const Config* c, double P, int B, int T) {
         }
         // W_O's input (attention's output, or the gated one) is rounded into its mirror once
         plan_add(&ops, "to_bf16 (W_O's input)", 1, 0, 0, 1.5 * BT * qd, OP_CUDA_CORES, 1u << MODE_BF16);
-        plan_matmul(&ops, BT, qd, C, bias, 1);
-        // the norms' and the activation's outputs are written in bf16 too (as built), for the GEMMs
-        plan_add(&ops, "bf16 mirrors (norms, GELU/SwiGLU)", 0, 0, 0, 0.5 * BT * (2 * C + F), OP_CUDA_CORES,
-                 1u << MODE_BF16);
+        plan_matmul(&ops, BT, qd, C, bias, 1, 1);
+        // as built, the norms and the MLP activation write their outputs in bf16 too, forward (Norm1,
+        // Norm2, the activation) and backward (dres twice, dup, and dgpre for SwiGLU), for the GEMMs
+        plan_add(&ops, "bf16 mirrors (norms, GELU/SwiGLU)", 0, 0, 0, 0.5 * BT * (4 * C + (c->swiglu ? 3 : 2) * F),
+                 OP_CUDA_CORES, 1u << MODE_BF16);
         plan_add(&ops, "residual_norm_forward", 2, 2 * 9 * BT * C, 2 * 4 * BT * C, 0, OP_CUDA_CORES);
-        plan_matmul(&ops, BT, C, F, bias, 1);
+        plan_matmul(&ops, BT, C, F, bias, 1, 1);
         if (c->swiglu) {
-            plan_matmul(&ops, BT, C, F, bias, 1);
+            plan_matmul(&ops, BT, C, F, bias, 1, 1);
             plan_add(&ops, "swiglu forward (+ biases)", 1, 8 * BT * F, 5 * BT * F, 0, OP_CUDA_CORES);
             plan_add(&ops, "swiglu backward", 1, 10 * BT * F, 5 * BT * F, 0, OP_CUDA_CORES);
         } else {
             plan_add(&ops, "gelu forward (+ bias)", 1, 12 * BT * F, 3 * BT * F, 0, OP_CUDA_CORES);
             plan_add(&ops, "gelu backward", 1, 16 * BT * F, 3 * BT * F, 0, OP_CUDA_CORES);
         }
-        plan_matmul(&ops, BT, F, C, bias, 1);
+        plan_matmul(&ops, BT, F, C, bias, 1, 1);
         // two norms per layer backward: dx (reads dout, x, dx; writes dx) and the weight partials
         plan_add(&ops, "norm_backward", 2, 2 * 10 * BT * C, 2 * 4 * BT * C, 0, OP_CUDA_CORES);
         plan_add(&ops, "norm_backward_params", 2, 2 * 4 * BT * C, 2 * 2 * BT * C, 4 * C, OP_CUDA_CORES);
@@ -172,10 +173,11 @@ static std::vector<PlanOp> plan_step(const Config* c, double P, int B, int T) {
     // head: logits, softmax + loss (float32), backward
     plan_matmul(&ops, BT, C, V, 0, 1, 1);
     plan_add(&ops, "bf16 mirrors (norms, GELU/SwiGLU)", 0, 0, 0, 0.5 * BT * C, OP_CUDA_CORES, 1u << MODE_BF16);
-    plan_add(&ops, "softmax_forward (+ loss)", 1, 5 * BT * V, 0, 2 * BT * V, OP_CUDA_CORES);
-    // the logits' gradient: float32 in place over the probabilities, or written in bf16 only
+    // float32: the probabilities in place over the logits, then the gradient in place over them; bf16: one
+    // kernel reads the logits and writes the gradient in bf16, the probabilities never stored
+    plan_add(&ops, "softmax_forward (+ loss)", 1, 5 * BT * V, 0, 2 * BT * V, OP_CUDA_CORES, 1u << MODE_TF32);
     plan_add(&ops, "crossentropy_softmax_backward", 1, 3 * BT * V, 0, 2 * BT * V, OP_CUDA_CORES, 1u << MODE_TF32);
-    plan_add(&ops, "crossentropy_softmax_backward bf16", 1, 3 * BT * V, 0, 1.5 * BT * V, OP_CUDA_CORES, BF16_MODES);
+    plan_add(&ops, "softmax_crossentropy_bf16", 1, 8 * BT * V, 0, 1.5 * BT * V, OP_CUDA_CORES, BF16_MODES);
     plan_add(&ops, "norm_backward (final)", 1, 10 * BT * C, 4 * BT * C, 0, OP_CUDA_CORES);
     plan_add(&ops, "norm_backward_params (final)", 1, 4 * BT * C, 2 * BT * C, 2 * C, OP_CUDA_CORES);
     plan_add(&ops, "embedding_backward", c->rope ? 1 : 2, 2 * BT * C, 2 * BT * C, 2 * BT * C, OP_CUDA_CORES);

@@ -514,6 +514,28 @@ __device__ void load_head_rows(E (*tile)[W], const float* x, int b, int r0, int 
     }
 }
 
+// Rows r0 .. r0 + n - 1 of kv head kh of k and v (as load_head_rows): every key/value tile
+template <typename E, int WK, int WV>
+__device__ void load_kv_rows(E (*ks)[WK], E (*vs)[WV], const float* k, const float* v, int b, int r0, int n, int T,
+                             int KVH, int kh, int hd) {
+    load_head_rows(ks, k, b, r0, n, T, KVH * hd, kh * hd, hd);
+    load_head_rows(vs, v, b, r0, n, T, KVH * hd, kh * hd, hd);
+}
+
+// The key kernels' tile of queries: rows t0 .. t0 + n - 1 of head h of q and dy (as load_head_rows), and
+// their lse and D (0 past T)
+template <typename E, int W>
+__device__ void load_query_tile(E (*qs)[W], E (*dys)[W], float* ls, float* Ds, const float* q, const float* dy,
+                                const float* lse, const float* D, int b, int h, int t0, int n, int T, int H, int hd) {
+    load_head_rows(qs, q, b, t0, n, T, H * hd, h * hd, hd);
+    load_head_rows(dys, dy, b, t0, n, T, H * hd, h * hd, hd);
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+        int t = t0 + j;
+        ls[j] = t < T ? lse[((long)b * H + h) * T + t] : 0.0f;
+        Ds[j] = t < T ? D[((long)b * H + h) * T + t] : 0.0f;
+    }
+}
+
 // grid (ceil(T / ATT_BQ), H, B), ATT_WARPS * 32 threads; lse [B, H, T]
 __global__ void attention_forward_kernel(float* y, float* lse, const float* q, const float* k, const float* v,
                                          int T, int H, int KVH, int hd, float scale) {
@@ -523,7 +545,7 @@ __global__ void attention_forward_kernel(float* y, float* lse, const float* q, c
     __shared__ float vs[ATT_BK][ATT_HD_MAX];
     __shared__ float ps[ATT_WARPS][ATT_BK];           // a row's probabilities in the tile, for the weighted sum
     int q0 = blockIdx.x * ATT_BQ, h = blockIdx.y, b = blockIdx.z, kh = h / (H / KVH);
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qd = H * hd, kvd = KVH * hd;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qd = H * hd;
     load_head_rows(qs, q, b, q0, ATT_BQ, T, qd, h * hd, hd);
     float m[RPW], l[RPW], o[RPW][NI];
     for (int rr = 0; rr < RPW; rr++) {
@@ -534,8 +556,7 @@ __global__ void attention_forward_kernel(float* y, float* lse, const float* q, c
     int q_last = min(q0 + ATT_BQ, T) - 1;            // no query of the block sees a key after it
     for (int k0 = 0; k0 <= q_last; k0 += ATT_BK) {
         __syncthreads();                              // the previous tile is no longer read (and qs is written)
-        load_head_rows(ks, k, b, k0, ATT_BK, T, kvd, kh * hd, hd);
-        load_head_rows(vs, v, b, k0, ATT_BK, T, kvd, kh * hd, hd);
+        load_kv_rows(ks, vs, k, v, b, k0, ATT_BK, T, KVH, kh, hd);
         __syncthreads();
         for (int rr = 0; rr < RPW; rr++) {
             int r = warp * RPW + rr, t = q0 + r, s = k0 + lane;
@@ -590,7 +611,7 @@ __global__ void attention_backward_query_kernel(float* dq, float* D, const float
     __shared__ float vs[ATT_BK][ATT_HD_MAX + 1];
     __shared__ float ps[ATT_WARPS][ATT_BK];
     int q0 = blockIdx.x * ATT_BQ_BWD, h = blockIdx.y, b = blockIdx.z, kh = h / (H / KVH);
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qd = H * hd, kvd = KVH * hd;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qd = H * hd;
     load_head_rows(qs, q, b, q0, ATT_BQ_BWD, T, qd, h * hd, hd);
     load_head_rows(dys, dy, b, q0, ATT_BQ_BWD, T, qd, h * hd, hd);
     float Dt[RPW], lt[RPW], acc[RPW][NI];
@@ -607,8 +628,7 @@ __global__ void attention_backward_query_kernel(float* dq, float* D, const float
     int q_last = min(q0 + ATT_BQ_BWD, T) - 1;
     for (int k0 = 0; k0 <= q_last; k0 += ATT_BK) {
         __syncthreads();
-        load_head_rows(ks, k, b, k0, ATT_BK, T, kvd, kh * hd, hd);
-        load_head_rows(vs, v, b, k0, ATT_BK, T, kvd, kh * hd, hd);
+        load_kv_rows(ks, vs, k, v, b, k0, ATT_BK, T, KVH, kh, hd);
         __syncthreads();
         for (int rr = 0; rr < RPW; rr++) {
             int r = warp * RPW + rr, t = q0 + r, s = k0 + lane;
@@ -647,22 +667,15 @@ __global__ void attention_backward_kv_kernel(float* dk, float* dv, const float* 
     __shared__ float ls[ATT_BK], Ds[ATT_BK];
     __shared__ float ps[ATT_WARPS][ATT_BK], dps[ATT_WARPS][ATT_BK];
     int s0 = blockIdx.x * ATT_BQ_BWD, kh = blockIdx.y, b = blockIdx.z, group = H / KVH;
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qd = H * hd, kvd = KVH * hd;
-    load_head_rows(ksb, k, b, s0, ATT_BQ_BWD, T, kvd, kh * hd, hd);
-    load_head_rows(vsb, v, b, s0, ATT_BQ_BWD, T, kvd, kh * hd, hd);
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, kvd = KVH * hd;
+    load_kv_rows(ksb, vsb, k, v, b, s0, ATT_BQ_BWD, T, KVH, kh, hd);
     float gk[RPW][NI], gv[RPW][NI];
     for (int rr = 0; rr < RPW; rr++)
         for (int i = 0; i < NI; i++) gk[rr][i] = gv[rr][i] = 0.0f;
     for (int h = kh * group; h < (kh + 1) * group; h++) {
         for (int t0 = s0 / ATT_BK * ATT_BK; t0 < T; t0 += ATT_BK) {   // causal: no query before the block's first key
             __syncthreads();
-            load_head_rows(qs, q, b, t0, ATT_BK, T, qd, h * hd, hd);
-            load_head_rows(dys, dy, b, t0, ATT_BK, T, qd, h * hd, hd);
-            for (int j = threadIdx.x; j < ATT_BK; j += blockDim.x) {
-                int t = t0 + j;
-                ls[j] = t < T ? lse[((long)b * H + h) * T + t] : 0.0f;
-                Ds[j] = t < T ? D[((long)b * H + h) * T + t] : 0.0f;
-            }
+            load_query_tile(qs, dys, ls, Ds, q, dy, lse, D, b, h, t0, ATT_BK, T, H, hd);
             __syncthreads();
             for (int rr = 0; rr < RPW; rr++) {
                 int r = warp * RPW + rr, s = s0 + r, t = t0 + lane;
@@ -792,7 +805,7 @@ __global__ void attention_forward_tc_kernel(float* y, float* lse, const float* q
     __shared__ __align__(32) __nv_bfloat16 ps[TCA_WARPS][TCA_ROWS][TCA_TILE]; // ... as probabilities
     __shared__ __align__(32) float os[TCA_WARPS][TCA_ROWS][TCA_HD_MAX];      // ... and its running outputs
     int q0 = blockIdx.x * TCA_BLOCK, h = blockIdx.y, b = blockIdx.z, kh = h / (H / KVH);
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qd = H * hd, kvd = KVH * hd;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qd = H * hd;
     int r = lane / 2, half = lane % 2, w0 = q0 + TCA_ROWS * warp, t = w0 + r;   // lane pair: row r, query t
     load_head_rows(qs, q, b, q0, TCA_BLOCK, T, qd, h * hd, hd);
     for (int c = half; c < hd; c += 2) os[warp][r][c] = 0.0f;
@@ -800,8 +813,7 @@ __global__ void attention_forward_tc_kernel(float* y, float* lse, const float* q
     int q_last = min(q0 + TCA_BLOCK, T) - 1;
     for (int k0 = 0; k0 <= q_last; k0 += TCA_TILE) {
         __syncthreads();
-        load_head_rows(ks, k, b, k0, TCA_TILE, T, kvd, kh * hd, hd);
-        load_head_rows(vs, v, b, k0, TCA_TILE, T, kvd, kh * hd, hd);
+        load_kv_rows(ks, vs, k, v, b, k0, TCA_TILE, T, KVH, kh, hd);
         __syncthreads();
         if (w0 >= T || k0 > w0 + TCA_ROWS - 1) continue;   // no query of this warp (before T) sees the tile
         TcAcc sacc[TCA_TILE / 16];
@@ -850,7 +862,7 @@ __global__ void attention_backward_query_tc_kernel(float* dq, float* D, const fl
     __shared__ __align__(32) float ss[TCA_WARPS][TCA_ROWS][TCA_TILE];        // scores, then dA
     __shared__ __align__(32) __nv_bfloat16 dps[TCA_WARPS][TCA_ROWS][TCA_TILE];
     int q0 = blockIdx.x * TCA_BLOCK, h = blockIdx.y, b = blockIdx.z, kh = h / (H / KVH);
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qd = H * hd, kvd = KVH * hd;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qd = H * hd;
     int r = lane / 2, half = lane % 2, w0 = q0 + TCA_ROWS * warp, t = w0 + r;
     load_head_rows(qs, q, b, q0, TCA_BLOCK, T, qd, h * hd, hd);
     load_head_rows(dys, dy, b, q0, TCA_BLOCK, T, qd, h * hd, hd);
@@ -867,8 +879,7 @@ __global__ void attention_backward_query_tc_kernel(float* dq, float* D, const fl
     int q_last = min(q0 + TCA_BLOCK, T) - 1;
     for (int k0 = 0; k0 <= q_last; k0 += TCA_TILE) {
         __syncthreads();
-        load_head_rows(ks, k, b, k0, TCA_TILE, T, kvd, kh * hd, hd);
-        load_head_rows(vs, v, b, k0, TCA_TILE, T, kvd, kh * hd, hd);
+        load_kv_rows(ks, vs, k, v, b, k0, TCA_TILE, T, KVH, kh, hd);
         __syncthreads();
         if (w0 >= T || k0 > w0 + TCA_ROWS - 1) continue;
         TcAcc sacc[TCA_TILE / 16];
@@ -907,23 +918,16 @@ __global__ void attention_backward_kv_tc_kernel(float* dk, float* dv, const floa
     __shared__ __align__(32) float ss[TCA_WARPS][TCA_ROWS][TCA_TILE];        // scores^T, then dA^T
     __shared__ __align__(32) __nv_bfloat16 pts[TCA_WARPS][TCA_ROWS][TCA_TILE], dpts[TCA_WARPS][TCA_ROWS][TCA_TILE];
     int s0 = blockIdx.x * TCA_BLOCK, kh = blockIdx.y, b = blockIdx.z, group = H / KVH;
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qd = H * hd, kvd = KVH * hd;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, kvd = KVH * hd;
     int r = lane / 2, half = lane % 2, w0 = s0 + TCA_ROWS * warp, s = w0 + r;   // lane pair: key row r, key s
-    load_head_rows(ks, k, b, s0, TCA_BLOCK, T, kvd, kh * hd, hd);
-    load_head_rows(vs, v, b, s0, TCA_BLOCK, T, kvd, kh * hd, hd);
+    load_kv_rows(ks, vs, k, v, b, s0, TCA_BLOCK, T, KVH, kh, hd);
     TcAcc dkacc[hd / 16], dvacc[hd / 16];
     tc_zero(dkacc);
     tc_zero(dvacc);
     for (int h = kh * group; h < (kh + 1) * group; h++) {
         for (int t0 = s0 / TCA_TILE * TCA_TILE; t0 < T; t0 += TCA_TILE) {   // causal: no query before the block's first key
             __syncthreads();
-            load_head_rows(qs, q, b, t0, TCA_TILE, T, qd, h * hd, hd);
-            load_head_rows(dys, dy, b, t0, TCA_TILE, T, qd, h * hd, hd);
-            for (int j = threadIdx.x; j < TCA_TILE; j += blockDim.x) {
-                int t = t0 + j;
-                ls[j] = t < T ? lse[((long)b * H + h) * T + t] : 0.0f;
-                Ds[j] = t < T ? D[((long)b * H + h) * T + t] : 0.0f;
-            }
+            load_query_tile(qs, dys, ls, Ds, q, dy, lse, D, b, h, t0, TCA_TILE, T, H, hd);
             __syncthreads();
             if (w0 >= T || t0 + TCA_TILE - 1 < w0) continue;   // no key of this warp (before T) is seen by the tile
             TcAcc sacc[TCA_TILE / 16];

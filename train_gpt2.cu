@@ -265,24 +265,27 @@ static void gpu_colsum_add(float* dst, const float* x, int N, int OC, float* scr
     LAUNCH_CHECK(colsum_finish_kernel);
 }
 
-// With --dtype bf16: inp16 is inp's bf16 mirror; dout16 is dout in bf16 where its producer wrote it
+// dinp is overwritten (GRAD_SET: its first contribution, so no memset is needed before it) or added to
+// (GRAD_ADD); dW and dbias are always added to. With --dtype bf16: inp16 is inp's bf16 mirror; dout16 is dout in bf16 where its producer wrote it
 // so (the logits' gradient, dres, dup, dgpre; dout itself is then read only for the bias gradient, and
 // the logits' float32 gradient is never written: the head has no bias), else NULL and dout is rounded
 // here, once for both products.
-static void gpu_matmul_backward(float* dinp, float* dW, float* dbias, const float* dout, const __nv_bfloat16* dout16,
-                                const float* inp, const __nv_bfloat16* inp16, const float* W, int BT, int C, int OC,
-                                float* scratch) {
-    const float one = 1.0f;
+enum GradMode { GRAD_SET, GRAD_ADD };
+static void gpu_matmul_backward(float* dinp, GradMode mode, float* dW, float* dbias, const float* dout,
+                                const __nv_bfloat16* dout16, const float* inp, const __nv_bfloat16* inp16, const float* W,
+                                int BT, int C, int OC, float* scratch) {
+    const float one = 1.0f, dinp_beta = mode == GRAD_ADD ? 1.0f : 0.0f;
     if (g_bf16.on) {
         if (!inp16) fatal("internal: a bf16 GEMM without its input's bf16 mirror");
         if (!dout16 && (size_t)BT * OC > g_bf16.ycap)
             fatal("internal: %ld elements rounded to bf16 exceed their buffer (%zu)", (long)BT * OC, g_bf16.ycap);
         const __nv_bfloat16* d16 = dout16 ? dout16 : bf16_round(g_bf16.y16, dout, (long)BT * OC);
-        if (dinp) gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_N, C, BT, OC, bf16_weight(W), C, d16, OC, 1.0f, dinp, C);
+        if (dinp) gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_N, C, BT, OC, bf16_weight(W), C, d16, OC, dinp_beta, dinp, C);
         if (dinp && g_after_op) g_after_op("gemm backward dinp");
         gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, BT, inp16, C, d16, OC, 1.0f, dW, C);
     } else {
-        if (dinp) cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_N, CUBLAS_OP_N, C, BT, OC, &one, W, C, dout, OC, &one, dinp, C));
+        if (dinp)
+            cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_N, CUBLAS_OP_N, C, BT, OC, &one, W, C, dout, OC, &dinp_beta, dinp, C));
         if (dinp && g_after_op) g_after_op("gemm backward dinp");
         cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, BT, &one, inp, C, dout, OC, &one, dW, C));
     }
@@ -377,9 +380,9 @@ __global__ void residual_norm_forward_kernel(float* xout, float* out, __nv_bfloa
 //   dx += rstd * (g - mean(g) - xhat * mean(g * xhat))     LayerNorm
 //   dx += rstd * (g - xhat * mean(g * xhat))               RMSNorm
 // One warp per row for dx; dw, db (sums over rows) in a second, column-parallel kernel pair.
-// dinp16, where not NULL, receives the new dinp rounded to bf16: the output gradient of the GEMM before
-// the norm (--dtype bf16)
-__global__ void norm_backward_kernel(float* dinp, __nv_bfloat16* dinp16, const float* dout, const float* inp,
+// dx is added to dinp (add 1) or written over it (add 0: its first contribution). dinp16, where not NULL,
+// receives the new dinp rounded to bf16: the output gradient of the GEMM before the norm (--dtype bf16)
+__global__ void norm_backward_kernel(float* dinp, __nv_bfloat16* dinp16, int add, const float* dout, const float* inp,
                                      const float* w, const float* mean, const float* rstd, int rms, int N, int C) {
     int n = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (n >= N) return;
@@ -396,7 +399,7 @@ __global__ void norm_backward_kernel(float* dinp, __nv_bfloat16* dinp16, const f
     gx_mean = warp_sum(gx_mean) / C;
     float* dx = dinp + (long)n * C;
     for (int c = lane; c < C; c += 32) {
-        dx[c] += s * (d[c] * w[c] - g_mean - (x[c] - m) * s * gx_mean);
+        dx[c] = (add ? dx[c] : 0.0f) + s * (d[c] * w[c] - g_mean - (x[c] - m) * s * gx_mean);
         if (dinp16) dinp16[(long)n * C + c] = __float2bfloat16(dx[c]);
     }
 }
@@ -433,11 +436,11 @@ static void gpu_residual_norm_forward(float* xout, float* out, __nv_bfloat16* ou
 }
 
 // scratch: 2 x ceil(N/ROWS_PER_CHUNK) x C floats
-static void gpu_norm_backward(float* dinp, __nv_bfloat16* dinp16, float* dw, float* db, const float* dout,
+static void gpu_norm_backward(float* dinp, GradMode mode, __nv_bfloat16* dinp16, float* dw, float* db, const float* dout,
                               const float* inp, const float* w, const float* mean, const float* rstd, int rms, int N,
                               int C, float* scratch) {
-    norm_backward_kernel<<<ceil_div(N, ROW_THREADS / 32), ROW_THREADS>>>(dinp, dinp16, dout, inp, w, mean, rstd, rms,
-                                                                        N, C);
+    norm_backward_kernel<<<ceil_div(N, ROW_THREADS / 32), ROW_THREADS>>>(dinp, dinp16, mode == GRAD_ADD, dout, inp, w,
+                                                                        mean, rstd, rms, N, C);
     LAUNCH_CHECK(norm_backward_kernel);
     int nchunks = ceil_div(N, ROWS_PER_CHUNK);
     float *pdw = scratch, *pdb = db ? scratch + (long)nchunks * C : NULL;
@@ -1580,49 +1583,45 @@ static void gpu_backward(GpuModel* gm, int B, int T) {
                                                                             c->logit_scale);
         LAUNCH_CHECK(crossentropy_softmax_backward_kernel);
     }
-    gpu_zero(a->dln, (size_t)BT * C * sizeof(float));
+    // Each activation gradient's first contribution overwrites its buffer (GRAD_SET), the others add to
+    // it: no memsets. a->dres carries d loss / d residual stream from the final norm down.
     const float* head = c->tied ? gm->p[K_WTE] : gm->p[K_LMHEAD];
     float* dhead = c->tied ? gm->g[K_WTE] : gm->g[K_LMHEAD];
-    gpu_matmul_backward(a->dln, dhead, NULL, a->logits, a->dlogits16, a->lnf, a->lnf16, head, BT, C, c->V, sc);
-    gpu_zero(a->dres, (size_t)BT * C * sizeof(float));
-    gpu_norm_backward(a->dres, a->dres16, gm->g[K_LNFW], gm->g[K_LNFB], a->dln, a->res + c->L * s_c, gm->p[K_LNFW],
+    gpu_matmul_backward(a->dln, GRAD_SET, dhead, NULL, a->logits, a->dlogits16, a->lnf, a->lnf16, head, BT, C, c->V, sc);
+    gpu_norm_backward(a->dres, GRAD_SET, a->dres16, gm->g[K_LNFW], gm->g[K_LNFB], a->dln, a->res + c->L * s_c, gm->p[K_LNFW],
                       a->lnf_mean, a->lnf_rstd, c->rmsnorm, BT, C, sc);
-    // blocks in reverse; a->dres carries d loss / d residual stream
+    // blocks in reverse
     for (int l = c->L - 1; l >= 0; l--) {
         LayerActs la;
         LAYER_ACTS(la, a, c, l, maxBT, 1);
         LayerMirrors m16 = layer_mirrors(gm, l);
         // MLP sublayer
-        gpu_zero(a->dh, (size_t)BT * F * sizeof(float));
-        gpu_matmul_backward(a->dh, gpu_grad_of(gm, K_WDOWN, l), gpu_grad_of(gm, K_BDOWN, l),
+        gpu_matmul_backward(a->dh, GRAD_SET, gpu_grad_of(gm, K_WDOWN, l), gpu_grad_of(gm, K_BDOWN, l),
                             a->dres, a->dres16, la.hact, m16.hact, gpu_param_of(gm, K_WDOWN, l), BT, F, C, sc);
-        gpu_zero(a->dln, (size_t)BT * C * sizeof(float));
         if (c->swiglu) {
             swiglu_backward_kernel<<<EW_GRID((long)BT * F)>>>(a->dgpre, a->dup, a->dgpre16, a->dup16, la.gpre, la.up, a->dh,
                                                               (long)BT * F);
             LAUNCH_CHECK(swiglu_backward_kernel);
-            gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WGATE, l), gpu_grad_of(gm, K_BGATE, l),
+            gpu_matmul_backward(a->dln, GRAD_SET, gpu_grad_of(gm, K_WGATE, l), gpu_grad_of(gm, K_BGATE, l),
                                 a->dgpre, a->dgpre16, la.ln2, m16.ln2, gpu_param_of(gm, K_WGATE, l), BT, C, F, sc);
         } else {
             gelu_backward_kernel<<<EW_GRID((long)BT * F)>>>(a->dup, a->dup16, la.up, a->dh, (long)BT * F);
             LAUNCH_CHECK(gelu_backward_kernel);
         }
-        gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WUP, l), gpu_grad_of(gm, K_BUP, l),
+        gpu_matmul_backward(a->dln, c->swiglu ? GRAD_ADD : GRAD_SET, gpu_grad_of(gm, K_WUP, l), gpu_grad_of(gm, K_BUP, l),
                             a->dup, a->dup16, la.ln2, m16.ln2, gpu_param_of(gm, K_WUP, l), BT, C, F, sc);
-        gpu_norm_backward(a->dres, a->dres16, gpu_grad_of(gm, K_LN2W, l), gpu_grad_of(gm, K_LN2B, l),
+        gpu_norm_backward(a->dres, GRAD_ADD, a->dres16, gpu_grad_of(gm, K_LN2W, l), gpu_grad_of(gm, K_LN2B, l),
                           a->dln, la.xmid, gpu_param_of(gm, K_LN2W, l),
                           la.ln2_mean, la.ln2_rstd, c->rmsnorm, BT, C, sc);
         // attention sublayer
-        gpu_zero(a->dy, (size_t)BT * qd * sizeof(float));
-        gpu_matmul_backward(a->dy, gpu_grad_of(gm, K_WO, l), gpu_grad_of(gm, K_BO, l),
+        gpu_matmul_backward(a->dy, GRAD_SET, gpu_grad_of(gm, K_WO, l), gpu_grad_of(gm, K_BO, l),
                             a->dres, a->dres16, la.yg, m16.yg, gpu_param_of(gm, K_WO, l), BT, qd, C, sc);
-        gpu_zero(a->dln, (size_t)BT * C * sizeof(float));
         float* dyatt = a->dy;
         if (c->gate) {
             gate_backward_kernel<<<ceil_div((long)BT * H, ROW_THREADS / 32), ROW_THREADS>>>(a->dy2, a->dgate, a->dy,
                                                                                        la.yatt, la.gate, BT, H, hd);
             LAUNCH_CHECK(gate_backward_kernel);
-            gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WG, l), gpu_grad_of(gm, K_BG, l),
+            gpu_matmul_backward(a->dln, GRAD_SET, gpu_grad_of(gm, K_WG, l), gpu_grad_of(gm, K_BG, l),
                                 a->dgate, NULL, la.ln1, m16.ln1, gpu_param_of(gm, K_WG, l), BT, C, H, sc);
             dyatt = a->dy2;
         }
@@ -1632,13 +1631,13 @@ static void gpu_backward(GpuModel* gm, int B, int T) {
             gpu_rope(a->dq, a->rope_cs, BT, T, H, hd, -1.0f);
             gpu_rope(a->dk, a->rope_cs, BT, T, KVH, hd, -1.0f);
         }
-        gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WQ, l), gpu_grad_of(gm, K_BQ, l),
+        gpu_matmul_backward(a->dln, c->gate ? GRAD_ADD : GRAD_SET, gpu_grad_of(gm, K_WQ, l), gpu_grad_of(gm, K_BQ, l),
                             a->dq, NULL, la.ln1, m16.ln1, gpu_param_of(gm, K_WQ, l), BT, C, qd, sc);
-        gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WK, l), gpu_grad_of(gm, K_BK, l),
+        gpu_matmul_backward(a->dln, GRAD_ADD, gpu_grad_of(gm, K_WK, l), gpu_grad_of(gm, K_BK, l),
                             a->dk, NULL, la.ln1, m16.ln1, gpu_param_of(gm, K_WK, l), BT, C, kvd, sc);
-        gpu_matmul_backward(a->dln, gpu_grad_of(gm, K_WV, l), gpu_grad_of(gm, K_BV, l),
+        gpu_matmul_backward(a->dln, GRAD_ADD, gpu_grad_of(gm, K_WV, l), gpu_grad_of(gm, K_BV, l),
                             a->dv, NULL, la.ln1, m16.ln1, gpu_param_of(gm, K_WV, l), BT, C, kvd, sc);
-        gpu_norm_backward(a->dres, a->dres16, gpu_grad_of(gm, K_LN1W, l), gpu_grad_of(gm, K_LN1B, l),
+        gpu_norm_backward(a->dres, GRAD_ADD, a->dres16, gpu_grad_of(gm, K_LN1W, l), gpu_grad_of(gm, K_LN1B, l),
                           a->dln, la.x, gpu_param_of(gm, K_LN1W, l),
                           la.ln1_mean, la.ln1_rstd, c->rmsnorm, BT, C, sc);
     }

@@ -92,13 +92,13 @@ static void plan_add(std::vector<PlanOp>* ops, const char* name, int launches, d
 // the matmul's input precision, their gradient written in float32). --dtype bf16 as built reads inp's
 // bf16 mirror (written by the kernel that computes inp: plan_step) and rounds dout once for both
 // backward products (read as float32, written as bf16: 6 bytes), unless its producer writes it in bf16
-// (dout16: the logits' gradient, and the norms' and the MLP activation's backward outputs).
-static void plan_matmul(std::vector<PlanOp>* ops, double BT, double IC, double OC, int has_bias, int dinp,
+// (dout16: the logits' gradient, and the norms' and the MLP activation's backward outputs). dinp is
+// written (the first contribution to it: GRAD_SET in train_gpt2.cu) or, with dinp_add, read and written.
+static void plan_matmul(std::vector<PlanOp>* ops, double BT, double IC, double OC, int has_bias, int dinp_add,
                         int dout16 = 0) {
+    double dinp = (dinp_add ? 2 : 1) * BT * IC;
     plan_add(ops, "gemm forward", 1, 2 * BT * IC * OC, BT * IC + IC * OC + BT * OC, 0, OP_GEMM, ALL_MODES, 0, BT * OC);
-    if (dinp)     // dinp is read and written: it accumulates
-        plan_add(ops, "gemm backward dinp", 1, 2 * BT * IC * OC, BT * OC + IC * OC + 2 * BT * IC, 0, OP_GEMM, ALL_MODES,
-                 0, 2 * BT * IC);
+    plan_add(ops, "gemm backward dinp", 1, 2 * BT * IC * OC, BT * OC + IC * OC + dinp, 0, OP_GEMM, ALL_MODES, 0, dinp);
     plan_add(ops, "gemm backward dW", 1, 2 * BT * IC * OC, BT * OC + BT * IC, 2 * IC * OC, OP_GEMM);
     if (has_bias) plan_add(ops, "bias gradient (column sums)", 2, BT * OC, BT * OC, OC, OP_CUDA_CORES);
     if (!dout16) plan_add(ops, "to_bf16 (output gradients)", 1, 0, 0, 1.5 * BT * OC, OP_CUDA_CORES, 1u << MODE_BF16);
@@ -136,7 +136,9 @@ static std::vector<PlanOp> plan_step(const Config* c, double P, int B, int T) {
     plan_add(&ops, "embedding_forward", 1, BT * C, 2 * BT * C, 0, OP_CUDA_CORES);
     plan_add(&ops, "norm_forward (layer 0)", 1, 8 * BT * C, 2 * BT * C, 0, OP_CUDA_CORES);
     for (int l = 0; l < c->L; l++) {
-        plan_matmul(&ops, BT, C, qd, bias, 1);      // dq, dk, dv (and the gate's gradient) are rounded
+        // the backward's order: the gate's product (if any) sets dln, then q, k, v add to it; dq, dk, dv
+        // (and the gate's gradient) are rounded
+        plan_matmul(&ops, BT, C, qd, bias, c->gate);
         plan_matmul(&ops, BT, C, kvd, bias, 1);
         plan_matmul(&ops, BT, C, kvd, bias, 1);
         if (bias) plan_add(&ops, "add_bias (q, k, v)", 3, BT * (qd + 2 * kvd), 2 * BT * (qd + 2 * kvd), 0, OP_CUDA_CORES);
@@ -144,35 +146,34 @@ static std::vector<PlanOp> plan_step(const Config* c, double P, int B, int T) {
                               4 * BT * (qd + kvd), 0, OP_CUDA_CORES);
         plan_attention(&ops, BT, qd, kvd, H, hd, pairs);
         if (c->gate) {
-            plan_matmul(&ops, BT, C, H, bias, 1);
+            plan_matmul(&ops, BT, C, H, bias, 0);
             plan_add(&ops, "gate forward and backward", 2, 6 * BT * qd, 6 * BT * qd, 3 * BT * H, OP_CUDA_CORES);
         }
         // W_O's input (attention's output, or the gated one) is rounded into its mirror once
         plan_add(&ops, "to_bf16 (W_O's input)", 1, 0, 0, 1.5 * BT * qd, OP_CUDA_CORES, 1u << MODE_BF16);
-        plan_matmul(&ops, BT, qd, C, bias, 1, 1);
+        plan_matmul(&ops, BT, qd, C, bias, 0, 1);
         // as built, the norms and the MLP activation write their outputs in bf16 too, forward (Norm1,
         // Norm2, the activation) and backward (dres twice, dup, and dgpre for SwiGLU), for the GEMMs
-        plan_add(&ops, "bf16 mirrors (norms, GELU/SwiGLU)", 0, 0, 0, 0.5 * BT * (4 * C + (c->swiglu ? 3 : 2) * F),
+        plan_add(&ops, "bf16 copies (norms, GELU)", 0, 0, 0, 0.5 * BT * (4 * C + (c->swiglu ? 3 : 2) * F),
                  OP_CUDA_CORES, 1u << MODE_BF16);
         plan_add(&ops, "residual_norm_forward", 2, 2 * 9 * BT * C, 2 * 4 * BT * C, 0, OP_CUDA_CORES);
-        plan_matmul(&ops, BT, C, F, bias, 1, 1);
+        plan_matmul(&ops, BT, C, F, bias, c->swiglu, 1);    // SwiGLU's gate product sets dln first
         if (c->swiglu) {
-            plan_matmul(&ops, BT, C, F, bias, 1, 1);
+            plan_matmul(&ops, BT, C, F, bias, 0, 1);
             plan_add(&ops, "swiglu forward (+ biases)", 1, 8 * BT * F, 5 * BT * F, 0, OP_CUDA_CORES);
             plan_add(&ops, "swiglu backward", 1, 10 * BT * F, 5 * BT * F, 0, OP_CUDA_CORES);
         } else {
             plan_add(&ops, "gelu forward (+ bias)", 1, 12 * BT * F, 3 * BT * F, 0, OP_CUDA_CORES);
             plan_add(&ops, "gelu backward", 1, 16 * BT * F, 3 * BT * F, 0, OP_CUDA_CORES);
         }
-        plan_matmul(&ops, BT, F, C, bias, 1, 1);
+        plan_matmul(&ops, BT, F, C, bias, 0, 1);
         // two norms per layer backward: dx (reads dout, x, dx; writes dx) and the weight partials
         plan_add(&ops, "norm_backward", 2, 2 * 10 * BT * C, 2 * 4 * BT * C, 0, OP_CUDA_CORES);
         plan_add(&ops, "norm_backward_params", 2, 2 * 4 * BT * C, 2 * 2 * BT * C, 4 * C, OP_CUDA_CORES);
-        plan_add(&ops, "memset (gradient buffers)", 4, 0, BT * (2 * C + F + qd), 0, OP_CUDA_CORES);
     }
     // head: logits, softmax + loss (float32), backward
-    plan_matmul(&ops, BT, C, V, 0, 1, 1);
-    plan_add(&ops, "bf16 mirrors (norms, GELU/SwiGLU)", 0, 0, 0, 0.5 * BT * C, OP_CUDA_CORES, 1u << MODE_BF16);
+    plan_matmul(&ops, BT, C, V, 0, 0, 1);
+    plan_add(&ops, "bf16 copies (norms, GELU)", 0, 0, 0, 0.5 * BT * C, OP_CUDA_CORES, 1u << MODE_BF16);
     // float32: the probabilities in place over the logits, then the gradient in place over them; bf16: one
     // kernel reads the logits and writes the gradient in bf16, the probabilities never stored
     plan_add(&ops, "softmax_forward (+ loss)", 1, 5 * BT * V, 0, 2 * BT * V, OP_CUDA_CORES, 1u << MODE_TF32);

@@ -179,7 +179,8 @@ static cublasHandle_t g_blas;
 // from the float32 master weights on upload and by adamw_kernel after each update. Each activation
 // that a GEMM reads (the norms' outputs, the attention's, the MLP's activation) has a bf16 mirror
 // beside it (GpuActs), written once per forward by the kernel that computes it, and read by the
-// forward GEMM and again by the backward's weight-gradient GEMM; the logits' gradient is written in
+// forward GEMM and again by the backward's weight-gradient GEMM (the norms and the MLP activation
+// then write only the mirror: nothing else reads their outputs); the logits' gradient is written in
 // bf16 only. Other output gradients are rounded into y16 just before the GEMMs that read them.
 static struct {
     int on;                               // --dtype bf16
@@ -331,8 +332,9 @@ __global__ void embedding_backward_wpe_kernel(float* dwpe, const float* dout, in
 // LayerNorm(h) = w * (h - mu) / sqrt(sigma^2 + eps) + b      [SmallInit eq. 1]
 // RMSNorm(h)   = w * h / sqrt(mean(h^2) + eps)               [SmallInit eq. 2]
 // eps INSIDE the square root, as on the CPU (see norm_forward there for why it matters).
-// One warp per row; mean[] (LayerNorm) and rstd[] are kept for the backward pass. y16, where not
-// NULL, receives y rounded to bf16 (the GEMMs' mirror of it, --dtype bf16).
+// One warp per row; mean[] (LayerNorm) and rstd[] are kept for the backward pass. The output goes to y
+// (float32) or, with --dtype bf16, to y16 (rounded to bf16: the GEMMs' copy, the only reader of it);
+// the other is NULL.
 __device__ void norm_row(float* y, __nv_bfloat16* y16, float* mean, float* rstd, const float* x, const float* w,
                          const float* b, int rms, float eps, int C, int lane) {
     float m = 0.0f;
@@ -345,8 +347,9 @@ __device__ void norm_row(float* y, __nv_bfloat16* y16, float* mean, float* rstd,
     v = warp_sum(v) / C;
     float s = 1.0f / sqrtf(v + eps);
     for (int c = lane; c < C; c += 32) {
-        y[c] = (x[c] - m) * s * w[c] + (b ? b[c] : 0.0f);
-        if (y16) y16[c] = __float2bfloat16(y[c]);
+        float yc = (x[c] - m) * s * w[c] + (b ? b[c] : 0.0f);
+        if (y16) y16[c] = __float2bfloat16(yc);
+        else y[c] = yc;
     }
     if (lane == 0) {
         if (mean) *mean = m;
@@ -358,7 +361,7 @@ __global__ void norm_forward_kernel(float* out, __nv_bfloat16* out16, float* mea
                                     const float* w, const float* b, int rms, float eps, int N, int C) {
     int n = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (n >= N) return;             // the whole warp leaves together
-    norm_row(out + (long)n * C, out16 ? out16 + (long)n * C : NULL, mean ? mean + n : NULL, rstd + n,
+    norm_row(out16 ? NULL : out + (long)n * C, out16 ? out16 + (long)n * C : NULL, mean ? mean + n : NULL, rstd + n,
              inp + (long)n * C, w, b, rms, eps, C, lane);
 }
 
@@ -373,7 +376,8 @@ __global__ void residual_norm_forward_kernel(float* xout, float* out, __nv_bfloa
     if (n >= N) return;
     long o = (long)n * C;
     for (int c = lane; c < C; c += 32) xout[o + c] = x[o + c] + (bias ? branch[o + c] + bias[c] : branch[o + c]);
-    norm_row(out + o, out16 ? out16 + o : NULL, mean ? mean + n : NULL, rstd + n, xout + o, w, b, rms, eps, C, lane);
+    norm_row(out16 ? NULL : out + o, out16 ? out16 + o : NULL, mean ? mean + n : NULL, rstd + n, xout + o, w, b, rms,
+             eps, C, lane);
 }
 
 // With xhat = (x - mu) * rstd and g = dout * w:
@@ -1035,14 +1039,15 @@ __global__ void gate_backward_kernel(float* dy, float* dgpre, const float* dout,
 // The forward kernels also add the bias of the matmul(s) before them: up [N/F, F] (and a, SwiGLU's
 // gate input) hold x W^T without it; the kernel adds it, keeps the sum (the backward's input) and
 // writes the activation. One pass instead of two, the same bits as add_bias_kernel then the activation.
-// out16, where not NULL, receives the activation rounded to bf16 (its mirror, --dtype bf16).
+// The activation goes to out (float32) or, where out16 is not NULL (--dtype bf16), only there, rounded to
+// bf16: the down projection's GEMMs are its only readers.
 __global__ void gelu_forward_kernel(float* out, __nv_bfloat16* out16, float* up, const float* bias, long N, int F) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N) return;
     float u = bias ? up[i] + bias[i % F] : up[i];
     up[i] = u;
-    out[i] = gelu_of(u);
-    if (out16) out16[i] = __float2bfloat16(out[i]);
+    if (out16) out16[i] = __float2bfloat16(gelu_of(u));
+    else out[i] = gelu_of(u);
 }
 
 // The backward kernels' d*16, where not NULL, receive their outputs rounded to bf16: the output
@@ -1061,8 +1066,8 @@ __global__ void swiglu_forward_kernel(float* out, __nv_bfloat16* out16, float* a
     float ai = ba ? a[i] + ba[i % F] : a[i], ui = bu ? u[i] + bu[i % F] : u[i];
     a[i] = ai;
     u[i] = ui;
-    out[i] = swiglu_of(ai, ui);
-    if (out16) out16[i] = __float2bfloat16(out[i]);
+    if (out16) out16[i] = __float2bfloat16(swiglu_of(ai, ui));
+    else out[i] = swiglu_of(ai, ui);
 }
 
 __global__ void swiglu_backward_kernel(float* da, float* du, __nv_bfloat16* da16, __nv_bfloat16* du16, const float* a,
@@ -1328,6 +1333,8 @@ static void gpu_model_create(GpuModel* gm, Model* host, int B, int T) {
     GpuActs* a = &gm->a;
     a->res = dmalloc((L + 1) * BT * C);
     a->resmid = dmalloc(L * BT * C);
+    // with --dtype bf16, ln1, ln2, hact and lnf are never written (their bf16 mirrors below replace them);
+    // they stay allocated so that every slice LAYER_ACTS computes points into a buffer
     a->ln1 = dmalloc(L * BT * C);
     a->ln1_mean = dmalloc(L * BT);
     a->ln1_rstd = dmalloc(L * BT);

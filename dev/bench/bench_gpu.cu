@@ -125,6 +125,13 @@ static void plan_attention(std::vector<PlanOp>* ops, double BT, double qd, doubl
     }
 }
 
+// n outputs of the norms or the MLP activation: activations (4 or 2 bytes) except in --dtype bf16 as
+// built, which writes them as bf16 only
+static void plan_outputs(std::vector<PlanOp>* ops, double n) {
+    plan_add(ops, "norm, GELU outputs", 0, 0, n, 0, OP_CUDA_CORES, ALL_MODES & ~(1u << MODE_BF16));
+    plan_add(ops, "norm, GELU outputs (bf16)", 0, 0, 0, 0.5 * n, OP_CUDA_CORES, 1u << MODE_BF16);
+}
+
 // Every kernel of one training step of train_gpt2.cu (gpu_forward, gpu_backward, the norm, AdamW) on
 // model c with batch B x T: what it computes and the least it must move.
 static std::vector<PlanOp> plan_step(const Config* c, double P, int B, int T) {
@@ -134,7 +141,10 @@ static std::vector<PlanOp> plan_step(const Config* c, double P, int B, int T) {
     int bias = c->bias;
     // forward
     plan_add(&ops, "embedding_forward", 1, BT * C, 2 * BT * C, 0, OP_CUDA_CORES);
-    plan_add(&ops, "norm_forward (layer 0)", 1, 8 * BT * C, 2 * BT * C, 0, OP_CUDA_CORES);
+    // the norms' and the MLP activation's outputs have rows of their own: as built, --dtype bf16 writes
+    // them in bf16 only (their readers are GEMMs), float32 writes them in float32
+    plan_add(&ops, "norm_forward (layer 0)", 1, 8 * BT * C, BT * C, 0, OP_CUDA_CORES);
+    plan_outputs(&ops, BT * C);
     for (int l = 0; l < c->L; l++) {
         // the backward's order: the gate's product (if any) sets dln, then q, k, v add to it; dq, dk, dv
         // (and the gate's gradient) are rounded
@@ -152,18 +162,19 @@ static std::vector<PlanOp> plan_step(const Config* c, double P, int B, int T) {
         // W_O's input (attention's output, or the gated one) is rounded into its mirror once
         plan_add(&ops, "to_bf16 (W_O's input)", 1, 0, 0, 1.5 * BT * qd, OP_CUDA_CORES, 1u << MODE_BF16);
         plan_matmul(&ops, BT, qd, C, bias, 0, 1);
-        // as built, the norms and the MLP activation write their outputs in bf16 too, forward (Norm1,
-        // Norm2, the activation) and backward (dres twice, dup, and dgpre for SwiGLU), for the GEMMs
-        plan_add(&ops, "bf16 copies (norms, GELU)", 0, 0, 0, 0.5 * BT * (4 * C + (c->swiglu ? 3 : 2) * F),
+        // as built, the backward of the norms and the MLP activation writes bf16 copies of the gradients it
+        // produces (dres twice, dup, and dgpre for SwiGLU) for the GEMMs, beside the float32 ones
+        plan_add(&ops, "bf16 copies (norms, GELU)", 0, 0, 0, 0.5 * BT * (2 * C + (c->swiglu ? 2 : 1) * F),
                  OP_CUDA_CORES, 1u << MODE_BF16);
-        plan_add(&ops, "residual_norm_forward", 2, 2 * 9 * BT * C, 2 * 4 * BT * C, 0, OP_CUDA_CORES);
+        plan_add(&ops, "residual_norm_forward", 2, 2 * 9 * BT * C, 2 * 3 * BT * C, 0, OP_CUDA_CORES);
+        plan_outputs(&ops, 2 * BT * C + BT * F);
         plan_matmul(&ops, BT, C, F, bias, c->swiglu, 1);    // SwiGLU's gate product sets dln first
         if (c->swiglu) {
             plan_matmul(&ops, BT, C, F, bias, 0, 1);
-            plan_add(&ops, "swiglu forward (+ biases)", 1, 8 * BT * F, 5 * BT * F, 0, OP_CUDA_CORES);
+            plan_add(&ops, "swiglu forward (+ biases)", 1, 8 * BT * F, 4 * BT * F, 0, OP_CUDA_CORES);
             plan_add(&ops, "swiglu backward", 1, 10 * BT * F, 5 * BT * F, 0, OP_CUDA_CORES);
         } else {
-            plan_add(&ops, "gelu forward (+ bias)", 1, 12 * BT * F, 3 * BT * F, 0, OP_CUDA_CORES);
+            plan_add(&ops, "gelu forward (+ bias)", 1, 12 * BT * F, 2 * BT * F, 0, OP_CUDA_CORES);
             plan_add(&ops, "gelu backward", 1, 16 * BT * F, 3 * BT * F, 0, OP_CUDA_CORES);
         }
         plan_matmul(&ops, BT, F, C, bias, 0, 1);
@@ -173,7 +184,6 @@ static std::vector<PlanOp> plan_step(const Config* c, double P, int B, int T) {
     }
     // head: logits, softmax + loss (float32), backward
     plan_matmul(&ops, BT, C, V, 0, 0, 1);
-    plan_add(&ops, "bf16 copies (norms, GELU)", 0, 0, 0, 0.5 * BT * C, OP_CUDA_CORES, 1u << MODE_BF16);
     // float32: the probabilities in place over the logits, then the gradient in place over them; bf16: one
     // kernel reads the logits and writes the gradient in bf16, the probabilities never stored
     plan_add(&ops, "softmax_forward (+ loss)", 1, 5 * BT * V, 0, 2 * BT * V, OP_CUDA_CORES, 1u << MODE_TF32);

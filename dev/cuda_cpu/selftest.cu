@@ -6,7 +6,10 @@ NaN-filled device memory, cudaMemcpy/cudaFree and launch configuration errors, t
 (each in a forked child: out-of-bounds accesses, host dereferences, host pointers as kernel arguments, a divergent
 __syncthreads, an exited lane, a deadlock, a gemm operand past its buffer) and cublasSgemm (transposes, status
 codes, beta == 0, TF32), the bf16 conversion (ties to even, overflow to inf, NaN, all 65536 values back and
-forth) and cublasGemmEx against cublasSgemm on bf16-representable inputs (and its status codes). Its launches are CUDA syntax, so it exercises rewrite.sh too. Build and run:
+forth), cublasGemmEx against cublasSgemm on bf16-representable inputs (and its status codes), and the warp matrix
+functions of mma.h (every layout of A and B against the host in double; a misaligned pointer, lanes naming
+different memory and half a warp at a store, each fatal). Its launches are CUDA syntax, so it exercises
+rewrite.sh too. Build and run:
   mkdir -p dev/cuda_cpu/gen && dev/cuda_cpu/rewrite.sh dev/cuda_cpu/selftest.cu dev/cuda_cpu/gen/selftest.cu &&
   g++ -O2 -std=c++17 -Wall -Wextra -Wno-unused-function -I dev/cuda_cpu -x c++ -o dev/cuda_cpu/selftest \
       dev/cuda_cpu/gen/selftest.cu -lm && dev/cuda_cpu/selftest

@@ -23,7 +23,8 @@ New here are only the device parts:
   5. evaluation, sampling, host <-> device copies, main (the CPU main's loop, step for step)
 --dtype bf16 rounds both inputs of every matmul to bf16 (cublasGemmEx, float32 accumulation and
 output) and runs attention's products on the tensor cores (nvcuda::wmma, head sizes 16 to 64); master
-weights, AdamW moments and every other kernel stay float32 (section 2, doc/cuda.md).
+weights and AdamW moments stay float32, and every other kernel computes in float32 (those whose
+outputs only matmuls read write them in bf16; section 2, doc/cuda.md).
 Every kernel is deterministic (no atomics): the same run gives the same losses bit for bit. A step
 sends two numbers to the host, the loss and the gradient norm that the loop prints. doc/cuda.md
 lists the kernels and what is fused; make bench-gpu measures them (or, without a GPU, prints the plan).

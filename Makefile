@@ -64,7 +64,7 @@ SAN_BUILD := build/sanitize
 SAN_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
     $(ARCH_FLAGS) -fopenmp -fno-math-errno -Wall -Wextra -Wno-unused-function -Wno-pass-failed
 
-.PHONY: all test data data-gpt2 clean help deps bench bench-gpu test-cuda-mutants
+.PHONY: all test data data-gpt2 clean help deps bench bench-gpu gpu-check test-cuda-mutants
 all: train_gpt2 test_gpt2
 
 help:
@@ -80,6 +80,7 @@ help:
 	@echo "make test-sanitize  test_gpt2 and the trainer under ASan, LeakSanitizer and UBSan (part of make test)"
 	@echo "make bench        training-step speed vs PyTorch, FMA peak, MFU, T sweep, phase table (doc/performance.md; ~27 min)"
 	@echo "make bench-gpu    GPU trainer speed, per-kernel times, MFU; without a GPU the analytic plan"
+	@echo "make gpu-check    on a GPU: build, ./test_gpt2cu, compute-sanitizer, bench-gpu; a log per stage (dev/gpu_check.sh)"
 	@echo "make labs-variance  classroom labs I (MLPs; doc/labs/README.md); one lab: make lab-sweep"
 	@echo "make labs-llm     classroom labs II (transformer; doc/labs/README_llm.md); one lab: make lab-mup"
 	@echo "                  (labs write into out/labs/NAME/; LAB_OUT=DIR elsewhere)"
@@ -178,6 +179,10 @@ dev/bench/phases: dev/bench/phases.c train_gpt2.c
 # a cuBLAS GEMM timed in the same run and a per-kernel table; without one, the analytic plan. Built by
 # nvcc where it exists, else on the CPU runtime for CUDA (which prints the plan only).
 # BENCH_GPU_ARGS="--warmup 5 --steps 20".
+# GPU_CHECK_STAGES="test racecheck" runs some of its stages (doc/cuda.md, "What a first GPU session should check first")
+gpu-check:
+	dev/gpu_check.sh $(GPU_CHECK_STAGES)
+
 bench-gpu: dev/bench/bench_gpu
 	dev/bench/bench_gpu $(BENCH_GPU_ARGS)
 

@@ -21,8 +21,10 @@ New here are only the device parts:
      block's layout), activations mirroring Acts, gpu_forward / gpu_backward
   4. AdamW over all parameters in one launch, the global gradient norm and clipping on the device
   5. evaluation, sampling, host <-> device copies, main (the CPU main's loop, step for step)
+--tf32 1 (the default) runs the matmuls and attention's products (head sizes 16 to 64, nvcuda::wmma) on
+the tensor cores in TF32, on float32 activations; --tf32 0 is float32 throughout.
 --dtype bf16 rounds both inputs of every matmul to bf16 (cublasGemmEx, float32 accumulation and
-output) and runs attention's products on the tensor cores (nvcuda::wmma, head sizes 16 to 64); master
+output) and runs attention's products on the tensor cores in bf16; master
 weights and AdamW moments stay float32, and every other kernel computes in float32 (those whose
 outputs only matmuls read write them in bf16; section 2, doc/cuda.md).
 Every kernel is deterministic (no atomics): the same run gives the same losses bit for bit. A step
@@ -197,6 +199,10 @@ __global__ void to_bf16_kernel(__nv_bfloat16* out, const float* in, long n) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) out[i] = __float2bfloat16(in[i]);
 }
+
+// --tf32 1 (the default) with float32 activations: cuBLAS's GEMMs in TF32 (gpu_set_tf32) and attention's
+// products on the tensor cores in TF32 (section "attention")
+static int g_tf32;
 
 static const __nv_bfloat16* bf16_round(__nv_bfloat16* dst, const float* src, long n) {
     to_bf16_kernel<<<ceil_div(n, EW_THREADS), EW_THREADS>>>(dst, src, n);
@@ -719,16 +725,17 @@ __global__ void attention_backward_kv_kernel(float* dk, float* dv, const float* 
     }
 }
 
-// ---- the same attention on the tensor cores (--dtype bf16) -------------------------------------------
-// With --dtype bf16 the attention's products run on the tensor cores too: the scores q k^T, the output
-// A v and the backward's dA = dy v^T, dq = dP k, dk = dP^T q, dv = A^T dy, as 16 x 16 x 16 tiles of bf16
-// with float32 accumulation (nvcuda::wmma). The algorithm is the one above (online softmax, one lse per
+// ---- the same attention on the tensor cores (--tf32 1, --dtype bf16) ----------------------------------
+// With TF32 or bf16 matmuls the attention's products run on the tensor cores too: the scores q k^T, the
+// output A v and the backward's dA = dy v^T, dq = dP k, dk = dP^T q, dv = A^T dy, as tiles of 16 x 16 x 8
+// TF32 or 16 x 16 x 16 bf16 with float32 accumulation (nvcuda::wmma; Tf32Tiles, Bf16Tiles below). The algorithm is the one above (online softmax, one lse per
 // row, the two backward kernels, no atomics); what changes is who does the arithmetic:
-//   - a warp owns 16 rows (queries; keys in the key kernel), a block 4 warps; keys (queries) stream
-//     through shared memory 32 at a time;
-//   - q, k, v, dy enter shared memory rounded to bf16; scores and dA leave the tensor cores in float32;
-//     the softmax (maximum, exp, sums, lse, D) is float32 on the CUDA cores; the probabilities and dP
-//     are rounded to bf16 for the next product, as FlashAttention does;
+//   - a warp owns 16 rows (queries; keys in the key kernel), a block 4 warps (bf16) or 2 (TF32); keys
+//     (queries) stream through shared memory 32 at a time;
+//   - q, k, v, dy enter shared memory (rounded to bf16 there; TF32 operands as they are loaded into
+//     fragments); scores and dA leave the tensor cores in float32; the softmax (maximum, exp, sums, lse,
+//     D) is float32 on the CUDA cores; the probabilities and dP are rounded for the next product, as
+//     FlashAttention does;
 //   - which lane holds which element of a fragment is unspecified, so every step that needs a row
 //     (masking, exp, rescaling the output by exp(m_old - m_new)) works on a tile in shared memory, where
 //     lanes 2r and 2r + 1 own row r, 16 columns each;
@@ -737,61 +744,90 @@ __global__ void attention_backward_kv_kernel(float* dk, float* dv, const float* 
 // Head sizes that are multiples of 16 up to 64 (a block's shared memory stays under 48 KB); other sizes
 // use the kernels above. The rounding bound is stated and tested in test_gpt2.cu ("bf16").
 #define TCA_ROWS 16                          // rows per warp: the wmma tile
-#define TCA_WARPS 4
-#define TCA_BLOCK (TCA_ROWS * TCA_WARPS)     // rows per block
 #define TCA_TILE 32                          // streamed rows per tile
 #define TCA_HD_MAX 64
-#define TCA_LDH (TCA_HD_MAX + 8)             // row stride of the bf16 head tiles (wmma: a multiple of 8)
 namespace wmma = nvcuda::wmma;
-typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> TcAcc;
 
-static int attention_on_tensor_cores(int hd) { return g_bf16.on && hd % 16 == 0 && hd <= TCA_HD_MAX; }
+// The two kinds of tensor-core tiles, a template parameter (TT) of the kernels: E, an operand tile's
+// element in shared memory; K, the depth of one mma; LDH, the row stride of a head tile (wmma: a
+// multiple of 16 bytes, and 16 rows of it a multiple of 32); WARPS, a block's warps, so that its shared
+// memory stays under 48 KB (float tiles take twice the bytes of bf16 ones).
+struct Bf16Tiles {                           // --dtype bf16: m16n16k16 on bf16 operands
+    typedef __nv_bfloat16 E;
+    static constexpr int K = 16, LDH = TCA_HD_MAX + 8, WARPS = 4;
+    typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> A;
+    template <typename L> using B = wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, L>;
+    typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> Acc;
+    template <typename F> static __device__ void to_operand(F&) {}   // rounded as the tile was loaded
+};
+struct Tf32Tiles {                           // float32 activations with --tf32 1: m16n16k8 on TF32 operands
+    typedef float E;
+    static constexpr int K = 8, LDH = TCA_HD_MAX + 4, WARPS = 2;
+    typedef wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> A;
+    template <typename L> using B = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, L>;
+    typedef wmma::fragment<wmma::accumulator, 16, 16, 8, float> Acc;
+    template <typename F> static __device__ void to_operand(F& f) {  // rounded here, as CUDA asks
+        for (int i = 0; i < f.num_elements; i++) f.x[i] = wmma::__float_to_tf32(f.x[i]);
+    }
+};
 
-// fn(std::integral_constant<int, hd>()) for a head size the tensor-core kernels take: 16, 32, 48 or 64
-template <typename F> static void with_head_size(int hd, F fn) {
+static int attention_on_tensor_cores(int hd) {
+    return (g_bf16.on || g_tf32) && hd % 16 == 0 && hd <= TCA_HD_MAX;
+}
+
+// fn(Tiles(), std::integral_constant<int, hd>()): the tiles of the matmul mode (bf16, or TF32) and a head
+// size the tensor-core kernels take (16, 32, 48 or 64)
+template <typename Tiles, typename F> static void with_head_size(Tiles tiles, int hd, F fn) {
     switch (hd) {
-    case 16: fn(std::integral_constant<int, 16>()); break;
-    case 32: fn(std::integral_constant<int, 32>()); break;
-    case 48: fn(std::integral_constant<int, 48>()); break;
-    case 64: fn(std::integral_constant<int, 64>()); break;
+    case 16: fn(tiles, std::integral_constant<int, 16>()); break;
+    case 32: fn(tiles, std::integral_constant<int, 32>()); break;
+    case 48: fn(tiles, std::integral_constant<int, 48>()); break;
+    case 64: fn(tiles, std::integral_constant<int, 64>()); break;
     default: fatal("internal: head size %d on the tensor cores", hd);
     }
+}
+template <typename F> static void with_tiles(int hd, F fn) {
+    if (g_bf16.on) with_head_size(Bf16Tiles(), hd, fn);
+    else with_head_size(Tf32Tiles(), hd, fn);
 }
 
 // The head size is a template parameter of these kernels, so that every loop over fragments has a
 // length known to the compiler and the fragments stay in registers.
 //
-// acc[n] += A B[:, 16n .. 16n + 15] for n < NF: A is 16 x K, bf16, row-major with row stride lda; B is
-// K x 16 NF, in layout LB: row_major has B[k][c] at b[k ldb + c], col_major at b[c ldb + k] (the rows of
-// b are B's columns: how k^T is read from a tile of keys).
-template <typename LB, int K, int NF>
-__device__ void tc_product(TcAcc (&acc)[NF], const __nv_bfloat16* a, int lda, const __nv_bfloat16* b, int ldb) {
+// acc[n] += A B[:, 16n .. 16n + 15] for n < NF: A is 16 x K, row-major with row stride lda; B is K x 16 NF,
+// in layout LB: row_major has B[k][c] at b[k ldb + c], col_major at b[c ldb + k] (the rows of b are B's
+// columns: how k^T is read from a tile of keys); TT::K of K per mma.
+template <typename TT, typename LB, int K, int NF>
+__device__ void tc_product(typename TT::Acc (&acc)[NF], const typename TT::E* a, int lda, const typename TT::E* b,
+                           int ldb) {
     const bool brow = std::is_same<LB, wmma::row_major>::value;
-    for (int kk = 0; kk < K; kk += 16) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+    for (int kk = 0; kk < K; kk += TT::K) {
+        typename TT::A fa;
         wmma::load_matrix_sync(fa, a + kk, lda);
+        TT::to_operand(fa);
         for (int n = 0; n < NF; n++) {
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, LB> fb;
+            typename TT::template B<LB> fb;
             wmma::load_matrix_sync(fb, brow ? b + (long)kk * ldb + 16 * n : b + (long)16 * n * ldb + kk, ldb);
+            TT::to_operand(fb);
             wmma::mma_sync(acc[n], fa, fb, acc[n]);
         }
     }
 }
-template <int NF> __device__ void tc_zero(TcAcc (&acc)[NF]) {
+template <typename Acc, int NF> __device__ void tc_zero(Acc (&acc)[NF]) {
     for (int n = 0; n < NF; n++) wmma::fill_fragment(acc[n], 0.0f);
 }
 // out (16 x 16 NF, float32, row stride ldo) = acc, or acc = out (load)
-template <int NF> __device__ void tc_store(float* out, int ldo, const TcAcc (&acc)[NF]) {
+template <typename Acc, int NF> __device__ void tc_store(float* out, int ldo, const Acc (&acc)[NF]) {
     for (int n = 0; n < NF; n++) wmma::store_matrix_sync(out + 16 * n, acc[n], ldo, wmma::mem_row_major);
 }
-template <int NF> __device__ void tc_load(TcAcc (&acc)[NF], const float* in, int ldi) {
+template <typename Acc, int NF> __device__ void tc_load(Acc (&acc)[NF], const float* in, int ldi) {
     for (int n = 0; n < NF; n++) wmma::load_matrix_sync(acc[n], in + 16 * n, ldi, wmma::mem_row_major);
 }
 
 // Gradients kept in fragments (16 rows of a warp, hd columns) out to rows r0 .. of x [B*T, width] at
 // column col0, rows past T left out: through the warp's float scratch tile (16 x 32), two fragments at a time.
-template <int NF>
-__device__ void tc_write_rows(float* x, const TcAcc (&acc)[NF], float (*scr)[TCA_TILE], int b, int r0, int T,
+template <typename Acc, int NF>
+__device__ void tc_write_rows(float* x, const Acc (&acc)[NF], float (*scr)[TCA_TILE], int b, int r0, int T,
                               int width, int col0) {
     int lane = threadIdx.x % 32, r = lane / 2, t = r0 + r;
     for (int n0 = 0; n0 < NF; n0 += 2) {
@@ -804,29 +840,30 @@ __device__ void tc_write_rows(float* x, const TcAcc (&acc)[NF], float (*scr)[TCA
     }
 }
 
-// grid (ceil(T / TCA_BLOCK), H, B), TCA_WARPS * 32 threads; lse [B, H, T]
-template <int hd>
+// grid (ceil(T / BLOCK), H, B), TT::WARPS * 32 threads, BLOCK = 16 TT::WARPS rows per block; lse [B, H, T]
+template <typename TT, int hd>
 __global__ void attention_forward_tc_kernel(float* y, float* lse, const float* q, const float* k, const float* v,
                                             int T, int H, int KVH, float scale) {
-    __shared__ __align__(32) __nv_bfloat16 qs[TCA_BLOCK][TCA_LDH], ks[TCA_TILE][TCA_LDH], vs[TCA_TILE][TCA_LDH];
-    __shared__ __align__(32) float ss[TCA_WARPS][TCA_ROWS][TCA_TILE];        // a warp's scores
-    __shared__ __align__(32) __nv_bfloat16 ps[TCA_WARPS][TCA_ROWS][TCA_TILE]; // ... as probabilities
-    __shared__ __align__(32) float os[TCA_WARPS][TCA_ROWS][TCA_HD_MAX];      // ... and its running outputs
-    int q0 = blockIdx.x * TCA_BLOCK, h = blockIdx.y, b = blockIdx.z, kh = h / (H / KVH);
+    constexpr int BLOCK = TCA_ROWS * TT::WARPS;
+    __shared__ __align__(32) typename TT::E qs[BLOCK][TT::LDH], ks[TCA_TILE][TT::LDH], vs[TCA_TILE][TT::LDH];
+    __shared__ __align__(32) float ss[TT::WARPS][TCA_ROWS][TCA_TILE];        // a warp's scores
+    __shared__ __align__(32) typename TT::E ps[TT::WARPS][TCA_ROWS][TCA_TILE]; // ... as probabilities
+    __shared__ __align__(32) float os[TT::WARPS][TCA_ROWS][TCA_HD_MAX];      // ... and its running outputs
+    int q0 = blockIdx.x * BLOCK, h = blockIdx.y, b = blockIdx.z, kh = h / (H / KVH);
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qd = H * hd;
     int r = lane / 2, half = lane % 2, w0 = q0 + TCA_ROWS * warp, t = w0 + r;   // lane pair: row r, query t
-    load_head_rows(qs, q, b, q0, TCA_BLOCK, T, qd, h * hd, hd);
+    load_head_rows(qs, q, b, q0, BLOCK, T, qd, h * hd, hd);
     for (int c = half; c < hd; c += 2) os[warp][r][c] = 0.0f;
     float m = -INFINITY, l = 0.0f;
-    int q_last = min(q0 + TCA_BLOCK, T) - 1;
+    int q_last = min(q0 + BLOCK, T) - 1;
     for (int k0 = 0; k0 <= q_last; k0 += TCA_TILE) {
         __syncthreads();
         load_kv_rows(ks, vs, k, v, b, k0, TCA_TILE, T, KVH, kh, hd);
         __syncthreads();
         if (w0 >= T || k0 > w0 + TCA_ROWS - 1) continue;   // no query of this warp (before T) sees the tile
-        TcAcc sacc[TCA_TILE / 16];
+        typename TT::Acc sacc[TCA_TILE / 16];
         tc_zero(sacc);
-        tc_product<wmma::col_major, hd>(sacc, &qs[TCA_ROWS * warp][0], TCA_LDH, &ks[0][0], TCA_LDH);
+        tc_product<TT, wmma::col_major, hd>(sacc, &qs[TCA_ROWS * warp][0], TT::LDH, &ks[0][0], TT::LDH);
         tc_store(&ss[warp][0][0], TCA_TILE, sacc);
         __syncwarp();
         // the online softmax of row r over the tile (rows past T see zero keys: finite, never written)
@@ -841,15 +878,15 @@ __global__ void attention_forward_tc_kernel(float* y, float* lse, const float* q
         for (int j = 0; j < 16; j++) {
             float p = expf(sc[j] - mn);                                       // 0 where masked
             sum += p;
-            ps[warp][r][16 * half + j] = __float2bfloat16(p);
+            set_elem(ps[warp][r][16 * half + j], p);
         }
         l = l * corr + sum + __shfl_xor_sync(0xFFFFFFFFu, sum, 1);
         m = mn;
         for (int c = half; c < hd; c += 2) os[warp][r][c] *= corr;
         __syncwarp();
-        TcAcc oacc[hd / 16];
+        typename TT::Acc oacc[hd / 16];
         tc_load(oacc, &os[warp][0][0], TCA_HD_MAX);
-        tc_product<wmma::row_major, TCA_TILE>(oacc, &ps[warp][0][0], TCA_TILE, &vs[0][0], TCA_LDH);
+        tc_product<TT, wmma::row_major, TCA_TILE>(oacc, &ps[warp][0][0], TCA_TILE, &vs[0][0], TT::LDH);
         tc_store(&os[warp][0][0], TCA_HD_MAX, oacc);
         __syncwarp();
     }
@@ -860,20 +897,21 @@ __global__ void attention_forward_tc_kernel(float* y, float* lse, const float* q
 }
 
 // The backward, as above: dq and D from the query kernel, then dk and dv from the key kernel.
-// grid (ceil(T / TCA_BLOCK), H, B); D [B, H, T]
-template <int hd>
+// grid (ceil(T / BLOCK), H, B); D [B, H, T]
+template <typename TT, int hd>
 __global__ void attention_backward_query_tc_kernel(float* dq, float* D, const float* dy, const float* y,
                                                    const float* lse, const float* q, const float* k, const float* v,
                                                    int T, int H, int KVH, float scale) {
-    __shared__ __align__(32) __nv_bfloat16 qs[TCA_BLOCK][TCA_LDH], dys[TCA_BLOCK][TCA_LDH];
-    __shared__ __align__(32) __nv_bfloat16 ks[TCA_TILE][TCA_LDH], vs[TCA_TILE][TCA_LDH];
-    __shared__ __align__(32) float ss[TCA_WARPS][TCA_ROWS][TCA_TILE];        // scores, then dA
-    __shared__ __align__(32) __nv_bfloat16 dps[TCA_WARPS][TCA_ROWS][TCA_TILE];
-    int q0 = blockIdx.x * TCA_BLOCK, h = blockIdx.y, b = blockIdx.z, kh = h / (H / KVH);
+    constexpr int BLOCK = TCA_ROWS * TT::WARPS;
+    __shared__ __align__(32) typename TT::E qs[BLOCK][TT::LDH], dys[BLOCK][TT::LDH];
+    __shared__ __align__(32) typename TT::E ks[TCA_TILE][TT::LDH], vs[TCA_TILE][TT::LDH];
+    __shared__ __align__(32) float ss[TT::WARPS][TCA_ROWS][TCA_TILE];        // scores, then dA
+    __shared__ __align__(32) typename TT::E dps[TT::WARPS][TCA_ROWS][TCA_TILE];
+    int q0 = blockIdx.x * BLOCK, h = blockIdx.y, b = blockIdx.z, kh = h / (H / KVH);
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qd = H * hd;
     int r = lane / 2, half = lane % 2, w0 = q0 + TCA_ROWS * warp, t = w0 + r;
-    load_head_rows(qs, q, b, q0, TCA_BLOCK, T, qd, h * hd, hd);
-    load_head_rows(dys, dy, b, q0, TCA_BLOCK, T, qd, h * hd, hd);
+    load_head_rows(qs, q, b, q0, BLOCK, T, qd, h * hd, hd);
+    load_head_rows(dys, dy, b, q0, BLOCK, T, qd, h * hd, hd);
     float Dt = 0.0f, lt = 0.0f;                          // D_t = dy_t . y_t in float32, and the row's lse
     if (t < T) {
         const float *dyt = dy + (long)(b * T + t) * qd + h * hd, *yt = y + (long)(b * T + t) * qd + h * hd;
@@ -882,17 +920,17 @@ __global__ void attention_backward_query_tc_kernel(float* dq, float* D, const fl
     }
     Dt += __shfl_xor_sync(0xFFFFFFFFu, Dt, 1);
     if (t < T && half == 0) D[((long)b * H + h) * T + t] = Dt;
-    TcAcc dqacc[hd / 16];
+    typename TT::Acc dqacc[hd / 16];
     tc_zero(dqacc);
-    int q_last = min(q0 + TCA_BLOCK, T) - 1;
+    int q_last = min(q0 + BLOCK, T) - 1;
     for (int k0 = 0; k0 <= q_last; k0 += TCA_TILE) {
         __syncthreads();
         load_kv_rows(ks, vs, k, v, b, k0, TCA_TILE, T, KVH, kh, hd);
         __syncthreads();
         if (w0 >= T || k0 > w0 + TCA_ROWS - 1) continue;
-        TcAcc sacc[TCA_TILE / 16];
+        typename TT::Acc sacc[TCA_TILE / 16];
         tc_zero(sacc);
-        tc_product<wmma::col_major, hd>(sacc, &qs[TCA_ROWS * warp][0], TCA_LDH, &ks[0][0], TCA_LDH);
+        tc_product<TT, wmma::col_major, hd>(sacc, &qs[TCA_ROWS * warp][0], TT::LDH, &ks[0][0], TT::LDH);
         tc_store(&ss[warp][0][0], TCA_TILE, sacc);
         __syncwarp();
         float p[16];                                     // A[t, s] = exp(scale q_t . k_s - lse_t), 0 where masked
@@ -902,34 +940,35 @@ __global__ void attention_backward_query_tc_kernel(float* dq, float* D, const fl
         }
         __syncwarp();
         tc_zero(sacc);
-        tc_product<wmma::col_major, hd>(sacc, &dys[TCA_ROWS * warp][0], TCA_LDH, &vs[0][0], TCA_LDH);
+        tc_product<TT, wmma::col_major, hd>(sacc, &dys[TCA_ROWS * warp][0], TT::LDH, &vs[0][0], TT::LDH);
         tc_store(&ss[warp][0][0], TCA_TILE, sacc);
         __syncwarp();
         for (int j = 0; j < 16; j++) {                   // dP = A (dA - D) scale
             int c = 16 * half + j;
-            dps[warp][r][c] = __float2bfloat16(p[j] * (ss[warp][r][c] - Dt) * scale);
+            set_elem(dps[warp][r][c], p[j] * (ss[warp][r][c] - Dt) * scale);
         }
         __syncwarp();
-        tc_product<wmma::row_major, TCA_TILE>(dqacc, &dps[warp][0][0], TCA_TILE, &ks[0][0], TCA_LDH);
+        tc_product<TT, wmma::row_major, TCA_TILE>(dqacc, &dps[warp][0][0], TCA_TILE, &ks[0][0], TT::LDH);
     }
     tc_write_rows(dq, dqacc, ss[warp], b, w0, T, qd, h * hd);
 }
 
-// grid (ceil(T / TCA_BLOCK), KVH, B): TCA_BLOCK key rows of kv head kh per block, each warp 16 of them
-template <int hd>
+// grid (ceil(T / BLOCK), KVH, B): BLOCK key rows of kv head kh per block, each warp 16 of them
+template <typename TT, int hd>
 __global__ void attention_backward_kv_tc_kernel(float* dk, float* dv, const float* dy, const float* lse, const float* D,
                                                 const float* q, const float* k, const float* v, int T, int H, int KVH,
                                                 float scale) {
-    __shared__ __align__(32) __nv_bfloat16 ks[TCA_BLOCK][TCA_LDH], vs[TCA_BLOCK][TCA_LDH];
-    __shared__ __align__(32) __nv_bfloat16 qs[TCA_TILE][TCA_LDH], dys[TCA_TILE][TCA_LDH];
+    constexpr int BLOCK = TCA_ROWS * TT::WARPS;
+    __shared__ __align__(32) typename TT::E ks[BLOCK][TT::LDH], vs[BLOCK][TT::LDH];
+    __shared__ __align__(32) typename TT::E qs[TCA_TILE][TT::LDH], dys[TCA_TILE][TT::LDH];
     __shared__ float ls[TCA_TILE], Ds[TCA_TILE];
-    __shared__ __align__(32) float ss[TCA_WARPS][TCA_ROWS][TCA_TILE];        // scores^T, then dA^T
-    __shared__ __align__(32) __nv_bfloat16 pts[TCA_WARPS][TCA_ROWS][TCA_TILE], dpts[TCA_WARPS][TCA_ROWS][TCA_TILE];
-    int s0 = blockIdx.x * TCA_BLOCK, kh = blockIdx.y, b = blockIdx.z, group = H / KVH;
+    __shared__ __align__(32) float ss[TT::WARPS][TCA_ROWS][TCA_TILE];        // scores^T, then dA^T
+    __shared__ __align__(32) typename TT::E pts[TT::WARPS][TCA_ROWS][TCA_TILE], dpts[TT::WARPS][TCA_ROWS][TCA_TILE];
+    int s0 = blockIdx.x * BLOCK, kh = blockIdx.y, b = blockIdx.z, group = H / KVH;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, kvd = KVH * hd;
     int r = lane / 2, half = lane % 2, w0 = s0 + TCA_ROWS * warp, s = w0 + r;   // lane pair: key row r, key s
-    load_kv_rows(ks, vs, k, v, b, s0, TCA_BLOCK, T, KVH, kh, hd);
-    TcAcc dkacc[hd / 16], dvacc[hd / 16];
+    load_kv_rows(ks, vs, k, v, b, s0, BLOCK, T, KVH, kh, hd);
+    typename TT::Acc dkacc[hd / 16], dvacc[hd / 16];
     tc_zero(dkacc);
     tc_zero(dvacc);
     for (int h = kh * group; h < (kh + 1) * group; h++) {
@@ -938,29 +977,29 @@ __global__ void attention_backward_kv_tc_kernel(float* dk, float* dv, const floa
             load_query_tile(qs, dys, ls, Ds, q, dy, lse, D, b, h, t0, TCA_TILE, T, H, hd);
             __syncthreads();
             if (w0 >= T || t0 + TCA_TILE - 1 < w0) continue;   // no key of this warp (before T) is seen by the tile
-            TcAcc sacc[TCA_TILE / 16];
+            typename TT::Acc sacc[TCA_TILE / 16];
             tc_zero(sacc);
-            tc_product<wmma::col_major, hd>(sacc, &ks[TCA_ROWS * warp][0], TCA_LDH, &qs[0][0], TCA_LDH);
+            tc_product<TT, wmma::col_major, hd>(sacc, &ks[TCA_ROWS * warp][0], TT::LDH, &qs[0][0], TT::LDH);
             tc_store(&ss[warp][0][0], TCA_TILE, sacc);
             __syncwarp();
             float p[16];                                   // A[t, s], row r of A^T, 0 where masked
             for (int j = 0; j < 16; j++) {
                 int c = 16 * half + j, t = t0 + c;
                 p[j] = t >= s && t < T ? expf(ss[warp][r][c] * scale - ls[c]) : 0.0f;
-                pts[warp][r][c] = __float2bfloat16(p[j]);
+                set_elem(pts[warp][r][c], p[j]);
             }
             __syncwarp();
             tc_zero(sacc);
-            tc_product<wmma::col_major, hd>(sacc, &vs[TCA_ROWS * warp][0], TCA_LDH, &dys[0][0], TCA_LDH);
+            tc_product<TT, wmma::col_major, hd>(sacc, &vs[TCA_ROWS * warp][0], TT::LDH, &dys[0][0], TT::LDH);
             tc_store(&ss[warp][0][0], TCA_TILE, sacc);
             __syncwarp();
             for (int j = 0; j < 16; j++) {
                 int c = 16 * half + j;
-                dpts[warp][r][c] = __float2bfloat16(p[j] * (ss[warp][r][c] - Ds[c]) * scale);
+                set_elem(dpts[warp][r][c], p[j] * (ss[warp][r][c] - Ds[c]) * scale);
             }
             __syncwarp();
-            tc_product<wmma::row_major, TCA_TILE>(dvacc, &pts[warp][0][0], TCA_TILE, &dys[0][0], TCA_LDH);
-            tc_product<wmma::row_major, TCA_TILE>(dkacc, &dpts[warp][0][0], TCA_TILE, &qs[0][0], TCA_LDH);
+            tc_product<TT, wmma::row_major, TCA_TILE>(dvacc, &pts[warp][0][0], TCA_TILE, &dys[0][0], TT::LDH);
+            tc_product<TT, wmma::row_major, TCA_TILE>(dkacc, &dpts[warp][0][0], TCA_TILE, &qs[0][0], TT::LDH);
         }
     }
     tc_write_rows(dk, dkacc, ss[warp], b, w0, T, kvd, kh * hd);
@@ -971,9 +1010,11 @@ __global__ void attention_backward_kv_tc_kernel(float* dk, float* dv, const floa
 static void gpu_attention_forward(float* y, float* lse, const float* q, const float* k, const float* v,
                                   int B, int T, int H, int KVH, int hd, float scale) {
     if (attention_on_tensor_cores(hd)) {
-        with_head_size(hd, [&](auto size) {
+        with_tiles(hd, [&](auto tiles, auto size) {
+            typedef decltype(tiles) TT;
             constexpr int HD = decltype(size)::value;
-            attention_forward_tc_kernel<HD><<<dim3(ceil_div(T, TCA_BLOCK), H, B), TCA_WARPS * 32>>>(y, lse, q, k, v, T, H, KVH, scale);
+            attention_forward_tc_kernel<TT, HD><<<dim3(ceil_div(T, TCA_ROWS * TT::WARPS), H, B), TT::WARPS * 32>>>(
+                y, lse, q, k, v, T, H, KVH, scale);
             LAUNCH_CHECK(attention_forward_tc_kernel);
         });
         return;
@@ -987,12 +1028,13 @@ static void gpu_attention_backward(float* dq, float* dk, float* dv, float* D, co
                                    const float* lse, const float* q, const float* k, const float* v,
                                    int B, int T, int H, int KVH, int hd, float scale) {
     if (attention_on_tensor_cores(hd)) {
-        with_head_size(hd, [&](auto size) {
+        with_tiles(hd, [&](auto tiles, auto size) {
+            typedef decltype(tiles) TT;
             constexpr int HD = decltype(size)::value;
-            attention_backward_query_tc_kernel<HD><<<dim3(ceil_div(T, TCA_BLOCK), H, B), TCA_WARPS * 32>>>(
+            attention_backward_query_tc_kernel<TT, HD><<<dim3(ceil_div(T, TCA_ROWS * TT::WARPS), H, B), TT::WARPS * 32>>>(
                 dq, D, dy, y, lse, q, k, v, T, H, KVH, scale);
             LAUNCH_CHECK(attention_backward_query_tc_kernel);
-            attention_backward_kv_tc_kernel<HD><<<dim3(ceil_div(T, TCA_BLOCK), KVH, B), TCA_WARPS * 32>>>(
+            attention_backward_kv_tc_kernel<TT, HD><<<dim3(ceil_div(T, TCA_ROWS * TT::WARPS), KVH, B), TT::WARPS * 32>>>(
                 dk, dv, dy, lse, D, q, k, v, T, H, KVH, scale);
             LAUNCH_CHECK(attention_backward_kv_tc_kernel);
         });
@@ -1762,6 +1804,7 @@ static void gpu_adamw_step(GpuModel* gm, const OptConfig* o, float sched_lr, int
 // TF32 tensor-core math in the matmuls when tf32 is 1 (--tf32, default 1), full float32 else.
 static void gpu_set_tf32(int tf32) {
     cublasCheck(cublasSetMathMode(g_blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    g_tf32 = tf32;
 }
 
 // bf16 GEMM inputs when bf16 is 1 (--dtype bf16), float32 else; set before gpu_model_create. bf16
@@ -1833,7 +1876,8 @@ static int take_gpu_flags(int* argc, char** argv, int* tf32, int* bf16) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage();
             printf("GPU (train_gpt2cu only)\n"
-                   "  --tf32 0|1  TF32 tensor cores in the matmuls (default 1); 0 = full float32\n"
+                   "  --tf32 0|1  TF32 tensor cores in the matmuls and attention's products (head sizes 16-64;\n"
+                   "              default 1); 0 = full float32\n"
                    "  --dtype fp32|bf16  matmul inputs (default fp32). bf16: activations, gradients and a copy of\n"
                    "              the weights rounded to bf16 for every matmul, float32 accumulation and output;\n"
                    "              attention's products on the tensor cores (bf16 q, k, v, probabilities; head sizes\n"

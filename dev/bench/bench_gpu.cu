@@ -39,11 +39,11 @@ modes (bf16, TF32, float32).
 #define H100_BF16 989.4e12       // dense bf16 tensor-core FLOP/s
 #define H100_FP32 66.9e12        // float32 CUDA-core FLOP/s (non-tensor)
 
-// The three ways a step can run: float32 activations with TF32 matmuls (attention on CUDA cores);
+// The three ways a step can run: float32 activations with TF32 matmuls and attention (the default);
 // --dtype bf16 as the trainer has it (bf16 GEMMs and tensor-core attention on float32 activations; the
 // GEMMs read bf16 mirrors of their inputs); and bf16 activations in every kernel (a goal, not built).
 enum { MODE_TF32, MODE_BF16, MODE_BF16_ACTS, NMODES };
-static const char* mode_title[NMODES] = {"float32 activations, TF32 matmuls, attention on CUDA cores",
+static const char* mode_title[NMODES] = {"float32 activations, TF32 matmuls and attention (the default)",
                                          "--dtype bf16 as built: bf16 GEMMs and attention on the tensor cores, "
                                          "float32 activations with bf16 mirrors of the GEMMs' inputs",
                                          "bf16 activations in every kernel (a goal, not built)"};
@@ -106,22 +106,21 @@ static void plan_matmul(std::vector<PlanOp>* ops, double BT, double IC, double O
 
 // Attention, forward and backward: 2 hd FLOPs per causal (query, key) pair for each product (forward:
 // q.k and the weighted sum; query kernel: q.k, dy.v, dP k; key kernel: q.k and dy.v again, then dv and
-// dk), reading q, k, v (and dy, y) once and writing y, lse (dq, D; dk, dv). On CUDA cores in float32
-// (hd not a multiple of 16 up to 64: in every mode); on the tensor cores in the bf16 modes, with about
-// 8 float32 operations per pair per kernel left on CUDA cores (scale, mask, maximum, exp, sums, dP,
-// rounding; exp counted as one).
+// dk), reading q, k, v (and dy, y) once and writing y, lse (dq, D; dk, dv). On the tensor cores (TF32
+// in the TF32 mode, bf16 in the others) for head sizes 16 to 64 in steps of 16, with about 8 float32
+// operations per pair per kernel left on CUDA cores (scale, mask, maximum, exp, sums, dP, rounding; exp
+// counted as one); on CUDA cores in float32 for other head sizes.
 static void plan_attention(std::vector<PlanOp>* ops, double BT, double qd, double kvd, double H, double hd,
                            double pairs) {
     int tc = (int)hd % 16 == 0 && hd <= TCA_HD_MAX;
-    unsigned cuda_modes = tc ? 1u << MODE_TF32 : ALL_MODES;
     const char* names[2][3] = {{"attention_forward", "attention_backward_query", "attention_backward_kv"},
                                {"attention_forward_tc", "attention_backward_query_tc", "attention_backward_kv_tc"}};
     double products[3] = {4 * hd * pairs, 6 * hd * pairs, 8 * hd * pairs};
     double acts[3] = {BT * (2 * qd + 2 * kvd), BT * (4 * qd + 2 * kvd), BT * (2 * qd + 4 * kvd)};
     double rows[3] = {BT * H, 2 * BT * H, 2 * BT * H};         // lse; D and lse
     for (int i = 0; i < 3; i++) {
-        plan_add(ops, names[0][i], 1, products[i], acts[i], rows[i], OP_CUDA_CORES, cuda_modes);
-        if (tc) plan_add(ops, names[1][i], 1, products[i], acts[i], rows[i], OP_TC_ATTENTION, BF16_MODES, 8 * pairs);
+        if (tc) plan_add(ops, names[1][i], 1, products[i], acts[i], rows[i], OP_TC_ATTENTION, ALL_MODES, 8 * pairs);
+        else plan_add(ops, names[0][i], 1, products[i], acts[i], rows[i], OP_CUDA_CORES);
     }
 }
 
@@ -216,7 +215,8 @@ static double op_time(const PlanOp& o, int m) {
     if (m == MODE_BF16 && o.kind == OP_GEMM) bytes = (o.act_bytes - o.out_elems) * 2 + o.out_elems * 4 + o.f32_bytes;
     double t = bytes / H100_BW;
     if (o.kind == OP_GEMM) return fmax(t, o.flops / (m == MODE_TF32 ? H100_TF32 : H100_BF16));
-    if (o.kind == OP_TC_ATTENTION) return fmax(t, fmax(o.flops / H100_BF16, o.ew_flops / H100_FP32));
+    if (o.kind == OP_TC_ATTENTION)
+        return fmax(t, fmax(o.flops / (m == MODE_TF32 ? H100_TF32 : H100_BF16), o.ew_flops / H100_FP32));
     return fmax(t, o.flops / H100_FP32);
 }
 
@@ -407,8 +407,8 @@ int main(int argc, char** argv) {
         printf("no GPU: %s. The analytic plan instead (not a measurement):\n", why);
         printf("H100 SXM datasheet: %.2f TB/s HBM3, %.1f TFLOP/s dense TF32, %.1f TFLOP/s dense bf16 (tensor cores), "
                "%.1f TFLOP/s float32 (CUDA cores).\nPer kernel: time = max(FLOPs / peak, bytes / bandwidth); bytes = each "
-               "input read once and each output written once; GEMMs at the tensor-core peak; attention at the tensor-core\n"
-               "peak in the bf16 modes (its softmax at the float32 peak), at the float32 peak else; all else at the float32 peak.\n",
+               "input read once and each output written once; GEMMs and attention (head sizes 16-64) at the tensor-core\n"
+               "peak of their mode (attention's softmax at the float32 peak); all else at the float32 peak.\n",
                H100_BW / 1e12, H100_TF32 / 1e12, H100_BF16 / 1e12, H100_FP32 / 1e12);
         for (int i = 0; i < n; i++) {
             Model m;

@@ -19,7 +19,7 @@ cd "$(dirname "$0")/../.." || exit 2
 CXX=${CUDA_CPU_CXX:-g++ -O2 -march=native -std=c++17 -fopenmp -fno-math-errno -Wno-unused-function}
 TIMEOUT=600
 GEN=dev/cuda_cpu/gen/mutants
-ALL="syncthreads attn-sync transposed causal-skip grid reduction bounds adamw-table bf16-stale tc-rescale tc-diagonal tc-skip tc-sync bf16-mirror bf16-classifier grad-set"
+ALL="syncthreads attn-sync transposed causal-skip grid reduction bounds adamw-table bf16-stale tc-rescale tc-diagonal tc-skip tc-sync bf16-mirror bf16-classifier grad-set tf32-round"
 
 # mutate NAME: print the sed script of mutant NAME, then (second line) how many lines of
 # `diff original mutant` start with < or > when it applies as intended.
@@ -72,6 +72,9 @@ mutate() {
         echo 2 ;;
     grad-set)     # gpu_backward: the k product overwrites dln instead of adding to it (q's contribution lost)
         echo '/^static void gpu_backward(/,/^}$/s/gpu_matmul_backward(a->dln, GRAD_ADD, gpu_grad_of(gm, K_WK, l),/gpu_matmul_backward(a->dln, GRAD_SET, gpu_grad_of(gm, K_WK, l),/'
+        echo 2 ;;
+    tf32-round)   # Tf32Tiles::to_operand: the TF32 operands not rounded (the tensor cores then cut their low bits)
+        echo '/^struct Tf32Tiles {/,/^};$/s/for (int i = 0; i < f.num_elements; i++) f.x\[i\] = wmma::__float_to_tf32(f.x\[i\]);/(void)f;/'
         echo 2 ;;
     *) return 1 ;;
     esac

@@ -243,6 +243,27 @@ __global__ void wmma_product(float* d, const __nv_bfloat16* a, const __nv_bfloat
     __syncwarp();
     for (int i = threadIdx.x % 32; i < 256; i += 32) d[w * 256 + i] = cs[w * 256 + i];
 }
+// TF32, m16n16k8: d = A B with A 16 x 8 row-major and B 8 x 16 column-major (leading dimension 8), each
+// fragment element rounded with __float_to_tf32 after the load, as CUDA asks; staged in shared memory
+__global__ void wmma_tf32_product(float* d, const float* a, const float* b) {
+    using namespace nvcuda;
+    __shared__ __align__(32) float as[128], bs[128], ds[256];
+    for (int i = threadIdx.x; i < 128; i += 32) as[i] = a[i], bs[i] = b[i];
+    __syncwarp();
+    wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc;
+    wmma::load_matrix_sync(fa, as, 8);
+    wmma::load_matrix_sync(fb, bs, 8);
+    for (int i = 0; i < fa.num_elements; i++) fa.x[i] = wmma::__float_to_tf32(fa.x[i]);
+    for (int i = 0; i < fb.num_elements; i++) fb.x[i] = wmma::__float_to_tf32(fb.x[i]);
+    wmma::fill_fragment(acc, 0.0f);
+    wmma::mma_sync(acc, fa, fb, acc);
+    wmma::store_matrix_sync(ds, acc, 16, wmma::mem_row_major);
+    __syncwarp();
+    for (int i = threadIdx.x; i < 256; i += 32) d[i] = ds[i];
+}
+
 // the three misuses: a pointer 16 bytes past a 32-byte boundary, lane 5 naming another row, lanes 16..31
 // skipping the store
 __global__ void wmma_misuse(int kind) {
@@ -599,6 +620,33 @@ int main(void) {
     check_wmma_product<nvcuda::wmma::row_major, nvcuda::wmma::col_major>();
     check_wmma_product<nvcuda::wmma::col_major, nvcuda::wmma::row_major>();
     check_wmma_product<nvcuda::wmma::col_major, nvcuda::wmma::col_major>();
+    {   // TF32: the rounding, then a product of rounded values against the host
+        float tie = 1.0f + ldexpf(1, -11), up = 1.0f + ldexpf(1, -10);
+        check(nvcuda::wmma::__float_to_tf32(tie) == up && nvcuda::wmma::__float_to_tf32(-tie) == -up &&
+              nvcuda::wmma::__float_to_tf32(1.0f + ldexpf(1, -12)) == 1.0f,
+              "__float_to_tf32: 1 + 2^-11 (a tie) -> 1 + 2^-10 and its negative likewise (away from zero), "
+              "1 + 2^-12 -> 1");
+        std::vector<float> a(128), b(128);
+        for (int i = 0; i < 128; i++) a[i] = sinf(0.7f * i) * 3, b[i] = cosf(0.3f * i + 2);
+        float *da = upload(a), *db = upload(b), *dd = dev_alloc<float>(256);
+        wmma_tf32_product<<<1, 32>>>(dd, da, db);
+        std::vector<float> got = download(dd, 256);
+        double worst = 0;
+        for (int r = 0; r < 16; r++)
+            for (int c = 0; c < 16; c++) {
+                double want = 0, mag = 0;
+                for (int k = 0; k < 8; k++) {
+                    double t = (double)nvcuda::wmma::__float_to_tf32(a[r * 8 + k]) *
+                               nvcuda::wmma::__float_to_tf32(b[c * 8 + k]);
+                    want += t;
+                    mag += fabs(t);
+                }
+                worst = fmax(worst, fabs(got[r * 16 + c] - want) / (8 * ldexp(1, -24) * mag));
+            }
+        check(worst <= 1, "wmma m16n16k8 TF32, A row-major, B column-major: D = A B of the rounded inputs "
+              "(worst error %.2f of the float32 bound)", worst);
+        cudaFree(da), cudaFree(db), cudaFree(dd);
+    }
     printf("bf16 and cublasGemmEx:\n");
     {
         auto bits = [](float f) { return (unsigned)__float2bfloat16(f).__x; };

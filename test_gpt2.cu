@@ -10,7 +10,7 @@ test_gpt2.cu: proves train_gpt2.cu right against the same references as test_gpt
      the same seed, run 20 AdamW steps on the same batches; their losses must agree to 1e-3
      relative at every step. The GPU state then goes through checkpoint_save, is loaded by the
      CPU model, and both continue one step on the same batch. Again with the GPU in --dtype bf16,
-     at the bf16 bound (BF16_TRAIN_RTOL).
+     at the bf16 bound (BF16_TRAIN_RTOL), and in TF32 (matmuls and attention; TF32_TRAIN_RTOL).
   3. The fused attention kernels alone against the CPU's reference loops, at head sizes 80 and 128
      and row lengths that leave every kind of tile partial; the tensor-core kernels of --dtype bf16
      likewise at head sizes 32, 48 and 64, at a stated bf16 bound.
@@ -64,6 +64,9 @@ convention for a skipped test): non-zero, because nothing was shown, but not a f
 // the rounding averages down further than in the fixtures' 14 rows (loss ~0.15 u there): u / 4 = 9.8e-4.
 // Measured 2.0e-4 (gpt2) and 8.4e-5 (llama); a bf16 weight copy that AdamW does not refresh gives 0.65 and 0.55.
 #define BF16_TRAIN_RTOL (BF16_U / 4)
+// ... and with TF32 (the default --tf32 1: GEMMs and attention), likewise u / 4 in its u = 2^-11: 1.2e-4.
+// Measured 1.6e-5 (gpt2) and 1.3e-5 (llama).
+#define TF32_TRAIN_RTOL (0.00048828125 / 4)
 // CPU vs GPU probes after the same training steps: every number of every probe line
 #define PROBE_RTOL 1e-3
 #define PROBE_ATOL 1e-6
@@ -216,7 +219,7 @@ static void synthetic_dataset(Dataset* d, size_t n, uint64_t seed) {
 
 // T = 48: the attention kernels' blocks of 128 threads then have scores and outputs in more than
 // one warp, so their cross-warp reductions and barriers are exercised (and race-checked).
-static void test_cpu_vs_gpu(const char* preset, int gate, int KVH, int bf16) {
+static void test_cpu_vs_gpu(const char* preset, int gate, int KVH, int mode) {
     const int B = 4, T = 48, STEPS = 20;
     Options op;
     options_default(&op);
@@ -224,9 +227,11 @@ static void test_cpu_vs_gpu(const char* preset, int gate, int KVH, int bf16) {
     op.L = 2; op.C = 64; op.H = 4; op.KVH = KVH; op.T = T; op.B = B; op.gate = gate;
     Config cfg = config_from_options(&op, 256);
     char name[96];
-    snprintf(name, sizeof(name), "%s%s KVH=%d%s", preset, gate ? " gated" : "", cfg.KVH, bf16 ? " bf16" : "");
-    double rtol = bf16 ? BF16_TRAIN_RTOL : TRAIN_RTOL;
-    gpu_set_dtype(bf16);
+    const char* mode_name[] = {"", " tf32", " bf16"};
+    snprintf(name, sizeof(name), "%s%s KVH=%d%s", preset, gate ? " gated" : "", cfg.KVH, mode_name[mode]);
+    double rtol = mode == MM_BF16 ? BF16_TRAIN_RTOL : mode == MM_TF32 ? TF32_TRAIN_RTOL : TRAIN_RTOL;
+    gpu_set_dtype(mode == MM_BF16);
+    gpu_set_tf32(mode == MM_TF32);
     InitSpec spec;
     parse_init(&spec, "gpt2", -1.0);
     Model cpu, host;
@@ -291,6 +296,7 @@ static void test_cpu_vs_gpu(const char* preset, int gate, int KVH, int bf16) {
     free(ds.tok);
     gpu_model_free(&gm);
     gpu_set_dtype(0);
+    gpu_set_tf32(0);
     model_free(&cpu);
     model_free(&host);
 }
@@ -612,11 +618,14 @@ int main(void) {
     printf("device: %s\n", prop.name);
     test_fixtures();
     printf("CPU and GPU trainers side by side (float32 matmuls)\n");
-    test_cpu_vs_gpu("gpt2", 0, 0, 0);
-    test_cpu_vs_gpu("llama", 1, 2, 0);
+    test_cpu_vs_gpu("gpt2", 0, 0, MM_FP32);
+    test_cpu_vs_gpu("llama", 1, 2, MM_FP32);
     printf("CPU (float32) and GPU (--dtype bf16) trainers side by side\n");
-    test_cpu_vs_gpu("gpt2", 0, 0, 1);
-    test_cpu_vs_gpu("llama", 1, 2, 1);
+    test_cpu_vs_gpu("gpt2", 0, 0, MM_BF16);
+    test_cpu_vs_gpu("llama", 1, 2, MM_BF16);
+    printf("CPU (float32) and GPU (TF32: matmuls and attention on the tensor cores) trainers side by side\n");
+    test_cpu_vs_gpu("gpt2", 0, 0, MM_TF32);
+    test_cpu_vs_gpu("llama", 1, 2, MM_TF32);
     printf("the fused attention at wider heads and longer rows\n");
     test_attention();
     printf("the binaries\n");

@@ -6,6 +6,8 @@ common subset of C and C++ (cast void* explicitly; xmalloc/xcalloc are fine, see
 // ---- the test runner ----------------------------------------------------------------------------
 static int n_passed, n_failed;
 
+// TEST_STOP_AT_FAIL=1 in the environment: stop at the first failed check (the count line, exit 1). The
+// CUDA mutants use it: one failure is all their verdict needs (dev/cuda_cpu/mutants.sh).
 static void check(int ok, const char* fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -19,6 +21,11 @@ static void check(int ok, const char* fmt, ...) {
     vprintf(fmt, ap);
     printf("\n");
     va_end(ap);
+    const char* stop = getenv("TEST_STOP_AT_FAIL");
+    if (!ok && stop && strcmp(stop, "1") == 0) {
+        printf("stopped at the first failure (TEST_STOP_AT_FAIL=1)\n%d passed, %d failed\n", n_passed, n_failed);
+        exit(1);
+    }
 }
 
 // ---- fixture files (format: doc/model.md) ---------------------------------------------------------

@@ -137,11 +137,13 @@ builder=$!
 trap 'kill $builder 2>/dev/null; exit 130' INT TERM
 
 # run NAME: wait for its build; 1 if it failed, else run its tests (stdout and stderr to NAME/log) and
-# set rc to their exit status.
+# set rc to their exit status. Once the unmutated source has passed, a mutant's run stops at its first
+# failed check (TEST_STOP_AT_FAIL, test/fixture.h): one is all the verdict needs.
+stop_at_fail=
 run() {
     while [ ! -f "$GEN/$1/build.rc" ]; do sleep 1; done
     [ "$(cat "$GEN/$1/build.rc")" = 0 ] || return 1
-    timeout $TIMEOUT "$GEN/$1/test_gpt2cu_cpu" > "$GEN/$1/log" 2>&1
+    TEST_STOP_AT_FAIL=$stop_at_fail timeout $TIMEOUT "$GEN/$1/test_gpt2cu_cpu" > "$GEN/$1/log" 2>&1
     rc=$?
 }
 # the "N passed, N failed" line of a log, or nothing
@@ -154,6 +156,7 @@ else
     counts=$(count_line "$GEN/unmutated/log")
     if [ $rc -eq 0 ]; then
         ok "unmutated train_gpt2.cu passes (${counts%%,*})"
+        stop_at_fail=1
     else
         why=$(grep -E '^cuda_cpu:' "$GEN/unmutated/log" | short)
         [ -n "$why" ] || why=$(grep -E '^ *FAIL' "$GEN/unmutated/log" | short)

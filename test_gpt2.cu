@@ -12,8 +12,8 @@ test_gpt2.cu: proves train_gpt2.cu right against the same references as test_gpt
      CPU model, and both continue one step on the same batch. Again with the GPU in --dtype bf16,
      at the bf16 bound (BF16_TRAIN_RTOL), and in TF32 (matmuls and attention; TF32_TRAIN_RTOL).
   3. The fused attention kernels alone against the CPU's reference loops, at head sizes 80 and 128
-     and row lengths that leave every kind of tile partial; the tensor-core kernels of --dtype bf16
-     likewise at head sizes 32, 48 and 64, at a stated bf16 bound.
+     and row lengths that leave every kind of tile partial; the tensor-core kernels (TF32 and
+     --dtype bf16) likewise at head sizes 32, 48 and 64, each at a stated bound in its unit roundoff.
   4. If ./train_gpt2 and ./train_gpt2cu exist: both binaries train 4 steps on the same synthetic
      corpus with the same flags; the logged losses must agree to 1e-3 relative.
 
@@ -51,6 +51,7 @@ convention for a skipped test): non-zero, because nothing was shown, but not a f
 // absurdly below: test_fixtures checks that bf16's worst error is 4 to 16 times TF32's (the ratio of
 // their u is 8; measured 8.9), so a bf16 mode that silently did not round (or rounded twice) fails.
 #define BF16_U 0.00390625
+#define TF32_U 0.00048828125              // 2^-11
 #define BF16_LOSS_RTOL BF16_U
 #define BF16_REL_L2 (16 * BF16_U)
 // CPU vs GPU training: losses agree to this, relative, at every step (float32 matmuls)
@@ -66,7 +67,7 @@ convention for a skipped test): non-zero, because nothing was shown, but not a f
 #define BF16_TRAIN_RTOL (BF16_U / 4)
 // ... and with TF32 (the default --tf32 1: GEMMs and attention), likewise u / 4 in its u = 2^-11: 1.2e-4.
 // Measured 1.6e-5 (gpt2) and 1.3e-5 (llama).
-#define TF32_TRAIN_RTOL (0.00048828125 / 4)
+#define TF32_TRAIN_RTOL (TF32_U / 4)
 // CPU vs GPU probes after the same training steps: every number of every probe line
 #define PROBE_RTOL 1e-3
 #define PROBE_ATOL 1e-6
@@ -90,19 +91,20 @@ static int l2_close(const float* got, const FixtureEntry* want, double rel, doub
 }
 
 // ---- 1. PyTorch fixtures ---------------------------------------------------------------------------
-// The matmul modes of the fixture tests: float32 (the CPU's tolerance, elementwise), TF32, bf16 (L2 bounds)
+// The matmul modes of the tests: float32 (the CPU's tolerance, elementwise), TF32, bf16 (L2 bounds); the
+// suffix each puts on a check's name
 enum { MM_FP32, MM_TF32, MM_BF16 };
+static const char* mm_suffix[] = {"", " tf32", " bf16"};
 static double g_worst_rel[3];             // the worst relative L2 error of any logits or gradient, per mode
 
 static void test_gpu_fixture(const char* path, int mode) {
     Fixture fx;
     if (fixture_load(&fx, path) != 0) { check(0, "%s: cannot read the fixture", path); return; }
-    const char* mode_name[] = {"", " tf32", " bf16"};
     int tf32 = mode == MM_TF32, loose = mode != MM_FP32;
     double rel = mode == MM_BF16 ? BF16_REL_L2 : TF32_REL_L2;
     double loss_rtol = mode == MM_BF16 ? BF16_LOSS_RTOL : TF32_LOSS_RTOL;
     char base[300];
-    snprintf(base, sizeof(base), "%s%s", strrchr(path, '/') ? strrchr(path, '/') + 1 : path, mode_name[mode]);
+    snprintf(base, sizeof(base), "%s%s", strrchr(path, '/') ? strrchr(path, '/') + 1 : path, mm_suffix[mode]);
     Model m;
     int B, T, *inp, *tgt;
     OptConfig o;
@@ -227,8 +229,7 @@ static void test_cpu_vs_gpu(const char* preset, int gate, int KVH, int mode) {
     op.L = 2; op.C = 64; op.H = 4; op.KVH = KVH; op.T = T; op.B = B; op.gate = gate;
     Config cfg = config_from_options(&op, 256);
     char name[96];
-    const char* mode_name[] = {"", " tf32", " bf16"};
-    snprintf(name, sizeof(name), "%s%s KVH=%d%s", preset, gate ? " gated" : "", cfg.KVH, mode_name[mode]);
+    snprintf(name, sizeof(name), "%s%s KVH=%d%s", preset, gate ? " gated" : "", cfg.KVH, mm_suffix[mode]);
     double rtol = mode == MM_BF16 ? BF16_TRAIN_RTOL : mode == MM_TF32 ? TF32_TRAIN_RTOL : TRAIN_RTOL;
     gpu_set_dtype(mode == MM_BF16);
     gpu_set_tf32(mode == MM_TF32);
@@ -321,8 +322,6 @@ static void test_cpu_vs_gpu(const char* preset, int gate, int KVH, int mode) {
 // (__float_to_tf32 skipped: the tensor cores then cut the low bits) give dq and dk 2.9-3.1 u. The error
 // must also be at least u / 16: a kernel that did not round at all (the float32 path taken by mistake)
 // is off by about 1e-7 and fails.
-enum { ATT_FP32, ATT_BF16, ATT_TF32 };        // the matmul mode of an attention test
-#define TF32_U 0.00048828125                   // 2^-11
 static void test_attention_shape(int B, int T, int H, int KVH, int hd, int mode) {
     int qd = H * hd, kvd = KVH * hd;
     long nq = (long)B * T * qd, nkv = (long)B * T * kvd;
@@ -350,15 +349,15 @@ static void test_attention_shape(int B, int T, int H, int KVH, int hd, int mode)
     cudaCheck(cudaMemcpy(d_dy, dy, nq * sizeof(float), cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(d_k, k, nkv * sizeof(float), cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(d_v, v, nkv * sizeof(float), cudaMemcpyHostToDevice));
-    gpu_set_dtype(mode == ATT_BF16);
-    gpu_set_tf32(mode == ATT_TF32);
+    gpu_set_dtype(mode == MM_BF16);
+    gpu_set_tf32(mode == MM_TF32);
     const char* path = attention_on_tensor_cores(hd) ? "tensor-core" : "fused";
     gpu_attention_forward(d_y, d_lse, d_q, d_k, d_v, B, T, H, KVH, hd, scale);
     gpu_attention_backward(d_dq, d_dk, d_dv, d_D, d_dy, d_y, d_lse, d_q, d_k, d_v, B, T, H, KVH, hd, scale);
     gpu_set_dtype(0);
     gpu_set_tf32(0);
-    double u = mode == ATT_BF16 ? BF16_U : TF32_U;
-    const char* mode_name = mode == ATT_BF16 ? "--dtype bf16" : "TF32";
+    double u = mode == MM_BF16 ? BF16_U : TF32_U;
+    const char* mode_name = mode == MM_BF16 ? "--dtype bf16" : "TF32";
     const char* names[4] = {"y", "dq", "dk", "dv"};
     const float* want[4] = {y, dq, dk, dv};
     float* got_d[4] = {d_y, d_dq, d_dk, d_dv};
@@ -368,7 +367,7 @@ static void test_attention_shape(int B, int T, int H, int KVH, int hd, int mode)
         cudaCheck(cudaMemcpy(got, got_d[j], n[j] * sizeof(float), cudaMemcpyDeviceToHost));
         // a row's error is relative to its norm, or to the RMS row norm where that is larger: dq's first rows are
         // nearly zero (row t = 0 exactly: dP[0,0] = A (dA - D) with A = 1 and D = dA), and there the kernel's
-        // dA (from bf16 dy and v) minus D (float32, dy . y) is all rounding
+        // dA (from rounded dy and v) minus D (float32, dy . y) is all rounding
         long rows = (long)B * T, width = n[j] / rows;
         double worst = 0.0, err = 0.0, ref = 0.0, worst_row = 0.0;
         for (long i = 0; i < n[j]; i++) ref += (double)want[j][i] * want[j][i];
@@ -386,7 +385,7 @@ static void test_attention_shape(int B, int T, int H, int KVH, int hd, int mode)
             worst_row = fmax(worst_row, sqrt(row_err / fmax(row_ref, ref / rows)));
         }
         double rel = sqrt(err / ref);
-        if (mode != ATT_FP32)
+        if (mode != MM_FP32)
             check(rel <= 2 * u && rel >= u / 16 && worst_row <= 8 * u,
                   "%s attention B %d T %d H %d KVH %d hd %d, %s: %s within u/16 .. 2 u of the CPU's loops, "
                   "8 u in any row (relative L2 error %.2f u, worst row %.2f u)", path, B, T, H, KVH, hd, mode_name,
@@ -402,9 +401,9 @@ static void test_attention_shape(int B, int T, int H, int KVH, int hd, int mode)
 }
 
 static void test_attention(void) {
-    test_attention_shape(2, 70, 4, 2, 80, ATT_FP32);
-    test_attention_shape(1, 33, 2, 1, 128, ATT_FP32);
-    for (int mode = ATT_BF16; mode <= ATT_TF32; mode++) {
+    test_attention_shape(2, 70, 4, 2, 80, MM_FP32);
+    test_attention_shape(1, 33, 2, 1, 128, MM_FP32);
+    for (int mode : {MM_BF16, MM_TF32}) {
         test_attention_shape(2, 150, 4, 2, 64, mode);
         test_attention_shape(1, 97, 3, 3, 48, mode);
         test_attention_shape(2, 40, 2, 1, 32, mode);

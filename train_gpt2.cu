@@ -274,10 +274,10 @@ static void gpu_colsum_add(float* dst, const float* x, int N, int OC, float* scr
 }
 
 // dinp is overwritten (GRAD_SET: its first contribution, so no memset is needed before it) or added to
-// (GRAD_ADD); dW and dbias are always added to. With --dtype bf16: inp16 is inp's bf16 mirror; dout16 is dout in bf16 where its producer wrote it
-// so (the logits' gradient, dres, dup, dgpre; dout itself is then read only for the bias gradient, and
-// the logits' float32 gradient is never written: the head has no bias), else NULL and dout is rounded
-// here, once for both products.
+// (GRAD_ADD); dW and dbias are always added to. With --dtype bf16: inp16 is inp's bf16 mirror; dout16
+// is dout in bf16 where its producer wrote it so (the logits' gradient, dres, dup, dgpre; dout itself
+// is then read only for the bias gradient, and the logits' float32 gradient is never written: the head
+// has no bias), else NULL and dout is rounded here, once for both products.
 enum GradMode { GRAD_SET, GRAD_ADD };
 static void gpu_matmul_backward(float* dinp, GradMode mode, float* dW, float* dbias, const float* dout,
                                 const __nv_bfloat16* dout16, const float* inp, const __nv_bfloat16* inp16, const float* W,
@@ -340,8 +340,8 @@ __global__ void embedding_backward_wpe_kernel(float* dwpe, const float* dout, in
 // RMSNorm(h)   = w * h / sqrt(mean(h^2) + eps)               [SmallInit eq. 2]
 // eps INSIDE the square root, as on the CPU (see norm_forward there for why it matters).
 // One warp per row; mean[] (LayerNorm) and rstd[] are kept for the backward pass. The output goes to y
-// (float32) or, with --dtype bf16, to y16 (rounded to bf16: the GEMMs' copy, the only reader of it);
-// the other is NULL.
+// (float32) or, where y16 is not NULL (--dtype bf16), only to y16, rounded to bf16: the GEMMs' copy,
+// the only reader of it.
 __device__ void norm_row(float* y, __nv_bfloat16* y16, float* mean, float* rstd, const float* x, const float* w,
                          const float* b, int rms, float eps, int C, int lane) {
     float m = 0.0f;
@@ -368,7 +368,7 @@ __global__ void norm_forward_kernel(float* out, __nv_bfloat16* out16, float* mea
                                     const float* w, const float* b, int rms, float eps, int N, int C) {
     int n = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (n >= N) return;             // the whole warp leaves together
-    norm_row(out16 ? NULL : out + (long)n * C, out16 ? out16 + (long)n * C : NULL, mean ? mean + n : NULL, rstd + n,
+    norm_row(out + (long)n * C, out16 ? out16 + (long)n * C : NULL, mean ? mean + n : NULL, rstd + n,
              inp + (long)n * C, w, b, rms, eps, C, lane);
 }
 
@@ -383,8 +383,7 @@ __global__ void residual_norm_forward_kernel(float* xout, float* out, __nv_bfloa
     if (n >= N) return;
     long o = (long)n * C;
     for (int c = lane; c < C; c += 32) xout[o + c] = x[o + c] + (bias ? branch[o + c] + bias[c] : branch[o + c]);
-    norm_row(out16 ? NULL : out + o, out16 ? out16 + o : NULL, mean ? mean + n : NULL, rstd + n, xout + o, w, b, rms,
-             eps, C, lane);
+    norm_row(out + o, out16 ? out16 + o : NULL, mean ? mean + n : NULL, rstd + n, xout + o, w, b, rms, eps, C, lane);
 }
 
 // With xhat = (x - mu) * rstd and g = dout * w:
@@ -728,8 +727,9 @@ __global__ void attention_backward_kv_kernel(float* dk, float* dv, const float* 
 // ---- the same attention on the tensor cores (--tf32 1, --dtype bf16) ----------------------------------
 // With TF32 or bf16 matmuls the attention's products run on the tensor cores too: the scores q k^T, the
 // output A v and the backward's dA = dy v^T, dq = dP k, dk = dP^T q, dv = A^T dy, as tiles of 16 x 16 x 8
-// TF32 or 16 x 16 x 16 bf16 with float32 accumulation (nvcuda::wmma; Tf32Tiles, Bf16Tiles below). The algorithm is the one above (online softmax, one lse per
-// row, the two backward kernels, no atomics); what changes is who does the arithmetic:
+// TF32 or 16 x 16 x 16 bf16 with float32 accumulation (nvcuda::wmma; Tf32Tiles, Bf16Tiles below). The
+// algorithm is the one above (online softmax, one lse per row, the two backward kernels, no atomics);
+// what changes is who does the arithmetic:
 //   - a warp owns 16 rows (queries; keys in the key kernel), a block 4 warps (bf16) or 2 (TF32); keys
 //     (queries) stream through shared memory 32 at a time;
 //   - q, k, v, dy enter shared memory (rounded to bf16 there; TF32 operands as they are loaded into
@@ -742,7 +742,7 @@ __global__ void attention_backward_kv_kernel(float* dk, float* dv, const float* 
 //   - running outputs (forward) live in shared memory, because they are rescaled by rows; gradients
 //     (backward) are never rescaled and stay in fragments.
 // Head sizes that are multiples of 16 up to 64 (a block's shared memory stays under 48 KB); other sizes
-// use the kernels above. The rounding bound is stated and tested in test_gpt2.cu ("bf16").
+// use the kernels above. The rounding bounds are stated and tested in test_gpt2.cu (2b).
 #define TCA_ROWS 16                          // rows per warp: the wmma tile
 #define TCA_TILE 32                          // streamed rows per tile
 #define TCA_HD_MAX 64
@@ -751,10 +751,10 @@ namespace wmma = nvcuda::wmma;
 // The two kinds of tensor-core tiles, a template parameter (TT) of the kernels: E, an operand tile's
 // element in shared memory; K, the depth of one mma; LDH, the row stride of a head tile (wmma: a
 // multiple of 16 bytes, and 16 rows of it a multiple of 32); WARPS, a block's warps, so that its shared
-// memory stays under 48 KB (float tiles take twice the bytes of bf16 ones).
+// memory stays under 48 KB (float tiles take twice the bytes of bf16 ones), and BLOCK its rows.
 struct Bf16Tiles {                           // --dtype bf16: m16n16k16 on bf16 operands
     typedef __nv_bfloat16 E;
-    static constexpr int K = 16, LDH = TCA_HD_MAX + 8, WARPS = 4;
+    static constexpr int K = 16, LDH = TCA_HD_MAX + 8, WARPS = 4, BLOCK = TCA_ROWS * WARPS;
     typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> A;
     template <typename L> using B = wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, L>;
     typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> Acc;
@@ -762,7 +762,7 @@ struct Bf16Tiles {                           // --dtype bf16: m16n16k16 on bf16 
 };
 struct Tf32Tiles {                           // float32 activations with --tf32 1: m16n16k8 on TF32 operands
     typedef float E;
-    static constexpr int K = 8, LDH = TCA_HD_MAX + 4, WARPS = 2;
+    static constexpr int K = 8, LDH = TCA_HD_MAX + 4, WARPS = 2, BLOCK = TCA_ROWS * WARPS;
     typedef wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> A;
     template <typename L> using B = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, L>;
     typedef wmma::fragment<wmma::accumulator, 16, 16, 8, float> Acc;
@@ -840,11 +840,11 @@ __device__ void tc_write_rows(float* x, const Acc (&acc)[NF], float (*scr)[TCA_T
     }
 }
 
-// grid (ceil(T / BLOCK), H, B), TT::WARPS * 32 threads, BLOCK = 16 TT::WARPS rows per block; lse [B, H, T]
+// grid (ceil(T / BLOCK), H, B), TT::WARPS * 32 threads; lse [B, H, T]
 template <typename TT, int hd>
 __global__ void attention_forward_tc_kernel(float* y, float* lse, const float* q, const float* k, const float* v,
                                             int T, int H, int KVH, float scale) {
-    constexpr int BLOCK = TCA_ROWS * TT::WARPS;
+    constexpr int BLOCK = TT::BLOCK;
     __shared__ __align__(32) typename TT::E qs[BLOCK][TT::LDH], ks[TCA_TILE][TT::LDH], vs[TCA_TILE][TT::LDH];
     __shared__ __align__(32) float ss[TT::WARPS][TCA_ROWS][TCA_TILE];        // a warp's scores
     __shared__ __align__(32) typename TT::E ps[TT::WARPS][TCA_ROWS][TCA_TILE]; // ... as probabilities
@@ -902,7 +902,7 @@ template <typename TT, int hd>
 __global__ void attention_backward_query_tc_kernel(float* dq, float* D, const float* dy, const float* y,
                                                    const float* lse, const float* q, const float* k, const float* v,
                                                    int T, int H, int KVH, float scale) {
-    constexpr int BLOCK = TCA_ROWS * TT::WARPS;
+    constexpr int BLOCK = TT::BLOCK;
     __shared__ __align__(32) typename TT::E qs[BLOCK][TT::LDH], dys[BLOCK][TT::LDH];
     __shared__ __align__(32) typename TT::E ks[TCA_TILE][TT::LDH], vs[TCA_TILE][TT::LDH];
     __shared__ __align__(32) float ss[TT::WARPS][TCA_ROWS][TCA_TILE];        // scores, then dA
@@ -958,7 +958,7 @@ template <typename TT, int hd>
 __global__ void attention_backward_kv_tc_kernel(float* dk, float* dv, const float* dy, const float* lse, const float* D,
                                                 const float* q, const float* k, const float* v, int T, int H, int KVH,
                                                 float scale) {
-    constexpr int BLOCK = TCA_ROWS * TT::WARPS;
+    constexpr int BLOCK = TT::BLOCK;
     __shared__ __align__(32) typename TT::E ks[BLOCK][TT::LDH], vs[BLOCK][TT::LDH];
     __shared__ __align__(32) typename TT::E qs[TCA_TILE][TT::LDH], dys[TCA_TILE][TT::LDH];
     __shared__ float ls[TCA_TILE], Ds[TCA_TILE];
@@ -1013,7 +1013,7 @@ static void gpu_attention_forward(float* y, float* lse, const float* q, const fl
         with_tiles(hd, [&](auto tiles, auto size) {
             typedef decltype(tiles) TT;
             constexpr int HD = decltype(size)::value;
-            attention_forward_tc_kernel<TT, HD><<<dim3(ceil_div(T, TCA_ROWS * TT::WARPS), H, B), TT::WARPS * 32>>>(
+            attention_forward_tc_kernel<TT, HD><<<dim3(ceil_div(T, TT::BLOCK), H, B), TT::WARPS * 32>>>(
                 y, lse, q, k, v, T, H, KVH, scale);
             LAUNCH_CHECK(attention_forward_tc_kernel);
         });
@@ -1031,10 +1031,10 @@ static void gpu_attention_backward(float* dq, float* dk, float* dv, float* D, co
         with_tiles(hd, [&](auto tiles, auto size) {
             typedef decltype(tiles) TT;
             constexpr int HD = decltype(size)::value;
-            attention_backward_query_tc_kernel<TT, HD><<<dim3(ceil_div(T, TCA_ROWS * TT::WARPS), H, B), TT::WARPS * 32>>>(
+            attention_backward_query_tc_kernel<TT, HD><<<dim3(ceil_div(T, TT::BLOCK), H, B), TT::WARPS * 32>>>(
                 dq, D, dy, y, lse, q, k, v, T, H, KVH, scale);
             LAUNCH_CHECK(attention_backward_query_tc_kernel);
-            attention_backward_kv_tc_kernel<TT, HD><<<dim3(ceil_div(T, TCA_ROWS * TT::WARPS), KVH, B), TT::WARPS * 32>>>(
+            attention_backward_kv_tc_kernel<TT, HD><<<dim3(ceil_div(T, TT::BLOCK), KVH, B), TT::WARPS * 32>>>(
                 dk, dv, dy, lse, D, q, k, v, T, H, KVH, scale);
             LAUNCH_CHECK(attention_backward_kv_tc_kernel);
         });
@@ -1125,10 +1125,6 @@ __global__ void swiglu_backward_kernel(float* da, float* du, __nv_bfloat16* da16
 }
 
 // ---- softmax + cross-entropy, fused ------------------------------------------------------------
-// One block per row: logits [BT,V] are replaced by probabilities and losses[bt] = -log p[target]
-// = log(sum) - (z_t - max), exact even where p underflows. The sum is in double, as on the CPU.
-// With targets NULL only the probabilities are computed (sampling). scale is muP's logit
-// multiplier (1 otherwise), applied as each logit is read: the CPU's z * scale, without a pass of its own.
 // the largest scaled logit of the row z (every thread of the block gets it)
 __device__ float row_max(const float* z, int V, float scale) {
     float mx = -FLT_MAX;
@@ -1136,6 +1132,10 @@ __device__ float row_max(const float* z, int V, float scale) {
     return block_max(mx);
 }
 
+// One block per row: logits [BT,V] are replaced by probabilities and losses[bt] = -log p[target]
+// = log(sum) - (z_t - max), exact even where p underflows. The sum is in double, as on the CPU.
+// With targets NULL only the probabilities are computed (sampling). scale is muP's logit
+// multiplier (1 otherwise), applied as each logit is read: the CPU's z * scale, without a pass of its own.
 __global__ void softmax_forward_kernel(float* logits, float* losses, const int* targets, int V, float scale) {
     int bt = blockIdx.x;
     float* z = logits + (long)bt * V;
@@ -1507,8 +1507,8 @@ static int bucket_tokens(GpuModel* gm, int BT) {
 // train_gpt2.c, layer for layer. With targets, returns the mean cross-entropy (reduced on the device
 // in double; the one float copied back) and keeps the probabilities for the backward pass (with
 // --dtype bf16, the logits' gradient itself, in bf16); without, the logits buffer holds next-token
-// probabilities and the return value is 0. The batch (and with
-// targets the token buckets of the wte gradient) goes up in one copy.
+// probabilities and the return value is 0. The batch (and with targets the token buckets of the wte
+// gradient) goes up in one copy.
 static float gpu_forward(GpuModel* gm, const int* tokens, const int* targets, int B, int T) {
     const Config* c = &gm->host->cfg;
     GpuActs* a = &gm->a;

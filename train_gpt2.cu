@@ -771,9 +771,9 @@ struct Tf32Tiles {                           // float32 activations with --tf32 
     }
 };
 
-static int attention_on_tensor_cores(int hd) {
-    return (g_bf16.on || g_tf32) && hd % 16 == 0 && hd <= TCA_HD_MAX;
-}
+// the head sizes the tensor-core kernels take (with_head_size instantiates each)
+static int tensor_core_head_size(int hd) { return hd % 16 == 0 && hd <= TCA_HD_MAX; }
+static int attention_on_tensor_cores(int hd) { return (g_bf16.on || g_tf32) && tensor_core_head_size(hd); }
 
 // fn(Tiles(), std::integral_constant<int, hd>()): the tiles of the matmul mode (bf16, or TF32) and a head
 // size the tensor-core kernels take (16, 32, 48 or 64)

@@ -112,7 +112,7 @@ static void plan_matmul(std::vector<PlanOp>* ops, double BT, double IC, double O
 // counted as one); on CUDA cores in float32 for other head sizes.
 static void plan_attention(std::vector<PlanOp>* ops, double BT, double qd, double kvd, double H, double hd,
                            double pairs) {
-    int tc = (int)hd % 16 == 0 && hd <= TCA_HD_MAX;
+    int tc = tensor_core_head_size((int)hd);
     const char* names[2][3] = {{"attention_forward", "attention_backward_query", "attention_backward_kv"},
                                {"attention_forward_tc", "attention_backward_query_tc", "attention_backward_kv_tc"}};
     double products[3] = {4 * hd * pairs, 6 * hd * pairs, 8 * hd * pairs};

@@ -152,6 +152,7 @@ __device__ float block_max(float v) {
 }
 
 #define EW_THREADS 256          // elementwise kernels
+#define EW_GRID(n) ceil_div((long)(n), EW_THREADS), EW_THREADS
 #define ROW_THREADS 128         // row kernels (attention, softmax): one block per row
 #define ROWS_PER_CHUNK 256      // deterministic column sums: rows summed per partial
 
@@ -175,24 +176,49 @@ __device__ float block_max(float v) {
 // full float32 (CUBLAS_DEFAULT_MATH), which is what test_gpt2cu compares against the fixtures.
 static cublasHandle_t g_blas;
 
-// --dtype bf16 (doc/cuda.md, "bf16"): both inputs of every GEMM are bf16, cublasGemmEx multiplies
-// them and accumulates in float32 (CUBLAS_COMPUTE_32F) and writes float32, so every other kernel
-// (norms, softmax, the loss, AdamW) and every buffer it reads stay float32. The weights' bf16 copy
-// w16 has the master block's layout (a weight at params + i has its copy at w16 + i); it is written
-// from the float32 master weights on upload and by adamw_kernel after each update. Each activation
-// that a GEMM reads (the norms' outputs, the attention's, the MLP's activation) has a bf16 mirror
-// beside it (GpuActs), written once per forward by the kernel that computes it, and read by the
-// forward GEMM and again by the backward's weight-gradient GEMM (the norms and the MLP activation
-// then write only the mirror: nothing else reads their outputs); the logits' gradient is written in
-// bf16 only. Other output gradients are rounded into y16 just before the GEMMs that read them.
+// --dtype bf16 (doc/cuda.md, "bf16"): the activations are bf16. Every GEMM multiplies bf16 inputs
+// (cublasGemmEx, float32 accumulation, CUBLAS_COMPUTE_32F) and writes a bf16 activation, and every
+// kernel reads and writes activations in bf16 while computing in float32 (the type A of the kernels
+// below: __nv_bfloat16 here, float without --dtype bf16). What stays float32, as accumulators where
+// bf16's 8 significant bits would lose small addends: the residual stream and its gradient (whose bf16
+// copy dres16 the GEMMs read), the sum of the norms' input gradients from several GEMMs (dln), the
+// logits, the softmax and the loss, the gate's pre-activation (H values per row), norm statistics, and
+// the master weights, their gradients and the AdamW moments. The weights' bf16 copy w16 has the master
+// block's layout (a weight at params + i has its copy at w16 + i), written on upload and by
+// adamw_kernel after each update. An activation buffer keeps its float32 size, so that its layer slices
+// are the CPU's (LAYER_ACTS): bf16 values fill the first half of each slice (bf16_of below), and the
+// memory is that of a float32 run; the bytes each kernel moves are halved, which is what bf16 is for here.
 static struct {
     int on;                               // --dtype bf16
     const float* params;                  // the float32 master block on the device ...
     __nv_bfloat16* w16;                   // ... and its bf16 copy (n elements)
     size_t n;
-    __nv_bfloat16* y16;                   // a GEMM's output gradient, rounded ...
+    __nv_bfloat16* y16;                   // the gate's output gradient (float32), rounded ...
     size_t ycap;                          // ... and its size in elements
 } g_bf16;
+
+// An activation slice as the GEMM helpers take it, a float32 and a bf16 pointer of which only the
+// run's type is set: f32_of(x) is x without --dtype bf16 and NULL with it, bf16_of(x) the reverse.
+static float* f32_of(float* x) { return g_bf16.on ? NULL : x; }
+static __nv_bfloat16* bf16_of(float* x) { return g_bf16.on ? (__nv_bfloat16*)x : NULL; }
+
+// fn(A()) with A the run's activation type, for the launches of kernels templated on it
+template <typename F> static void with_act(F fn) {
+    if (g_bf16.on) fn(__nv_bfloat16());
+    else fn(0.0f);
+}
+
+// A value of the activation type A as float, and a float stored as A (rounded to nearest even for bf16)
+__device__ inline float as_float(float x) { return x; }
+__device__ inline float as_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ inline void set_elem(float& e, float v) { e = v; }
+__device__ inline void set_elem(__nv_bfloat16& e, float v) { e = __float2bfloat16(v); }
+// v as A stores it, back in float: what a kernel that stores v and later rereads it will see
+template <typename A> __device__ float stored(float v) {
+    A e;
+    set_elem(e, v);
+    return as_float(e);
+}
 
 // out[i] = in[i] rounded to bf16 (to nearest even; NaN stays NaN)
 __global__ void to_bf16_kernel(__nv_bfloat16* out, const float* in, long n) {
@@ -216,43 +242,51 @@ static const __nv_bfloat16* bf16_weight(const float* W) {
     return g_bf16.w16 + i;
 }
 
-// C (float32, m x n) = A B + beta C with bf16 A, B (column-major, as cublasSgemm)
+// C (m x n, float32 or bf16: ctype) = A B + beta C with bf16 A, B (column-major, as cublasSgemm)
 static void gemm_bf16(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const __nv_bfloat16* A,
-                      int lda, const __nv_bfloat16* B, int ldb, float beta, float* C, int ldc) {
+                      int lda, const __nv_bfloat16* B, int ldb, float beta, void* C, cudaDataType_t ctype, int ldc) {
     const float one = 1.0f;
     cublasCheck(cublasGemmEx(g_blas, ta, tb, m, n, k, &one, A, CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, &beta, C,
-                             CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                             ctype, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-__global__ void add_bias_kernel(float* out, const float* bias, long N, int OC) {
+// An output pair (x, x16) of the GEMM helpers: x16 where set (--dtype bf16's activations), else x
+static void* gemm_out(float* x, __nv_bfloat16* x16) { return x16 ? (void*)x16 : (void*)x; }
+static cudaDataType_t gemm_out_type(const __nv_bfloat16* x16) { return x16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+template <typename A> __global__ void add_bias_kernel(A* out, const float* bias, long N, int OC) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < N) out[i] += bias[i % OC];
+    if (i < N) set_elem(out[i], as_float(out[i]) + bias[i % OC]);
 }
 
-// inp16: inp's bf16 mirror (read instead of inp with --dtype bf16; NULL without)
-static void gpu_matmul_forward(float* out, const float* inp, const __nv_bfloat16* inp16, const float* W,
-                               const float* bias, int BT, int C, int OC) {
+// out[BT,OC] = inp W^T (+ bias). Each operand is a pair (float32, bf16) of which one is set, the run's type
+// (f32_of, bf16_of): with --dtype bf16 inp16 is read and out16 written, or out where the output stays
+// float32 (the logits, the gate's pre-activation).
+static void gpu_matmul_forward(float* out, __nv_bfloat16* out16, const float* inp, const __nv_bfloat16* inp16,
+                               const float* W, const float* bias, int BT, int C, int OC) {
     const float one = 1.0f, zero = 0.0f;
     if (g_bf16.on) {
-        if (!inp16) fatal("internal: a bf16 GEMM without its input's bf16 mirror");
-        gemm_bf16(CUBLAS_OP_T, CUBLAS_OP_N, OC, BT, C, bf16_weight(W), C, inp16, C, 0.0f, out, OC);
+        if (!inp16) fatal("internal: a bf16 GEMM without its input in bf16");
+        gemm_bf16(CUBLAS_OP_T, CUBLAS_OP_N, OC, BT, C, bf16_weight(W), C, inp16, C, 0.0f, gemm_out(out, out16),
+                  gemm_out_type(out16), OC);
     } else
         cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_T, CUBLAS_OP_N, OC, BT, C, &one, W, C, inp, C, &zero, out, OC));
     if (g_after_op) g_after_op("gemm forward");
-    if (bias) {
-        add_bias_kernel<<<ceil_div((long)BT * OC, EW_THREADS), EW_THREADS>>>(out, bias, (long)BT * OC, OC);
-        LAUNCH_CHECK(add_bias_kernel);
-    }
+    if (!bias) return;
+    long n = (long)BT * OC;
+    if (out16) add_bias_kernel<__nv_bfloat16><<<ceil_div(n, EW_THREADS), EW_THREADS>>>(out16, bias, n, OC);
+    else add_bias_kernel<float><<<ceil_div(n, EW_THREADS), EW_THREADS>>>(out, bias, n, OC);
+    LAUNCH_CHECK(add_bias_kernel);
 }
 
 // Deterministic column sums without atomics: partial[chunk, o] sums ROWS_PER_CHUNK rows in order,
 // then one thread per column adds the chunks in order. Used for bias and norm-weight gradients.
-__global__ void colsum_partial_kernel(float* partial, const float* x, int N, int OC) {
+template <typename X> __global__ void colsum_partial_kernel(float* partial, const X* x, int N, int OC) {
     int o = blockIdx.x * blockDim.x + threadIdx.x, chunk = blockIdx.y;
     if (o >= OC) return;
     int r1 = min(N, (chunk + 1) * ROWS_PER_CHUNK);
     float s = 0.0f;
-    for (int r = chunk * ROWS_PER_CHUNK; r < r1; r++) s += x[(long)r * OC + o];
+    for (int r = chunk * ROWS_PER_CHUNK; r < r1; r++) s += as_float(x[(long)r * OC + o]);
     partial[(long)chunk * OC + o] = s;
 }
 
@@ -264,41 +298,46 @@ __global__ void colsum_finish_kernel(float* dst, const float* partial, int nchun
     dst[o] += s;
 }
 
-// dst[o] += sum over the N rows of x[N,OC]; scratch holds ceil(N/ROWS_PER_CHUNK) x OC floats
-static void gpu_colsum_add(float* dst, const float* x, int N, int OC, float* scratch) {
+// dst[o] += sum over the N rows of x[N,OC] (float32 or bf16); scratch holds ceil(N/ROWS_PER_CHUNK) x OC floats
+template <typename X> static void gpu_colsum_add(float* dst, const X* x, int N, int OC, float* scratch) {
     int nchunks = ceil_div(N, ROWS_PER_CHUNK);
-    colsum_partial_kernel<<<dim3(ceil_div(OC, EW_THREADS), nchunks), EW_THREADS>>>(scratch, x, N, OC);
+    colsum_partial_kernel<X><<<dim3(ceil_div(OC, EW_THREADS), nchunks), EW_THREADS>>>(scratch, x, N, OC);
     LAUNCH_CHECK(colsum_partial_kernel);
     colsum_finish_kernel<<<ceil_div(OC, EW_THREADS), EW_THREADS>>>(dst, scratch, nchunks, OC);
     LAUNCH_CHECK(colsum_finish_kernel);
 }
 
 // dinp is overwritten (GRAD_SET: its first contribution, so no memset is needed before it) or added to
-// (GRAD_ADD); dW and dbias are always added to. With --dtype bf16: inp16 is inp's bf16 mirror; dout16
-// is dout in bf16 where its producer wrote it so (the logits' gradient, dres, dup, dgpre; dout itself
-// is then read only for the bias gradient, and the logits' float32 gradient is never written: the head
-// has no bias), else NULL and dout is rounded here, once for both products.
+// (GRAD_ADD); dW and dbias are always added to. Pairs as in gpu_matmul_forward; with --dtype bf16:
+// dinp16 is written where the input gradient is an activation (else dinp, float32), inp16 is read, and
+// the output gradient is dout16 where its producer wrote it in bf16 (an activation gradient, dres's copy,
+// the logits' gradient), else dout (float32: the gate's) rounded here, once for both products. The
+// bias gradient sums dout where it is set, else dout16.
 enum GradMode { GRAD_SET, GRAD_ADD };
-static void gpu_matmul_backward(float* dinp, GradMode mode, float* dW, float* dbias, const float* dout,
-                                const __nv_bfloat16* dout16, const float* inp, const __nv_bfloat16* inp16, const float* W,
-                                int BT, int C, int OC, float* scratch) {
+static void gpu_matmul_backward(float* dinp, __nv_bfloat16* dinp16, GradMode mode, float* dW, float* dbias,
+                                const float* dout, const __nv_bfloat16* dout16, const float* inp,
+                                const __nv_bfloat16* inp16, const float* W, int BT, int C, int OC, float* scratch) {
     const float one = 1.0f, dinp_beta = mode == GRAD_ADD ? 1.0f : 0.0f;
+    int has_dinp = dinp || dinp16;
     if (g_bf16.on) {
-        if (!inp16) fatal("internal: a bf16 GEMM without its input's bf16 mirror");
+        if (!inp16) fatal("internal: a bf16 GEMM without its input in bf16");
         if (!dout16 && (size_t)BT * OC > g_bf16.ycap)
             fatal("internal: %ld elements rounded to bf16 exceed their buffer (%zu)", (long)BT * OC, g_bf16.ycap);
         const __nv_bfloat16* d16 = dout16 ? dout16 : bf16_round(g_bf16.y16, dout, (long)BT * OC);
-        if (dinp) gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_N, C, BT, OC, bf16_weight(W), C, d16, OC, dinp_beta, dinp, C);
-        if (dinp && g_after_op) g_after_op("gemm backward dinp");
-        gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, BT, inp16, C, d16, OC, 1.0f, dW, C);
+        if (has_dinp)
+            gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_N, C, BT, OC, bf16_weight(W), C, d16, OC, dinp_beta,
+                      gemm_out(dinp, dinp16), gemm_out_type(dinp16), C);
+        if (has_dinp && g_after_op) g_after_op("gemm backward dinp");
+        gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, BT, inp16, C, d16, OC, 1.0f, dW, CUDA_R_32F, C);
     } else {
-        if (dinp)
+        if (has_dinp)
             cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_N, CUBLAS_OP_N, C, BT, OC, &one, W, C, dout, OC, &dinp_beta, dinp, C));
-        if (dinp && g_after_op) g_after_op("gemm backward dinp");
+        if (has_dinp && g_after_op) g_after_op("gemm backward dinp");
         cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, BT, &one, inp, C, dout, OC, &one, dW, C));
     }
     if (g_after_op) g_after_op("gemm backward dW");
-    if (dbias) gpu_colsum_add(dbias, dout, BT, OC, scratch);
+    if (dbias && dout) gpu_colsum_add(dbias, dout, BT, OC, scratch);
+    else if (dbias) gpu_colsum_add(dbias, dout16, BT, OC, scratch);
 }
 
 // ---- embeddings -----------------------------------------------------------------------------
@@ -339,11 +378,11 @@ __global__ void embedding_backward_wpe_kernel(float* dwpe, const float* dout, in
 // LayerNorm(h) = w * (h - mu) / sqrt(sigma^2 + eps) + b      [SmallInit eq. 1]
 // RMSNorm(h)   = w * h / sqrt(mean(h^2) + eps)               [SmallInit eq. 2]
 // eps INSIDE the square root, as on the CPU (see norm_forward there for why it matters).
-// One warp per row; mean[] (LayerNorm) and rstd[] are kept for the backward pass. The output goes to y
-// (float32) or, where y16 is not NULL (--dtype bf16), only to y16, rounded to bf16: the GEMMs' copy,
-// the only reader of it.
-__device__ void norm_row(float* y, __nv_bfloat16* y16, float* mean, float* rstd, const float* x, const float* w,
-                         const float* b, int rms, float eps, int C, int lane) {
+// One warp per row; mean[] (LayerNorm) and rstd[] are kept for the backward pass. The input is the
+// float32 residual stream, the output an activation (A).
+template <typename A>
+__device__ void norm_row(A* y, float* mean, float* rstd, const float* x, const float* w, const float* b, int rms,
+                         float eps, int C, int lane) {
     float m = 0.0f;
     if (!rms) {
         for (int c = lane; c < C; c += 32) m += x[c];
@@ -353,37 +392,37 @@ __device__ void norm_row(float* y, __nv_bfloat16* y16, float* mean, float* rstd,
     for (int c = lane; c < C; c += 32) v += (x[c] - m) * (x[c] - m);
     v = warp_sum(v) / C;
     float s = 1.0f / sqrtf(v + eps);
-    for (int c = lane; c < C; c += 32) {
-        float yc = (x[c] - m) * s * w[c] + (b ? b[c] : 0.0f);
-        if (y16) y16[c] = __float2bfloat16(yc);
-        else y[c] = yc;
-    }
+    for (int c = lane; c < C; c += 32) set_elem(y[c], (x[c] - m) * s * w[c] + (b ? b[c] : 0.0f));
     if (lane == 0) {
         if (mean) *mean = m;
         *rstd = s;
     }
 }
 
-__global__ void norm_forward_kernel(float* out, __nv_bfloat16* out16, float* mean, float* rstd, const float* inp,
-                                    const float* w, const float* b, int rms, float eps, int N, int C) {
+template <typename A>
+__global__ void norm_forward_kernel(A* out, float* mean, float* rstd, const float* inp, const float* w, const float* b,
+                                    int rms, float eps, int N, int C) {
     int n = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (n >= N) return;             // the whole warp leaves together
-    norm_row(out + (long)n * C, out16 ? out16 + (long)n * C : NULL, mean ? mean + n : NULL, rstd + n,
-             inp + (long)n * C, w, b, rms, eps, C, lane);
+    norm_row(out + (long)n * C, mean ? mean + n : NULL, rstd + n, inp + (long)n * C, w, b, rms, eps, C, lane);
 }
 
 // The residual and the norm that reads it, in one pass: xout = x + (branch + bias), then
 // out = Norm(xout). branch is the sublayer's matmul without its bias (added here, in the order
 // add_bias_kernel would: the same bits as a separate bias, residual and norm). Each lane rereads
 // only the entries of xout it wrote (norm_row's lanes stride like the loop here), from its cache.
-__global__ void residual_norm_forward_kernel(float* xout, float* out, __nv_bfloat16* out16, float* mean, float* rstd,
-                                             const float* x, const float* branch, const float* bias, const float* w,
-                                             const float* b, int rms, float eps, int N, int C) {
+template <typename A>
+__global__ void residual_norm_forward_kernel(float* xout, A* out, float* mean, float* rstd, const float* x,
+                                             const A* branch, const float* bias, const float* w, const float* b,
+                                             int rms, float eps, int N, int C) {
     int n = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (n >= N) return;
     long o = (long)n * C;
-    for (int c = lane; c < C; c += 32) xout[o + c] = x[o + c] + (bias ? branch[o + c] + bias[c] : branch[o + c]);
-    norm_row(out + o, out16 ? out16 + o : NULL, mean ? mean + n : NULL, rstd + n, xout + o, w, b, rms, eps, C, lane);
+    for (int c = lane; c < C; c += 32) {
+        float br = as_float(branch[o + c]);
+        xout[o + c] = x[o + c] + (bias ? br + bias[c] : br);
+    }
+    norm_row(out + o, mean ? mean + n : NULL, rstd + n, xout + o, w, b, rms, eps, C, lane);
 }
 
 // With xhat = (x - mu) * rstd and g = dout * w:
@@ -431,18 +470,26 @@ __global__ void norm_backward_params_partial_kernel(float* pdw, float* pdb, cons
     if (pdb) pdb[(long)chunk * C + c] = sb;
 }
 
-static void gpu_norm_forward(float* out, __nv_bfloat16* out16, float* mean, float* rstd, const float* inp,
-                             const float* w, const float* b, int rms, float eps, int N, int C) {
-    norm_forward_kernel<<<ceil_div(N, ROW_THREADS / 32), ROW_THREADS>>>(out, out16, mean, rstd, inp, w, b, rms, eps, N, C);
-    LAUNCH_CHECK(norm_forward_kernel);
+// out and branch: activation slices (bf16 values with --dtype bf16)
+static void gpu_norm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b,
+                             int rms, float eps, int N, int C) {
+    with_act([&](auto a) {
+        typedef decltype(a) A;
+        norm_forward_kernel<A><<<ceil_div(N, ROW_THREADS / 32), ROW_THREADS>>>((A*)out, mean, rstd, inp, w, b, rms, eps,
+                                                                           N, C);
+        LAUNCH_CHECK(norm_forward_kernel);
+    });
 }
 
-static void gpu_residual_norm_forward(float* xout, float* out, __nv_bfloat16* out16, float* mean, float* rstd,
-                                      const float* x, const float* branch, const float* bias, const float* w,
-                                      const float* b, int rms, float eps, int N, int C) {
-    residual_norm_forward_kernel<<<ceil_div(N, ROW_THREADS / 32), ROW_THREADS>>>(xout, out, out16, mean, rstd, x,
-                                                                                branch, bias, w, b, rms, eps, N, C);
-    LAUNCH_CHECK(residual_norm_forward_kernel);
+static void gpu_residual_norm_forward(float* xout, float* out, float* mean, float* rstd, const float* x,
+                                      const float* branch, const float* bias, const float* w, const float* b, int rms,
+                                      float eps, int N, int C) {
+    with_act([&](auto a) {
+        typedef decltype(a) A;
+        residual_norm_forward_kernel<A><<<ceil_div(N, ROW_THREADS / 32), ROW_THREADS>>>(
+            xout, (A*)out, mean, rstd, x, (const A*)branch, bias, w, b, rms, eps, N, C);
+        LAUNCH_CHECK(residual_norm_forward_kernel);
+    });
 }
 
 // scratch: 2 x ceil(N/ROWS_PER_CHUNK) x C floats
@@ -468,26 +515,31 @@ static void gpu_norm_backward(float* dinp, GradMode mode, __nv_bfloat16* dinp16,
 // ---- rotary position embedding (llama preset) --------------------------------------------------
 // Pair (2j, 2j+1) of each head vector at position t turns by t * theta^(-2j/hd). The cosines and
 // sines come from the CPU's own table (rope_table: cs [T, hd/2, 2], angles in double), computed
-// once and uploaded with the model, so the rotation is the CPU's bit for bit and no thread calls
+// once and uploaded with the model, so the rotation is the CPU's (the same angles and products; where
+// the compilers fuse a multiply and an add differently, the last bit may differ) and no thread calls
 // pow/cos/sin. sign = +1 forward, -1 backward (the inverse rotation, applied to the gradient in
-// place). One thread per pair: consecutive threads, consecutive pairs.
-__global__ void rope_kernel(float* x, const float* cs, int BT, int T, int nh, int hd, float sign) {
+// place). x is an activation (A). One thread per pair: consecutive threads, consecutive pairs.
+template <typename A> __global__ void rope_kernel(A* x, const float* cs, int BT, int T, int nh, int hd, float sign) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     int half = hd / 2;
     if (i >= (long)BT * nh * half) return;
     int j = (int)(i % half);
     long row = i / half;                       // (bt, h)
     int t = (int)((row / nh) % T);
-    float* v = x + row * hd;
+    A* v = x + row * hd;
     float c = cs[((long)t * half + j) * 2], sn = sign * cs[((long)t * half + j) * 2 + 1];
-    float a = v[2 * j], b = v[2 * j + 1];
-    v[2 * j] = a * c - b * sn;
-    v[2 * j + 1] = a * sn + b * c;
+    float a = as_float(v[2 * j]), b = as_float(v[2 * j + 1]);
+    set_elem(v[2 * j], a * c - b * sn);
+    set_elem(v[2 * j + 1], a * sn + b * c);
 }
 
+// x: an activation slice (q or k; dq or dk)
 static void gpu_rope(float* x, const float* cs, int BT, int T, int nh, int hd, float sign) {
-    rope_kernel<<<ceil_div((long)BT * nh * (hd / 2), EW_THREADS), EW_THREADS>>>(x, cs, BT, T, nh, hd, sign);
-    LAUNCH_CHECK(rope_kernel);
+    with_act([&](auto a) {
+        typedef decltype(a) A;
+        rope_kernel<A><<<ceil_div((long)BT * nh * (hd / 2), EW_THREADS), EW_THREADS>>>((A*)x, cs, BT, T, nh, hd, sign);
+        LAUNCH_CHECK(rope_kernel);
+    });
 }
 
 // ---- causal self-attention with grouped KV heads: fused and tiled (flash attention) ------------------
@@ -511,34 +563,30 @@ static void gpu_rope(float* x, const float* cs, int BT, int T, int nh, int hd, f
 #define ATT_BQ 16           // query rows per forward block (4 per warp)
 #define ATT_BQ_BWD 8        // query rows per dq block, key rows per dk/dv block (2 per warp)
 
-// A float stored as a tile element: as is, or rounded to bf16 (the tensor-core kernels' operands)
-__device__ inline void set_elem(float& e, float v) { e = v; }
-__device__ inline void set_elem(__nv_bfloat16& e, float v) { e = __float2bfloat16(v); }
-
 // Rows r0 .. r0 + n - 1 of one head of x [B*T, width] (its columns col0 .. col0 + hd - 1) into the
 // shared tile[n][W], zeros for rows past T: every tile load of the attention kernels, strided over the
-// block's threads so that consecutive threads read consecutive floats.
-template <typename E, int W>
-__device__ void load_head_rows(E (*tile)[W], const float* x, int b, int r0, int n, int T, int width, int col0,
-                               int hd) {
+// block's threads so that consecutive threads read consecutive elements. x holds activations (A), the
+// tile elements E (float, or the tensor cores' bf16 operands).
+template <typename E, int W, typename A>
+__device__ void load_head_rows(E (*tile)[W], const A* x, int b, int r0, int n, int T, int width, int col0, int hd) {
     for (int e = threadIdx.x; e < n * hd; e += blockDim.x) {
         int j = e / hd, d = e % hd, t = r0 + j;
-        set_elem(tile[j][d], t < T ? x[(long)(b * T + t) * width + col0 + d] : 0.0f);
+        set_elem(tile[j][d], t < T ? as_float(x[(long)(b * T + t) * width + col0 + d]) : 0.0f);
     }
 }
 
 // Rows r0 .. r0 + n - 1 of kv head kh of k and v (as load_head_rows): every key/value tile
-template <typename E, int WK, int WV>
-__device__ void load_kv_rows(E (*ks)[WK], E (*vs)[WV], const float* k, const float* v, int b, int r0, int n, int T,
-                             int KVH, int kh, int hd) {
+template <typename E, int WK, int WV, typename A>
+__device__ void load_kv_rows(E (*ks)[WK], E (*vs)[WV], const A* k, const A* v, int b, int r0, int n, int T, int KVH,
+                             int kh, int hd) {
     load_head_rows(ks, k, b, r0, n, T, KVH * hd, kh * hd, hd);
     load_head_rows(vs, v, b, r0, n, T, KVH * hd, kh * hd, hd);
 }
 
 // The key kernels' tile of queries: rows t0 .. t0 + n - 1 of head h of q and dy (as load_head_rows), and
 // their lse and D (0 past T)
-template <typename E, int W>
-__device__ void load_query_tile(E (*qs)[W], E (*dys)[W], float* ls, float* Ds, const float* q, const float* dy,
+template <typename E, int W, typename A>
+__device__ void load_query_tile(E (*qs)[W], E (*dys)[W], float* ls, float* Ds, const A* q, const A* dy,
                                 const float* lse, const float* D, int b, int h, int t0, int n, int T, int H, int hd) {
     load_head_rows(qs, q, b, t0, n, T, H * hd, h * hd, hd);
     load_head_rows(dys, dy, b, t0, n, T, H * hd, h * hd, hd);
@@ -549,9 +597,10 @@ __device__ void load_query_tile(E (*qs)[W], E (*dys)[W], float* ls, float* Ds, c
     }
 }
 
-// grid (ceil(T / ATT_BQ), H, B), ATT_WARPS * 32 threads; lse [B, H, T]
-__global__ void attention_forward_kernel(float* y, float* lse, const float* q, const float* k, const float* v,
-                                         int T, int H, int KVH, int hd, float scale) {
+// grid (ceil(T / ATT_BQ), H, B), ATT_WARPS * 32 threads; lse [B, H, T]. q, k, v, y: activations (A)
+template <typename A>
+__global__ void attention_forward_kernel(A* y, float* lse, const A* q, const A* k, const A* v, int T, int H, int KVH,
+                                         int hd, float scale) {
     const int RPW = ATT_BQ / ATT_WARPS, NI = ATT_HD_MAX / 32;     // rows per warp, columns per lane
     __shared__ float qs[ATT_BQ][ATT_HD_MAX];
     __shared__ float ks[ATT_BK][ATT_HD_MAX + 1];      // +1: lane j reads row j, a column at a time: no bank conflicts
@@ -599,8 +648,8 @@ __global__ void attention_forward_kernel(float* y, float* lse, const float* q, c
     for (int rr = 0; rr < RPW; rr++) {
         int t = q0 + warp * RPW + rr;
         if (t >= T) break;
-        float* yt = y + (long)(b * T + t) * qd + h * hd;
-        for (int i = 0; i < NI && lane + 32 * i < hd; i++) yt[lane + 32 * i] = o[rr][i] / l[rr];
+        A* yt = y + (long)(b * T + t) * qd + h * hd;
+        for (int i = 0; i < NI && lane + 32 * i < hd; i++) set_elem(yt[lane + 32 * i], o[rr][i] / l[rr]);
         if (lane == 0) lse[((long)b * H + h) * T + t] = m[rr] + logf(l[rr]);
     }
 }
@@ -614,9 +663,9 @@ __global__ void attention_forward_kernel(float* y, float* lse, const float* q, c
 // scores; the key kernel reads D from the query kernel.
 
 // grid (ceil(T / ATT_BQ_BWD), H, B); D [B, H, T]
-__global__ void attention_backward_query_kernel(float* dq, float* D, const float* dy, const float* y, const float* lse,
-                                                const float* q, const float* k, const float* v, int T, int H,
-                                                int KVH, int hd, float scale) {
+template <typename A>
+__global__ void attention_backward_query_kernel(A* dq, float* D, const A* dy, const A* y, const float* lse, const A* q,
+                                                const A* k, const A* v, int T, int H, int KVH, int hd, float scale) {
     const int RPW = ATT_BQ_BWD / ATT_WARPS, NI = ATT_HD_MAX / 32;
     __shared__ float qs[ATT_BQ_BWD][ATT_HD_MAX];
     __shared__ float dys[ATT_BQ_BWD][ATT_HD_MAX];
@@ -632,7 +681,10 @@ __global__ void attention_backward_query_kernel(float* dq, float* D, const float
         int t = q0 + warp * RPW + rr;
         float s = 0.0f;
         if (t < T)
-            for (int d = lane; d < hd; d += 32) s += dy[(long)(b * T + t) * qd + h * hd + d] * y[(long)(b * T + t) * qd + h * hd + d];
+            for (int d = lane; d < hd; d += 32) {
+                long i = (long)(b * T + t) * qd + h * hd + d;
+                s += as_float(dy[i]) * as_float(y[i]);
+            }
         Dt[rr] = warp_sum(s);
         lt[rr] = t < T ? lse[((long)b * H + h) * T + t] : 0.0f;
         if (t < T && lane == 0) D[((long)b * H + h) * T + t] = Dt[rr];
@@ -664,14 +716,14 @@ __global__ void attention_backward_query_kernel(float* dq, float* D, const float
     for (int rr = 0; rr < RPW; rr++) {
         int t = q0 + warp * RPW + rr;
         if (t >= T) break;
-        for (int i = 0; i < NI && lane + 32 * i < hd; i++) dq[(long)(b * T + t) * qd + h * hd + lane + 32 * i] = acc[rr][i];
+        for (int i = 0; i < NI && lane + 32 * i < hd; i++) set_elem(dq[(long)(b * T + t) * qd + h * hd + lane + 32 * i], acc[rr][i]);
     }
 }
 
 // grid (ceil(T / ATT_BQ_BWD), KVH, B): ATT_BQ_BWD key rows of kv head kh per block
-__global__ void attention_backward_kv_kernel(float* dk, float* dv, const float* dy, const float* lse, const float* D,
-                                             const float* q, const float* k, const float* v, int T, int H, int KVH,
-                                             int hd, float scale) {
+template <typename A>
+__global__ void attention_backward_kv_kernel(A* dk, A* dv, const A* dy, const float* lse, const float* D, const A* q,
+                                             const A* k, const A* v, int T, int H, int KVH, int hd, float scale) {
     const int RPW = ATT_BQ_BWD / ATT_WARPS, NI = ATT_HD_MAX / 32;
     __shared__ float qs[ATT_BK][ATT_HD_MAX + 1];      // a tile of queries and their dy: lane j reads row j
     __shared__ float dys[ATT_BK][ATT_HD_MAX + 1];
@@ -718,8 +770,8 @@ __global__ void attention_backward_kv_kernel(float* dk, float* dv, const float* 
         int s = s0 + warp * RPW + rr;
         if (s >= T) break;
         for (int i = 0; i < NI && lane + 32 * i < hd; i++) {
-            dk[(long)(b * T + s) * kvd + kh * hd + lane + 32 * i] = gk[rr][i];
-            dv[(long)(b * T + s) * kvd + kh * hd + lane + 32 * i] = gv[rr][i];
+            set_elem(dk[(long)(b * T + s) * kvd + kh * hd + lane + 32 * i], gk[rr][i]);
+            set_elem(dv[(long)(b * T + s) * kvd + kh * hd + lane + 32 * i], gv[rr][i]);
         }
     }
 }
@@ -826,9 +878,9 @@ template <typename Acc, int NF> __device__ void tc_load(Acc (&acc)[NF], const fl
 
 // Gradients kept in fragments (16 rows of a warp, hd columns) out to rows r0 .. of x [B*T, width] at
 // column col0, rows past T left out: through the warp's float scratch tile (16 x 32), two fragments at a time.
-template <typename Acc, int NF>
-__device__ void tc_write_rows(float* x, const Acc (&acc)[NF], float (*scr)[TCA_TILE], int b, int r0, int T,
-                              int width, int col0) {
+template <typename Acc, int NF, typename A>
+__device__ void tc_write_rows(A* x, const Acc (&acc)[NF], float (*scr)[TCA_TILE], int b, int r0, int T, int width,
+                              int col0) {
     int lane = threadIdx.x % 32, r = lane / 2, t = r0 + r;
     for (int n0 = 0; n0 < NF; n0 += 2) {
         int nf = min(2, NF - n0);
@@ -836,14 +888,14 @@ __device__ void tc_write_rows(float* x, const Acc (&acc)[NF], float (*scr)[TCA_T
         for (int n = 0; n < nf; n++) wmma::store_matrix_sync(&scr[0][16 * n], acc[n0 + n], TCA_TILE, wmma::mem_row_major);
         __syncwarp();
         for (int c = lane % 2; c < 16 * nf; c += 2)
-            if (t < T) x[(long)(b * T + t) * width + col0 + 16 * n0 + c] = scr[r][c];
+            if (t < T) set_elem(x[(long)(b * T + t) * width + col0 + 16 * n0 + c], scr[r][c]);
     }
 }
 
 // grid (ceil(T / BLOCK), H, B), TT::WARPS * 32 threads; lse [B, H, T]
-template <typename TT, int hd>
-__global__ void attention_forward_tc_kernel(float* y, float* lse, const float* q, const float* k, const float* v,
-                                            int T, int H, int KVH, float scale) {
+template <typename TT, int hd, typename A>
+__global__ void attention_forward_tc_kernel(A* y, float* lse, const A* q, const A* k, const A* v, int T, int H, int KVH,
+                                            float scale) {
     constexpr int BLOCK = TT::BLOCK;
     __shared__ __align__(32) typename TT::E qs[BLOCK][TT::LDH], ks[TCA_TILE][TT::LDH], vs[TCA_TILE][TT::LDH];
     __shared__ __align__(32) float ss[TT::WARPS][TCA_ROWS][TCA_TILE];        // a warp's scores
@@ -891,17 +943,17 @@ __global__ void attention_forward_tc_kernel(float* y, float* lse, const float* q
         __syncwarp();
     }
     if (t >= T) return;
-    float* yt = y + (long)(b * T + t) * qd + h * hd;
-    for (int c = half; c < hd; c += 2) yt[c] = os[warp][r][c] / l;
+    A* yt = y + (long)(b * T + t) * qd + h * hd;
+    for (int c = half; c < hd; c += 2) set_elem(yt[c], os[warp][r][c] / l);
     if (half == 0) lse[((long)b * H + h) * T + t] = m + logf(l);
 }
 
 // The backward, as above: dq and D from the query kernel, then dk and dv from the key kernel.
 // grid (ceil(T / BLOCK), H, B); D [B, H, T]
-template <typename TT, int hd>
-__global__ void attention_backward_query_tc_kernel(float* dq, float* D, const float* dy, const float* y,
-                                                   const float* lse, const float* q, const float* k, const float* v,
-                                                   int T, int H, int KVH, float scale) {
+template <typename TT, int hd, typename A>
+__global__ void attention_backward_query_tc_kernel(A* dq, float* D, const A* dy, const A* y, const float* lse,
+                                                   const A* q, const A* k, const A* v, int T, int H, int KVH,
+                                                   float scale) {
     constexpr int BLOCK = TT::BLOCK;
     __shared__ __align__(32) typename TT::E qs[BLOCK][TT::LDH], dys[BLOCK][TT::LDH];
     __shared__ __align__(32) typename TT::E ks[TCA_TILE][TT::LDH], vs[TCA_TILE][TT::LDH];
@@ -914,8 +966,8 @@ __global__ void attention_backward_query_tc_kernel(float* dq, float* D, const fl
     load_head_rows(dys, dy, b, q0, BLOCK, T, qd, h * hd, hd);
     float Dt = 0.0f, lt = 0.0f;                          // D_t = dy_t . y_t in float32, and the row's lse
     if (t < T) {
-        const float *dyt = dy + (long)(b * T + t) * qd + h * hd, *yt = y + (long)(b * T + t) * qd + h * hd;
-        for (int c = half; c < hd; c += 2) Dt += dyt[c] * yt[c];
+        const A *dyt = dy + (long)(b * T + t) * qd + h * hd, *yt = y + (long)(b * T + t) * qd + h * hd;
+        for (int c = half; c < hd; c += 2) Dt += as_float(dyt[c]) * as_float(yt[c]);
         lt = lse[((long)b * H + h) * T + t];
     }
     Dt += __shfl_xor_sync(0xFFFFFFFFu, Dt, 1);
@@ -954,10 +1006,9 @@ __global__ void attention_backward_query_tc_kernel(float* dq, float* D, const fl
 }
 
 // grid (ceil(T / BLOCK), KVH, B): BLOCK key rows of kv head kh per block, each warp 16 of them
-template <typename TT, int hd>
-__global__ void attention_backward_kv_tc_kernel(float* dk, float* dv, const float* dy, const float* lse, const float* D,
-                                                const float* q, const float* k, const float* v, int T, int H, int KVH,
-                                                float scale) {
+template <typename TT, int hd, typename A>
+__global__ void attention_backward_kv_tc_kernel(A* dk, A* dv, const A* dy, const float* lse, const float* D, const A* q,
+                                                const A* k, const A* v, int T, int H, int KVH, float scale) {
     constexpr int BLOCK = TT::BLOCK;
     __shared__ __align__(32) typename TT::E ks[BLOCK][TT::LDH], vs[BLOCK][TT::LDH];
     __shared__ __align__(32) typename TT::E qs[TCA_TILE][TT::LDH], dys[TCA_TILE][TT::LDH];
@@ -1006,21 +1057,28 @@ __global__ void attention_backward_kv_tc_kernel(float* dk, float* dv, const floa
     tc_write_rows(dv, dvacc, ss[warp], b, w0, T, kvd, kh * hd);
 }
 
-// dq, dk, dv are overwritten (the CPU zeroes them and accumulates: the same values)
+// q, k, v, y, dy, dq, dk, dv: activation slices (bf16 values with --dtype bf16, whose tensor-core tiles are
+// bf16 too: Bf16Tiles::E; float32 with Tf32Tiles). dq, dk, dv are overwritten (the CPU zeroes them and
+// accumulates: the same values).
 static void gpu_attention_forward(float* y, float* lse, const float* q, const float* k, const float* v,
                                   int B, int T, int H, int KVH, int hd, float scale) {
     if (attention_on_tensor_cores(hd)) {
         with_tiles(hd, [&](auto tiles, auto size) {
             typedef decltype(tiles) TT;
+            typedef typename TT::E A;
             constexpr int HD = decltype(size)::value;
-            attention_forward_tc_kernel<TT, HD><<<dim3(ceil_div(T, TT::BLOCK), H, B), TT::WARPS * 32>>>(
-                y, lse, q, k, v, T, H, KVH, scale);
+            attention_forward_tc_kernel<TT, HD, A><<<dim3(ceil_div(T, TT::BLOCK), H, B), TT::WARPS * 32>>>(
+                (A*)y, lse, (const A*)q, (const A*)k, (const A*)v, T, H, KVH, scale);
             LAUNCH_CHECK(attention_forward_tc_kernel);
         });
         return;
     }
-    attention_forward_kernel<<<dim3(ceil_div(T, ATT_BQ), H, B), ATT_WARPS * 32>>>(y, lse, q, k, v, T, H, KVH, hd, scale);
-    LAUNCH_CHECK(attention_forward_kernel);
+    with_act([&](auto a) {
+        typedef decltype(a) A;
+        attention_forward_kernel<A><<<dim3(ceil_div(T, ATT_BQ), H, B), ATT_WARPS * 32>>>(
+            (A*)y, lse, (const A*)q, (const A*)k, (const A*)v, T, H, KVH, hd, scale);
+        LAUNCH_CHECK(attention_forward_kernel);
+    });
 }
 
 // D: B x H x T floats of scratch
@@ -1030,51 +1088,76 @@ static void gpu_attention_backward(float* dq, float* dk, float* dv, float* D, co
     if (attention_on_tensor_cores(hd)) {
         with_tiles(hd, [&](auto tiles, auto size) {
             typedef decltype(tiles) TT;
+            typedef typename TT::E A;
             constexpr int HD = decltype(size)::value;
-            attention_backward_query_tc_kernel<TT, HD><<<dim3(ceil_div(T, TT::BLOCK), H, B), TT::WARPS * 32>>>(
-                dq, D, dy, y, lse, q, k, v, T, H, KVH, scale);
+            attention_backward_query_tc_kernel<TT, HD, A><<<dim3(ceil_div(T, TT::BLOCK), H, B), TT::WARPS * 32>>>(
+                (A*)dq, D, (const A*)dy, (const A*)y, lse, (const A*)q, (const A*)k, (const A*)v, T, H, KVH, scale);
             LAUNCH_CHECK(attention_backward_query_tc_kernel);
-            attention_backward_kv_tc_kernel<TT, HD><<<dim3(ceil_div(T, TT::BLOCK), KVH, B), TT::WARPS * 32>>>(
-                dk, dv, dy, lse, D, q, k, v, T, H, KVH, scale);
+            attention_backward_kv_tc_kernel<TT, HD, A><<<dim3(ceil_div(T, TT::BLOCK), KVH, B), TT::WARPS * 32>>>(
+                (A*)dk, (A*)dv, (const A*)dy, lse, D, (const A*)q, (const A*)k, (const A*)v, T, H, KVH, scale);
             LAUNCH_CHECK(attention_backward_kv_tc_kernel);
         });
         return;
     }
-    attention_backward_query_kernel<<<dim3(ceil_div(T, ATT_BQ_BWD), H, B), ATT_WARPS * 32>>>(
-        dq, D, dy, y, lse, q, k, v, T, H, KVH, hd, scale);
-    LAUNCH_CHECK(attention_backward_query_kernel);
-    attention_backward_kv_kernel<<<dim3(ceil_div(T, ATT_BQ_BWD), KVH, B), ATT_WARPS * 32>>>(
-        dk, dv, dy, lse, D, q, k, v, T, H, KVH, hd, scale);
-    LAUNCH_CHECK(attention_backward_kv_kernel);
+    with_act([&](auto a) {
+        typedef decltype(a) A;
+        attention_backward_query_kernel<A><<<dim3(ceil_div(T, ATT_BQ_BWD), H, B), ATT_WARPS * 32>>>(
+            (A*)dq, D, (const A*)dy, (const A*)y, lse, (const A*)q, (const A*)k, (const A*)v, T, H, KVH, hd, scale);
+        LAUNCH_CHECK(attention_backward_query_kernel);
+        attention_backward_kv_kernel<A><<<dim3(ceil_div(T, ATT_BQ_BWD), KVH, B), ATT_WARPS * 32>>>(
+            (A*)dk, (A*)dv, (const A*)dy, lse, D, (const A*)q, (const A*)k, (const A*)v, T, H, KVH, hd, scale);
+        LAUNCH_CHECK(attention_backward_kv_kernel);
+    });
 }
 
 // ---- the attention gate: [SmallInit eqs. 3-4] -------------------------------------------------
 // GAttn(x) = Concat(g_1(x) * head_1, ..., g_H(x) * head_H) W_O,  g_h(x) = sigmoid(x W_h^g)  (3),(4)
 // gate [BT,H] holds x W^g (+ b^g) on entry and is overwritten by g = sigmoid(gpre). One warp per
-// row r = (bt, h): its lanes read and write the row's hd contiguous values (coalesced).
-__global__ void gate_forward_kernel(float* out, float* gate, const float* y, int BT, int H, int hd) {
+// row r = (bt, h): its lanes read and write the row's hd contiguous values (coalesced). out, y: activations.
+template <typename A> __global__ void gate_forward_kernel(A* out, float* gate, const A* y, int BT, int H, int hd) {
     long r = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (r >= (long)BT * H) return;              // the whole warp leaves together
     float g = sigmoid_of(gate[r]);
-    for (int i = lane; i < hd; i += 32) out[r * hd + i] = g * y[r * hd + i];
+    for (int i = lane; i < hd; i += 32) set_elem(out[r * hd + i], g * as_float(y[r * hd + i]));
     __syncwarp();                               // every lane has read gate[r] before lane 0 replaces it
     if (lane == 0) gate[r] = g;
 }
 
-// dy = g * dout ;  dgpre = (sum_i dout_i y_i) * g (1 - g), the sum over the warp's lanes
-__global__ void gate_backward_kernel(float* dy, float* dgpre, const float* dout, const float* y, const float* gate,
-                                     int BT, int H, int hd) {
+// dy = g * dout ;  dgpre = (sum_i dout_i y_i) * g (1 - g), the sum over the warp's lanes (dgpre float32)
+template <typename A>
+__global__ void gate_backward_kernel(A* dy, float* dgpre, const A* dout, const A* y, const float* gate, int BT, int H,
+                                     int hd) {
     long r = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (r >= (long)BT * H) return;
     float g = gate[r], s = 0.0f;
     for (int i = lane; i < hd; i += 32) {
-        s += dout[r * hd + i] * y[r * hd + i];
-        dy[r * hd + i] = g * dout[r * hd + i];
+        float d = as_float(dout[r * hd + i]);
+        s += d * as_float(y[r * hd + i]);
+        set_elem(dy[r * hd + i], g * d);
     }
     s = warp_sum(s);
     if (lane == 0) dgpre[r] = s * g * (1.0f - g);
+}
+
+// out, y, dy, dout: activation slices
+static void gpu_gate_forward(float* out, float* gate, const float* y, int BT, int H, int hd) {
+    with_act([&](auto a) {
+        typedef decltype(a) A;
+        gate_forward_kernel<A><<<ceil_div((long)BT * H, ROW_THREADS / 32), ROW_THREADS>>>((A*)out, gate, (const A*)y, BT,
+                                                                                       H, hd);
+        LAUNCH_CHECK(gate_forward_kernel);
+    });
+}
+static void gpu_gate_backward(float* dy, float* dgpre, const float* dout, const float* y, const float* gate, int BT,
+                              int H, int hd) {
+    with_act([&](auto a) {
+        typedef decltype(a) A;
+        gate_backward_kernel<A><<<ceil_div((long)BT * H, ROW_THREADS / 32), ROW_THREADS>>>(
+            (A*)dy, dgpre, (const A*)dout, (const A*)y, gate, BT, H, hd);
+        LAUNCH_CHECK(gate_backward_kernel);
+    });
 }
 
 // ---- MLP activations -----------------------------------------------------------------------------
@@ -1082,46 +1165,79 @@ __global__ void gate_backward_kernel(float* dy, float* dgpre, const float* dout,
 // The forward kernels also add the bias of the matmul(s) before them: up [N/F, F] (and a, SwiGLU's
 // gate input) hold x W^T without it; the kernel adds it, keeps the sum (the backward's input) and
 // writes the activation. One pass instead of two, the same bits as add_bias_kernel then the activation.
-// The activation goes to out (float32) or, where out16 is not NULL (--dtype bf16), only there, rounded to
-// bf16: the down projection's GEMMs are its only readers.
-__global__ void gelu_forward_kernel(float* out, __nv_bfloat16* out16, float* up, const float* bias, long N, int F) {
+// Every array is an activation (A); the activation is computed from the sum as stored (in bf16 with
+// --dtype bf16), the value the backward will read.
+template <typename A> __global__ void gelu_forward_kernel(A* out, A* up, const float* bias, long N, int F) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N) return;
-    float u = bias ? up[i] + bias[i % F] : up[i];
-    up[i] = u;
-    if (out16) out16[i] = __float2bfloat16(gelu_of(u));
-    else out[i] = gelu_of(u);
-}
-
-// The backward kernels' d*16, where not NULL, receive their outputs rounded to bf16: the output
-// gradients of the GEMMs before them (--dtype bf16).
-__global__ void gelu_backward_kernel(float* dinp, __nv_bfloat16* dinp16, const float* inp, const float* dout, long N) {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= N) return;
-    dinp[i] = gelu_grad_of(inp[i]) * dout[i];
-    if (dinp16) dinp16[i] = __float2bfloat16(dinp[i]);
-}
-
-__global__ void swiglu_forward_kernel(float* out, __nv_bfloat16* out16, float* a, float* u, const float* ba,
-                                      const float* bu, long N, int F) {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= N) return;
-    float ai = ba ? a[i] + ba[i % F] : a[i], ui = bu ? u[i] + bu[i % F] : u[i];
-    a[i] = ai;
-    u[i] = ui;
-    if (out16) out16[i] = __float2bfloat16(swiglu_of(ai, ui));
-    else out[i] = swiglu_of(ai, ui);
-}
-
-__global__ void swiglu_backward_kernel(float* da, float* du, __nv_bfloat16* da16, __nv_bfloat16* du16, const float* a,
-                                       const float* u, const float* dout, long N) {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= N) return;
-    swiglu_grad_of(a[i], u[i], dout[i], &da[i], &du[i]);
-    if (da16) {
-        da16[i] = __float2bfloat16(da[i]);
-        du16[i] = __float2bfloat16(du[i]);
+    float u = as_float(up[i]);
+    if (bias) {
+        u = stored<A>(u + bias[i % F]);
+        set_elem(up[i], u);
     }
+    set_elem(out[i], gelu_of(u));
+}
+
+template <typename A> __global__ void gelu_backward_kernel(A* dinp, const A* inp, const A* dout, long N) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= N) return;
+    set_elem(dinp[i], gelu_grad_of(as_float(inp[i])) * as_float(dout[i]));
+}
+
+template <typename A>
+__global__ void swiglu_forward_kernel(A* out, A* a, A* u, const float* ba, const float* bu, long N, int F) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= N) return;
+    float ai = as_float(a[i]), ui = as_float(u[i]);
+    if (ba) {
+        ai = stored<A>(ai + ba[i % F]);
+        set_elem(a[i], ai);
+    }
+    if (bu) {
+        ui = stored<A>(ui + bu[i % F]);
+        set_elem(u[i], ui);
+    }
+    set_elem(out[i], swiglu_of(ai, ui));
+}
+
+template <typename A>
+__global__ void swiglu_backward_kernel(A* da, A* du, const A* a, const A* u, const A* dout, long N) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= N) return;
+    float dai, dui;
+    swiglu_grad_of(as_float(a[i]), as_float(u[i]), as_float(dout[i]), &dai, &dui);
+    set_elem(da[i], dai);
+    set_elem(du[i], dui);
+}
+
+// hact = GELU(up + b_up), or SwiGLU(gpre + b_gate, up + b_up) where gpre is set; [N/F, F] activation slices
+static void gpu_mlp_activation_forward(float* hact, float* gpre, float* up, const float* bgate, const float* bup,
+                                       long N, int F) {
+    with_act([&](auto a) {
+        typedef decltype(a) A;
+        if (gpre) {
+            swiglu_forward_kernel<A><<<EW_GRID(N)>>>((A*)hact, (A*)gpre, (A*)up, bgate, bup, N, F);
+            LAUNCH_CHECK(swiglu_forward_kernel);
+        } else {
+            gelu_forward_kernel<A><<<EW_GRID(N)>>>((A*)hact, (A*)up, bup, N, F);
+            LAUNCH_CHECK(gelu_forward_kernel);
+        }
+    });
+}
+
+// dup (and dgpre where gpre is set) from dh, the activation's output gradient
+static void gpu_mlp_activation_backward(float* dgpre, float* dup, const float* gpre, const float* up, const float* dh,
+                                        long N) {
+    with_act([&](auto a) {
+        typedef decltype(a) A;
+        if (gpre) {
+            swiglu_backward_kernel<A><<<EW_GRID(N)>>>((A*)dgpre, (A*)dup, (const A*)gpre, (const A*)up, (const A*)dh, N);
+            LAUNCH_CHECK(swiglu_backward_kernel);
+        } else {
+            gelu_backward_kernel<A><<<EW_GRID(N)>>>((A*)dup, (const A*)up, (const A*)dh, N);
+            LAUNCH_CHECK(gelu_backward_kernel);
+        }
+    });
 }
 
 // ---- softmax + cross-entropy, fused ------------------------------------------------------------
@@ -1215,10 +1331,11 @@ typedef struct {
     float* scratch;                       // partial column sums (bias and norm-weight gradients)
     float* loss;                          // the mean of losses[], reduced on the device
     float* rope_cs;                       // RoPE's cos/sin table [T, hd/2, 2] (rope_table), or NULL
-    // --dtype bf16: the bf16 mirrors of the GEMMs' activation inputs ([L, B*T, width] like ln1 and the
-    // others; mirror_of gives a layer's slice), of the logits' gradient [B*T, V] and of the output
-    // gradients that the norms' and the MLP activation's backward kernels write; all NULL without
-    __nv_bfloat16 *ln1_16, *yg16, *ln2_16, *hact16, *lnf16, *dlogits16, *dres16, *dup16, *dgpre16;
+    // Activations (section 2, "--dtype bf16"), bf16 values with --dtype bf16: ln1, q, k, v, yatt, ygated,
+    // ln2, up, gpre, hact, lnf, tmp (the output projections), and the gradients dq, dk, dv, dy, dy2, dup,
+    // dgpre, dh. The rest is float32 in every mode. With --dtype bf16 only: the logits' gradient and
+    // dres in bf16, written beside their float32 sources for the GEMMs that read them (NULL without).
+    __nv_bfloat16 *dlogits16, *dres16;
     // One int buffer, uploaded in one copy per step (gpu_forward): the batch and, with targets, the
     // tokens bucketed for the wte gradient (bucket_tokens)
     int* ibuf;                            // 5 B T + 1 ints: the five arrays below, in this order
@@ -1242,19 +1359,6 @@ typedef struct {
     AdamwTensor* adamw_tab;               // the tensor table for adamw_kernel
     float loss;
 } GpuModel;
-
-// Layer l's slice of a bf16 mirror with `per` elements per layer (NULL without --dtype bf16)
-static __nv_bfloat16* mirror_of(__nv_bfloat16* base, int l, long per) { return base ? base + l * per : NULL; }
-
-// Layer l's bf16 mirrors of its GEMM inputs (all NULL without --dtype bf16)
-typedef struct { __nv_bfloat16 *ln1, *yg, *ln2, *hact; } LayerMirrors;
-static LayerMirrors layer_mirrors(const GpuModel* gm, int l) {
-    const Config* c = &gm->host->cfg;
-    long rows = (long)gm->B * gm->T, qd = (long)c->H * (c->C / c->H);
-    LayerMirrors m = {mirror_of(gm->a.ln1_16, l, rows * c->C), mirror_of(gm->a.yg16, l, rows * qd),
-                      mirror_of(gm->a.ln2_16, l, rows * c->C), mirror_of(gm->a.hact16, l, rows * c->F)};
-    return m;
-}
 
 // Block l's slice of a parameter kind and of its gradient on the device (param_of, grad_of of train_gpt2.c)
 static float* gpu_param_of(const GpuModel* gm, int kind, int l) {
@@ -1305,18 +1409,11 @@ static void gpu_download_state(GpuModel* gm) {     // device params, m, v -> hos
 // probabilities and their scratch, which the fused attention does not keep (it keeps a log-sum-exp
 // and D per query row instead); the device adds a few per-row scratch buffers, a small fraction,
 // hence the 5% margin.
-// bf16 mode: the elements of y16, the widest output gradient rounded before its GEMMs (C, H hd, KVH hd,
-// H or F wide: the logits' gradient has its own buffer)
-static size_t bf16_grad_cap(const Config* c, int B, int T) {
-    size_t w = (size_t)c->C, hd = (size_t)(c->C / c->H);
-    size_t widths[] = {(size_t)c->H * hd, (size_t)c->F, (size_t)c->KVH * hd, (size_t)c->H};
-    for (size_t x : widths) w = x > w ? x : w;
-    return (size_t)B * T * w;
-}
-// ... and of the mirrors: ln1, yg, ln2, hact per layer, lnf, the logits' gradient, dres, dup and dgpre
-static size_t bf16_mirror_elems(const Config* c, int B, int T) {
-    size_t BT = (size_t)B * T, qd = (size_t)c->H * (c->C / c->H), C = (size_t)c->C, F = (size_t)c->F;
-    return BT * ((size_t)c->L * (2 * C + qd + F) + 2 * C + (size_t)c->V + 2 * F);
+// bf16 mode: the elements of y16 (the gate's gradient [B*T, H], the one float32 output gradient rounded
+// before its GEMMs) and of the bf16 buffers beside float32 ones: the logits' gradient and dres
+static size_t bf16_grad_cap(const Config* c, int B, int T) { return (size_t)B * T * c->H; }
+static size_t bf16_extra_elems(const Config* c, int B, int T) {
+    return bf16_grad_cap(c, B, T) + (size_t)B * T * ((size_t)c->V + c->C);
 }
 
 static void gpu_memory_check(const Model* host, int B, int T) {
@@ -1327,9 +1424,8 @@ static void gpu_memory_check(const Model* host, int B, int T) {
     double rows = (double)(c->L + 1) * B * T * c->H * sizeof(float);
     double acts = (double)acts_bytes(c, B, T) - probs + rows;
     double need = 1.05 * (4.0 * host->num_params * sizeof(float) + acts);
-    if (g_bf16.on)                        // the weights' bf16 copy, the mirrors and y16
-        need += 1.05 * ((double)host->num_params + bf16_mirror_elems(c, B, T) + bf16_grad_cap(c, B, T)) *
-                sizeof(__nv_bfloat16);
+    if (g_bf16.on)                        // the weights' bf16 copy, y16, the logits' gradient and dres16
+        need += 1.05 * ((double)host->num_params + bf16_extra_elems(c, B, T)) * sizeof(__nv_bfloat16);
     printf("GPU memory: about %.1f MiB of %zu MiB free\n", need / MiB, free_bytes / MiB);
     if (need > (double)free_bytes)
         fatal("the run needs about %.0f MiB of GPU memory but %zu MiB are free: use a smaller model, -b or -t",
@@ -1376,8 +1472,6 @@ static void gpu_model_create(GpuModel* gm, Model* host, int B, int T) {
     GpuActs* a = &gm->a;
     a->res = dmalloc((L + 1) * BT * C);
     a->resmid = dmalloc(L * BT * C);
-    // with --dtype bf16, ln1, ln2, hact and lnf are never written (their bf16 mirrors below replace them);
-    // they stay allocated so that every slice LAYER_ACTS computes points into a buffer
     a->ln1 = dmalloc(L * BT * C);
     a->ln1_mean = dmalloc(L * BT);
     a->ln1_rstd = dmalloc(L * BT);
@@ -1398,15 +1492,8 @@ static void gpu_model_create(GpuModel* gm, Model* host, int B, int T) {
     a->lnf_mean = dmalloc(BT);
     a->lnf_rstd = dmalloc(BT);
     if (g_bf16.on) {
-        a->ln1_16 = dmalloc_bf16(L * BT * C);
-        a->yg16 = dmalloc_bf16(L * BT * qd);
-        a->ln2_16 = dmalloc_bf16(L * BT * C);
-        a->hact16 = dmalloc_bf16(L * BT * F);
-        a->lnf16 = dmalloc_bf16(BT * C);
         a->dlogits16 = dmalloc_bf16(BT * V);
         a->dres16 = dmalloc_bf16(BT * C);
-        a->dup16 = dmalloc_bf16(BT * F);
-        a->dgpre16 = c->swiglu ? dmalloc_bf16(BT * F) : NULL;
     }
     a->logits = dmalloc(BT * V);
     a->losses = dmalloc(BT);
@@ -1465,9 +1552,8 @@ static void gpu_model_free(GpuModel* gm) {
     if (g_bf16.on) {
         cudaCheck(cudaFree(g_bf16.w16));
         cudaCheck(cudaFree(g_bf16.y16));
-        __nv_bfloat16* mirrors[] = {a->ln1_16, a->yg16, a->ln2_16, a->hact16, a->lnf16, a->dlogits16, a->dres16,
-                                    a->dup16, a->dgpre16};
-        for (__nv_bfloat16* p : mirrors) cudaCheck(cudaFree(p));
+        cudaCheck(cudaFree(a->dlogits16));
+        cudaCheck(cudaFree(a->dres16));
         g_bf16.params = NULL;
         g_bf16.w16 = g_bf16.y16 = NULL;
         g_bf16.n = g_bf16.ycap = 0;
@@ -1476,8 +1562,6 @@ static void gpu_model_free(GpuModel* gm) {
     free(gm->probs_h);
     memset(gm, 0, sizeof(*gm));
 }
-
-#define EW_GRID(n) ceil_div((long)(n), EW_THREADS), EW_THREADS
 
 // Stable counting sort of the positions by token, for embedding_backward_wte_kernel, on the host:
 // the tokens are there already, and the buckets travel up with them in the step's one copy.
@@ -1537,58 +1621,56 @@ static float gpu_forward(GpuModel* gm, const int* tokens, const int* targets, in
     // Each residual is fused with the norm that reads it (the next sublayer's, or the final one):
     // only layer 0's first norm runs alone. The biases of W_O and W_down are added there too, and
     // those of W_up (and W_gate) by the activation kernel.
-    gpu_norm_forward(a->ln1, a->ln1_16, a->ln1_mean, a->ln1_rstd, a->res, gpu_param_of(gm, K_LN1W, 0),
-                     gpu_param_of(gm, K_LN1B, 0), c->rmsnorm, c->eps, BT, C);
+    gpu_norm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, a->res, gpu_param_of(gm, K_LN1W, 0), gpu_param_of(gm, K_LN1B, 0),
+                     c->rmsnorm, c->eps, BT, C);
     for (int l = 0; l < c->L; l++) {
         LayerActs la;
         LAYER_ACTS(la, a, c, l, maxBT, 1);
-        LayerMirrors m16 = layer_mirrors(gm, l);
-        // attention sublayer: xmid = x + Attn(Norm1(x)); Norm1(x) is la.ln1 already
-        gpu_matmul_forward(la.q, la.ln1, m16.ln1, gpu_param_of(gm, K_WQ, l), gpu_param_of(gm, K_BQ, l), BT, C, qd);
-        gpu_matmul_forward(la.k, la.ln1, m16.ln1, gpu_param_of(gm, K_WK, l), gpu_param_of(gm, K_BK, l), BT, C, kvd);
-        gpu_matmul_forward(la.v, la.ln1, m16.ln1, gpu_param_of(gm, K_WV, l), gpu_param_of(gm, K_BV, l), BT, C, kvd);
+        // attention sublayer: xmid = x + Attn(Norm1(x)); Norm1(x) is la.ln1 already. Every activation is
+        // passed as the pair (f32_of, bf16_of): the GEMMs take the run's type
+        float *ln1 = f32_of(la.ln1), *ln2 = f32_of(la.ln2);
+        __nv_bfloat16 *ln1_16 = bf16_of(la.ln1), *ln2_16 = bf16_of(la.ln2);
+        gpu_matmul_forward(f32_of(la.q), bf16_of(la.q), ln1, ln1_16, gpu_param_of(gm, K_WQ, l), gpu_param_of(gm, K_BQ, l),
+                           BT, C, qd);
+        gpu_matmul_forward(f32_of(la.k), bf16_of(la.k), ln1, ln1_16, gpu_param_of(gm, K_WK, l), gpu_param_of(gm, K_BK, l),
+                           BT, C, kvd);
+        gpu_matmul_forward(f32_of(la.v), bf16_of(la.v), ln1, ln1_16, gpu_param_of(gm, K_WV, l), gpu_param_of(gm, K_BV, l),
+                           BT, C, kvd);
         if (c->rope) {
             gpu_rope(la.q, a->rope_cs, BT, T, H, hd, 1.0f);
             gpu_rope(la.k, a->rope_cs, BT, T, KVH, hd, 1.0f);
         }
         gpu_attention_forward(la.yatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd, c->attn_scale);
-        if (c->gate) {
-            gpu_matmul_forward(la.gate, la.ln1, m16.ln1, gpu_param_of(gm, K_WG, l), gpu_param_of(gm, K_BG, l), BT, C, H);
-            gate_forward_kernel<<<ceil_div((long)BT * H, ROW_THREADS / 32), ROW_THREADS>>>(la.yg, la.gate, la.yatt, BT, H, hd);
-            LAUNCH_CHECK(gate_forward_kernel);
+        if (c->gate) {                   // the gate's pre-activation is float32 in every mode
+            gpu_matmul_forward(la.gate, NULL, ln1, ln1_16, gpu_param_of(gm, K_WG, l), gpu_param_of(gm, K_BG, l), BT, C, H);
+            gpu_gate_forward(la.yg, la.gate, la.yatt, BT, H, hd);
         }
-        if (m16.yg) bf16_round(m16.yg, la.yg, (long)BT * qd);        // W_O's input, rounded once for both its GEMMs
-        gpu_matmul_forward(a->tmp, la.yg, m16.yg, gpu_param_of(gm, K_WO, l), NULL, BT, qd, C);
-        gpu_residual_norm_forward(la.xmid, la.ln2, m16.ln2, la.ln2_mean, la.ln2_rstd, la.x, a->tmp,
-                                  gpu_param_of(gm, K_BO, l), gpu_param_of(gm, K_LN2W, l), gpu_param_of(gm, K_LN2B, l),
-                                  c->rmsnorm, c->eps, BT, C);
+        gpu_matmul_forward(f32_of(a->tmp), bf16_of(a->tmp), f32_of(la.yg), bf16_of(la.yg), gpu_param_of(gm, K_WO, l),
+                           NULL, BT, qd, C);
+        gpu_residual_norm_forward(la.xmid, la.ln2, la.ln2_mean, la.ln2_rstd, la.x, a->tmp, gpu_param_of(gm, K_BO, l),
+                                  gpu_param_of(gm, K_LN2W, l), gpu_param_of(gm, K_LN2B, l), c->rmsnorm, c->eps, BT, C);
         // MLP sublayer: xout = xmid + MLP(Norm2(xmid)); then Norm1 of the next layer (or the final norm)
-        gpu_matmul_forward(la.up, la.ln2, m16.ln2, gpu_param_of(gm, K_WUP, l), NULL, BT, C, F);
-        if (c->swiglu) {
-            gpu_matmul_forward(la.gpre, la.ln2, m16.ln2, gpu_param_of(gm, K_WGATE, l), NULL, BT, C, F);
-            swiglu_forward_kernel<<<EW_GRID((long)BT * F)>>>(la.hact, m16.hact, la.gpre, la.up, gpu_param_of(gm, K_BGATE, l),
-                                                             gpu_param_of(gm, K_BUP, l), (long)BT * F, F);
-            LAUNCH_CHECK(swiglu_forward_kernel);
-        } else {
-            gelu_forward_kernel<<<EW_GRID((long)BT * F)>>>(la.hact, m16.hact, la.up, gpu_param_of(gm, K_BUP, l), (long)BT * F, F);
-            LAUNCH_CHECK(gelu_forward_kernel);
-        }
-        gpu_matmul_forward(a->tmp, la.hact, m16.hact, gpu_param_of(gm, K_WDOWN, l), NULL, BT, F, C);
+        gpu_matmul_forward(f32_of(la.up), bf16_of(la.up), ln2, ln2_16, gpu_param_of(gm, K_WUP, l), NULL, BT, C, F);
+        if (c->swiglu)
+            gpu_matmul_forward(f32_of(la.gpre), bf16_of(la.gpre), ln2, ln2_16, gpu_param_of(gm, K_WGATE, l), NULL, BT, C, F);
+        gpu_mlp_activation_forward(la.hact, la.gpre, la.up, gpu_param_of(gm, K_BGATE, l), gpu_param_of(gm, K_BUP, l),
+                                   (long)BT * F, F);
+        gpu_matmul_forward(f32_of(a->tmp), bf16_of(a->tmp), f32_of(la.hact), bf16_of(la.hact),
+                           gpu_param_of(gm, K_WDOWN, l), NULL, BT, F, C);
         if (l + 1 < c->L) {
             LayerActs nx;
             LAYER_ACTS(nx, a, c, l + 1, maxBT, 1);
-            gpu_residual_norm_forward(la.xout, nx.ln1, layer_mirrors(gm, l + 1).ln1, nx.ln1_mean,
-                                      nx.ln1_rstd, la.xmid, a->tmp, gpu_param_of(gm, K_BDOWN, l),
-                                      gpu_param_of(gm, K_LN1W, l + 1), gpu_param_of(gm, K_LN1B, l + 1), c->rmsnorm,
-                                      c->eps, BT, C);
+            gpu_residual_norm_forward(la.xout, nx.ln1, nx.ln1_mean, nx.ln1_rstd, la.xmid, a->tmp,
+                                      gpu_param_of(gm, K_BDOWN, l), gpu_param_of(gm, K_LN1W, l + 1),
+                                      gpu_param_of(gm, K_LN1B, l + 1), c->rmsnorm, c->eps, BT, C);
         } else {
-            gpu_residual_norm_forward(la.xout, a->lnf, a->lnf16, a->lnf_mean, a->lnf_rstd, la.xmid, a->tmp,
+            gpu_residual_norm_forward(la.xout, a->lnf, a->lnf_mean, a->lnf_rstd, la.xmid, a->tmp,
                                       gpu_param_of(gm, K_BDOWN, l), gm->p[K_LNFW], gm->p[K_LNFB], c->rmsnorm, c->eps,
                                       BT, C);
         }
     }
     const float* head = c->tied ? gm->p[K_WTE] : gm->p[K_LMHEAD];
-    gpu_matmul_forward(a->logits, a->lnf, a->lnf16, head, NULL, BT, C, c->V);
+    gpu_matmul_forward(a->logits, NULL, f32_of(a->lnf), bf16_of(a->lnf), head, NULL, BT, C, c->V);  // float32 logits
     if (targets && g_bf16.on) {          // the logits' gradient too: gpu_backward starts from it
         softmax_crossentropy_bf16_kernel<<<BT, ROW_THREADS>>>(a->logits, a->losses, a->dlogits16, a->targets, c->V,
                                                               c->logit_scale, 1.0f / BT);
@@ -1637,56 +1719,60 @@ static void gpu_backward(GpuModel* gm, int B, int T) {
     // it: no memsets. a->dres carries d loss / d residual stream from the final norm down.
     const float* head = c->tied ? gm->p[K_WTE] : gm->p[K_LMHEAD];
     float* dhead = c->tied ? gm->g[K_WTE] : gm->g[K_LMHEAD];
-    gpu_matmul_backward(a->dln, GRAD_SET, dhead, NULL, a->logits, a->dlogits16, a->lnf, a->lnf16, head, BT, C, c->V, sc);
+    gpu_matmul_backward(a->dln, NULL, GRAD_SET, dhead, NULL, f32_of(a->logits), a->dlogits16, f32_of(a->lnf),
+                        bf16_of(a->lnf), head, BT, C, c->V, sc);
     gpu_norm_backward(a->dres, GRAD_SET, a->dres16, gm->g[K_LNFW], gm->g[K_LNFB], a->dln, a->res + c->L * s_c, gm->p[K_LNFW],
                       a->lnf_mean, a->lnf_rstd, c->rmsnorm, BT, C, sc);
     // blocks in reverse
     for (int l = c->L - 1; l >= 0; l--) {
         LayerActs la;
         LAYER_ACTS(la, a, c, l, maxBT, 1);
-        LayerMirrors m16 = layer_mirrors(gm, l);
+        // Activations and their gradients as (f32_of, bf16_of) pairs, as in gpu_forward. dln (float32)
+        // sums the GEMMs' input gradients into a norm; dres, the residual's, is float32 with a bf16 copy.
+        float *ln1 = f32_of(la.ln1), *ln2 = f32_of(la.ln2);
+        __nv_bfloat16 *ln1_16 = bf16_of(la.ln1), *ln2_16 = bf16_of(la.ln2);
         // MLP sublayer
-        gpu_matmul_backward(a->dh, GRAD_SET, gpu_grad_of(gm, K_WDOWN, l), gpu_grad_of(gm, K_BDOWN, l),
-                            a->dres, a->dres16, la.hact, m16.hact, gpu_param_of(gm, K_WDOWN, l), BT, F, C, sc);
-        if (c->swiglu) {
-            swiglu_backward_kernel<<<EW_GRID((long)BT * F)>>>(a->dgpre, a->dup, a->dgpre16, a->dup16, la.gpre, la.up, a->dh,
-                                                              (long)BT * F);
-            LAUNCH_CHECK(swiglu_backward_kernel);
-            gpu_matmul_backward(a->dln, GRAD_SET, gpu_grad_of(gm, K_WGATE, l), gpu_grad_of(gm, K_BGATE, l),
-                                a->dgpre, a->dgpre16, la.ln2, m16.ln2, gpu_param_of(gm, K_WGATE, l), BT, C, F, sc);
-        } else {
-            gelu_backward_kernel<<<EW_GRID((long)BT * F)>>>(a->dup, a->dup16, la.up, a->dh, (long)BT * F);
-            LAUNCH_CHECK(gelu_backward_kernel);
-        }
-        gpu_matmul_backward(a->dln, c->swiglu ? GRAD_ADD : GRAD_SET, gpu_grad_of(gm, K_WUP, l), gpu_grad_of(gm, K_BUP, l),
-                            a->dup, a->dup16, la.ln2, m16.ln2, gpu_param_of(gm, K_WUP, l), BT, C, F, sc);
+        gpu_matmul_backward(f32_of(a->dh), bf16_of(a->dh), GRAD_SET, gpu_grad_of(gm, K_WDOWN, l),
+                            gpu_grad_of(gm, K_BDOWN, l), a->dres, a->dres16, f32_of(la.hact), bf16_of(la.hact),
+                            gpu_param_of(gm, K_WDOWN, l), BT, F, C, sc);
+        gpu_mlp_activation_backward(a->dgpre, a->dup, la.gpre, la.up, a->dh, (long)BT * F);
+        if (c->swiglu)
+            gpu_matmul_backward(a->dln, NULL, GRAD_SET, gpu_grad_of(gm, K_WGATE, l), gpu_grad_of(gm, K_BGATE, l),
+                                f32_of(a->dgpre), bf16_of(a->dgpre), ln2, ln2_16, gpu_param_of(gm, K_WGATE, l), BT, C, F,
+                                sc);
+        gpu_matmul_backward(a->dln, NULL, c->swiglu ? GRAD_ADD : GRAD_SET, gpu_grad_of(gm, K_WUP, l),
+                            gpu_grad_of(gm, K_BUP, l), f32_of(a->dup), bf16_of(a->dup), ln2, ln2_16,
+                            gpu_param_of(gm, K_WUP, l), BT, C, F, sc);
         gpu_norm_backward(a->dres, GRAD_ADD, a->dres16, gpu_grad_of(gm, K_LN2W, l), gpu_grad_of(gm, K_LN2B, l),
                           a->dln, la.xmid, gpu_param_of(gm, K_LN2W, l),
                           la.ln2_mean, la.ln2_rstd, c->rmsnorm, BT, C, sc);
         // attention sublayer
-        gpu_matmul_backward(a->dy, GRAD_SET, gpu_grad_of(gm, K_WO, l), gpu_grad_of(gm, K_BO, l),
-                            a->dres, a->dres16, la.yg, m16.yg, gpu_param_of(gm, K_WO, l), BT, qd, C, sc);
+        gpu_matmul_backward(f32_of(a->dy), bf16_of(a->dy), GRAD_SET, gpu_grad_of(gm, K_WO, l), gpu_grad_of(gm, K_BO, l),
+                            a->dres, a->dres16, f32_of(la.yg), bf16_of(la.yg), gpu_param_of(gm, K_WO, l), BT, qd, C, sc);
         float* dyatt = a->dy;
-        if (c->gate) {
-            gate_backward_kernel<<<ceil_div((long)BT * H, ROW_THREADS / 32), ROW_THREADS>>>(a->dy2, a->dgate, a->dy,
-                                                                                       la.yatt, la.gate, BT, H, hd);
-            LAUNCH_CHECK(gate_backward_kernel);
-            gpu_matmul_backward(a->dln, GRAD_SET, gpu_grad_of(gm, K_WG, l), gpu_grad_of(gm, K_BG, l),
-                                a->dgate, NULL, la.ln1, m16.ln1, gpu_param_of(gm, K_WG, l), BT, C, H, sc);
+        if (c->gate) {                   // the gate's gradient dgate is float32, rounded for its GEMMs
+            gpu_gate_backward(a->dy2, a->dgate, a->dy, la.yatt, la.gate, BT, H, hd);
+            gpu_matmul_backward(a->dln, NULL, GRAD_SET, gpu_grad_of(gm, K_WG, l), gpu_grad_of(gm, K_BG, l), a->dgate,
+                                NULL, ln1, ln1_16, gpu_param_of(gm, K_WG, l), BT, C, H, sc);
             dyatt = a->dy2;
         }
+        // b_k's gradient is zero in exact arithmetic (a constant added to every key moves each query's scores
+        // by one constant, which the softmax ignores). With --dtype bf16 it is not: D = dy . y reads the
+        // attention's output as stored, in bf16, so sum_s dP[t, s] is a rounding remainder instead of 0. b_k
+        // then takes AdamW steps that change nothing the model computes (doc/cuda.md, "bf16").
         gpu_attention_backward(a->dq, a->dk, a->dv, a->attD, dyatt, la.yatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd,
                                c->attn_scale);
         if (c->rope) {
             gpu_rope(a->dq, a->rope_cs, BT, T, H, hd, -1.0f);
             gpu_rope(a->dk, a->rope_cs, BT, T, KVH, hd, -1.0f);
         }
-        gpu_matmul_backward(a->dln, c->gate ? GRAD_ADD : GRAD_SET, gpu_grad_of(gm, K_WQ, l), gpu_grad_of(gm, K_BQ, l),
-                            a->dq, NULL, la.ln1, m16.ln1, gpu_param_of(gm, K_WQ, l), BT, C, qd, sc);
-        gpu_matmul_backward(a->dln, GRAD_ADD, gpu_grad_of(gm, K_WK, l), gpu_grad_of(gm, K_BK, l),
-                            a->dk, NULL, la.ln1, m16.ln1, gpu_param_of(gm, K_WK, l), BT, C, kvd, sc);
-        gpu_matmul_backward(a->dln, GRAD_ADD, gpu_grad_of(gm, K_WV, l), gpu_grad_of(gm, K_BV, l),
-                            a->dv, NULL, la.ln1, m16.ln1, gpu_param_of(gm, K_WV, l), BT, C, kvd, sc);
+        gpu_matmul_backward(a->dln, NULL, c->gate ? GRAD_ADD : GRAD_SET, gpu_grad_of(gm, K_WQ, l),
+                            gpu_grad_of(gm, K_BQ, l), f32_of(a->dq), bf16_of(a->dq), ln1, ln1_16,
+                            gpu_param_of(gm, K_WQ, l), BT, C, qd, sc);
+        gpu_matmul_backward(a->dln, NULL, GRAD_ADD, gpu_grad_of(gm, K_WK, l), gpu_grad_of(gm, K_BK, l), f32_of(a->dk),
+                            bf16_of(a->dk), ln1, ln1_16, gpu_param_of(gm, K_WK, l), BT, C, kvd, sc);
+        gpu_matmul_backward(a->dln, NULL, GRAD_ADD, gpu_grad_of(gm, K_WV, l), gpu_grad_of(gm, K_BV, l), f32_of(a->dv),
+                            bf16_of(a->dv), ln1, ln1_16, gpu_param_of(gm, K_WV, l), BT, C, kvd, sc);
         gpu_norm_backward(a->dres, GRAD_ADD, a->dres16, gpu_grad_of(gm, K_LN1W, l), gpu_grad_of(gm, K_LN1B, l),
                           a->dln, la.x, gpu_param_of(gm, K_LN1W, l),
                           la.ln1_mean, la.ln1_rstd, c->rmsnorm, BT, C, sc);

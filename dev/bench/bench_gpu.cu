@@ -21,11 +21,10 @@ per kernel and step, the FLOPs and the bytes it must move (each input read once,
 written once: the minimum, not what a cache-missing kernel moves), and the time each would take on
 an H100 SXM at the datasheet's 3.35 TB/s HBM3 and 494.7 TFLOP/s dense TF32 / 989.4 TFLOP/s dense
 bf16 tensor-core / 66.9 TFLOP/s float32 CUDA-core peaks: max(FLOPs / peak, bytes / bandwidth). The
-plan is arithmetic on the model's shapes, not a measurement. It has three columns: float32
-activations with TF32 matmuls; --dtype bf16 as the trainer has it (bf16 GEMMs and tensor-core
-attention on float32 activations, with bf16 mirrors of the GEMMs' inputs; doc/cuda.md, "bf16"); and
-2-byte activations in every kernel with float32 master weights, AdamW state, loss and softmax (what
-a full bf16 mode would buy; not built). The measured path times the trainer as it is, in three
+plan is arithmetic on the model's shapes, not a measurement. It has two columns: float32 activations
+with TF32 matmuls and attention (the default), and --dtype bf16 (bf16 GEMMs and tensor-core attention,
+bf16 activations; the residual stream, its gradient, the logits, the master weights and the AdamW
+state float32; doc/cuda.md, "bf16"). The measured path times the trainer as it is, in three
 modes (bf16, TF32, float32).
 */
 #define TRAIN_GPT2CU_NO_MAIN
@@ -39,14 +38,12 @@ modes (bf16, TF32, float32).
 #define H100_BF16 989.4e12       // dense bf16 tensor-core FLOP/s
 #define H100_FP32 66.9e12        // float32 CUDA-core FLOP/s (non-tensor)
 
-// The three ways a step can run: float32 activations with TF32 matmuls and attention (the default);
-// --dtype bf16 as the trainer has it (bf16 GEMMs and tensor-core attention on float32 activations; the
-// GEMMs read bf16 mirrors of their inputs); and bf16 activations in every kernel (a goal, not built).
-enum { MODE_TF32, MODE_BF16, MODE_BF16_ACTS, NMODES };
+// The two ways a step can run: float32 activations with TF32 matmuls and attention (the default), and
+// --dtype bf16 (bf16 GEMMs and tensor-core attention, bf16 activations; float32 accumulators).
+enum { MODE_TF32, MODE_BF16, NMODES };
 static const char* mode_title[NMODES] = {"float32 activations, TF32 matmuls and attention (the default)",
-                                         "--dtype bf16 as built: bf16 GEMMs and attention on the tensor cores, "
-                                         "float32 activations with bf16 mirrors of the GEMMs' inputs",
-                                         "bf16 activations in every kernel (a goal, not built)"};
+                                         "--dtype bf16: bf16 GEMMs and attention on the tensor cores, bf16 "
+                                         "activations, the residual stream and float32 accumulators"};
 enum { OP_GEMM, OP_TC_ATTENTION, OP_CUDA_CORES };
 
 typedef struct {
@@ -54,23 +51,22 @@ typedef struct {
     int launches;                // per step
     double flops;                // per step: the products (GEMMs, attention) or the kernel's arithmetic
     double ew_flops;             // the tensor-core attention's elementwise work (softmax), on CUDA cores
-    double act_bytes;            // elements of activations (2 bytes each in bf16 activations, 4 else)
-    double out_elems;            // of which a GEMM's float32 outputs (--dtype bf16 as built: its inputs are bf16)
-    double f32_bytes;            // bytes that stay float32 (logits, losses, weights, AdamW state)
+    double act_bytes;            // elements of activations (2 bytes each with --dtype bf16, 4 else)
+    double f32_bytes;            // bytes that are float32 in every mode (the residual stream and its gradient,
+                                 // the norms' summed input gradient, logits, losses, weights, AdamW state)
     int kind;                    // OP_*
     unsigned modes;              // the modes that run it (bit MODE_*)
 } PlanOp;
 
-static const unsigned ALL_MODES = (1u << NMODES) - 1, BF16_MODES = 1u << MODE_BF16 | 1u << MODE_BF16_ACTS;
+static const unsigned ALL_MODES = (1u << NMODES) - 1, BF16_ONLY = 1u << MODE_BF16;
 
 static void plan_add(std::vector<PlanOp>* ops, const char* name, int launches, double flops, double act_elems,
-                     double f32_elems, int kind, unsigned modes = ALL_MODES, double ew_flops = 0, double out_elems = 0) {
+                     double f32_elems, int kind, unsigned modes = ALL_MODES, double ew_flops = 0) {
     for (PlanOp& o : *ops)
         if (strcmp(o.name, name) == 0) {
             o.launches += launches;
             o.flops += flops;
             o.ew_flops += ew_flops;
-            o.out_elems += out_elems;
             o.act_bytes += act_elems;
             o.f32_bytes += 4 * f32_elems;
             return;
@@ -80,7 +76,6 @@ static void plan_add(std::vector<PlanOp>* ops, const char* name, int launches, d
     o.launches = launches;
     o.flops = flops;
     o.ew_flops = ew_flops;
-    o.out_elems = out_elems;
     o.act_bytes = act_elems;         // elements for now; times the element size when timed
     o.f32_bytes = 4 * f32_elems;
     o.kind = kind;
@@ -88,26 +83,31 @@ static void plan_add(std::vector<PlanOp>* ops, const char* name, int launches, d
     ops->push_back(o);
 }
 
-// A matmul out[BT,OC] = inp[BT,IC] W[OC,IC]^T, forward and both backward products (weights read in
-// the matmul's input precision, their gradient written in float32). --dtype bf16 as built reads inp's
-// bf16 mirror (written by the kernel that computes inp: plan_step) and rounds dout once for both
-// backward products (read as float32, written as bf16: 6 bytes), unless its producer writes it in bf16
-// (dout16: the logits' gradient, and the norms' and the MLP activation's backward outputs). dinp is
-// written (the first contribution to it: GRAD_SET in train_gpt2.cu) or, with dinp_add, read and written.
+// A matmul out[BT,OC] = inp[BT,IC] W[OC,IC]^T, forward and both backward products (weights read in the
+// matmul's input precision, their gradient written in float32). The ends that are float32 in every mode
+// (F32_*): the output (the logits, the gate's pre-activation), the input gradient (dln, which sums
+// several products into a norm's backward: written, or with dinp_add read and written), and the output
+// gradient (dres, read in bf16 from its copy by the products, in float32 by the bias gradient; the
+// gate's, rounded once for both products). Others are activations.
+enum { F32_OUT = 1, F32_DINP = 2, F32_DOUT_BIAS = 4, F32_DOUT_ROUNDED = 8 };
 static void plan_matmul(std::vector<PlanOp>* ops, double BT, double IC, double OC, int has_bias, int dinp_add,
-                        int dout16 = 0) {
-    double dinp = (dinp_add ? 2 : 1) * BT * IC;
-    plan_add(ops, "gemm forward", 1, 2 * BT * IC * OC, BT * IC + IC * OC + BT * OC, 0, OP_GEMM, ALL_MODES, 0, BT * OC);
-    plan_add(ops, "gemm backward dinp", 1, 2 * BT * IC * OC, BT * OC + IC * OC + dinp, 0, OP_GEMM, ALL_MODES, 0, dinp);
+                        unsigned f32) {
+    double out = BT * OC, dinp = (dinp_add ? 2 : 1) * BT * IC;
+    plan_add(ops, "gemm forward", 1, 2 * BT * IC * OC, BT * IC + IC * OC + (f32 & F32_OUT ? 0 : out),
+             f32 & F32_OUT ? out : 0, OP_GEMM);
+    plan_add(ops, "gemm backward dinp", 1, 2 * BT * IC * OC, BT * OC + IC * OC + (f32 & F32_DINP ? 0 : dinp),
+             f32 & F32_DINP ? dinp : 0, OP_GEMM);
     plan_add(ops, "gemm backward dW", 1, 2 * BT * IC * OC, BT * OC + BT * IC, 2 * IC * OC, OP_GEMM);
-    if (has_bias) plan_add(ops, "bias gradient (column sums)", 2, BT * OC, BT * OC, OC, OP_CUDA_CORES);
-    if (!dout16) plan_add(ops, "to_bf16 (output gradients)", 1, 0, 0, 1.5 * BT * OC, OP_CUDA_CORES, 1u << MODE_BF16);
+    if (has_bias)
+        plan_add(ops, "bias gradient (column sums)", 2, BT * OC, f32 & F32_DOUT_BIAS ? 0 : BT * OC,
+                 OC + (f32 & F32_DOUT_BIAS ? BT * OC : 0), OP_CUDA_CORES);
+    if (f32 & F32_DOUT_ROUNDED) plan_add(ops, "to_bf16 (the gate's gradient)", 1, 0, 0, 1.5 * BT * OC, OP_CUDA_CORES, BF16_ONLY);
 }
 
 // Attention, forward and backward: 2 hd FLOPs per causal (query, key) pair for each product (forward:
 // q.k and the weighted sum; query kernel: q.k, dy.v, dP k; key kernel: q.k and dy.v again, then dv and
 // dk), reading q, k, v (and dy, y) once and writing y, lse (dq, D; dk, dv). On the tensor cores (TF32
-// in the TF32 mode, bf16 in the others) for head sizes 16 to 64 in steps of 16, with about 8 float32
+// in the TF32 mode, bf16 in the other) for head sizes 16 to 64 in steps of 16, with about 8 float32
 // operations per pair per kernel left on CUDA cores (scale, mask, maximum, exp, sums, dP, rounding; exp
 // counted as one); on CUDA cores in float32 for other head sizes.
 static void plan_attention(std::vector<PlanOp>* ops, double BT, double qd, double kvd, double H, double hd,
@@ -124,13 +124,6 @@ static void plan_attention(std::vector<PlanOp>* ops, double BT, double qd, doubl
     }
 }
 
-// n outputs of the norms or the MLP activation: activations (4 or 2 bytes) except in --dtype bf16 as
-// built, which writes them as bf16 only
-static void plan_outputs(std::vector<PlanOp>* ops, double n) {
-    plan_add(ops, "norm, GELU outputs", 0, 0, n, 0, OP_CUDA_CORES, ALL_MODES & ~(1u << MODE_BF16));
-    plan_add(ops, "norm, GELU outputs (bf16)", 0, 0, 0, 0.5 * n, OP_CUDA_CORES, 1u << MODE_BF16);
-}
-
 // Every kernel of one training step of train_gpt2.cu (gpu_forward, gpu_backward, the norm, AdamW) on
 // model c with batch B x T: what it computes and the least it must move.
 static std::vector<PlanOp> plan_step(const Config* c, double P, int B, int T) {
@@ -138,65 +131,58 @@ static std::vector<PlanOp> plan_step(const Config* c, double P, int B, int T) {
     double BT = (double)B * T, C = c->C, H = c->H, KVH = c->KVH, hd = C / H, F = c->F, V = c->V;
     double qd = H * hd, kvd = KVH * hd, pairs = (double)B * H * T * (T + 1) / 2;     // causal (query, key) pairs
     int bias = c->bias;
-    // forward
-    plan_add(&ops, "embedding_forward", 1, BT * C, 2 * BT * C, 0, OP_CUDA_CORES);
-    // the norms' and the MLP activation's outputs have rows of their own: as built, --dtype bf16 writes
-    // them in bf16 only (their readers are GEMMs), float32 writes them in float32
-    plan_add(&ops, "norm_forward (layer 0)", 1, 8 * BT * C, BT * C, 0, OP_CUDA_CORES);
-    plan_outputs(&ops, BT * C);
+    // forward: the residual stream is float32, the norms' outputs activations
+    plan_add(&ops, "embedding_forward", 1, BT * C, 0, 2 * BT * C, OP_CUDA_CORES);
+    plan_add(&ops, "norm_forward (layer 0)", 1, 8 * BT * C, BT * C, BT * C, OP_CUDA_CORES);
     for (int l = 0; l < c->L; l++) {
-        // the backward's order: the gate's product (if any) sets dln, then q, k, v add to it; dq, dk, dv
-        // (and the gate's gradient) are rounded
-        plan_matmul(&ops, BT, C, qd, bias, c->gate);
-        plan_matmul(&ops, BT, C, kvd, bias, 1);
-        plan_matmul(&ops, BT, C, kvd, bias, 1);
+        // the backward's order: the gate's product (if any) sets dln, then q, k, v add to it
+        plan_matmul(&ops, BT, C, qd, bias, c->gate, F32_DINP);
+        plan_matmul(&ops, BT, C, kvd, bias, 1, F32_DINP);
+        plan_matmul(&ops, BT, C, kvd, bias, 1, F32_DINP);
         if (bias) plan_add(&ops, "add_bias (q, k, v)", 3, BT * (qd + 2 * kvd), 2 * BT * (qd + 2 * kvd), 0, OP_CUDA_CORES);
         if (c->rope) plan_add(&ops, "rope (forward and backward)", 4, 2 * 6 * BT * (qd + kvd) / 2,
                               4 * BT * (qd + kvd), 0, OP_CUDA_CORES);
         plan_attention(&ops, BT, qd, kvd, H, hd, pairs);
         if (c->gate) {
-            plan_matmul(&ops, BT, C, H, bias, 0);
+            plan_matmul(&ops, BT, C, H, bias, 0, F32_OUT | F32_DINP | F32_DOUT_BIAS | F32_DOUT_ROUNDED);
             plan_add(&ops, "gate forward and backward", 2, 6 * BT * qd, 6 * BT * qd, 3 * BT * H, OP_CUDA_CORES);
         }
-        // W_O's input (attention's output, or the gated one) is rounded into its mirror once
-        plan_add(&ops, "to_bf16 (W_O's input)", 1, 0, 0, 1.5 * BT * qd, OP_CUDA_CORES, 1u << MODE_BF16);
-        plan_matmul(&ops, BT, qd, C, bias, 0, 1);
-        // as built, the backward of the norms and the MLP activation writes bf16 copies of the gradients it
-        // produces (dres twice, dup, and dgpre for SwiGLU) for the GEMMs, beside the float32 ones
-        plan_add(&ops, "bf16 copies (norms, GELU)", 0, 0, 0, 0.5 * BT * (2 * C + (c->swiglu ? 2 : 1) * F),
-                 OP_CUDA_CORES, 1u << MODE_BF16);
-        plan_add(&ops, "residual_norm_forward", 2, 2 * 9 * BT * C, 2 * 3 * BT * C, 0, OP_CUDA_CORES);
-        plan_outputs(&ops, 2 * BT * C + BT * F);
-        plan_matmul(&ops, BT, C, F, bias, c->swiglu, 1);    // SwiGLU's gate product sets dln first
+        plan_matmul(&ops, BT, qd, C, bias, 0, F32_DOUT_BIAS);
+        // x + (branch + bias) into the float32 stream, then its norm (an activation), twice per layer
+        plan_add(&ops, "residual_norm_forward", 2, 2 * 9 * BT * C, 2 * 2 * BT * C, 2 * 2 * BT * C, OP_CUDA_CORES);
+        plan_matmul(&ops, BT, C, F, bias, c->swiglu, F32_DINP);    // SwiGLU's gate product sets dln first
         if (c->swiglu) {
-            plan_matmul(&ops, BT, C, F, bias, 0, 1);
-            plan_add(&ops, "swiglu forward (+ biases)", 1, 8 * BT * F, 4 * BT * F, 0, OP_CUDA_CORES);
+            plan_matmul(&ops, BT, C, F, bias, 0, F32_DINP);
+            plan_add(&ops, "swiglu forward (+ biases)", 1, 8 * BT * F, 5 * BT * F, 0, OP_CUDA_CORES);
             plan_add(&ops, "swiglu backward", 1, 10 * BT * F, 5 * BT * F, 0, OP_CUDA_CORES);
         } else {
-            plan_add(&ops, "gelu forward (+ bias)", 1, 12 * BT * F, 2 * BT * F, 0, OP_CUDA_CORES);
+            plan_add(&ops, "gelu forward (+ bias)", 1, 12 * BT * F, 3 * BT * F, 0, OP_CUDA_CORES);
             plan_add(&ops, "gelu backward", 1, 16 * BT * F, 3 * BT * F, 0, OP_CUDA_CORES);
         }
-        plan_matmul(&ops, BT, F, C, bias, 0, 1);
-        // two norms per layer backward: dx (reads dout, x, dx; writes dx) and the weight partials
-        plan_add(&ops, "norm_backward", 2, 2 * 10 * BT * C, 2 * 4 * BT * C, 0, OP_CUDA_CORES);
-        plan_add(&ops, "norm_backward_params", 2, 2 * 4 * BT * C, 2 * 2 * BT * C, 4 * C, OP_CUDA_CORES);
+        plan_matmul(&ops, BT, F, C, bias, 0, F32_DOUT_BIAS);
+        // two norms per layer backward: dx (reads dln, x, dres; writes dres and, with --dtype bf16, its
+        // bf16 copy for the GEMMs) and the weight partials (read dln and x), all float32
+        plan_add(&ops, "norm_backward", 2, 2 * 10 * BT * C, 0, 2 * 4 * BT * C, OP_CUDA_CORES);
+        plan_add(&ops, "norm_backward: dres's bf16 copy", 0, 0, 0, 2 * 0.5 * BT * C, OP_CUDA_CORES, BF16_ONLY);
+        plan_add(&ops, "norm_backward_params", 2, 2 * 4 * BT * C, 0, 2 * 2 * BT * C + 4 * C, OP_CUDA_CORES);
     }
-    // head: logits, softmax + loss (float32), backward
-    plan_matmul(&ops, BT, C, V, 0, 0, 1);
+    // head: float32 logits, softmax + loss, backward (the logits' gradient an activation)
+    plan_matmul(&ops, BT, C, V, 0, 0, F32_OUT | F32_DINP);
     // float32: the probabilities in place over the logits, then the gradient in place over them; bf16: one
     // kernel reads the logits and writes the gradient in bf16, the probabilities never stored
     plan_add(&ops, "softmax_forward (+ loss)", 1, 5 * BT * V, 0, 2 * BT * V, OP_CUDA_CORES, 1u << MODE_TF32);
     plan_add(&ops, "crossentropy_softmax_backward", 1, 3 * BT * V, 0, 2 * BT * V, OP_CUDA_CORES, 1u << MODE_TF32);
-    plan_add(&ops, "softmax_crossentropy_bf16", 1, 8 * BT * V, 0, 1.5 * BT * V, OP_CUDA_CORES, BF16_MODES);
-    plan_add(&ops, "norm_backward (final)", 1, 10 * BT * C, 4 * BT * C, 0, OP_CUDA_CORES);
-    plan_add(&ops, "norm_backward_params (final)", 1, 4 * BT * C, 2 * BT * C, 2 * C, OP_CUDA_CORES);
-    plan_add(&ops, "embedding_backward", c->rope ? 1 : 2, 2 * BT * C, 2 * BT * C, 2 * BT * C, OP_CUDA_CORES);
-    // update: zero the gradients, their norm, AdamW (float32 master weights and moments; in the bf16
-    // modes it also writes the weights' bf16 copy)
+    plan_add(&ops, "softmax_crossentropy_bf16", 1, 8 * BT * V, BT * V, BT * V, OP_CUDA_CORES, BF16_ONLY);
+    plan_add(&ops, "norm_backward (final)", 1, 10 * BT * C, 0, 4 * BT * C, OP_CUDA_CORES);
+    plan_add(&ops, "norm_backward: dres's bf16 copy", 0, 0, 0, 0.5 * BT * C, OP_CUDA_CORES, BF16_ONLY);
+    plan_add(&ops, "norm_backward_params (final)", 1, 4 * BT * C, 0, 2 * BT * C + 2 * C, OP_CUDA_CORES);
+    plan_add(&ops, "embedding_backward", c->rope ? 1 : 2, 2 * BT * C, 0, 4 * BT * C, OP_CUDA_CORES);
+    // update: zero the gradients, their norm, AdamW (float32 master weights and moments; with --dtype
+    // bf16 it also writes the weights' bf16 copy)
     plan_add(&ops, "memset (parameter gradients)", 1, 0, 0, P, OP_CUDA_CORES);
     plan_add(&ops, "grad_norm", 2, 2 * P, 0, P, OP_CUDA_CORES);
     plan_add(&ops, "adamw", 1, 15 * P, 0, 7 * P, OP_CUDA_CORES);
-    plan_add(&ops, "adamw: the weights' bf16 copy", 0, 0, 0, 0.5 * P, OP_CUDA_CORES, BF16_MODES);
+    plan_add(&ops, "adamw: the weights' bf16 copy", 0, 0, 0, 0.5 * P, OP_CUDA_CORES, BF16_ONLY);
     return ops;
 }
 
@@ -208,15 +194,14 @@ static double model_flops(const Config* c, const std::vector<PlanOp>& ops, int B
     return f + c->L * 12 * hd * pairs;
 }
 
+static double op_bytes(const PlanOp& o, int m) { return o.act_bytes * (m == MODE_BF16 ? 2 : 4) + o.f32_bytes; }
+
 // The least time o can take in mode m (0 if the mode does not run it)
 static double op_time(const PlanOp& o, int m) {
     if (!(o.modes >> m & 1)) return 0.0;
-    double bytes = o.act_bytes * (m == MODE_BF16_ACTS ? 2 : 4) + o.f32_bytes;
-    if (m == MODE_BF16 && o.kind == OP_GEMM) bytes = (o.act_bytes - o.out_elems) * 2 + o.out_elems * 4 + o.f32_bytes;
-    double t = bytes / H100_BW;
-    if (o.kind == OP_GEMM) return fmax(t, o.flops / (m == MODE_TF32 ? H100_TF32 : H100_BF16));
-    if (o.kind == OP_TC_ATTENTION)
-        return fmax(t, fmax(o.flops / (m == MODE_TF32 ? H100_TF32 : H100_BF16), o.ew_flops / H100_FP32));
+    double t = op_bytes(o, m) / H100_BW, tc_peak = m == MODE_TF32 ? H100_TF32 : H100_BF16;
+    if (o.kind == OP_GEMM) return fmax(t, o.flops / tc_peak);
+    if (o.kind == OP_TC_ATTENTION) return fmax(t, fmax(o.flops / tc_peak, o.ew_flops / H100_FP32));
     return fmax(t, o.flops / H100_FP32);
 }
 
@@ -231,17 +216,18 @@ static void print_plan(const char* title, const Config* c, double P, int B, int 
         }
     printf("\n%s: L %d, C %d, H %d, V %d, B %d, T %d, %.1fM parameters, %.0f tokens per step\n", title, c->L, c->C,
            c->H, c->V, B, T, P / 1e6, (double)B * T);
-    printf("%-32s %8s %9s %9s %9s | %9s %9s %9s %7s\n", "kernel (per step)", "launches", "GFLOP", "MB", "MB bf16",
-           "ms TF32", "ms bf16", "ms goal", "% bf16");
+    printf("%-32s %8s %9s %9s %9s | %9s %9s %7s\n", "kernel (per step)", "launches", "GFLOP", "MB TF32", "MB bf16",
+           "ms TF32", "ms bf16", "% bf16");
     for (const PlanOp& o : ops) {
-        double b32 = o.act_bytes * 4 + o.f32_bytes, b16 = o.act_bytes * 2 + o.f32_bytes;
-        printf("%-32s %8d %9.2f %9.1f %9.1f |", o.name, o.launches, (o.flops + o.ew_flops) / 1e9, b32 / 1e6, b16 / 1e6);
+        printf("%-32s %8d %9.2f %9.1f %9.1f |", o.name, o.launches, (o.flops + o.ew_flops) / 1e9,
+               (o.modes & 1u << MODE_TF32 ? op_bytes(o, MODE_TF32) : 0) / 1e6,
+               (o.modes & BF16_ONLY ? op_bytes(o, MODE_BF16) : 0) / 1e6);
         for (int m = 0; m < NMODES; m++)
             if (o.modes >> m & 1) printf(" %9.3f", 1e3 * op_time(o, m));
             else printf(" %9s", "-");
         printf(" %6.1f%%\n", 100 * op_time(o, MODE_BF16) / tot[MODE_BF16]);
     }
-    printf("(MB: with float32 activations / with bf16 activations; ms: the three modes below, in order)\n");
+    printf("(MB and ms: the two modes below, in order)\n");
     for (int m = 0; m < NMODES; m++) {
         double rest = tot[m] - gemm[m] - tc_att[m];
         printf("%s:\n  %.2f ms/step at the peaks, %.0f tokens/s; GEMMs %.2f ms (%.0f%%), attention on the tensor cores "

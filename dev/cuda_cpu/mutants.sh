@@ -19,7 +19,7 @@ cd "$(dirname "$0")/../.." || exit 2
 CXX=${CUDA_CPU_CXX:-g++ -O2 -march=native -std=c++17 -fopenmp -fno-math-errno -Wno-unused-function}
 TIMEOUT=600
 GEN=dev/cuda_cpu/gen/mutants
-ALL="syncthreads attn-sync transposed causal-skip grid reduction bounds adamw-table bf16-stale tc-rescale tc-diagonal tc-skip tc-sync bf16-mirror bf16-classifier grad-set tf32-round"
+ALL="syncthreads attn-sync transposed causal-skip grid reduction bounds adamw-table bf16-stale tc-rescale tc-diagonal tc-skip tc-sync bf16-input bf16-classifier grad-set tf32-round"
 
 # mutate NAME: print the sed script of mutant NAME, then (second line) how many lines of
 # `diff original mutant` start with < or > when it applies as intended.
@@ -38,13 +38,13 @@ mutate() {
         echo '/^__global__ void attention_forward_kernel(/,/^}$/s/for (int k0 = 0; k0 <= q_last; k0 += ATT_BK) {/for (int k0 = 0; k0 + ATT_BK <= q_last; k0 += ATT_BK) {/'
         echo 2 ;;
     grid)         # gpu_norm_forward: floor instead of ceil, the last rows get no block
-        echo '/^static void gpu_norm_forward(/,/^}$/s/norm_forward_kernel<<<ceil_div(N, ROW_THREADS \/ 32), /norm_forward_kernel<<<N \/ (ROW_THREADS \/ 32), /'
+        echo '/^static void gpu_norm_forward(/,/^}$/s/norm_forward_kernel<A><<<ceil_div(N, ROW_THREADS \/ 32), /norm_forward_kernel<A><<<N \/ (ROW_THREADS \/ 32), /'
         echo 2 ;;
     reduction)    # warp_sum: the last shuffle step (offset 1) is left out
         echo '/^template <typename T> __device__ T warp_sum(T v) {$/,/^}$/s/for (int o = 16; o > 0; o >>= 1) v += /for (int o = 16; o > 1; o >>= 1) v += /'
         echo 2 ;;
     bounds)       # gelu_forward_kernel: one element past the end of up and out (the last layer's)
-        echo '/^__global__ void gelu_forward_kernel(/,/^}$/s/if (i >= N) return;/if (i > N) return;/'
+        echo '/^template <typename A> __global__ void gelu_forward_kernel(/,/^}$/s/if (i >= N) return;/if (i > N) return;/'
         echo 2 ;;
     adamw-table)  # adamw_kernel's binary search: the first element of each tensor gets the previous tensor's row
         echo '/^__global__ void adamw_kernel(/,/^}$/s/if (tab\[mid\].offset <= i) lo = mid;/if (tab[mid].offset < i) lo = mid;/'
@@ -64,14 +64,14 @@ mutate() {
     tc-sync)      # attention_forward_tc_kernel: no barrier between loading a key/value tile and the warps reading it
         echo '/^__global__ void attention_forward_tc_kernel(/,/^}$/{/^        __syncthreads();$/d;}'
         echo 2 ;;
-    bf16-mirror)  # layer_mirrors: Norm2's bf16 mirror laid over Norm1's, so the q, k, v weight gradients read Norm2's output
-        echo '/^static LayerMirrors layer_mirrors(/,/^}$/s/mirror_of(gm->a.ln2_16, l, rows \* c->C)/mirror_of(gm->a.ln1_16, l, rows * c->C)/'
+    bf16-input)   # gpu_backward: W_up's weight gradient reads Norm1's output in bf16 (--dtype bf16 only) instead of Norm2's
+        echo '/^static void gpu_backward(/,/^}$/s/gpu_grad_of(gm, K_BUP, l), f32_of(a->dup), bf16_of(a->dup), ln2, ln2_16,/gpu_grad_of(gm, K_BUP, l), f32_of(a->dup), bf16_of(a->dup), ln2, ln1_16,/'
         echo 2 ;;
     bf16-classifier) # softmax_crossentropy_bf16_kernel: the probabilities not normalized in the gradient (the loss still right)
         echo '/^__global__ void softmax_crossentropy_bf16_kernel(/,/^}$/s/float pinv = (float)(1.0 \/ sum);/float pinv = 1.0f;/'
         echo 2 ;;
     grad-set)     # gpu_backward: the k product overwrites dln instead of adding to it (q's contribution lost)
-        echo '/^static void gpu_backward(/,/^}$/s/gpu_matmul_backward(a->dln, GRAD_ADD, gpu_grad_of(gm, K_WK, l),/gpu_matmul_backward(a->dln, GRAD_SET, gpu_grad_of(gm, K_WK, l),/'
+        echo '/^static void gpu_backward(/,/^}$/s/gpu_matmul_backward(a->dln, NULL, GRAD_ADD, gpu_grad_of(gm, K_WK, l),/gpu_matmul_backward(a->dln, NULL, GRAD_SET, gpu_grad_of(gm, K_WK, l),/'
         echo 2 ;;
     tf32-round)   # Tf32Tiles::to_operand: the TF32 operands not rounded (the tensor cores then cut their low bits)
         echo '/^struct Tf32Tiles {/,/^};$/s/for (int i = 0; i < f.num_elements; i++) f.x\[i\] = wmma::__float_to_tf32(f.x\[i\]);/(void)f;/'

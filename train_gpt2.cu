@@ -23,10 +23,10 @@ New here are only the device parts:
   5. evaluation, sampling, host <-> device copies, main (the CPU main's loop, step for step)
 --tf32 1 (the default) runs the matmuls and attention's products (head sizes 16 to 64, nvcuda::wmma) on
 the tensor cores in TF32, on float32 activations; --tf32 0 is float32 throughout.
---dtype bf16 rounds both inputs of every matmul to bf16 (cublasGemmEx, float32 accumulation and
-output) and runs attention's products on the tensor cores in bf16; master
-weights and AdamW moments stay float32, and every other kernel computes in float32 (those whose
-outputs only matmuls read write them in bf16; section 2, doc/cuda.md).
+--dtype bf16 stores the activations in bf16: the matmuls multiply bf16 (cublasGemmEx, float32
+accumulation) and attention's products run on the tensor cores in bf16; every kernel computes in
+float32; the residual stream, its gradient, the logits, the loss, the master weights and the AdamW
+moments stay float32 (section 2, doc/cuda.md).
 Every kernel is deterministic (no atomics): the same run gives the same losses bit for bit. A step
 sends two numbers to the host, the loss and the gradient norm that the loop prints. doc/cuda.md
 lists the kernels and what is fused; make bench-gpu measures them (or, without a GPU, prints the plan).
@@ -1964,10 +1964,11 @@ static int take_gpu_flags(int* argc, char** argv, int* tf32, int* bf16) {
             printf("GPU (train_gpt2cu only)\n"
                    "  --tf32 0|1  TF32 tensor cores in the matmuls and attention's products (head sizes 16-64;\n"
                    "              default 1); 0 = full float32\n"
-                   "  --dtype fp32|bf16  matmul inputs (default fp32). bf16: activations, gradients and a copy of\n"
-                   "              the weights rounded to bf16 for every matmul, float32 accumulation and output;\n"
-                   "              attention's products on the tensor cores (bf16 q, k, v, probabilities; head sizes\n"
-                   "              16-64); master weights, AdamW moments, norms, softmax and loss stay float32\n"
+                   "  --dtype fp32|bf16  activations (default fp32). bf16: activations and their gradients stored\n"
+                   "              in bf16, matmuls on bf16 inputs and a bf16 copy of the weights with float32\n"
+                   "              accumulation, attention's products on the tensor cores in bf16 (head sizes\n"
+                   "              16-64), every kernel computing in float32; the residual stream, its gradient,\n"
+                   "              the logits, softmax and loss, master weights and AdamW moments stay float32\n"
                    "              (--tf32 then does not matter). Needs compute capability 8.0 or newer\n");
             exit(0);
         }

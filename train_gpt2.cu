@@ -113,12 +113,6 @@ static int* dmalloc_int(size_t n) {
     return (int*)p;
 }
 
-static __nv_bfloat16* dmalloc_bf16(size_t n) {
-    void* p = NULL;
-    cudaCheck(cudaMalloc(&p, (n ? n : 1) * sizeof(__nv_bfloat16)));
-    return (__nv_bfloat16*)p;
-}
-
 // Reductions inside a block. Every thread of the block must call them (they synchronize), and
 // every thread gets the result. blockDim.x is a multiple of 32. The summation order is fixed by
 // the thread layout, so results are reproducible.
@@ -185,9 +179,9 @@ static cublasHandle_t g_blas;
 // logits, the softmax and the loss, the gate's pre-activation (H values per row), norm statistics, and
 // the master weights, their gradients and the AdamW moments. The weights' bf16 copy w16 has the master
 // block's layout (a weight at params + i has its copy at w16 + i), written on upload and by
-// adamw_kernel after each update. An activation buffer keeps its float32 size, so that its layer slices
-// are the CPU's (LAYER_ACTS): bf16 values fill the first half of each slice (bf16_of below), and the
-// memory is that of a float32 run; the bytes each kernel moves are halved, which is what bf16 is for here.
+// adamw_kernel after each update. The activation buffers hold 2-byte elements, behind float* pointers
+// that the kernels' launches cast to A* (bf16_of below, with_act): half the memory of a float32 run and
+// half the bytes each kernel moves, which is what bf16 is for here.
 static struct {
     int on;                               // --dtype bf16
     const float* params;                  // the float32 master block on the device ...
@@ -1324,7 +1318,7 @@ typedef struct { size_t offset; float lr_mult; int decay; } AdamwTensor;
 // Device mirrors of Acts (train_gpt2.c section 3), the same shapes, plus what the kernels need.
 typedef struct {
     // att is not Acts' [L, B, H, T, T] probabilities but the fused attention's row log-sum-exp
-    // [L, B, H, T]: LAYER_ACTS is called with maxT = 1, which makes la.att the layer's slice of it
+    // [L, B, H, T]: gpu_layer calls LAYER_ACTS with maxT = 1, which makes la.att the layer's slice of it
     float *res, *resmid, *ln1, *ln1_mean, *ln1_rstd, *q, *k, *v, *att, *yatt, *gate, *ygated;
     float *ln2, *ln2_mean, *ln2_rstd, *up, *gpre, *hact, *lnf, *lnf_mean, *lnf_rstd, *logits, *losses;
     float *dres, *dln, *dq, *dk, *dv, *attD, *dy, *dy2, *dgate, *dup, *dgpre, *dh, *tmp;   // attD [B, H, T]
@@ -1368,6 +1362,21 @@ static float* gpu_grad_of(const GpuModel* gm, int kind, int l) {
     return gm->g[kind] ? gm->g[kind] + (size_t)l * gm->host->kind_numel[kind] : NULL;
 }
 
+// Layer l's slices of the activation buffers: LAYER_ACTS, which counts in floats, with each activation's
+// slice moved to the same element offset in bf16 with --dtype bf16 (gpu_act: 2-byte elements)
+static LayerActs gpu_layer(const GpuModel* gm, int l) {
+    const GpuActs* a = &gm->a;
+    LayerActs la;
+    LAYER_ACTS(la, a, &gm->host->cfg, l, (long)gm->B * gm->T, 1);
+    if (g_bf16.on) {                     // yg last: without the gate it is la.yatt's float offset in yatt
+        float** acts[] = {&la.ln1, &la.q, &la.k, &la.v, &la.yatt, &la.ln2, &la.up, &la.gpre, &la.hact, &la.yg};
+        float* bases[] = {a->ln1, a->q, a->k, a->v, a->yatt, a->ln2, a->up, a->gpre, a->hact, a->ygated};
+        for (int i = 0; i < 10; i++)
+            if (*acts[i]) *acts[i] = (float*)((__nv_bfloat16*)bases[i] + (*acts[i] - bases[i]));
+    }
+    return la;
+}
+
 #define NORM_CHUNK 65536                  // elements per partial of the gradient norm
 
 static int adamw_tensor_cmp(const void* a, const void* b) {
@@ -1401,31 +1410,91 @@ static void gpu_download_state(GpuModel* gm) {     // device params, m, v -> hos
     cudaCheck(cudaMemcpy(gm->host->v, gm->v, bytes, cudaMemcpyDeviceToHost));
 }
 
+// bf16 mode: the elements of y16, the gate's gradient [B*T, H] (the one float32 output gradient rounded
+// before its GEMMs)
+static size_t bf16_grad_cap(const Config* c, int B, int T) { return (size_t)B * T * c->H; }
+
+// One device buffer of n elements of `elem` bytes: allocated, or with a counter only added up
+// (gpu_memory_check walks the same list before anything is allocated, as acts_bytes does on the CPU)
+static void* gpu_buf(size_t* count, size_t n, size_t elem) {
+    if (count) {
+        *count += (n ? n : 1) * elem;
+        return NULL;
+    }
+    void* p = NULL;
+    cudaCheck(cudaMalloc(&p, (n ? n : 1) * elem));
+    return p;
+}
+static float* gpu_f32(size_t* count, size_t n) { return (float*)gpu_buf(count, n, sizeof(float)); }
+// n activations: float32, or bf16 with --dtype bf16 (float* all the same: the kernels read them as A)
+static float* gpu_act(size_t* count, size_t n) {
+    return (float*)gpu_buf(count, n, g_bf16.on ? sizeof(__nv_bfloat16) : sizeof(float));
+}
+
+// The activation buffers of GpuActs for batches up to B x T (the int buffer and the RoPE table aside):
+// the host's Acts less its attention probabilities and their scratch, which the fused attention does
+// not keep (it keeps a log-sum-exp and D per query row instead), plus the kernels' scratch.
+static void gpu_acts_layout(GpuActs* a, const Config* c, int B, int T, size_t* count) {
+    long BT = (long)B * T, L = c->L, C = c->C, hd = C / c->H;
+    long qd = c->H * hd, kvd = c->KVH * hd, F = c->F, H = c->H, V = c->V;
+    long widest = C > F ? C : F;
+    if (qd > widest) widest = qd;
+    a->res = gpu_f32(count, (L + 1) * BT * C);
+    a->resmid = gpu_f32(count, L * BT * C);
+    a->ln1 = gpu_act(count, L * BT * C);
+    a->ln1_mean = gpu_f32(count, L * BT);
+    a->ln1_rstd = gpu_f32(count, L * BT);
+    a->q = gpu_act(count, L * BT * qd);
+    a->k = gpu_act(count, L * BT * kvd);
+    a->v = gpu_act(count, L * BT * kvd);
+    a->att = gpu_f32(count, L * BT * H);
+    a->yatt = gpu_act(count, L * BT * qd);
+    a->gate = gpu_f32(count, L * BT * H);
+    a->ygated = c->gate ? gpu_act(count, L * BT * qd) : a->yatt;
+    a->ln2 = gpu_act(count, L * BT * C);
+    a->ln2_mean = gpu_f32(count, L * BT);
+    a->ln2_rstd = gpu_f32(count, L * BT);
+    a->up = gpu_act(count, L * BT * F);
+    a->gpre = c->swiglu ? gpu_act(count, L * BT * F) : NULL;
+    a->hact = gpu_act(count, L * BT * F);
+    a->lnf = gpu_act(count, BT * C);
+    a->lnf_mean = gpu_f32(count, BT);
+    a->lnf_rstd = gpu_f32(count, BT);
+    a->logits = gpu_f32(count, BT * V);
+    a->losses = gpu_f32(count, BT);
+    a->loss = gpu_f32(count, 1);
+    a->dres = gpu_f32(count, BT * C);
+    a->dln = gpu_f32(count, BT * C);
+    a->dq = gpu_act(count, BT * qd);
+    a->dk = gpu_act(count, BT * kvd);
+    a->dv = gpu_act(count, BT * kvd);
+    a->attD = gpu_f32(count, BT * H);
+    a->dy = gpu_act(count, BT * qd);
+    a->dy2 = gpu_act(count, BT * qd);
+    a->dgate = gpu_f32(count, BT * H);
+    a->dup = gpu_act(count, BT * F);
+    a->dgpre = gpu_act(count, BT * F);
+    a->dh = gpu_act(count, BT * F);
+    a->tmp = gpu_act(count, BT * (C > qd ? C : qd));
+    a->scratch = gpu_f32(count, 2L * ceil_div(BT, ROWS_PER_CHUNK) * widest);
+    a->dlogits16 = g_bf16.on ? (__nv_bfloat16*)gpu_buf(count, BT * V, sizeof(__nv_bfloat16)) : NULL;
+    a->dres16 = g_bf16.on ? (__nv_bfloat16*)gpu_buf(count, BT * C, sizeof(__nv_bfloat16)) : NULL;
+}
+
 // Allocates the device model for batches up to B x T and uploads the host's params, m and v.
 // The host model must be built (model_build) and initialized or loaded.
 // The device's share of the memory estimate (section 12's memory_check does the host's): the four
-// parameter-sized blocks and the activations, refused before the first cudaMalloc when the device
-// has less free. The activations are the host's list (acts_bytes) less the host's attention
-// probabilities and their scratch, which the fused attention does not keep (it keeps a log-sum-exp
-// and D per query row instead); the device adds a few per-row scratch buffers, a small fraction,
-// hence the 5% margin.
-// bf16 mode: the elements of y16 (the gate's gradient [B*T, H], the one float32 output gradient rounded
-// before its GEMMs) and of the bf16 buffers beside float32 ones: the logits' gradient and dres
-static size_t bf16_grad_cap(const Config* c, int B, int T) { return (size_t)B * T * c->H; }
-static size_t bf16_extra_elems(const Config* c, int B, int T) {
-    return bf16_grad_cap(c, B, T) + (size_t)B * T * ((size_t)c->V + c->C);
-}
-
+// parameter-sized blocks, the activations (gpu_acts_layout) and, with --dtype bf16, the weights' bf16
+// copy and y16, refused before the first cudaMalloc when the device has less free; 5% on top for
+// cuBLAS's workspace and the small buffers left out.
 static void gpu_memory_check(const Model* host, int B, int T) {
-    size_t free_bytes = 0, total = 0, MiB = 1 << 20;
+    size_t free_bytes = 0, total = 0, MiB = 1 << 20, acts = 0;
     cudaCheck(cudaMemGetInfo(&free_bytes, &total));
-    const Config* c = &host->cfg;
-    double probs = ((double)c->L * B * c->H * T * T + (double)attention_scratch_floats(T)) * sizeof(float);
-    double rows = (double)(c->L + 1) * B * T * c->H * sizeof(float);
-    double acts = (double)acts_bytes(c, B, T) - probs + rows;
-    double need = 1.05 * (4.0 * host->num_params * sizeof(float) + acts);
-    if (g_bf16.on)                        // the weights' bf16 copy, y16, the logits' gradient and dres16
-        need += 1.05 * ((double)host->num_params + bf16_extra_elems(c, B, T)) * sizeof(__nv_bfloat16);
+    GpuActs shape;
+    gpu_acts_layout(&shape, &host->cfg, B, T, &acts);
+    double need = 4.0 * host->num_params * sizeof(float) + acts;
+    if (g_bf16.on) need += ((double)host->num_params + bf16_grad_cap(&host->cfg, B, T)) * sizeof(__nv_bfloat16);
+    need *= 1.05;
     printf("GPU memory: about %.1f MiB of %zu MiB free\n", need / MiB, free_bytes / MiB);
     if (need > (double)free_bytes)
         fatal("the run needs about %.0f MiB of GPU memory but %zu MiB are free: use a smaller model, -b or -t",
@@ -1467,53 +1536,9 @@ static void gpu_model_create(GpuModel* gm, Model* host, int B, int T) {
     cudaCheck(cudaMemset(gm->grads, 0, P * sizeof(float)));
 
     const Config* c = &host->cfg;
-    long BT = (long)B * T, L = c->L, C = c->C, hd = C / c->H;
-    long qd = c->H * hd, kvd = c->KVH * hd, F = c->F, H = c->H, V = c->V;
+    long BT = (long)B * T, hd = c->C / c->H;
     GpuActs* a = &gm->a;
-    a->res = dmalloc((L + 1) * BT * C);
-    a->resmid = dmalloc(L * BT * C);
-    a->ln1 = dmalloc(L * BT * C);
-    a->ln1_mean = dmalloc(L * BT);
-    a->ln1_rstd = dmalloc(L * BT);
-    a->q = dmalloc(L * BT * qd);
-    a->k = dmalloc(L * BT * kvd);
-    a->v = dmalloc(L * BT * kvd);
-    a->att = dmalloc(L * BT * H);
-    a->yatt = dmalloc(L * BT * qd);
-    a->gate = dmalloc(L * BT * H);
-    a->ygated = c->gate ? dmalloc(L * BT * qd) : a->yatt;
-    a->ln2 = dmalloc(L * BT * C);
-    a->ln2_mean = dmalloc(L * BT);
-    a->ln2_rstd = dmalloc(L * BT);
-    a->up = dmalloc(L * BT * F);
-    a->gpre = c->swiglu ? dmalloc(L * BT * F) : NULL;
-    a->hact = dmalloc(L * BT * F);
-    a->lnf = dmalloc(BT * C);
-    a->lnf_mean = dmalloc(BT);
-    a->lnf_rstd = dmalloc(BT);
-    if (g_bf16.on) {
-        a->dlogits16 = dmalloc_bf16(BT * V);
-        a->dres16 = dmalloc_bf16(BT * C);
-    }
-    a->logits = dmalloc(BT * V);
-    a->losses = dmalloc(BT);
-    a->loss = dmalloc(1);
-    a->dres = dmalloc(BT * C);
-    a->dln = dmalloc(BT * C);
-    a->dq = dmalloc(BT * qd);
-    a->dk = dmalloc(BT * kvd);
-    a->dv = dmalloc(BT * kvd);
-    a->attD = dmalloc(BT * H);
-    a->dy = dmalloc(BT * qd);
-    a->dy2 = dmalloc(BT * qd);
-    a->dgate = dmalloc(BT * H);
-    a->dup = dmalloc(BT * F);
-    a->dgpre = dmalloc(BT * F);
-    a->dh = dmalloc(BT * F);
-    a->tmp = dmalloc(BT * (C > qd ? C : qd));
-    long widest = C > F ? C : F;
-    if (qd > widest) widest = qd;
-    a->scratch = dmalloc(2L * ceil_div(BT, ROWS_PER_CHUNK) * widest);
+    gpu_acts_layout(a, c, B, T, NULL);
     a->rope_cs = NULL;
     if (c->rope) {                        // the CPU's table, computed once (rope_kernel)
         float* cs = xmalloc((size_t)T * (hd / 2) * 2 * sizeof(float));
@@ -1545,6 +1570,8 @@ static void gpu_model_free(GpuModel* gm) {
                      gm->params, gm->grads, gm->m, gm->v};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) cudaCheck(cudaFree(bufs[i]));
     if (a->ygated != a->yatt) cudaCheck(cudaFree(a->ygated));
+    cudaCheck(cudaFree(a->dlogits16));       // NULL without --dtype bf16
+    cudaCheck(cudaFree(a->dres16));
     cudaCheck(cudaFree(a->ibuf));
     cudaCheck(cudaFree(a->rope_cs));
     cudaCheck(cudaFree(gm->norm_partial));
@@ -1552,8 +1579,6 @@ static void gpu_model_free(GpuModel* gm) {
     if (g_bf16.on) {
         cudaCheck(cudaFree(g_bf16.w16));
         cudaCheck(cudaFree(g_bf16.y16));
-        cudaCheck(cudaFree(a->dlogits16));
-        cudaCheck(cudaFree(a->dres16));
         g_bf16.params = NULL;
         g_bf16.w16 = g_bf16.y16 = NULL;
         g_bf16.n = g_bf16.ycap = 0;
@@ -1624,8 +1649,7 @@ static float gpu_forward(GpuModel* gm, const int* tokens, const int* targets, in
     gpu_norm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, a->res, gpu_param_of(gm, K_LN1W, 0), gpu_param_of(gm, K_LN1B, 0),
                      c->rmsnorm, c->eps, BT, C);
     for (int l = 0; l < c->L; l++) {
-        LayerActs la;
-        LAYER_ACTS(la, a, c, l, maxBT, 1);
+        LayerActs la = gpu_layer(gm, l);
         // attention sublayer: xmid = x + Attn(Norm1(x)); Norm1(x) is la.ln1 already. Every activation is
         // passed as the pair (f32_of, bf16_of): the GEMMs take the run's type
         float *ln1 = f32_of(la.ln1), *ln2 = f32_of(la.ln2);
@@ -1658,8 +1682,7 @@ static float gpu_forward(GpuModel* gm, const int* tokens, const int* targets, in
         gpu_matmul_forward(f32_of(a->tmp), bf16_of(a->tmp), f32_of(la.hact), bf16_of(la.hact),
                            gpu_param_of(gm, K_WDOWN, l), NULL, BT, F, C);
         if (l + 1 < c->L) {
-            LayerActs nx;
-            LAYER_ACTS(nx, a, c, l + 1, maxBT, 1);
+            LayerActs nx = gpu_layer(gm, l + 1);
             gpu_residual_norm_forward(la.xout, nx.ln1, nx.ln1_mean, nx.ln1_rstd, la.xmid, a->tmp,
                                       gpu_param_of(gm, K_BDOWN, l), gpu_param_of(gm, K_LN1W, l + 1),
                                       gpu_param_of(gm, K_LN1B, l + 1), c->rmsnorm, c->eps, BT, C);
@@ -1725,8 +1748,7 @@ static void gpu_backward(GpuModel* gm, int B, int T) {
                       a->lnf_mean, a->lnf_rstd, c->rmsnorm, BT, C, sc);
     // blocks in reverse
     for (int l = c->L - 1; l >= 0; l--) {
-        LayerActs la;
-        LAYER_ACTS(la, a, c, l, maxBT, 1);
+        LayerActs la = gpu_layer(gm, l);
         // Activations and their gradients as (f32_of, bf16_of) pairs, as in gpu_forward. dln (float32)
         // sums the GEMMs' input gradients into a norm; dres, the residual's, is float32 with a bf16 copy.
         float *ln1 = f32_of(la.ln1), *ln2 = f32_of(la.ln2);

@@ -460,6 +460,54 @@ static void test_attention(void) {
     }
 }
 
+// ---- 2c. the device memory estimate ---------------------------------------------------------------
+// gpu_memory_check refuses a run from gpu_memory_need, the walk of the allocation list with a counter: it
+// must cover what gpu_model_create allocates, within the 5% it adds, in float32 and in bf16, whose
+// activations take 2 bytes. Only on the CPU runtime, which counts every byte a cudaMalloc takes (a GPU
+// rounds allocations up to pages, and cuBLAS takes its workspace).
+#ifdef CUDA_CPU_RUNTIME
+static size_t device_used(void) {
+    size_t free_bytes = 0, total = 0;
+    cudaCheck(cudaMemGetInfo(&free_bytes, &total));
+    return total - free_bytes;
+}
+
+static void test_memory_estimate(void) {
+    const char* presets[] = {"gpt2", "llama"};
+    for (const char* preset : presets) {
+        Options op;
+        options_default(&op);
+        op.preset = preset;
+        op.L = 2; op.C = 64; op.H = 4; op.KVH = 2; op.T = 48; op.B = 4; op.gate = 1;
+        Config cfg = config_from_options(&op, 256);
+        InitSpec spec;
+        parse_init(&spec, "gpt2", -1.0);
+        Model host;
+        model_build(&host, &cfg);
+        model_init(&host, &spec, 1337);
+        double acts[2];
+        for (int bf16 = 0; bf16 <= 1; bf16++) {
+            gpu_set_dtype(bf16);
+            double need = gpu_memory_need(&host, op.B, op.T);
+            size_t before = device_used();
+            GpuModel gm;
+            gpu_model_create(&gm, &host, op.B, op.T);
+            double got = (double)(device_used() - before);
+            gpu_model_free(&gm);
+            acts[bf16] = need - 4.0 * host.num_params * sizeof(float);
+            check(got >= need && got <= 1.05 * need, "%s, %s: gpu_model_create allocates %.0f bytes, the estimate is "
+                  "%.0f (within 5%%: %+.2f%%)", preset, bf16 ? "bf16" : "float32", got, need, 100 * (got / need - 1));
+        }
+        gpu_set_dtype(0);
+        // the residual stream, the logits and the gradients' accumulators stay float32, and bf16 adds dres's and
+        // the logits' gradient's copies: less, not half
+        check(acts[1] < acts[0], "%s: the activations take less device memory in bf16 than in float32 (%.0f%%)", preset,
+              100 * acts[1] / acts[0]);
+        model_free(&host);
+    }
+}
+#endif
+
 // ---- 3. the two binaries ----------------------------------------------------------------------------------
 // The GPU trainer under test: the real one, or on the CPU runtime its twin built from the same source.
 #ifdef CUDA_CPU_RUNTIME
@@ -677,6 +725,10 @@ int main(void) {
     test_cpu_vs_gpu("llama", 1, 2, MM_TF32);
     printf("the fused attention at wider heads and longer rows\n");
     test_attention();
+#ifdef CUDA_CPU_RUNTIME
+    printf("the device memory estimate\n");
+    test_memory_estimate();
+#endif
     printf("the binaries\n");
     test_binaries();
 #ifdef CUDA_CPU_RUNTIME

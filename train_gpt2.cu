@@ -1486,15 +1486,20 @@ static void gpu_acts_layout(GpuActs* a, const Config* c, int B, int T, size_t* c
 // The device's share of the memory estimate (section 12's memory_check does the host's): the four
 // parameter-sized blocks, the activations (gpu_acts_layout) and, with --dtype bf16, the weights' bf16
 // copy and y16, refused before the first cudaMalloc when the device has less free; 5% on top for
-// cuBLAS's workspace and the small buffers left out.
-static void gpu_memory_check(const Model* host, int B, int T) {
-    size_t free_bytes = 0, total = 0, MiB = 1 << 20, acts = 0;
-    cudaCheck(cudaMemGetInfo(&free_bytes, &total));
+// cuBLAS's workspace and the small buffers left out (the RoPE table, the batch, the norm's partials).
+static double gpu_memory_need(const Model* host, int B, int T) {
+    size_t acts = 0;
     GpuActs shape;
     gpu_acts_layout(&shape, &host->cfg, B, T, &acts);
     double need = 4.0 * host->num_params * sizeof(float) + acts;
     if (g_bf16.on) need += ((double)host->num_params + bf16_grad_cap(&host->cfg, B, T)) * sizeof(__nv_bfloat16);
-    need *= 1.05;
+    return need;
+}
+
+static void gpu_memory_check(const Model* host, int B, int T) {
+    size_t free_bytes = 0, total = 0, MiB = 1 << 20;
+    cudaCheck(cudaMemGetInfo(&free_bytes, &total));
+    double need = 1.05 * gpu_memory_need(host, B, T);
     printf("GPU memory: about %.1f MiB of %zu MiB free\n", need / MiB, free_bytes / MiB);
     if (need > (double)free_bytes)
         fatal("the run needs about %.0f MiB of GPU memory but %zu MiB are free: use a smaller model, -b or -t",

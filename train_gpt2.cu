@@ -101,17 +101,20 @@ static const char* gpu_unavailable(void) {
 
 static int ceil_div(long a, long b) { return (int)((a + b - 1) / b); }
 
-static float* dmalloc(size_t nfloats) {
+// One device buffer of n elements of `elem` bytes (at least one element): allocated, or, where count is
+// given, only added up (gpu_memory_check walks the activations' list so before anything is allocated,
+// as acts_bytes does on the CPU)
+static void* gpu_buf(size_t* count, size_t n, size_t elem) {
+    if (count) {
+        *count += (n ? n : 1) * elem;
+        return NULL;
+    }
     void* p = NULL;
-    cudaCheck(cudaMalloc(&p, (nfloats ? nfloats : 1) * sizeof(float)));
-    return (float*)p;
+    cudaCheck(cudaMalloc(&p, (n ? n : 1) * elem));
+    return p;
 }
-
-static int* dmalloc_int(size_t n) {
-    void* p = NULL;
-    cudaCheck(cudaMalloc(&p, (n ? n : 1) * sizeof(int)));
-    return (int*)p;
-}
+static float* dmalloc(size_t nfloats) { return (float*)gpu_buf(NULL, nfloats, sizeof(float)); }
+static int* dmalloc_int(size_t n) { return (int*)gpu_buf(NULL, n, sizeof(int)); }
 
 // Reductions inside a block. Every thread of the block must call them (they synchronize), and
 // every thread gets the result. blockDim.x is a multiple of 32. The summation order is fixed by
@@ -778,8 +781,8 @@ __global__ void attention_backward_kv_kernel(A* dk, A* dv, const A* dy, const fl
 // what changes is who does the arithmetic:
 //   - a warp owns 16 rows (queries; keys in the key kernel), a block 4 warps (bf16) or 2 (TF32); keys
 //     (queries) stream through shared memory 32 at a time;
-//   - q, k, v, dy enter shared memory (rounded to bf16 there; TF32 operands as they are loaded into
-//     fragments); scores and dA leave the tensor cores in float32; the softmax (maximum, exp, sums, lse,
+//   - q, k, v, dy enter shared memory as they are (bf16 activations; float32 ones are rounded to TF32 as
+//     they are loaded into fragments); scores and dA leave the tensor cores in float32; the softmax (maximum, exp, sums, lse,
 //     D) is float32 on the CUDA cores; the probabilities and dP are rounded for the next product, as
 //     FlashAttention does;
 //   - which lane holds which element of a fragment is unspecified, so every step that needs a row
@@ -804,7 +807,7 @@ struct Bf16Tiles {                           // --dtype bf16: m16n16k16 on bf16 
     typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> A;
     template <typename L> using B = wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, L>;
     typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> Acc;
-    template <typename F> static __device__ void to_operand(F&) {}   // rounded as the tile was loaded
+    template <typename F> static __device__ void to_operand(F&) {}   // bf16 already in shared memory
 };
 struct Tf32Tiles {                           // float32 activations with --tf32 1: m16n16k8 on TF32 operands
     typedef float E;
@@ -887,8 +890,10 @@ __device__ void tc_write_rows(A* x, const Acc (&acc)[NF], float (*scr)[TCA_TILE]
 }
 
 // grid (ceil(T / BLOCK), H, B), TT::WARPS * 32 threads; lse [B, H, T]
-template <typename TT, int hd, typename A>
-__global__ void attention_forward_tc_kernel(A* y, float* lse, const A* q, const A* k, const A* v, int T, int H, int KVH,
+// The activations are the tiles' elements (TT::E): bf16 with --dtype bf16, float32 with TF32.
+template <typename TT, int hd>
+__global__ void attention_forward_tc_kernel(typename TT::E* y, float* lse, const typename TT::E* q,
+                                            const typename TT::E* k, const typename TT::E* v, int T, int H, int KVH,
                                             float scale) {
     constexpr int BLOCK = TT::BLOCK;
     __shared__ __align__(32) typename TT::E qs[BLOCK][TT::LDH], ks[TCA_TILE][TT::LDH], vs[TCA_TILE][TT::LDH];
@@ -937,17 +942,19 @@ __global__ void attention_forward_tc_kernel(A* y, float* lse, const A* q, const 
         __syncwarp();
     }
     if (t >= T) return;
-    A* yt = y + (long)(b * T + t) * qd + h * hd;
+    typename TT::E* yt = y + (long)(b * T + t) * qd + h * hd;
     for (int c = half; c < hd; c += 2) set_elem(yt[c], os[warp][r][c] / l);
     if (half == 0) lse[((long)b * H + h) * T + t] = m + logf(l);
 }
 
 // The backward, as above: dq and D from the query kernel, then dk and dv from the key kernel.
 // grid (ceil(T / BLOCK), H, B); D [B, H, T]
-template <typename TT, int hd, typename A>
-__global__ void attention_backward_query_tc_kernel(A* dq, float* D, const A* dy, const A* y, const float* lse,
-                                                   const A* q, const A* k, const A* v, int T, int H, int KVH,
-                                                   float scale) {
+template <typename TT, int hd>
+__global__ void attention_backward_query_tc_kernel(typename TT::E* dq, float* D, const typename TT::E* dy,
+                                                   const typename TT::E* y, const float* lse, const typename TT::E* q,
+                                                   const typename TT::E* k, const typename TT::E* v, int T, int H,
+                                                   int KVH, float scale) {
+    typedef typename TT::E A;
     constexpr int BLOCK = TT::BLOCK;
     __shared__ __align__(32) typename TT::E qs[BLOCK][TT::LDH], dys[BLOCK][TT::LDH];
     __shared__ __align__(32) typename TT::E ks[TCA_TILE][TT::LDH], vs[TCA_TILE][TT::LDH];
@@ -1000,9 +1007,11 @@ __global__ void attention_backward_query_tc_kernel(A* dq, float* D, const A* dy,
 }
 
 // grid (ceil(T / BLOCK), KVH, B): BLOCK key rows of kv head kh per block, each warp 16 of them
-template <typename TT, int hd, typename A>
-__global__ void attention_backward_kv_tc_kernel(A* dk, A* dv, const A* dy, const float* lse, const float* D, const A* q,
-                                                const A* k, const A* v, int T, int H, int KVH, float scale) {
+template <typename TT, int hd>
+__global__ void attention_backward_kv_tc_kernel(typename TT::E* dk, typename TT::E* dv, const typename TT::E* dy,
+                                                const float* lse, const float* D, const typename TT::E* q,
+                                                const typename TT::E* k, const typename TT::E* v, int T, int H, int KVH,
+                                                float scale) {
     constexpr int BLOCK = TT::BLOCK;
     __shared__ __align__(32) typename TT::E ks[BLOCK][TT::LDH], vs[BLOCK][TT::LDH];
     __shared__ __align__(32) typename TT::E qs[TCA_TILE][TT::LDH], dys[TCA_TILE][TT::LDH];
@@ -1061,7 +1070,7 @@ static void gpu_attention_forward(float* y, float* lse, const float* q, const fl
             typedef decltype(tiles) TT;
             typedef typename TT::E A;
             constexpr int HD = decltype(size)::value;
-            attention_forward_tc_kernel<TT, HD, A><<<dim3(ceil_div(T, TT::BLOCK), H, B), TT::WARPS * 32>>>(
+            attention_forward_tc_kernel<TT, HD><<<dim3(ceil_div(T, TT::BLOCK), H, B), TT::WARPS * 32>>>(
                 (A*)y, lse, (const A*)q, (const A*)k, (const A*)v, T, H, KVH, scale);
             LAUNCH_CHECK(attention_forward_tc_kernel);
         });
@@ -1084,10 +1093,10 @@ static void gpu_attention_backward(float* dq, float* dk, float* dv, float* D, co
             typedef decltype(tiles) TT;
             typedef typename TT::E A;
             constexpr int HD = decltype(size)::value;
-            attention_backward_query_tc_kernel<TT, HD, A><<<dim3(ceil_div(T, TT::BLOCK), H, B), TT::WARPS * 32>>>(
+            attention_backward_query_tc_kernel<TT, HD><<<dim3(ceil_div(T, TT::BLOCK), H, B), TT::WARPS * 32>>>(
                 (A*)dq, D, (const A*)dy, (const A*)y, lse, (const A*)q, (const A*)k, (const A*)v, T, H, KVH, scale);
             LAUNCH_CHECK(attention_backward_query_tc_kernel);
-            attention_backward_kv_tc_kernel<TT, HD, A><<<dim3(ceil_div(T, TT::BLOCK), KVH, B), TT::WARPS * 32>>>(
+            attention_backward_kv_tc_kernel<TT, HD><<<dim3(ceil_div(T, TT::BLOCK), KVH, B), TT::WARPS * 32>>>(
                 (A*)dk, (A*)dv, (const A*)dy, lse, D, (const A*)q, (const A*)k, (const A*)v, T, H, KVH, scale);
             LAUNCH_CHECK(attention_backward_kv_tc_kernel);
         });
@@ -1414,17 +1423,6 @@ static void gpu_download_state(GpuModel* gm) {     // device params, m, v -> hos
 // before its GEMMs)
 static size_t bf16_grad_cap(const Config* c, int B, int T) { return (size_t)B * T * c->H; }
 
-// One device buffer of n elements of `elem` bytes: allocated, or with a counter only added up
-// (gpu_memory_check walks the same list before anything is allocated, as acts_bytes does on the CPU)
-static void* gpu_buf(size_t* count, size_t n, size_t elem) {
-    if (count) {
-        *count += (n ? n : 1) * elem;
-        return NULL;
-    }
-    void* p = NULL;
-    cudaCheck(cudaMalloc(&p, (n ? n : 1) * elem));
-    return p;
-}
 static float* gpu_f32(size_t* count, size_t n) { return (float*)gpu_buf(count, n, sizeof(float)); }
 // n activations: float32, or bf16 with --dtype bf16 (float* all the same: the kernels read them as A)
 static float* gpu_act(size_t* count, size_t n) {
@@ -1520,9 +1518,7 @@ static void gpu_model_create(GpuModel* gm, Model* host, int B, int T) {
     gm->grads = dmalloc(P);
     gm->m = dmalloc(P);
     gm->v = dmalloc(P);
-    void* tab = NULL;
-    cudaCheck(cudaMalloc(&tab, (size_t)host->num_tensors * sizeof(AdamwTensor)));
-    gm->adamw_tab = (AdamwTensor*)tab;
+    gm->adamw_tab = (AdamwTensor*)gpu_buf(NULL, (size_t)host->num_tensors, sizeof(AdamwTensor));
     for (int kd = 0; kd < NUM_KINDS; kd++) {
         gm->p[kd] = host->p[kd] ? gm->params + (host->p[kd] - host->params) : NULL;
         gm->g[kd] = host->g[kd] ? gm->grads + (host->g[kd] - host->grads) : NULL;
@@ -1531,11 +1527,8 @@ static void gpu_model_create(GpuModel* gm, Model* host, int B, int T) {
         g_bf16.params = gm->params;
         g_bf16.n = P;
         g_bf16.ycap = bf16_grad_cap(&host->cfg, B, T);
-        void *w16 = NULL, *y16 = NULL;
-        cudaCheck(cudaMalloc(&w16, P * sizeof(__nv_bfloat16)));
-        cudaCheck(cudaMalloc(&y16, g_bf16.ycap * sizeof(__nv_bfloat16)));
-        g_bf16.w16 = (__nv_bfloat16*)w16;
-        g_bf16.y16 = (__nv_bfloat16*)y16;
+        g_bf16.w16 = (__nv_bfloat16*)gpu_buf(NULL, P, sizeof(__nv_bfloat16));
+        g_bf16.y16 = (__nv_bfloat16*)gpu_buf(NULL, g_bf16.ycap, sizeof(__nv_bfloat16));
     }
     gpu_upload_state(gm);
     cudaCheck(cudaMemset(gm->grads, 0, P * sizeof(float)));
@@ -1560,9 +1553,7 @@ static void gpu_model_create(GpuModel* gm, Model* host, int B, int T) {
     gm->tokens_h = hi[0]; gm->targets_h = hi[1]; gm->utok_h = hi[2]; gm->ustart_h = hi[3]; gm->upos_h = hi[4];
     gm->probs_h = xmalloc((size_t)c->V * sizeof(float));
     gm->norm_chunks = (P + NORM_CHUNK - 1) / NORM_CHUNK;
-    void* np = NULL;
-    cudaCheck(cudaMalloc(&np, (gm->norm_chunks + 1) * sizeof(double)));
-    gm->norm_partial = (double*)np;
+    gm->norm_partial = (double*)gpu_buf(NULL, gm->norm_chunks + 1, sizeof(double));
     gm->norm = gm->norm_partial + gm->norm_chunks;
 }
 

@@ -101,6 +101,7 @@ static int l2_close(const float* got, const FixtureEntry* want, double rel, doub
 // suffix each puts on a check's name
 enum { MM_FP32, MM_TF32, MM_BF16 };
 static const char* mm_suffix[] = {"", " tf32", " bf16"};
+static double mm_u(int mode) { return mode == MM_BF16 ? BF16_U : TF32_U; }   // the unit roundoff of TF32 or bf16
 static double g_worst_rel[3];             // the worst relative L2 error of any logits or gradient, per mode
 
 static void test_gpu_fixture(const char* path, int mode) {
@@ -172,10 +173,10 @@ static void test_gpu_fixture(const char* path, int mode) {
                 double wref = 0.0;
                 for (size_t j = 0; w && j < w->count; j++) wref += entry_at(w, j) * entry_at(w, j);
                 wref = sqrt(wref);
-                ok = w && err <= KEY_BIAS_U * (mode == MM_BF16 ? BF16_U : TF32_U) * wref;
+                ok = w && err <= KEY_BIAS_U * mm_u(mode) * wref;
                 check(ok, "%s: GPU grad %-18s within %.0f u of the k weight's gradient (L2 %.2e = %.2f u of %.2e; its "
                       "reference is %.0e)", base, m.tensors[i].name, KEY_BIAS_U, err,
-                      err / wref / (mode == MM_BF16 ? BF16_U : TF32_U), wref, ref);
+                      err / wref / mm_u(mode), wref, ref);
                 continue;
             }
             if (ok) g_worst_rel[mode] = fmax(g_worst_rel[mode], err / ref);
@@ -243,28 +244,37 @@ static void synthetic_dataset(Dataset* d, size_t n, uint64_t seed) {
     }
 }
 
+// The small model of the trainer tests: L 2, C 64, H 4, a byte vocabulary, T positions
+static Config small_config(const char* preset, int gate, int KVH, int T) {
+    Options op;
+    options_default(&op);
+    op.preset = preset;
+    op.L = 2; op.C = 64; op.H = 4; op.KVH = KVH; op.T = T; op.gate = gate;
+    return config_from_options(&op, 256);
+}
+
+// m built from c and initialized by GPT-2's scheme, seed 1337
+static void small_model(Model* m, const Config* c) {
+    InitSpec spec;
+    parse_init(&spec, "gpt2", -1.0);
+    model_build(m, c);
+    model_init(m, &spec, 1337);
+}
+
 // T = 48: the attention kernels' blocks of 128 threads then have scores and outputs in more than
 // one warp, so their cross-warp reductions and barriers are exercised (and race-checked).
 static void test_cpu_vs_gpu(const char* preset, int gate, int KVH, int mode) {
     const int B = 4, T = 48, STEPS = 20;
-    Options op;
-    options_default(&op);
-    op.preset = preset;
-    op.L = 2; op.C = 64; op.H = 4; op.KVH = KVH; op.T = T; op.B = B; op.gate = gate;
-    Config cfg = config_from_options(&op, 256);
+    Config cfg = small_config(preset, gate, KVH, T);
     char name[96];
     snprintf(name, sizeof(name), "%s%s KVH=%d%s", preset, gate ? " gated" : "", cfg.KVH, mm_suffix[mode]);
     double rtol = mode == MM_BF16 ? BF16_TRAIN_RTOL : mode == MM_TF32 ? TF32_TRAIN_RTOL : TRAIN_RTOL;
     gpu_set_dtype(mode == MM_BF16);
     gpu_set_tf32(mode == MM_TF32);
-    InitSpec spec;
-    parse_init(&spec, "gpt2", -1.0);
     Model cpu, host;
-    model_build(&cpu, &cfg);
-    model_build(&host, &cfg);
+    small_model(&cpu, &cfg);
+    small_model(&host, &cfg);
     acts_alloc(&cpu, B, T);
-    model_init(&cpu, &spec, 1337);
-    model_init(&host, &spec, 1337);
     GpuModel gm;
     gpu_model_create(&gm, &host, B, T);
     OptConfig o;
@@ -403,7 +413,7 @@ static void test_attention_shape(int B, int T, int H, int KVH, int hd, int mode)
     const char* path = attention_on_tensor_cores(hd) ? "tensor-core" : "fused";
     gpu_attention_forward(d_y, d_lse, d_q, d_k, d_v, B, T, H, KVH, hd, scale);
     gpu_attention_backward(d_dq, d_dk, d_dv, d_D, d_dy, d_y, d_lse, d_q, d_k, d_v, B, T, H, KVH, hd, scale);
-    double u = mode == MM_BF16 ? BF16_U : TF32_U;
+    double u = mm_u(mode);
     const char* mode_name = mode == MM_BF16 ? "--dtype bf16" : "TF32";
     const char* names[4] = {"y", "dq", "dk", "dv"};
     const float* want[4] = {y, dq, dk, dv};
@@ -475,23 +485,17 @@ static size_t device_used(void) {
 static void test_memory_estimate(void) {
     const char* presets[] = {"gpt2", "llama"};
     for (const char* preset : presets) {
-        Options op;
-        options_default(&op);
-        op.preset = preset;
-        op.L = 2; op.C = 64; op.H = 4; op.KVH = 2; op.T = 48; op.B = 4; op.gate = 1;
-        Config cfg = config_from_options(&op, 256);
-        InitSpec spec;
-        parse_init(&spec, "gpt2", -1.0);
+        const int B = 4, T = 48;
+        Config cfg = small_config(preset, 1, 2, T);
         Model host;
-        model_build(&host, &cfg);
-        model_init(&host, &spec, 1337);
+        small_model(&host, &cfg);
         double acts[2];
         for (int bf16 = 0; bf16 <= 1; bf16++) {
             gpu_set_dtype(bf16);
-            double need = gpu_memory_need(&host, op.B, op.T);
+            double need = gpu_memory_need(&host, B, T);
             size_t before = device_used();
             GpuModel gm;
-            gpu_model_create(&gm, &host, op.B, op.T);
+            gpu_model_create(&gm, &host, B, T);
             double got = (double)(device_used() - before);
             gpu_model_free(&gm);
             acts[bf16] = need - 4.0 * host.num_params * sizeof(float);

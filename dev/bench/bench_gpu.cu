@@ -195,13 +195,14 @@ static double model_flops(const Config* c, const std::vector<PlanOp>& ops, int B
 }
 
 static double op_bytes(const PlanOp& o, int m) { return o.act_bytes * (m == MODE_BF16 ? 2 : 4) + o.f32_bytes; }
+static double tc_peak(int m) { return m == MODE_TF32 ? H100_TF32 : H100_BF16; }   // the mode's tensor-core peak
 
 // The least time o can take in mode m (0 if the mode does not run it)
 static double op_time(const PlanOp& o, int m) {
     if (!(o.modes >> m & 1)) return 0.0;
-    double t = op_bytes(o, m) / H100_BW, tc_peak = m == MODE_TF32 ? H100_TF32 : H100_BF16;
-    if (o.kind == OP_GEMM) return fmax(t, o.flops / tc_peak);
-    if (o.kind == OP_TC_ATTENTION) return fmax(t, fmax(o.flops / tc_peak, o.ew_flops / H100_FP32));
+    double t = op_bytes(o, m) / H100_BW;
+    if (o.kind == OP_GEMM) return fmax(t, o.flops / tc_peak(m));
+    if (o.kind == OP_TC_ATTENTION) return fmax(t, fmax(o.flops / tc_peak(m), o.ew_flops / H100_FP32));
     return fmax(t, o.flops / H100_FP32);
 }
 
@@ -234,7 +235,7 @@ static void print_plan(const char* title, const Config* c, double P, int B, int 
                "%.2f ms (%.0f%%), the rest %.2f ms (%.0f%%); not GEMMs: %.0f%%; MFU at this bound %.0f%%\n",
                mode_title[m], 1e3 * tot[m], (double)B * T / tot[m], 1e3 * gemm[m], 100 * gemm[m] / tot[m],
                1e3 * tc_att[m], 100 * tc_att[m] / tot[m], 1e3 * rest, 100 * rest / tot[m],
-               100 * (tot[m] - gemm[m]) / tot[m], 100 * mflops / tot[m] / (m == MODE_TF32 ? H100_TF32 : H100_BF16));
+               100 * (tot[m] - gemm[m]) / tot[m], 100 * mflops / tot[m] / tc_peak(m));
     }
 }
 

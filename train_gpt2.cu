@@ -190,8 +190,6 @@ static struct {
     const float* params;                  // the float32 master block on the device ...
     __nv_bfloat16* w16;                   // ... and its bf16 copy (n elements)
     size_t n;
-    __nv_bfloat16* y16;                   // the gate's output gradient (float32), rounded ...
-    size_t ycap;                          // ... and its size in elements
 } g_bf16;
 
 // An activation slice as the GEMM helpers take it, a float32 and a bf16 pointer of which only the
@@ -227,10 +225,9 @@ __global__ void to_bf16_kernel(__nv_bfloat16* out, const float* in, long n) {
 // products on the tensor cores in TF32 (section "attention")
 static int g_tf32;
 
-static const __nv_bfloat16* bf16_round(__nv_bfloat16* dst, const float* src, long n) {
+static void bf16_round(__nv_bfloat16* dst, const float* src, long n) {
     to_bf16_kernel<<<ceil_div(n, EW_THREADS), EW_THREADS>>>(dst, src, n);
     LAUNCH_CHECK(to_bf16_kernel);
-    return dst;
 }
 
 static const __nv_bfloat16* bf16_weight(const float* W) {
@@ -306,10 +303,9 @@ template <typename X> static void gpu_colsum_add(float* dst, const X* x, int N, 
 
 // dinp is overwritten (GRAD_SET: its first contribution, so no memset is needed before it) or added to
 // (GRAD_ADD); dW and dbias are always added to. Pairs as in gpu_matmul_forward; with --dtype bf16:
-// dinp16 is written where the input gradient is an activation (else dinp, float32), inp16 is read, and
-// the output gradient is dout16 where its producer wrote it in bf16 (an activation gradient, dres's copy,
-// the logits' gradient), else dout (float32: the gate's) rounded here, once for both products. The
-// bias gradient sums dout where it is set, else dout16.
+// dinp16 is written where the input gradient is an activation (else dinp, float32), and inp16 and dout16
+// (an activation gradient, dres's copy, the logits' gradient) are read. The bias gradient sums dout
+// where it is set (dres, float32 in every mode), else dout16.
 enum GradMode { GRAD_SET, GRAD_ADD };
 static void gpu_matmul_backward(float* dinp, __nv_bfloat16* dinp16, GradMode mode, float* dW, float* dbias,
                                 const float* dout, const __nv_bfloat16* dout16, const float* inp,
@@ -317,15 +313,12 @@ static void gpu_matmul_backward(float* dinp, __nv_bfloat16* dinp16, GradMode mod
     const float one = 1.0f, dinp_beta = mode == GRAD_ADD ? 1.0f : 0.0f;
     int has_dinp = dinp || dinp16;
     if (g_bf16.on) {
-        if (!inp16) fatal("internal: a bf16 GEMM without its input in bf16");
-        if (!dout16 && (size_t)BT * OC > g_bf16.ycap)
-            fatal("internal: %ld elements rounded to bf16 exceed their buffer (%zu)", (long)BT * OC, g_bf16.ycap);
-        const __nv_bfloat16* d16 = dout16 ? dout16 : bf16_round(g_bf16.y16, dout, (long)BT * OC);
+        if (!inp16 || !dout16) fatal("internal: a bf16 GEMM without its inputs in bf16");
         if (has_dinp)
-            gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_N, C, BT, OC, bf16_weight(W), C, d16, OC, dinp_beta,
+            gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_N, C, BT, OC, bf16_weight(W), C, dout16, OC, dinp_beta,
                       gemm_out(dinp, dinp16), gemm_out_type(dinp16), C);
         if (has_dinp && g_after_op) g_after_op("gemm backward dinp");
-        gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, BT, inp16, C, d16, OC, 1.0f, dW, CUDA_R_32F, C);
+        gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, BT, inp16, C, dout16, OC, 1.0f, dW, CUDA_R_32F, C);
     } else {
         if (has_dinp)
             cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_N, CUBLAS_OP_N, C, BT, OC, &one, W, C, dout, OC, &dinp_beta, dinp, C));
@@ -1127,9 +1120,9 @@ template <typename A> __global__ void gate_forward_kernel(A* out, float* gate, c
     if (lane == 0) gate[r] = g;
 }
 
-// dy = g * dout ;  dgpre = (sum_i dout_i y_i) * g (1 - g), the sum over the warp's lanes (dgpre float32)
+// dy = g * dout ;  dgpre = (sum_i dout_i y_i) * g (1 - g), the sum over the warp's lanes in float32
 template <typename A>
-__global__ void gate_backward_kernel(A* dy, float* dgpre, const A* dout, const A* y, const float* gate, int BT, int H,
+__global__ void gate_backward_kernel(A* dy, A* dgpre, const A* dout, const A* y, const float* gate, int BT, int H,
                                      int hd) {
     long r = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
@@ -1141,10 +1134,10 @@ __global__ void gate_backward_kernel(A* dy, float* dgpre, const A* dout, const A
         set_elem(dy[r * hd + i], g * d);
     }
     s = warp_sum(s);
-    if (lane == 0) dgpre[r] = s * g * (1.0f - g);
+    if (lane == 0) set_elem(dgpre[r], s * g * (1.0f - g));
 }
 
-// out, y, dy, dout: activation slices
+// out, y, dy, dout, dgpre: activation slices
 static void gpu_gate_forward(float* out, float* gate, const float* y, int BT, int H, int hd) {
     with_act([&](auto a) {
         typedef decltype(a) A;
@@ -1158,7 +1151,7 @@ static void gpu_gate_backward(float* dy, float* dgpre, const float* dout, const 
     with_act([&](auto a) {
         typedef decltype(a) A;
         gate_backward_kernel<A><<<ceil_div((long)BT * H, ROW_THREADS / 32), ROW_THREADS>>>(
-            (A*)dy, dgpre, (const A*)dout, (const A*)y, gate, BT, H, hd);
+            (A*)dy, (A*)dgpre, (const A*)dout, (const A*)y, gate, BT, H, hd);
         LAUNCH_CHECK(gate_backward_kernel);
     });
 }
@@ -1335,8 +1328,8 @@ typedef struct {
     float* loss;                          // the mean of losses[], reduced on the device
     float* rope_cs;                       // RoPE's cos/sin table [T, hd/2, 2] (rope_table), or NULL
     // Activations (section 2, "--dtype bf16"), bf16 values with --dtype bf16: ln1, q, k, v, yatt, ygated,
-    // ln2, up, gpre, hact, lnf, tmp (the output projections), and the gradients dq, dk, dv, dy, dy2, dup,
-    // dgpre, dh. The rest is float32 in every mode. With --dtype bf16 only: the logits' gradient and
+    // ln2, up, gpre, hact, lnf, tmp (the output projections), and the gradients dq, dk, dv, dy, dy2, dgate,
+    // dup, dgpre, dh. The rest is float32 in every mode. With --dtype bf16 only: the logits' gradient and
     // dres in bf16, written beside their float32 sources for the GEMMs that read them (NULL without).
     __nv_bfloat16 *dlogits16, *dres16;
     // One int buffer, uploaded in one copy per step (gpu_forward): the batch and, with targets, the
@@ -1419,10 +1412,6 @@ static void gpu_download_state(GpuModel* gm) {     // device params, m, v -> hos
     cudaCheck(cudaMemcpy(gm->host->v, gm->v, bytes, cudaMemcpyDeviceToHost));
 }
 
-// bf16 mode: the elements of y16, the gate's gradient [B*T, H] (the one float32 output gradient rounded
-// before its GEMMs)
-static size_t bf16_grad_cap(const Config* c, int B, int T) { return (size_t)B * T * c->H; }
-
 static float* gpu_f32(size_t* count, size_t n) { return (float*)gpu_buf(count, n, sizeof(float)); }
 // n activations: float32, or bf16 with --dtype bf16 (float* all the same: the kernels read them as A)
 static float* gpu_act(size_t* count, size_t n) {
@@ -1469,7 +1458,7 @@ static void gpu_acts_layout(GpuActs* a, const Config* c, int B, int T, size_t* c
     a->attD = gpu_f32(count, BT * H);
     a->dy = gpu_act(count, BT * qd);
     a->dy2 = gpu_act(count, BT * qd);
-    a->dgate = gpu_f32(count, BT * H);
+    a->dgate = gpu_act(count, BT * H);
     a->dup = gpu_act(count, BT * F);
     a->dgpre = gpu_act(count, BT * F);
     a->dh = gpu_act(count, BT * F);
@@ -1483,14 +1472,14 @@ static void gpu_acts_layout(GpuActs* a, const Config* c, int B, int T, size_t* c
 // The host model must be built (model_build) and initialized or loaded.
 // The device's share of the memory estimate (section 12's memory_check does the host's): the four
 // parameter-sized blocks, the activations (gpu_acts_layout) and, with --dtype bf16, the weights' bf16
-// copy and y16, refused before the first cudaMalloc when the device has less free; 5% on top for
+// copy, refused before the first cudaMalloc when the device has less free; 5% on top for
 // cuBLAS's workspace and the small buffers left out (the RoPE table, the batch, the norm's partials).
 static double gpu_memory_need(const Model* host, int B, int T) {
     size_t acts = 0;
     GpuActs shape;
     gpu_acts_layout(&shape, &host->cfg, B, T, &acts);
     double need = 4.0 * host->num_params * sizeof(float) + acts;
-    if (g_bf16.on) need += ((double)host->num_params + bf16_grad_cap(&host->cfg, B, T)) * sizeof(__nv_bfloat16);
+    if (g_bf16.on) need += (double)host->num_params * sizeof(__nv_bfloat16);
     return need;
 }
 
@@ -1526,9 +1515,7 @@ static void gpu_model_create(GpuModel* gm, Model* host, int B, int T) {
     if (g_bf16.on) {
         g_bf16.params = gm->params;
         g_bf16.n = P;
-        g_bf16.ycap = bf16_grad_cap(&host->cfg, B, T);
         g_bf16.w16 = (__nv_bfloat16*)gpu_buf(NULL, P, sizeof(__nv_bfloat16));
-        g_bf16.y16 = (__nv_bfloat16*)gpu_buf(NULL, g_bf16.ycap, sizeof(__nv_bfloat16));
     }
     gpu_upload_state(gm);
     cudaCheck(cudaMemset(gm->grads, 0, P * sizeof(float)));
@@ -1574,10 +1561,9 @@ static void gpu_model_free(GpuModel* gm) {
     cudaCheck(cudaFree(gm->adamw_tab));
     if (g_bf16.on) {
         cudaCheck(cudaFree(g_bf16.w16));
-        cudaCheck(cudaFree(g_bf16.y16));
         g_bf16.params = NULL;
-        g_bf16.w16 = g_bf16.y16 = NULL;
-        g_bf16.n = g_bf16.ycap = 0;
+        g_bf16.w16 = NULL;
+        g_bf16.n = 0;
     }
     free(gm->ibuf_h);
     free(gm->probs_h);
@@ -1768,10 +1754,11 @@ static void gpu_backward(GpuModel* gm, int B, int T) {
         gpu_matmul_backward(f32_of(a->dy), bf16_of(a->dy), GRAD_SET, gpu_grad_of(gm, K_WO, l), gpu_grad_of(gm, K_BO, l),
                             a->dres, a->dres16, f32_of(la.yg), bf16_of(la.yg), gpu_param_of(gm, K_WO, l), BT, qd, C, sc);
         float* dyatt = a->dy;
-        if (c->gate) {                   // the gate's gradient dgate is float32, rounded for its GEMMs
+        if (c->gate) {
             gpu_gate_backward(a->dy2, a->dgate, a->dy, la.yatt, la.gate, BT, H, hd);
-            gpu_matmul_backward(a->dln, NULL, GRAD_SET, gpu_grad_of(gm, K_WG, l), gpu_grad_of(gm, K_BG, l), a->dgate,
-                                NULL, ln1, ln1_16, gpu_param_of(gm, K_WG, l), BT, C, H, sc);
+            gpu_matmul_backward(a->dln, NULL, GRAD_SET, gpu_grad_of(gm, K_WG, l), gpu_grad_of(gm, K_BG, l),
+                                f32_of(a->dgate), bf16_of(a->dgate), ln1, ln1_16, gpu_param_of(gm, K_WG, l), BT, C, H,
+                                sc);
             dyatt = a->dy2;
         }
         // b_k's gradient is zero in exact arithmetic (a constant added to every key moves each query's scores

@@ -87,9 +87,9 @@ static void plan_add(std::vector<PlanOp>* ops, const char* name, int launches, d
 // matmul's input precision, their gradient written in float32). The ends that are float32 in every mode
 // (F32_*): the output (the logits, the gate's pre-activation), the input gradient (dln, which sums
 // several products into a norm's backward: written, or with dinp_add read and written), and the output
-// gradient (dres, read in bf16 from its copy by the products, in float32 by the bias gradient; the
-// gate's, rounded once for both products). Others are activations.
-enum { F32_OUT = 1, F32_DINP = 2, F32_DOUT_BIAS = 4, F32_DOUT_ROUNDED = 8 };
+// gradient (dres, read in bf16 from its copy by the products, in float32 by the bias gradient). Others
+// are activations.
+enum { F32_OUT = 1, F32_DINP = 2, F32_DOUT_BIAS = 4 };
 static void plan_matmul(std::vector<PlanOp>* ops, double BT, double IC, double OC, int has_bias, int dinp_add,
                         unsigned f32) {
     double out = BT * OC, dinp = (dinp_add ? 2 : 1) * BT * IC;
@@ -101,7 +101,6 @@ static void plan_matmul(std::vector<PlanOp>* ops, double BT, double IC, double O
     if (has_bias)
         plan_add(ops, "bias gradient (column sums)", 2, BT * OC, f32 & F32_DOUT_BIAS ? 0 : BT * OC,
                  OC + (f32 & F32_DOUT_BIAS ? BT * OC : 0), OP_CUDA_CORES);
-    if (f32 & F32_DOUT_ROUNDED) plan_add(ops, "to_bf16 (the gate's gradient)", 1, 0, 0, 1.5 * BT * OC, OP_CUDA_CORES, BF16_ONLY);
 }
 
 // Attention, forward and backward: 2 hd FLOPs per causal (query, key) pair for each product (forward:
@@ -144,7 +143,7 @@ static std::vector<PlanOp> plan_step(const Config* c, double P, int B, int T) {
                               4 * BT * (qd + kvd), 0, OP_CUDA_CORES);
         plan_attention(&ops, BT, qd, kvd, H, hd, pairs);
         if (c->gate) {
-            plan_matmul(&ops, BT, C, H, bias, 0, F32_OUT | F32_DINP | F32_DOUT_BIAS | F32_DOUT_ROUNDED);
+            plan_matmul(&ops, BT, C, H, bias, 0, F32_OUT | F32_DINP);
             plan_add(&ops, "gate forward and backward", 2, 6 * BT * qd, 6 * BT * qd, 3 * BT * H, OP_CUDA_CORES);
         }
         plan_matmul(&ops, BT, qd, C, bias, 0, F32_DOUT_BIAS);

@@ -16,7 +16,7 @@ New here are only the device parts:
   2. layers: one kernel (or two) per layer, each forward followed by its backward, the same
      formulas as section 4 of train_gpt2.c; matmuls through cuBLAS; attention fused and tiled
      (online softmax, no T x T matrix), each residual fused with the norm after it, the MLP's bias
-     with its activation
+     with its activation, most bias and norm-weight gradients with the pass that writes what they sum
   3. the model on the device: parameter/gradient/moment blocks (one cudaMalloc each, the host
      block's layout), activations mirroring Acts, gpu_forward / gpu_backward
   4. AdamW over all parameters in one launch, the global gradient norm and clipping on the device
@@ -292,20 +292,25 @@ __global__ void colsum_finish_kernel(float* dst, const float* partial, int nchun
     dst[o] += s;
 }
 
+// dst[o] += the sum of the nchunks partial sums partial[chunk, o]
+static void gpu_colsum_finish(float* dst, const float* partial, int nchunks, int OC) {
+    colsum_finish_kernel<<<ceil_div(OC, EW_THREADS), EW_THREADS>>>(dst, partial, nchunks, OC);
+    LAUNCH_CHECK(colsum_finish_kernel);
+}
+
 // dst[o] += sum over the N rows of x[N,OC] (float32 or bf16); scratch holds ceil(N/ROWS_PER_CHUNK) x OC floats
 template <typename X> static void gpu_colsum_add(float* dst, const X* x, int N, int OC, float* scratch) {
     int nchunks = ceil_div(N, ROWS_PER_CHUNK);
     colsum_partial_kernel<X><<<dim3(ceil_div(OC, EW_THREADS), nchunks), EW_THREADS>>>(scratch, x, N, OC);
     LAUNCH_CHECK(colsum_partial_kernel);
-    colsum_finish_kernel<<<ceil_div(OC, EW_THREADS), EW_THREADS>>>(dst, scratch, nchunks, OC);
-    LAUNCH_CHECK(colsum_finish_kernel);
+    gpu_colsum_finish(dst, scratch, nchunks, OC);
 }
 
 // dinp is overwritten (GRAD_SET: its first contribution, so no memset is needed before it) or added to
 // (GRAD_ADD); dW and dbias are always added to. Pairs as in gpu_matmul_forward; with --dtype bf16:
 // dinp16 is written where the input gradient is an activation (else dinp, float32), and inp16 and dout16
-// (an activation gradient, dres's copy, the logits' gradient) are read. The bias gradient sums dout
-// where it is set (dres, float32 in every mode), else dout16.
+// (an activation gradient, dres's copy, the logits' gradient) are read. The bias gradient (q, k, v and
+// the gate's; the others are summed by the kernels that write their gradients) sums dout or dout16.
 enum GradMode { GRAD_SET, GRAD_ADD };
 static void gpu_matmul_backward(float* dinp, __nv_bfloat16* dinp16, GradMode mode, float* dW, float* dbias,
                                 const float* dout, const __nv_bfloat16* dout16, const float* inp,
@@ -418,46 +423,62 @@ __global__ void residual_norm_forward_kernel(float* xout, A* out, float* mean, f
 // With xhat = (x - mu) * rstd and g = dout * w:
 //   dx += rstd * (g - mean(g) - xhat * mean(g * xhat))     LayerNorm
 //   dx += rstd * (g - xhat * mean(g * xhat))               RMSNorm
-// One warp per row for dx; dw, db (sums over rows) in a second, column-parallel kernel pair.
+// and the weights' gradients, sums over the rows: dw = sum dout * xhat, db = sum dout.
+// One warp per chunk of NORM_ROWS rows, in two passes over the chunk: the rows' two means (warp sums,
+// a row at a time, kept in shared memory), then each lane walks down its columns c = lane, lane + 32, ...
+// writing dx and summing dw, db and the new dinp over the chunk's rows. The chunk's sums go to
+// partial[k, chunk, c] (k = dw, db, dinp) and colsum_finish_kernel adds the chunks: dout and inp are read
+// once for all three. The sum of dinp is the bias gradient of the projection whose output gradient
+// dinp is (dres: the residual branch's last matmul), so that column sum needs no pass of its own.
 // dx is added to dinp (add 1) or written over it (add 0: its first contribution). dinp16, where not NULL,
 // receives the new dinp rounded to bf16: the output gradient of the GEMM before the norm (--dtype bf16)
-__global__ void norm_backward_kernel(float* dinp, __nv_bfloat16* dinp16, int add, const float* dout, const float* inp,
-                                     const float* w, const float* mean, const float* rstd, int rms, int N, int C) {
-    int n = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (n >= N) return;
-    const float* x = inp + (long)n * C;
-    const float* d = dout + (long)n * C;
-    float m = rms ? 0.0f : mean[n], s = rstd[n];
-    float g_mean = 0.0f, gx_mean = 0.0f;
+#define NORM_ROWS 16
+__global__ void norm_backward_kernel(float* dinp, __nv_bfloat16* dinp16, float* partial, int add, const float* dout,
+                                     const float* inp, const float* w, const float* mean, const float* rstd, int rms,
+                                     int N, int C) {
+    __shared__ float row_stats[ROW_THREADS / 32][4][NORM_ROWS];  // per warp: mean, rstd, mean(g), mean(g xhat)
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int chunk = blockIdx.x * (blockDim.x / 32) + warp, r0 = chunk * NORM_ROWS;
+    if (r0 >= N) return;                       // the whole warp leaves together
+    int nr = min(NORM_ROWS, N - r0);
+    float(*st)[NORM_ROWS] = row_stats[warp];
+    for (int r = 0; r < nr; r++) {
+        const float* x = inp + (long)(r0 + r) * C;
+        const float* d = dout + (long)(r0 + r) * C;
+        float m = rms ? 0.0f : mean[r0 + r], s = rstd[r0 + r];
+        float g_mean = 0.0f, gx_mean = 0.0f;
+        for (int c = lane; c < C; c += 32) {
+            float g = d[c] * w[c];
+            g_mean += g;
+            gx_mean += g * (x[c] - m) * s;
+        }
+        g_mean = rms ? 0.0f : warp_sum(g_mean) / C;
+        gx_mean = warp_sum(gx_mean) / C;
+        if (lane == 0) {
+            st[0][r] = m;
+            st[1][r] = s;
+            st[2][r] = g_mean;
+            st[3][r] = gx_mean;
+        }
+    }
+    __syncwarp();                              // lane 0's row statistics, for every lane
+    long slab = (long)((N + NORM_ROWS - 1) / NORM_ROWS) * C;     // one [chunks, C] slab per sum
     for (int c = lane; c < C; c += 32) {
-        float g = d[c] * w[c];
-        g_mean += g;
-        gx_mean += g * (x[c] - m) * s;
+        float sw = 0.0f, sb = 0.0f, sx = 0.0f;
+        for (int r = 0; r < nr; r++) {
+            long i = (long)(r0 + r) * C + c;
+            float m = st[0][r], s = st[1][r], dv = dout[i];
+            float dx = (add ? dinp[i] : 0.0f) + s * (dv * w[c] - st[2][r] - (inp[i] - m) * s * st[3][r]);
+            dinp[i] = dx;
+            if (dinp16) dinp16[i] = __float2bfloat16(dx);
+            sw += dv * (inp[i] - m) * s;
+            sb += dv;
+            sx += dx;
+        }
+        partial[(long)chunk * C + c] = sw;
+        partial[slab + (long)chunk * C + c] = sb;
+        partial[2 * slab + (long)chunk * C + c] = sx;
     }
-    g_mean = rms ? 0.0f : warp_sum(g_mean) / C;
-    gx_mean = warp_sum(gx_mean) / C;
-    float* dx = dinp + (long)n * C;
-    for (int c = lane; c < C; c += 32) {
-        dx[c] = (add ? dx[c] : 0.0f) + s * (d[c] * w[c] - g_mean - (x[c] - m) * s * gx_mean);
-        if (dinp16) dinp16[(long)n * C + c] = __float2bfloat16(dx[c]);
-    }
-}
-
-// partial sums over ROWS_PER_CHUNK rows of dout * xhat (-> dw) and dout (-> db)
-__global__ void norm_backward_params_partial_kernel(float* pdw, float* pdb, const float* dout, const float* inp,
-                                                    const float* mean, const float* rstd, int rms, int N, int C) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x, chunk = blockIdx.y;
-    if (c >= C) return;
-    int r1 = min(N, (chunk + 1) * ROWS_PER_CHUNK);
-    float sw = 0.0f, sb = 0.0f;
-    for (int r = chunk * ROWS_PER_CHUNK; r < r1; r++) {
-        float m = rms ? 0.0f : mean[r], s = rstd[r];
-        float dv = dout[(long)r * C + c];
-        sw += dv * (inp[(long)r * C + c] - m) * s;
-        sb += dv;
-    }
-    pdw[(long)chunk * C + c] = sw;
-    if (pdb) pdb[(long)chunk * C + c] = sb;
 }
 
 // out and branch: activation slices (bf16 values with --dtype bf16)
@@ -482,24 +503,19 @@ static void gpu_residual_norm_forward(float* xout, float* out, float* mean, floa
     });
 }
 
-// scratch: 2 x ceil(N/ROWS_PER_CHUNK) x C floats
-static void gpu_norm_backward(float* dinp, GradMode mode, __nv_bfloat16* dinp16, float* dw, float* db, const float* dout,
-                              const float* inp, const float* w, const float* mean, const float* rstd, int rms, int N,
-                              int C, float* scratch) {
-    norm_backward_kernel<<<ceil_div(N, ROW_THREADS / 32), ROW_THREADS>>>(dinp, dinp16, mode == GRAD_ADD, dout, inp, w,
-                                                                        mean, rstd, rms, N, C);
+// The norm's backward (above): dinp, and dw, db (db where the norm has a bias) and dbias, where set, added
+// to: dbias is the bias gradient of the matmul that reads dinp next (norm_backward_kernel).
+// scratch: 3 x ceil(N/NORM_ROWS) x C floats
+static void gpu_norm_backward(float* dinp, GradMode mode, __nv_bfloat16* dinp16, float* dw, float* db, float* dbias,
+                              const float* dout, const float* inp, const float* w, const float* mean,
+                              const float* rstd, int rms, int N, int C, float* scratch) {
+    int nchunks = ceil_div(N, NORM_ROWS);
+    norm_backward_kernel<<<ceil_div(nchunks, ROW_THREADS / 32), ROW_THREADS>>>(dinp, dinp16, scratch, mode == GRAD_ADD,
+                                                                              dout, inp, w, mean, rstd, rms, N, C);
     LAUNCH_CHECK(norm_backward_kernel);
-    int nchunks = ceil_div(N, ROWS_PER_CHUNK);
-    float *pdw = scratch, *pdb = db ? scratch + (long)nchunks * C : NULL;
-    norm_backward_params_partial_kernel<<<dim3(ceil_div(C, EW_THREADS), nchunks), EW_THREADS>>>(
-        pdw, pdb, dout, inp, mean, rstd, rms, N, C);
-    LAUNCH_CHECK(norm_backward_params_partial_kernel);
-    colsum_finish_kernel<<<ceil_div(C, EW_THREADS), EW_THREADS>>>(dw, pdw, nchunks, C);
-    LAUNCH_CHECK(colsum_finish_kernel);
-    if (db) {
-        colsum_finish_kernel<<<ceil_div(C, EW_THREADS), EW_THREADS>>>(db, pdb, nchunks, C);
-        LAUNCH_CHECK(colsum_finish_kernel);
-    }
+    float* sums[3] = {dw, db, dbias};
+    for (int k = 0; k < 3; k++)
+        if (sums[k]) gpu_colsum_finish(sums[k], scratch + (long)k * nchunks * C, nchunks, C);
 }
 
 // ---- rotary position embedding (llama preset) --------------------------------------------------
@@ -1157,83 +1173,100 @@ static void gpu_gate_backward(float* dy, float* dgpre, const float* dout, const 
 }
 
 // ---- MLP activations -----------------------------------------------------------------------------
-// GELU (tanh form) and SwiGLU: the CPU file's per-element functions (HOSTDEV), one thread per element.
-// The forward kernels also add the bias of the matmul(s) before them: up [N/F, F] (and a, SwiGLU's
-// gate input) hold x W^T without it; the kernel adds it, keeps the sum (the backward's input) and
-// writes the activation. One pass instead of two, the same bits as add_bias_kernel then the activation.
-// Every array is an activation (A); the activation is computed from the sum as stored (in bf16 with
-// --dtype bf16), the value the backward will read.
-template <typename A> __global__ void gelu_forward_kernel(A* out, A* up, const float* bias, long N, int F) {
+// GELU (tanh form) and SwiGLU: the CPU file's per-element functions (HOSTDEV). up [rows, F] (and a,
+// SwiGLU's gate input) hold x W^T as the GEMM wrote it, without the bias: each kernel adds the bias
+// as it reads the value, forward and backward, so the sum is never stored (a pass saved in the forward;
+// in float32 the same bits as storing it). Every [rows, F] array is an activation (A).
+template <typename A> __global__ void gelu_forward_kernel(A* out, const A* up, const float* bias, long N, int F) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N) return;
-    float u = as_float(up[i]);
-    if (bias) {
-        u = stored<A>(u + bias[i % F]);
-        set_elem(up[i], u);
-    }
-    set_elem(out[i], gelu_of(u));
-}
-
-template <typename A> __global__ void gelu_backward_kernel(A* dinp, const A* inp, const A* dout, long N) {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= N) return;
-    set_elem(dinp[i], gelu_grad_of(as_float(inp[i])) * as_float(dout[i]));
+    set_elem(out[i], gelu_of(as_float(up[i]) + (bias ? bias[i % F] : 0.0f)));
 }
 
 template <typename A>
-__global__ void swiglu_forward_kernel(A* out, A* a, A* u, const float* ba, const float* bu, long N, int F) {
+__global__ void swiglu_forward_kernel(A* out, const A* a, const A* u, const float* ba, const float* bu, long N, int F) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N) return;
-    float ai = as_float(a[i]), ui = as_float(u[i]);
-    if (ba) {
-        ai = stored<A>(ai + ba[i % F]);
-        set_elem(a[i], ai);
+    int f = (int)(i % F);
+    set_elem(out[i], swiglu_of(as_float(a[i]) + (ba ? ba[f] : 0.0f), as_float(u[i]) + (bu ? bu[f] : 0.0f)));
+}
+
+// The backward kernels also compute their biases' gradients: one thread per column f, over a chunk of
+// ROWS_PER_CHUNK rows, colsum_partial_kernel's layout (consecutive threads, consecutive columns). Each
+// writes the input gradient and its chunk's column sum, partial[chunk, f], which colsum_finish_kernel
+// adds to the bias gradient: the column sums' own pass over the gradient is saved.
+template <typename A>
+__global__ void gelu_backward_kernel(A* dup, float* pdb, const A* up, const float* bias, const A* dout, int rows,
+                                     int F) {
+    int f = blockIdx.x * blockDim.x + threadIdx.x, chunk = blockIdx.y;
+    if (f >= F) return;
+    int r1 = min(rows, (chunk + 1) * ROWS_PER_CHUNK);
+    float b = bias ? bias[f] : 0.0f, sb = 0.0f;
+    for (int r = chunk * ROWS_PER_CHUNK; r < r1; r++) {
+        long i = (long)r * F + f;
+        float d = gelu_grad_of(as_float(up[i]) + b) * as_float(dout[i]);
+        set_elem(dup[i], d);
+        sb += d;
     }
-    if (bu) {
-        ui = stored<A>(ui + bu[i % F]);
-        set_elem(u[i], ui);
-    }
-    set_elem(out[i], swiglu_of(ai, ui));
+    if (pdb) pdb[(long)chunk * F + f] = sb;
 }
 
 template <typename A>
-__global__ void swiglu_backward_kernel(A* da, A* du, const A* a, const A* u, const A* dout, long N) {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= N) return;
-    float dai, dui;
-    swiglu_grad_of(as_float(a[i]), as_float(u[i]), as_float(dout[i]), &dai, &dui);
-    set_elem(da[i], dai);
-    set_elem(du[i], dui);
+__global__ void swiglu_backward_kernel(A* da, A* du, float* pdba, float* pdbu, const A* a, const A* u, const float* ba,
+                                       const float* bu, const A* dout, int rows, int F) {
+    int f = blockIdx.x * blockDim.x + threadIdx.x, chunk = blockIdx.y;
+    if (f >= F) return;
+    int r1 = min(rows, (chunk + 1) * ROWS_PER_CHUNK);
+    float bia = ba ? ba[f] : 0.0f, biu = bu ? bu[f] : 0.0f, sa = 0.0f, su = 0.0f;
+    for (int r = chunk * ROWS_PER_CHUNK; r < r1; r++) {
+        long i = (long)r * F + f;
+        float dai, dui;
+        swiglu_grad_of(as_float(a[i]) + bia, as_float(u[i]) + biu, as_float(dout[i]), &dai, &dui);
+        set_elem(da[i], dai);
+        set_elem(du[i], dui);
+        sa += dai;
+        su += dui;
+    }
+    if (pdba) pdba[(long)chunk * F + f] = sa;
+    if (pdbu) pdbu[(long)chunk * F + f] = su;
 }
 
 // hact = GELU(up + b_up), or SwiGLU(gpre + b_gate, up + b_up) where gpre is set; [N/F, F] activation slices
-static void gpu_mlp_activation_forward(float* hact, float* gpre, float* up, const float* bgate, const float* bup,
-                                       long N, int F) {
+static void gpu_mlp_activation_forward(float* hact, const float* gpre, const float* up, const float* bgate,
+                                       const float* bup, long N, int F) {
     with_act([&](auto a) {
         typedef decltype(a) A;
         if (gpre) {
-            swiglu_forward_kernel<A><<<EW_GRID(N)>>>((A*)hact, (A*)gpre, (A*)up, bgate, bup, N, F);
+            swiglu_forward_kernel<A><<<EW_GRID(N)>>>((A*)hact, (const A*)gpre, (const A*)up, bgate, bup, N, F);
             LAUNCH_CHECK(swiglu_forward_kernel);
         } else {
-            gelu_forward_kernel<A><<<EW_GRID(N)>>>((A*)hact, (A*)up, bup, N, F);
+            gelu_forward_kernel<A><<<EW_GRID(N)>>>((A*)hact, (const A*)up, bup, N, F);
             LAUNCH_CHECK(gelu_forward_kernel);
         }
     });
 }
 
-// dup (and dgpre where gpre is set) from dh, the activation's output gradient
-static void gpu_mlp_activation_backward(float* dgpre, float* dup, const float* gpre, const float* up, const float* dh,
-                                        long N) {
+// dup (and dgpre where gpre is set) from dh, the activation's output gradient, [rows, F]; the biases'
+// gradients (where the biases exist) are added to dbup and dbgate. scratch: 2 x ceil(rows/ROWS_PER_CHUNK) x F
+static void gpu_mlp_activation_backward(float* dgpre, float* dup, float* dbgate, float* dbup, const float* gpre,
+                                        const float* up, const float* bgate, const float* bup, const float* dh,
+                                        int rows, int F, float* scratch) {
+    int nchunks = ceil_div(rows, ROWS_PER_CHUNK);
+    float *pdbu = bup ? scratch : NULL, *pdbg = bgate ? scratch + (long)nchunks * F : NULL;
+    dim3 grid(ceil_div(F, EW_THREADS), nchunks);
     with_act([&](auto a) {
         typedef decltype(a) A;
         if (gpre) {
-            swiglu_backward_kernel<A><<<EW_GRID(N)>>>((A*)dgpre, (A*)dup, (const A*)gpre, (const A*)up, (const A*)dh, N);
+            swiglu_backward_kernel<A><<<grid, EW_THREADS>>>((A*)dgpre, (A*)dup, pdbg, pdbu, (const A*)gpre, (const A*)up,
+                                                            bgate, bup, (const A*)dh, rows, F);
             LAUNCH_CHECK(swiglu_backward_kernel);
         } else {
-            gelu_backward_kernel<A><<<EW_GRID(N)>>>((A*)dup, (const A*)up, (const A*)dh, N);
+            gelu_backward_kernel<A><<<grid, EW_THREADS>>>((A*)dup, pdbu, (const A*)up, bup, (const A*)dh, rows, F);
             LAUNCH_CHECK(gelu_backward_kernel);
         }
     });
+    if (pdbu) gpu_colsum_finish(dbup, pdbu, nchunks, F);
+    if (pdbg) gpu_colsum_finish(dbgate, pdbg, nchunks, F);
 }
 
 // ---- softmax + cross-entropy, fused ------------------------------------------------------------
@@ -1463,7 +1496,8 @@ static void gpu_acts_layout(GpuActs* a, const Config* c, int B, int T, size_t* c
     a->dgpre = gpu_act(count, BT * F);
     a->dh = gpu_act(count, BT * F);
     a->tmp = gpu_act(count, BT * (C > qd ? C : qd));
-    a->scratch = gpu_f32(count, 2L * ceil_div(BT, ROWS_PER_CHUNK) * widest);
+    long col_sums = 2L * ceil_div(BT, ROWS_PER_CHUNK) * widest, norm_sums = 3L * ceil_div(BT, NORM_ROWS) * C;
+    a->scratch = gpu_f32(count, col_sums > norm_sums ? col_sums : norm_sums);
     a->dlogits16 = g_bf16.on ? (__nv_bfloat16*)gpu_buf(count, BT * V, sizeof(__nv_bfloat16)) : NULL;
     a->dres16 = g_bf16.on ? (__nv_bfloat16*)gpu_buf(count, BT * C, sizeof(__nv_bfloat16)) : NULL;
 }
@@ -1721,13 +1755,14 @@ static void gpu_backward(GpuModel* gm, int B, int T) {
         LAUNCH_CHECK(crossentropy_softmax_backward_kernel);
     }
     // Each activation gradient's first contribution overwrites its buffer (GRAD_SET), the others add to
-    // it: no memsets. a->dres carries d loss / d residual stream from the final norm down.
+    // it: no memsets. a->dres carries d loss / d residual stream from the final norm down. Each norm's
+    // backward also adds the bias gradient of the output projection that reads dres next (W_down's, W_O's).
     const float* head = c->tied ? gm->p[K_WTE] : gm->p[K_LMHEAD];
     float* dhead = c->tied ? gm->g[K_WTE] : gm->g[K_LMHEAD];
     gpu_matmul_backward(a->dln, NULL, GRAD_SET, dhead, NULL, f32_of(a->logits), a->dlogits16, f32_of(a->lnf),
                         bf16_of(a->lnf), head, BT, C, c->V, sc);
-    gpu_norm_backward(a->dres, GRAD_SET, a->dres16, gm->g[K_LNFW], gm->g[K_LNFB], a->dln, a->res + c->L * s_c, gm->p[K_LNFW],
-                      a->lnf_mean, a->lnf_rstd, c->rmsnorm, BT, C, sc);
+    gpu_norm_backward(a->dres, GRAD_SET, a->dres16, gm->g[K_LNFW], gm->g[K_LNFB], gpu_grad_of(gm, K_BDOWN, c->L - 1),
+                      a->dln, a->res + c->L * s_c, gm->p[K_LNFW], a->lnf_mean, a->lnf_rstd, c->rmsnorm, BT, C, sc);
     // blocks in reverse
     for (int l = c->L - 1; l >= 0; l--) {
         LayerActs la = gpu_layer(gm, l);
@@ -1736,23 +1771,22 @@ static void gpu_backward(GpuModel* gm, int B, int T) {
         float *ln1 = f32_of(la.ln1), *ln2 = f32_of(la.ln2);
         __nv_bfloat16 *ln1_16 = bf16_of(la.ln1), *ln2_16 = bf16_of(la.ln2);
         // MLP sublayer
-        gpu_matmul_backward(f32_of(a->dh), bf16_of(a->dh), GRAD_SET, gpu_grad_of(gm, K_WDOWN, l),
-                            gpu_grad_of(gm, K_BDOWN, l), a->dres, a->dres16, f32_of(la.hact), bf16_of(la.hact),
-                            gpu_param_of(gm, K_WDOWN, l), BT, F, C, sc);
-        gpu_mlp_activation_backward(a->dgpre, a->dup, la.gpre, la.up, a->dh, (long)BT * F);
+        gpu_matmul_backward(f32_of(a->dh), bf16_of(a->dh), GRAD_SET, gpu_grad_of(gm, K_WDOWN, l), NULL, a->dres,
+                            a->dres16, f32_of(la.hact), bf16_of(la.hact), gpu_param_of(gm, K_WDOWN, l), BT, F, C, sc);
+        // the activation's backward also adds b_up's and b_gate's gradients (so the GEMMs get no dbias)
+        gpu_mlp_activation_backward(a->dgpre, a->dup, gpu_grad_of(gm, K_BGATE, l), gpu_grad_of(gm, K_BUP, l), la.gpre,
+                                    la.up, gpu_param_of(gm, K_BGATE, l), gpu_param_of(gm, K_BUP, l), a->dh, BT, F, sc);
         if (c->swiglu)
-            gpu_matmul_backward(a->dln, NULL, GRAD_SET, gpu_grad_of(gm, K_WGATE, l), gpu_grad_of(gm, K_BGATE, l),
-                                f32_of(a->dgpre), bf16_of(a->dgpre), ln2, ln2_16, gpu_param_of(gm, K_WGATE, l), BT, C, F,
-                                sc);
-        gpu_matmul_backward(a->dln, NULL, c->swiglu ? GRAD_ADD : GRAD_SET, gpu_grad_of(gm, K_WUP, l),
-                            gpu_grad_of(gm, K_BUP, l), f32_of(a->dup), bf16_of(a->dup), ln2, ln2_16,
-                            gpu_param_of(gm, K_WUP, l), BT, C, F, sc);
+            gpu_matmul_backward(a->dln, NULL, GRAD_SET, gpu_grad_of(gm, K_WGATE, l), NULL, f32_of(a->dgpre),
+                                bf16_of(a->dgpre), ln2, ln2_16, gpu_param_of(gm, K_WGATE, l), BT, C, F, sc);
+        gpu_matmul_backward(a->dln, NULL, c->swiglu ? GRAD_ADD : GRAD_SET, gpu_grad_of(gm, K_WUP, l), NULL,
+                            f32_of(a->dup), bf16_of(a->dup), ln2, ln2_16, gpu_param_of(gm, K_WUP, l), BT, C, F, sc);
         gpu_norm_backward(a->dres, GRAD_ADD, a->dres16, gpu_grad_of(gm, K_LN2W, l), gpu_grad_of(gm, K_LN2B, l),
-                          a->dln, la.xmid, gpu_param_of(gm, K_LN2W, l),
-                          la.ln2_mean, la.ln2_rstd, c->rmsnorm, BT, C, sc);
+                          gpu_grad_of(gm, K_BO, l), a->dln, la.xmid, gpu_param_of(gm, K_LN2W, l), la.ln2_mean,
+                          la.ln2_rstd, c->rmsnorm, BT, C, sc);
         // attention sublayer
-        gpu_matmul_backward(f32_of(a->dy), bf16_of(a->dy), GRAD_SET, gpu_grad_of(gm, K_WO, l), gpu_grad_of(gm, K_BO, l),
-                            a->dres, a->dres16, f32_of(la.yg), bf16_of(la.yg), gpu_param_of(gm, K_WO, l), BT, qd, C, sc);
+        gpu_matmul_backward(f32_of(a->dy), bf16_of(a->dy), GRAD_SET, gpu_grad_of(gm, K_WO, l), NULL, a->dres,
+                            a->dres16, f32_of(la.yg), bf16_of(la.yg), gpu_param_of(gm, K_WO, l), BT, qd, C, sc);
         float* dyatt = a->dy;
         if (c->gate) {
             gpu_gate_backward(a->dy2, a->dgate, a->dy, la.yatt, la.gate, BT, H, hd);
@@ -1779,7 +1813,7 @@ static void gpu_backward(GpuModel* gm, int B, int T) {
         gpu_matmul_backward(a->dln, NULL, GRAD_ADD, gpu_grad_of(gm, K_WV, l), gpu_grad_of(gm, K_BV, l), f32_of(a->dv),
                             bf16_of(a->dv), ln1, ln1_16, gpu_param_of(gm, K_WV, l), BT, C, kvd, sc);
         gpu_norm_backward(a->dres, GRAD_ADD, a->dres16, gpu_grad_of(gm, K_LN1W, l), gpu_grad_of(gm, K_LN1B, l),
-                          a->dln, la.x, gpu_param_of(gm, K_LN1W, l),
+                          l > 0 ? gpu_grad_of(gm, K_BDOWN, l - 1) : NULL, a->dln, la.x, gpu_param_of(gm, K_LN1W, l),
                           la.ln1_mean, la.ln1_rstd, c->rmsnorm, BT, C, sc);
     }
     // embeddings: wte through the token buckets (uploaded by gpu_forward), wpe column by column

@@ -86,10 +86,10 @@ static void plan_add(std::vector<PlanOp>* ops, const char* name, int launches, d
 // A matmul out[BT,OC] = inp[BT,IC] W[OC,IC]^T, forward and both backward products (weights read in the
 // matmul's input precision, their gradient written in float32). The ends that are float32 in every mode
 // (F32_*): the output (the logits, the gate's pre-activation), the input gradient (dln, which sums
-// several products into a norm's backward: written, or with dinp_add read and written), and the output
-// gradient (dres, read in bf16 from its copy by the products, in float32 by the bias gradient). Others
-// are activations.
-enum { F32_OUT = 1, F32_DINP = 2, F32_DOUT_BIAS = 4 };
+// several products into a norm's backward: written, or with dinp_add read and written). Others are
+// activations: the output gradient too (dres, the output projections', is read from its bf16 copy;
+// their biases' gradients are summed by the norms' backward).
+enum { F32_OUT = 1, F32_DINP = 2 };
 static void plan_matmul(std::vector<PlanOp>* ops, double BT, double IC, double OC, int has_bias, int dinp_add,
                         unsigned f32) {
     double out = BT * OC, dinp = (dinp_add ? 2 : 1) * BT * IC;
@@ -98,9 +98,7 @@ static void plan_matmul(std::vector<PlanOp>* ops, double BT, double IC, double O
     plan_add(ops, "gemm backward dinp", 1, 2 * BT * IC * OC, BT * OC + IC * OC + (f32 & F32_DINP ? 0 : dinp),
              f32 & F32_DINP ? dinp : 0, OP_GEMM);
     plan_add(ops, "gemm backward dW", 1, 2 * BT * IC * OC, BT * OC + BT * IC, 2 * IC * OC, OP_GEMM);
-    if (has_bias)
-        plan_add(ops, "bias gradient (column sums)", 2, BT * OC, f32 & F32_DOUT_BIAS ? 0 : BT * OC,
-                 OC + (f32 & F32_DOUT_BIAS ? BT * OC : 0), OP_CUDA_CORES);
+    if (has_bias) plan_add(ops, "bias gradient (column sums)", 2, BT * OC, BT * OC, OC, OP_CUDA_CORES);
 }
 
 // Attention, forward and backward: 2 hd FLOPs per causal (query, key) pair for each product (forward:
@@ -121,6 +119,17 @@ static void plan_attention(std::vector<PlanOp>* ops, double BT, double qd, doubl
         if (tc) plan_add(ops, names[1][i], 1, products[i], acts[i], rows[i], OP_TC_ATTENTION, ALL_MODES, 8 * pairs);
         else plan_add(ops, names[0][i], 1, products[i], acts[i], rows[i], OP_CUDA_CORES);
     }
+}
+
+// n norms' backward, all float32: dx (reads dln, x, dres; writes dres and, with --dtype bf16, its bf16
+// copy for the GEMMs) with, in the same pass, the chunks' sums for the weights' gradients and the next
+// output projection's bias gradient (3 slabs of NORM_ROWS-row partials, written; read by the finishing
+// kernels: 3 with biases, else 1)
+static void plan_norm_backward(std::vector<PlanOp>* ops, int n, double BT, double C, int bias) {
+    double slab = BT / NORM_ROWS * C, sums = bias ? 3 : 1;
+    plan_add(ops, "norm_backward (+ param grads)", n, n * 15 * BT * C, 0,
+             n * (4 * BT * C + 3 * slab + sums * (slab + C)), OP_CUDA_CORES);
+    plan_add(ops, "norm_backward: dres's bf16 copy", 0, 0, 0, n * 0.5 * BT * C, OP_CUDA_CORES, BF16_ONLY);
 }
 
 // Every kernel of one training step of train_gpt2.cu (gpu_forward, gpu_backward, the norm, AdamW) on
@@ -146,24 +155,26 @@ static std::vector<PlanOp> plan_step(const Config* c, double P, int B, int T) {
             plan_matmul(&ops, BT, C, H, bias, 0, F32_OUT | F32_DINP);
             plan_add(&ops, "gate forward and backward", 2, 6 * BT * qd, 6 * BT * qd, 3 * BT * H, OP_CUDA_CORES);
         }
-        plan_matmul(&ops, BT, qd, C, bias, 0, F32_DOUT_BIAS);
+        plan_matmul(&ops, BT, qd, C, 0, 0, 0);
         // x + (branch + bias) into the float32 stream, then its norm (an activation), twice per layer
         plan_add(&ops, "residual_norm_forward", 2, 2 * 9 * BT * C, 2 * 2 * BT * C, 2 * 2 * BT * C, OP_CUDA_CORES);
-        plan_matmul(&ops, BT, C, F, bias, c->swiglu, F32_DINP);    // SwiGLU's gate product sets dln first
+        // W_up (and W_gate) without their bias gradients: the activation's backward sums them (its chunks'
+        // float32 partials, written and read once by the finishing kernel); the forward adds the biases
+        // as it reads x W^T, which is stored without them
+        plan_matmul(&ops, BT, C, F, 0, c->swiglu, F32_DINP);    // SwiGLU's gate product sets dln first
+        double bias_partials = bias ? 2 * (BT / ROWS_PER_CHUNK) * F : 0;
         if (c->swiglu) {
-            plan_matmul(&ops, BT, C, F, bias, 0, F32_DINP);
-            plan_add(&ops, "swiglu forward (+ biases)", 1, 8 * BT * F, 5 * BT * F, 0, OP_CUDA_CORES);
-            plan_add(&ops, "swiglu backward", 1, 10 * BT * F, 5 * BT * F, 0, OP_CUDA_CORES);
+            plan_matmul(&ops, BT, C, F, 0, 0, F32_DINP);
+            plan_add(&ops, "swiglu forward (+ biases)", 1, 8 * BT * F, 3 * BT * F, 0, OP_CUDA_CORES);
+            plan_add(&ops, "swiglu backward (+ bias gradients)", 1, 12 * BT * F, 5 * BT * F, 2 * bias_partials,
+                     OP_CUDA_CORES);
         } else {
-            plan_add(&ops, "gelu forward (+ bias)", 1, 12 * BT * F, 3 * BT * F, 0, OP_CUDA_CORES);
-            plan_add(&ops, "gelu backward", 1, 16 * BT * F, 3 * BT * F, 0, OP_CUDA_CORES);
+            plan_add(&ops, "gelu forward (+ bias)", 1, 12 * BT * F, 2 * BT * F, 0, OP_CUDA_CORES);
+            plan_add(&ops, "gelu backward (+ bias gradient)", 1, 17 * BT * F, 3 * BT * F, bias_partials,
+                     OP_CUDA_CORES);
         }
-        plan_matmul(&ops, BT, F, C, bias, 0, F32_DOUT_BIAS);
-        // two norms per layer backward: dx (reads dln, x, dres; writes dres and, with --dtype bf16, its
-        // bf16 copy for the GEMMs) and the weight partials (read dln and x), all float32
-        plan_add(&ops, "norm_backward", 2, 2 * 10 * BT * C, 0, 2 * 4 * BT * C, OP_CUDA_CORES);
-        plan_add(&ops, "norm_backward: dres's bf16 copy", 0, 0, 0, 2 * 0.5 * BT * C, OP_CUDA_CORES, BF16_ONLY);
-        plan_add(&ops, "norm_backward_params", 2, 2 * 4 * BT * C, 0, 2 * 2 * BT * C + 4 * C, OP_CUDA_CORES);
+        plan_matmul(&ops, BT, F, C, 0, 0, 0);
+        plan_norm_backward(&ops, 2, BT, C, bias);
     }
     // head: float32 logits, softmax + loss, backward (the logits' gradient an activation)
     plan_matmul(&ops, BT, C, V, 0, 0, F32_OUT | F32_DINP);
@@ -172,9 +183,7 @@ static std::vector<PlanOp> plan_step(const Config* c, double P, int B, int T) {
     plan_add(&ops, "softmax_forward (+ loss)", 1, 5 * BT * V, 0, 2 * BT * V, OP_CUDA_CORES, 1u << MODE_TF32);
     plan_add(&ops, "crossentropy_softmax_backward", 1, 3 * BT * V, 0, 2 * BT * V, OP_CUDA_CORES, 1u << MODE_TF32);
     plan_add(&ops, "softmax_crossentropy_bf16", 1, 8 * BT * V, BT * V, BT * V, OP_CUDA_CORES, BF16_ONLY);
-    plan_add(&ops, "norm_backward (final)", 1, 10 * BT * C, 0, 4 * BT * C, OP_CUDA_CORES);
-    plan_add(&ops, "norm_backward: dres's bf16 copy", 0, 0, 0, 0.5 * BT * C, OP_CUDA_CORES, BF16_ONLY);
-    plan_add(&ops, "norm_backward_params (final)", 1, 4 * BT * C, 0, 2 * BT * C + 2 * C, OP_CUDA_CORES);
+    plan_norm_backward(&ops, 1, BT, C, bias);
     plan_add(&ops, "embedding_backward", c->rope ? 1 : 2, 2 * BT * C, 0, 4 * BT * C, OP_CUDA_CORES);
     // update: zero the gradients, their norm, AdamW (float32 master weights and moments; with --dtype
     // bf16 it also writes the weights' bf16 copy)

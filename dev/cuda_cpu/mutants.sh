@@ -19,7 +19,7 @@ cd "$(dirname "$0")/../.." || exit 2
 CXX=${CUDA_CPU_CXX:-g++ -O2 -march=native -std=c++17 -fopenmp -fno-math-errno -Wno-unused-function}
 TIMEOUT=600
 GEN=dev/cuda_cpu/gen/mutants
-ALL="syncthreads attn-sync transposed causal-skip grid reduction bounds adamw-table bf16-stale tc-rescale tc-diagonal tc-skip tc-sync bf16-input bf16-classifier grad-set tf32-round"
+ALL="syncthreads attn-sync transposed causal-skip grid reduction bounds adamw-table bf16-stale tc-rescale tc-diagonal tc-skip tc-sync bf16-input bf16-classifier grad-set tf32-round norm-bias gelu-bias"
 
 # mutate NAME: print the sed script of mutant NAME, then (second line) how many lines of
 # `diff original mutant` start with < or > when it applies as intended.
@@ -65,7 +65,7 @@ mutate() {
         echo '/^__global__ void attention_forward_tc_kernel(/,/^}$/{/^        __syncthreads();$/d;}'
         echo 2 ;;
     bf16-input)   # gpu_backward: W_up's weight gradient reads Norm1's output in bf16 (--dtype bf16 only) instead of Norm2's
-        echo '/^static void gpu_backward(/,/^}$/s/gpu_grad_of(gm, K_BUP, l), f32_of(a->dup), bf16_of(a->dup), ln2, ln2_16,/gpu_grad_of(gm, K_BUP, l), f32_of(a->dup), bf16_of(a->dup), ln2, ln1_16,/'
+        echo '/^static void gpu_backward(/,/^}$/s/f32_of(a->dup), bf16_of(a->dup), ln2, ln2_16, gpu_param_of(gm, K_WUP, l),/f32_of(a->dup), bf16_of(a->dup), ln2, ln1_16, gpu_param_of(gm, K_WUP, l),/'
         echo 2 ;;
     bf16-classifier) # softmax_crossentropy_bf16_kernel: the probabilities not normalized in the gradient (the loss still right)
         echo '/^__global__ void softmax_crossentropy_bf16_kernel(/,/^}$/s/float pinv = (float)(1.0 \/ sum);/float pinv = 1.0f;/'
@@ -75,6 +75,12 @@ mutate() {
         echo 2 ;;
     tf32-round)   # Tf32Tiles::to_operand: the TF32 operands not rounded (the tensor cores then cut their low bits)
         echo '/^struct Tf32Tiles {/,/^};$/s/for (int i = 0; i < f.num_elements; i++) f.x\[i\] = wmma::__float_to_tf32(f.x\[i\]);/(void)f;/'
+        echo 2 ;;
+    norm-bias)    # norm_backward_kernel: the projection's bias gradient sums the norm's output gradient dln, not the new dres
+        echo '/^__global__ void norm_backward_kernel(/,/^}$/s/            sx += dx;/            sx += dv;/'
+        echo 2 ;;
+    gelu-bias)    # gelu_backward_kernel: b_up's gradient sums dh, the GELU's output gradient, not its input gradient
+        echo '/^__global__ void gelu_backward_kernel(/,/^}$/s/        sb += d;/        sb += as_float(dout[i]);/'
         echo 2 ;;
     *) return 1 ;;
     esac

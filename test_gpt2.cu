@@ -131,7 +131,7 @@ static void test_gpu_fixture(const char* path, int mode) {
     {
         float* dlogits = dmalloc((size_t)BT * c.V);
         float* logits = xmalloc((size_t)BT * c.V * sizeof(float));
-        gpu_matmul_forward(dlogits, NULL, f32_of(gm.a.lnf), bf16_of(gm.a.lnf), c.tied ? gm.p[K_WTE] : gm.p[K_LMHEAD], NULL, BT, c.C, c.V);
+        gpu_matmul_forward(dlogits, NULL, f32_of(gm.a.lnf), bf16_of(gm.a.lnf), c.tied ? gm.p[K_WTE] : gm.p[K_LMHEAD], BT, c.C, c.V);
         cudaCheck(cudaMemcpy(logits, dlogits, (size_t)BT * c.V * sizeof(float), cudaMemcpyDeviceToHost));
         for (long i = 0; i < (long)BT * c.V; i++) logits[i] *= c.logit_scale;     // muP's 1/width_mult
         FixtureEntry* want = fixture_get(&fx, "logits");
@@ -411,8 +411,9 @@ static void test_attention_shape(int B, int T, int H, int KVH, int hd, int mode)
     upload_act(d_k, k, nkv);
     upload_act(d_v, v, nkv);
     const char* path = attention_on_tensor_cores(hd) ? "tensor-core" : "fused";
-    gpu_attention_forward(d_y, d_lse, d_q, d_k, d_v, B, T, H, KVH, hd, scale);
-    gpu_attention_backward(d_dq, d_dk, d_dv, d_D, d_dy, d_y, d_lse, d_q, d_k, d_v, B, T, H, KVH, hd, scale);
+    Qkv<float> in = {d_q, d_k, d_v, NULL, NULL, NULL};
+    gpu_attention_forward(d_y, d_lse, in, B, T, H, KVH, hd, scale);
+    gpu_attention_backward(d_dq, d_dk, d_dv, d_D, d_dy, d_y, d_lse, in, B, T, H, KVH, hd, scale);
     double u = mm_u(mode);
     const char* mode_name = mode == MM_BF16 ? "--dtype bf16" : "TF32";
     const char* names[4] = {"y", "dq", "dk", "dv"};

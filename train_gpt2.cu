@@ -248,16 +248,13 @@ static void gemm_bf16(cublasOperation_t ta, cublasOperation_t tb, int m, int n, 
 static void* gemm_out(float* x, __nv_bfloat16* x16) { return x16 ? (void*)x16 : (void*)x; }
 static cudaDataType_t gemm_out_type(const __nv_bfloat16* x16) { return x16 ? CUDA_R_16BF : CUDA_R_32F; }
 
-template <typename A> __global__ void add_bias_kernel(A* out, const float* bias, long N, int OC) {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < N) set_elem(out[i], as_float(out[i]) + bias[i % OC]);
-}
-
-// out[BT,OC] = inp W^T (+ bias). Each operand is a pair (float32, bf16) of which one is set, the run's type
+// out[BT,OC] = inp W^T. Each operand is a pair (float32, bf16) of which one is set, the run's type
 // (f32_of, bf16_of): with --dtype bf16 inp16 is read and out16 written, or out where the output stays
-// float32 (the logits, the gate's pre-activation).
+// float32 (the logits, the gate's pre-activation). The bias is added by the kernel that reads out first
+// (the attention's tile loads or RoPE, the gate, the MLP's activation, the residual): no GEMM's output
+// takes a pass of its own for it.
 static void gpu_matmul_forward(float* out, __nv_bfloat16* out16, const float* inp, const __nv_bfloat16* inp16,
-                               const float* W, const float* bias, int BT, int C, int OC) {
+                               const float* W, int BT, int C, int OC) {
     const float one = 1.0f, zero = 0.0f;
     if (g_bf16.on) {
         if (!inp16) fatal("internal: a bf16 GEMM without its input in bf16");
@@ -266,11 +263,6 @@ static void gpu_matmul_forward(float* out, __nv_bfloat16* out16, const float* in
     } else
         cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_T, CUBLAS_OP_N, OC, BT, C, &one, W, C, inp, C, &zero, out, OC));
     if (g_after_op) g_after_op("gemm forward");
-    if (!bias) return;
-    long n = (long)BT * OC;
-    if (out16) add_bias_kernel<__nv_bfloat16><<<ceil_div(n, EW_THREADS), EW_THREADS>>>(out16, bias, n, OC);
-    else add_bias_kernel<float><<<ceil_div(n, EW_THREADS), EW_THREADS>>>(out, bias, n, OC);
-    LAUNCH_CHECK(add_bias_kernel);
 }
 
 // Deterministic column sums without atomics: partial[chunk, o] sums ROWS_PER_CHUNK rows in order,
@@ -404,7 +396,7 @@ __global__ void norm_forward_kernel(A* out, float* mean, float* rstd, const floa
 
 // The residual and the norm that reads it, in one pass: xout = x + (branch + bias), then
 // out = Norm(xout). branch is the sublayer's matmul without its bias (added here, in the order
-// add_bias_kernel would: the same bits as a separate bias, residual and norm). Each lane rereads
+// a separate bias kernel would: the same bits as a separate bias, residual and norm). Each lane rereads
 // only the entries of xout it wrote (norm_row's lanes stride like the loop here), from its cache.
 template <typename A>
 __global__ void residual_norm_forward_kernel(float* xout, A* out, float* mean, float* rstd, const float* x,
@@ -524,8 +516,11 @@ static void gpu_norm_backward(float* dinp, GradMode mode, __nv_bfloat16* dinp16,
 // once and uploaded with the model, so the rotation is the CPU's (the same angles and products; where
 // the compilers fuse a multiply and an add differently, the last bit may differ) and no thread calls
 // pow/cos/sin. sign = +1 forward, -1 backward (the inverse rotation, applied to the gradient in
-// place). x is an activation (A). One thread per pair: consecutive threads, consecutive pairs.
-template <typename A> __global__ void rope_kernel(A* x, const float* cs, int BT, int T, int nh, int hd, float sign) {
+// place). x is an activation (A); the forward adds the projection's bias (nh * hd entries, or NULL)
+// before it turns the pair, as the GEMM's first reader (Qkv). One thread per pair: consecutive
+// threads, consecutive pairs.
+template <typename A>
+__global__ void rope_kernel(A* x, const float* bias, const float* cs, int BT, int T, int nh, int hd, float sign) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     int half = hd / 2;
     if (i >= (long)BT * nh * half) return;
@@ -535,15 +530,21 @@ template <typename A> __global__ void rope_kernel(A* x, const float* cs, int BT,
     A* v = x + row * hd;
     float c = cs[((long)t * half + j) * 2], sn = sign * cs[((long)t * half + j) * 2 + 1];
     float a = as_float(v[2 * j]), b = as_float(v[2 * j + 1]);
+    if (bias) {
+        const float* bh = bias + (row % nh) * hd;
+        a += bh[2 * j];
+        b += bh[2 * j + 1];
+    }
     set_elem(v[2 * j], a * c - b * sn);
     set_elem(v[2 * j + 1], a * sn + b * c);
 }
 
-// x: an activation slice (q or k; dq or dk)
-static void gpu_rope(float* x, const float* cs, int BT, int T, int nh, int hd, float sign) {
+// x: an activation slice (q or k with their bias; dq or dk, bias NULL)
+static void gpu_rope(float* x, const float* bias, const float* cs, int BT, int T, int nh, int hd, float sign) {
     with_act([&](auto a) {
         typedef decltype(a) A;
-        rope_kernel<A><<<ceil_div((long)BT * nh * (hd / 2), EW_THREADS), EW_THREADS>>>((A*)x, cs, BT, T, nh, hd, sign);
+        rope_kernel<A><<<ceil_div((long)BT * nh * (hd / 2), EW_THREADS), EW_THREADS>>>((A*)x, bias, cs, BT, T, nh, hd,
+                                                                                    sign);
         LAUNCH_CHECK(rope_kernel);
     });
 }
@@ -569,33 +570,45 @@ static void gpu_rope(float* x, const float* cs, int BT, int T, int nh, int hd, f
 #define ATT_BQ 16           // query rows per forward block (4 per warp)
 #define ATT_BQ_BWD 8        // query rows per dq block, key rows per dk/dv block (2 per warp)
 
-// Rows r0 .. r0 + n - 1 of one head of x [B*T, width] (its columns col0 .. col0 + hd - 1) into the
-// shared tile[n][W], zeros for rows past T: every tile load of the attention kernels, strided over the
-// block's threads so that consecutive threads read consecutive elements. x holds activations (A), the
-// tile elements E (float, or the tensor cores' bf16 operands).
+// The attention's inputs: q [B*T, H*hd], k and v [B*T, KVH*hd] as their projections wrote them
+// (activations, A), and the projections' biases (NULL: none, or already added by RoPE), which every
+// tile load adds: the first kernel to read a GEMM's output adds its bias, so no pass of its own does.
+template <typename A> struct Qkv {
+    const A *q, *k, *v;
+    const float *bq, *bk, *bv;
+    template <typename B> Qkv<B> as() const { return {(const B*)q, (const B*)k, (const B*)v, bq, bk, bv}; }
+};
+
+// Rows r0 .. r0 + n - 1 of one head of x [B*T, width] (its columns col0 .. col0 + hd - 1) plus the
+// bias (of width entries; NULL: none) into the shared tile[n][W], zeros for rows past T: every tile load
+// of the attention kernels, strided over the block's threads so that consecutive threads read
+// consecutive elements. x holds activations (A), the tile elements E (float, or the tensor cores' bf16
+// operands).
 template <typename E, int W, typename A>
-__device__ void load_head_rows(E (*tile)[W], const A* x, int b, int r0, int n, int T, int width, int col0, int hd) {
+__device__ void load_head_rows(E (*tile)[W], const A* x, const float* bias, int b, int r0, int n, int T, int width,
+                               int col0, int hd) {
     for (int e = threadIdx.x; e < n * hd; e += blockDim.x) {
         int j = e / hd, d = e % hd, t = r0 + j;
-        set_elem(tile[j][d], t < T ? as_float(x[(long)(b * T + t) * width + col0 + d]) : 0.0f);
+        float xv = t < T ? as_float(x[(long)(b * T + t) * width + col0 + d]) + (bias ? bias[col0 + d] : 0.0f) : 0.0f;
+        set_elem(tile[j][d], xv);
     }
 }
 
 // Rows r0 .. r0 + n - 1 of kv head kh of k and v (as load_head_rows): every key/value tile
 template <typename E, int WK, int WV, typename A>
-__device__ void load_kv_rows(E (*ks)[WK], E (*vs)[WV], const A* k, const A* v, int b, int r0, int n, int T, int KVH,
-                             int kh, int hd) {
-    load_head_rows(ks, k, b, r0, n, T, KVH * hd, kh * hd, hd);
-    load_head_rows(vs, v, b, r0, n, T, KVH * hd, kh * hd, hd);
+__device__ void load_kv_rows(E (*ks)[WK], E (*vs)[WV], Qkv<A> in, int b, int r0, int n, int T, int KVH, int kh,
+                             int hd) {
+    load_head_rows(ks, in.k, in.bk, b, r0, n, T, KVH * hd, kh * hd, hd);
+    load_head_rows(vs, in.v, in.bv, b, r0, n, T, KVH * hd, kh * hd, hd);
 }
 
 // The key kernels' tile of queries: rows t0 .. t0 + n - 1 of head h of q and dy (as load_head_rows), and
 // their lse and D (0 past T)
 template <typename E, int W, typename A>
-__device__ void load_query_tile(E (*qs)[W], E (*dys)[W], float* ls, float* Ds, const A* q, const A* dy,
+__device__ void load_query_tile(E (*qs)[W], E (*dys)[W], float* ls, float* Ds, Qkv<A> in, const A* dy,
                                 const float* lse, const float* D, int b, int h, int t0, int n, int T, int H, int hd) {
-    load_head_rows(qs, q, b, t0, n, T, H * hd, h * hd, hd);
-    load_head_rows(dys, dy, b, t0, n, T, H * hd, h * hd, hd);
+    load_head_rows(qs, in.q, in.bq, b, t0, n, T, H * hd, h * hd, hd);
+    load_head_rows(dys, dy, NULL, b, t0, n, T, H * hd, h * hd, hd);
     for (int j = threadIdx.x; j < n; j += blockDim.x) {
         int t = t0 + j;
         ls[j] = t < T ? lse[((long)b * H + h) * T + t] : 0.0f;
@@ -605,8 +618,7 @@ __device__ void load_query_tile(E (*qs)[W], E (*dys)[W], float* ls, float* Ds, c
 
 // grid (ceil(T / ATT_BQ), H, B), ATT_WARPS * 32 threads; lse [B, H, T]. q, k, v, y: activations (A)
 template <typename A>
-__global__ void attention_forward_kernel(A* y, float* lse, const A* q, const A* k, const A* v, int T, int H, int KVH,
-                                         int hd, float scale) {
+__global__ void attention_forward_kernel(A* y, float* lse, Qkv<A> in, int T, int H, int KVH, int hd, float scale) {
     const int RPW = ATT_BQ / ATT_WARPS, NI = ATT_HD_MAX / 32;     // rows per warp, columns per lane
     __shared__ float qs[ATT_BQ][ATT_HD_MAX];
     __shared__ float ks[ATT_BK][ATT_HD_MAX + 1];      // +1: lane j reads row j, a column at a time: no bank conflicts
@@ -614,7 +626,7 @@ __global__ void attention_forward_kernel(A* y, float* lse, const A* q, const A* 
     __shared__ float ps[ATT_WARPS][ATT_BK];           // a row's probabilities in the tile, for the weighted sum
     int q0 = blockIdx.x * ATT_BQ, h = blockIdx.y, b = blockIdx.z, kh = h / (H / KVH);
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qd = H * hd;
-    load_head_rows(qs, q, b, q0, ATT_BQ, T, qd, h * hd, hd);
+    load_head_rows(qs, in.q, in.bq, b, q0, ATT_BQ, T, qd, h * hd, hd);
     float m[RPW], l[RPW], o[RPW][NI];
     for (int rr = 0; rr < RPW; rr++) {
         m[rr] = -INFINITY;
@@ -624,7 +636,7 @@ __global__ void attention_forward_kernel(A* y, float* lse, const A* q, const A* 
     int q_last = min(q0 + ATT_BQ, T) - 1;            // no query of the block sees a key after it
     for (int k0 = 0; k0 <= q_last; k0 += ATT_BK) {
         __syncthreads();                              // the previous tile is no longer read (and qs is written)
-        load_kv_rows(ks, vs, k, v, b, k0, ATT_BK, T, KVH, kh, hd);
+        load_kv_rows(ks, vs, in, b, k0, ATT_BK, T, KVH, kh, hd);
         __syncthreads();
         for (int rr = 0; rr < RPW; rr++) {
             int r = warp * RPW + rr, t = q0 + r, s = k0 + lane;
@@ -670,8 +682,8 @@ __global__ void attention_forward_kernel(A* y, float* lse, const A* q, const A* 
 
 // grid (ceil(T / ATT_BQ_BWD), H, B); D [B, H, T]
 template <typename A>
-__global__ void attention_backward_query_kernel(A* dq, float* D, const A* dy, const A* y, const float* lse, const A* q,
-                                                const A* k, const A* v, int T, int H, int KVH, int hd, float scale) {
+__global__ void attention_backward_query_kernel(A* dq, float* D, const A* dy, const A* y, const float* lse, Qkv<A> in,
+                                                int T, int H, int KVH, int hd, float scale) {
     const int RPW = ATT_BQ_BWD / ATT_WARPS, NI = ATT_HD_MAX / 32;
     __shared__ float qs[ATT_BQ_BWD][ATT_HD_MAX];
     __shared__ float dys[ATT_BQ_BWD][ATT_HD_MAX];
@@ -680,8 +692,8 @@ __global__ void attention_backward_query_kernel(A* dq, float* D, const A* dy, co
     __shared__ float ps[ATT_WARPS][ATT_BK];
     int q0 = blockIdx.x * ATT_BQ_BWD, h = blockIdx.y, b = blockIdx.z, kh = h / (H / KVH);
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qd = H * hd;
-    load_head_rows(qs, q, b, q0, ATT_BQ_BWD, T, qd, h * hd, hd);
-    load_head_rows(dys, dy, b, q0, ATT_BQ_BWD, T, qd, h * hd, hd);
+    load_head_rows(qs, in.q, in.bq, b, q0, ATT_BQ_BWD, T, qd, h * hd, hd);
+    load_head_rows(dys, dy, NULL, b, q0, ATT_BQ_BWD, T, qd, h * hd, hd);
     float Dt[RPW], lt[RPW], acc[RPW][NI];
     for (int rr = 0; rr < RPW; rr++) {                // D_t = dy_t . y_t, and the row's lse
         int t = q0 + warp * RPW + rr;
@@ -699,7 +711,7 @@ __global__ void attention_backward_query_kernel(A* dq, float* D, const A* dy, co
     int q_last = min(q0 + ATT_BQ_BWD, T) - 1;
     for (int k0 = 0; k0 <= q_last; k0 += ATT_BK) {
         __syncthreads();
-        load_kv_rows(ks, vs, k, v, b, k0, ATT_BK, T, KVH, kh, hd);
+        load_kv_rows(ks, vs, in, b, k0, ATT_BK, T, KVH, kh, hd);
         __syncthreads();
         for (int rr = 0; rr < RPW; rr++) {
             int r = warp * RPW + rr, t = q0 + r, s = k0 + lane;
@@ -728,8 +740,8 @@ __global__ void attention_backward_query_kernel(A* dq, float* D, const A* dy, co
 
 // grid (ceil(T / ATT_BQ_BWD), KVH, B): ATT_BQ_BWD key rows of kv head kh per block
 template <typename A>
-__global__ void attention_backward_kv_kernel(A* dk, A* dv, const A* dy, const float* lse, const float* D, const A* q,
-                                             const A* k, const A* v, int T, int H, int KVH, int hd, float scale) {
+__global__ void attention_backward_kv_kernel(A* dk, A* dv, const A* dy, const float* lse, const float* D, Qkv<A> in,
+                                             int T, int H, int KVH, int hd, float scale) {
     const int RPW = ATT_BQ_BWD / ATT_WARPS, NI = ATT_HD_MAX / 32;
     __shared__ float qs[ATT_BK][ATT_HD_MAX + 1];      // a tile of queries and their dy: lane j reads row j
     __shared__ float dys[ATT_BK][ATT_HD_MAX + 1];
@@ -739,14 +751,14 @@ __global__ void attention_backward_kv_kernel(A* dk, A* dv, const A* dy, const fl
     __shared__ float ps[ATT_WARPS][ATT_BK], dps[ATT_WARPS][ATT_BK];
     int s0 = blockIdx.x * ATT_BQ_BWD, kh = blockIdx.y, b = blockIdx.z, group = H / KVH;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, kvd = KVH * hd;
-    load_kv_rows(ksb, vsb, k, v, b, s0, ATT_BQ_BWD, T, KVH, kh, hd);
+    load_kv_rows(ksb, vsb, in, b, s0, ATT_BQ_BWD, T, KVH, kh, hd);
     float gk[RPW][NI], gv[RPW][NI];
     for (int rr = 0; rr < RPW; rr++)
         for (int i = 0; i < NI; i++) gk[rr][i] = gv[rr][i] = 0.0f;
     for (int h = kh * group; h < (kh + 1) * group; h++) {
         for (int t0 = s0 / ATT_BK * ATT_BK; t0 < T; t0 += ATT_BK) {   // causal: no query before the block's first key
             __syncthreads();
-            load_query_tile(qs, dys, ls, Ds, q, dy, lse, D, b, h, t0, ATT_BK, T, H, hd);
+            load_query_tile(qs, dys, ls, Ds, in, dy, lse, D, b, h, t0, ATT_BK, T, H, hd);
             __syncthreads();
             for (int rr = 0; rr < RPW; rr++) {
                 int r = warp * RPW + rr, s = s0 + r, t = t0 + lane;
@@ -901,9 +913,8 @@ __device__ void tc_write_rows(A* x, const Acc (&acc)[NF], float (*scr)[TCA_TILE]
 // grid (ceil(T / BLOCK), H, B), TT::WARPS * 32 threads; lse [B, H, T]
 // The activations are the tiles' elements (TT::E): bf16 with --dtype bf16, float32 with TF32.
 template <typename TT, int hd>
-__global__ void attention_forward_tc_kernel(typename TT::E* y, float* lse, const typename TT::E* q,
-                                            const typename TT::E* k, const typename TT::E* v, int T, int H, int KVH,
-                                            float scale) {
+__global__ void attention_forward_tc_kernel(typename TT::E* y, float* lse, Qkv<typename TT::E> in, int T, int H,
+                                            int KVH, float scale) {
     constexpr int BLOCK = TT::BLOCK;
     __shared__ __align__(32) typename TT::E qs[BLOCK][TT::LDH], ks[TCA_TILE][TT::LDH], vs[TCA_TILE][TT::LDH];
     __shared__ __align__(32) float ss[TT::WARPS][TCA_ROWS][TCA_TILE];        // a warp's scores
@@ -912,13 +923,13 @@ __global__ void attention_forward_tc_kernel(typename TT::E* y, float* lse, const
     int q0 = blockIdx.x * BLOCK, h = blockIdx.y, b = blockIdx.z, kh = h / (H / KVH);
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qd = H * hd;
     int r = lane / 2, half = lane % 2, w0 = q0 + TCA_ROWS * warp, t = w0 + r;   // lane pair: row r, query t
-    load_head_rows(qs, q, b, q0, BLOCK, T, qd, h * hd, hd);
+    load_head_rows(qs, in.q, in.bq, b, q0, BLOCK, T, qd, h * hd, hd);
     for (int c = half; c < hd; c += 2) os[warp][r][c] = 0.0f;
     float m = -INFINITY, l = 0.0f;
     int q_last = min(q0 + BLOCK, T) - 1;
     for (int k0 = 0; k0 <= q_last; k0 += TCA_TILE) {
         __syncthreads();
-        load_kv_rows(ks, vs, k, v, b, k0, TCA_TILE, T, KVH, kh, hd);
+        load_kv_rows(ks, vs, in, b, k0, TCA_TILE, T, KVH, kh, hd);
         __syncthreads();
         if (w0 >= T || k0 > w0 + TCA_ROWS - 1) continue;   // no query of this warp (before T) sees the tile
         typename TT::Acc sacc[TCA_TILE / 16];
@@ -960,9 +971,8 @@ __global__ void attention_forward_tc_kernel(typename TT::E* y, float* lse, const
 // grid (ceil(T / BLOCK), H, B); D [B, H, T]
 template <typename TT, int hd>
 __global__ void attention_backward_query_tc_kernel(typename TT::E* dq, float* D, const typename TT::E* dy,
-                                                   const typename TT::E* y, const float* lse, const typename TT::E* q,
-                                                   const typename TT::E* k, const typename TT::E* v, int T, int H,
-                                                   int KVH, float scale) {
+                                                   const typename TT::E* y, const float* lse, Qkv<typename TT::E> in,
+                                                   int T, int H, int KVH, float scale) {
     typedef typename TT::E A;
     constexpr int BLOCK = TT::BLOCK;
     __shared__ __align__(32) typename TT::E qs[BLOCK][TT::LDH], dys[BLOCK][TT::LDH];
@@ -972,8 +982,8 @@ __global__ void attention_backward_query_tc_kernel(typename TT::E* dq, float* D,
     int q0 = blockIdx.x * BLOCK, h = blockIdx.y, b = blockIdx.z, kh = h / (H / KVH);
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qd = H * hd;
     int r = lane / 2, half = lane % 2, w0 = q0 + TCA_ROWS * warp, t = w0 + r;
-    load_head_rows(qs, q, b, q0, BLOCK, T, qd, h * hd, hd);
-    load_head_rows(dys, dy, b, q0, BLOCK, T, qd, h * hd, hd);
+    load_head_rows(qs, in.q, in.bq, b, q0, BLOCK, T, qd, h * hd, hd);
+    load_head_rows(dys, dy, NULL, b, q0, BLOCK, T, qd, h * hd, hd);
     float Dt = 0.0f, lt = 0.0f;                          // D_t = dy_t . y_t in float32, and the row's lse
     if (t < T) {
         const A *dyt = dy + (long)(b * T + t) * qd + h * hd, *yt = y + (long)(b * T + t) * qd + h * hd;
@@ -987,7 +997,7 @@ __global__ void attention_backward_query_tc_kernel(typename TT::E* dq, float* D,
     int q_last = min(q0 + BLOCK, T) - 1;
     for (int k0 = 0; k0 <= q_last; k0 += TCA_TILE) {
         __syncthreads();
-        load_kv_rows(ks, vs, k, v, b, k0, TCA_TILE, T, KVH, kh, hd);
+        load_kv_rows(ks, vs, in, b, k0, TCA_TILE, T, KVH, kh, hd);
         __syncthreads();
         if (w0 >= T || k0 > w0 + TCA_ROWS - 1) continue;
         typename TT::Acc sacc[TCA_TILE / 16];
@@ -1018,9 +1028,8 @@ __global__ void attention_backward_query_tc_kernel(typename TT::E* dq, float* D,
 // grid (ceil(T / BLOCK), KVH, B): BLOCK key rows of kv head kh per block, each warp 16 of them
 template <typename TT, int hd>
 __global__ void attention_backward_kv_tc_kernel(typename TT::E* dk, typename TT::E* dv, const typename TT::E* dy,
-                                                const float* lse, const float* D, const typename TT::E* q,
-                                                const typename TT::E* k, const typename TT::E* v, int T, int H, int KVH,
-                                                float scale) {
+                                                const float* lse, const float* D, Qkv<typename TT::E> in, int T, int H,
+                                                int KVH, float scale) {
     constexpr int BLOCK = TT::BLOCK;
     __shared__ __align__(32) typename TT::E ks[BLOCK][TT::LDH], vs[BLOCK][TT::LDH];
     __shared__ __align__(32) typename TT::E qs[TCA_TILE][TT::LDH], dys[TCA_TILE][TT::LDH];
@@ -1030,14 +1039,14 @@ __global__ void attention_backward_kv_tc_kernel(typename TT::E* dk, typename TT:
     int s0 = blockIdx.x * BLOCK, kh = blockIdx.y, b = blockIdx.z, group = H / KVH;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, kvd = KVH * hd;
     int r = lane / 2, half = lane % 2, w0 = s0 + TCA_ROWS * warp, s = w0 + r;   // lane pair: key row r, key s
-    load_kv_rows(ks, vs, k, v, b, s0, BLOCK, T, KVH, kh, hd);
+    load_kv_rows(ks, vs, in, b, s0, BLOCK, T, KVH, kh, hd);
     typename TT::Acc dkacc[hd / 16], dvacc[hd / 16];
     tc_zero(dkacc);
     tc_zero(dvacc);
     for (int h = kh * group; h < (kh + 1) * group; h++) {
         for (int t0 = s0 / TCA_TILE * TCA_TILE; t0 < T; t0 += TCA_TILE) {   // causal: no query before the block's first key
             __syncthreads();
-            load_query_tile(qs, dys, ls, Ds, q, dy, lse, D, b, h, t0, TCA_TILE, T, H, hd);
+            load_query_tile(qs, dys, ls, Ds, in, dy, lse, D, b, h, t0, TCA_TILE, T, H, hd);
             __syncthreads();
             if (w0 >= T || t0 + TCA_TILE - 1 < w0) continue;   // no key of this warp (before T) is seen by the tile
             typename TT::Acc sacc[TCA_TILE / 16];
@@ -1069,44 +1078,43 @@ __global__ void attention_backward_kv_tc_kernel(typename TT::E* dk, typename TT:
     tc_write_rows(dv, dvacc, ss[warp], b, w0, T, kvd, kh * hd);
 }
 
-// q, k, v, y, dy, dq, dk, dv: activation slices (bf16 values with --dtype bf16, whose tensor-core tiles are
-// bf16 too: Bf16Tiles::E; float32 with Tf32Tiles). dq, dk, dv are overwritten (the CPU zeroes them and
-// accumulates: the same values).
-static void gpu_attention_forward(float* y, float* lse, const float* q, const float* k, const float* v,
-                                  int B, int T, int H, int KVH, int hd, float scale) {
+// in's q, k, v and y, dy, dq, dk, dv: activation slices (bf16 values with --dtype bf16, whose tensor-core
+// tiles are bf16 too: Bf16Tiles::E; float32 with Tf32Tiles). dq, dk, dv are overwritten (the CPU zeroes
+// them and accumulates: the same values); they are the gradients of q, k, v with their biases.
+static void gpu_attention_forward(float* y, float* lse, Qkv<float> in, int B, int T, int H, int KVH, int hd,
+                                  float scale) {
     if (attention_on_tensor_cores(hd)) {
         with_tiles(hd, [&](auto tiles, auto size) {
             typedef decltype(tiles) TT;
             typedef typename TT::E A;
             constexpr int HD = decltype(size)::value;
             attention_forward_tc_kernel<TT, HD><<<dim3(ceil_div(T, TT::BLOCK), H, B), TT::WARPS * 32>>>(
-                (A*)y, lse, (const A*)q, (const A*)k, (const A*)v, T, H, KVH, scale);
+                (A*)y, lse, in.as<A>(), T, H, KVH, scale);
             LAUNCH_CHECK(attention_forward_tc_kernel);
         });
         return;
     }
     with_act([&](auto a) {
         typedef decltype(a) A;
-        attention_forward_kernel<A><<<dim3(ceil_div(T, ATT_BQ), H, B), ATT_WARPS * 32>>>(
-            (A*)y, lse, (const A*)q, (const A*)k, (const A*)v, T, H, KVH, hd, scale);
+        attention_forward_kernel<A><<<dim3(ceil_div(T, ATT_BQ), H, B), ATT_WARPS * 32>>>((A*)y, lse, in.as<A>(), T, H,
+                                                                                       KVH, hd, scale);
         LAUNCH_CHECK(attention_forward_kernel);
     });
 }
 
 // D: B x H x T floats of scratch
 static void gpu_attention_backward(float* dq, float* dk, float* dv, float* D, const float* dy, const float* y,
-                                   const float* lse, const float* q, const float* k, const float* v,
-                                   int B, int T, int H, int KVH, int hd, float scale) {
+                                   const float* lse, Qkv<float> in, int B, int T, int H, int KVH, int hd, float scale) {
     if (attention_on_tensor_cores(hd)) {
         with_tiles(hd, [&](auto tiles, auto size) {
             typedef decltype(tiles) TT;
             typedef typename TT::E A;
             constexpr int HD = decltype(size)::value;
             attention_backward_query_tc_kernel<TT, HD><<<dim3(ceil_div(T, TT::BLOCK), H, B), TT::WARPS * 32>>>(
-                (A*)dq, D, (const A*)dy, (const A*)y, lse, (const A*)q, (const A*)k, (const A*)v, T, H, KVH, scale);
+                (A*)dq, D, (const A*)dy, (const A*)y, lse, in.as<A>(), T, H, KVH, scale);
             LAUNCH_CHECK(attention_backward_query_tc_kernel);
             attention_backward_kv_tc_kernel<TT, HD><<<dim3(ceil_div(T, TT::BLOCK), KVH, B), TT::WARPS * 32>>>(
-                (A*)dk, (A*)dv, (const A*)dy, lse, D, (const A*)q, (const A*)k, (const A*)v, T, H, KVH, scale);
+                (A*)dk, (A*)dv, (const A*)dy, lse, D, in.as<A>(), T, H, KVH, scale);
             LAUNCH_CHECK(attention_backward_kv_tc_kernel);
         });
         return;
@@ -1114,23 +1122,25 @@ static void gpu_attention_backward(float* dq, float* dk, float* dv, float* D, co
     with_act([&](auto a) {
         typedef decltype(a) A;
         attention_backward_query_kernel<A><<<dim3(ceil_div(T, ATT_BQ_BWD), H, B), ATT_WARPS * 32>>>(
-            (A*)dq, D, (const A*)dy, (const A*)y, lse, (const A*)q, (const A*)k, (const A*)v, T, H, KVH, hd, scale);
+            (A*)dq, D, (const A*)dy, (const A*)y, lse, in.as<A>(), T, H, KVH, hd, scale);
         LAUNCH_CHECK(attention_backward_query_kernel);
         attention_backward_kv_kernel<A><<<dim3(ceil_div(T, ATT_BQ_BWD), KVH, B), ATT_WARPS * 32>>>(
-            (A*)dk, (A*)dv, (const A*)dy, lse, D, (const A*)q, (const A*)k, (const A*)v, T, H, KVH, hd, scale);
+            (A*)dk, (A*)dv, (const A*)dy, lse, D, in.as<A>(), T, H, KVH, hd, scale);
         LAUNCH_CHECK(attention_backward_kv_kernel);
     });
 }
 
 // ---- the attention gate: [SmallInit eqs. 3-4] -------------------------------------------------
 // GAttn(x) = Concat(g_1(x) * head_1, ..., g_H(x) * head_H) W_O,  g_h(x) = sigmoid(x W_h^g)  (3),(4)
-// gate [BT,H] holds x W^g (+ b^g) on entry and is overwritten by g = sigmoid(gpre). One warp per
-// row r = (bt, h): its lanes read and write the row's hd contiguous values (coalesced). out, y: activations.
-template <typename A> __global__ void gate_forward_kernel(A* out, float* gate, const A* y, int BT, int H, int hd) {
+// gate [BT,H] holds x W^g on entry (the GEMM's output) and is overwritten by g = sigmoid(x W^g + b^g),
+// the bias (H entries, or NULL) added here. One warp per row r = (bt, h): its lanes read and write the
+// row's hd contiguous values (coalesced). out, y: activations.
+template <typename A>
+__global__ void gate_forward_kernel(A* out, float* gate, const float* bias, const A* y, int BT, int H, int hd) {
     long r = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (r >= (long)BT * H) return;              // the whole warp leaves together
-    float g = sigmoid_of(gate[r]);
+    float g = sigmoid_of(gate[r] + (bias ? bias[r % H] : 0.0f));
     for (int i = lane; i < hd; i += 32) set_elem(out[r * hd + i], g * as_float(y[r * hd + i]));
     __syncwarp();                               // every lane has read gate[r] before lane 0 replaces it
     if (lane == 0) gate[r] = g;
@@ -1154,11 +1164,11 @@ __global__ void gate_backward_kernel(A* dy, A* dgpre, const A* dout, const A* y,
 }
 
 // out, y, dy, dout, dgpre: activation slices
-static void gpu_gate_forward(float* out, float* gate, const float* y, int BT, int H, int hd) {
+static void gpu_gate_forward(float* out, float* gate, const float* bias, const float* y, int BT, int H, int hd) {
     with_act([&](auto a) {
         typedef decltype(a) A;
-        gate_forward_kernel<A><<<ceil_div((long)BT * H, ROW_THREADS / 32), ROW_THREADS>>>((A*)out, gate, (const A*)y, BT,
-                                                                                       H, hd);
+        gate_forward_kernel<A><<<ceil_div((long)BT * H, ROW_THREADS / 32), ROW_THREADS>>>((A*)out, gate, bias,
+                                                                                       (const A*)y, BT, H, hd);
         LAUNCH_CHECK(gate_forward_kernel);
     });
 }
@@ -1410,6 +1420,14 @@ static LayerActs gpu_layer(const GpuModel* gm, int l) {
             if (*acts[i]) *acts[i] = (float*)((__nv_bfloat16*)bases[i] + (*acts[i] - bases[i]));
     }
     return la;
+}
+
+// Layer l's attention inputs as gpu_attention_forward and _backward read them (Qkv): with RoPE, q and k
+// hold their biases already (rope_kernel added them); the tile loads add v's, and q's and k's without RoPE
+static Qkv<float> gpu_qkv(const GpuModel* gm, const LayerActs* la, int l) {
+    int rope = gm->host->cfg.rope;
+    return {la->q, la->k, la->v, rope ? NULL : gpu_param_of(gm, K_BQ, l), rope ? NULL : gpu_param_of(gm, K_BK, l),
+            gpu_param_of(gm, K_BV, l)};
 }
 
 #define NORM_CHUNK 65536                  // elements per partial of the gradient norm
@@ -1670,33 +1688,30 @@ static float gpu_forward(GpuModel* gm, const int* tokens, const int* targets, in
         // passed as the pair (f32_of, bf16_of): the GEMMs take the run's type
         float *ln1 = f32_of(la.ln1), *ln2 = f32_of(la.ln2);
         __nv_bfloat16 *ln1_16 = bf16_of(la.ln1), *ln2_16 = bf16_of(la.ln2);
-        gpu_matmul_forward(f32_of(la.q), bf16_of(la.q), ln1, ln1_16, gpu_param_of(gm, K_WQ, l), gpu_param_of(gm, K_BQ, l),
-                           BT, C, qd);
-        gpu_matmul_forward(f32_of(la.k), bf16_of(la.k), ln1, ln1_16, gpu_param_of(gm, K_WK, l), gpu_param_of(gm, K_BK, l),
-                           BT, C, kvd);
-        gpu_matmul_forward(f32_of(la.v), bf16_of(la.v), ln1, ln1_16, gpu_param_of(gm, K_WV, l), gpu_param_of(gm, K_BV, l),
-                           BT, C, kvd);
+        gpu_matmul_forward(f32_of(la.q), bf16_of(la.q), ln1, ln1_16, gpu_param_of(gm, K_WQ, l), BT, C, qd);
+        gpu_matmul_forward(f32_of(la.k), bf16_of(la.k), ln1, ln1_16, gpu_param_of(gm, K_WK, l), BT, C, kvd);
+        gpu_matmul_forward(f32_of(la.v), bf16_of(la.v), ln1, ln1_16, gpu_param_of(gm, K_WV, l), BT, C, kvd);
         if (c->rope) {
-            gpu_rope(la.q, a->rope_cs, BT, T, H, hd, 1.0f);
-            gpu_rope(la.k, a->rope_cs, BT, T, KVH, hd, 1.0f);
+            gpu_rope(la.q, gpu_param_of(gm, K_BQ, l), a->rope_cs, BT, T, H, hd, 1.0f);
+            gpu_rope(la.k, gpu_param_of(gm, K_BK, l), a->rope_cs, BT, T, KVH, hd, 1.0f);
         }
-        gpu_attention_forward(la.yatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd, c->attn_scale);
+        gpu_attention_forward(la.yatt, la.att, gpu_qkv(gm, &la, l), B, T, H, KVH, hd, c->attn_scale);
         if (c->gate) {                   // the gate's pre-activation is float32 in every mode
-            gpu_matmul_forward(la.gate, NULL, ln1, ln1_16, gpu_param_of(gm, K_WG, l), gpu_param_of(gm, K_BG, l), BT, C, H);
-            gpu_gate_forward(la.yg, la.gate, la.yatt, BT, H, hd);
+            gpu_matmul_forward(la.gate, NULL, ln1, ln1_16, gpu_param_of(gm, K_WG, l), BT, C, H);
+            gpu_gate_forward(la.yg, la.gate, gpu_param_of(gm, K_BG, l), la.yatt, BT, H, hd);
         }
         gpu_matmul_forward(f32_of(a->tmp), bf16_of(a->tmp), f32_of(la.yg), bf16_of(la.yg), gpu_param_of(gm, K_WO, l),
-                           NULL, BT, qd, C);
+                           BT, qd, C);
         gpu_residual_norm_forward(la.xmid, la.ln2, la.ln2_mean, la.ln2_rstd, la.x, a->tmp, gpu_param_of(gm, K_BO, l),
                                   gpu_param_of(gm, K_LN2W, l), gpu_param_of(gm, K_LN2B, l), c->rmsnorm, c->eps, BT, C);
         // MLP sublayer: xout = xmid + MLP(Norm2(xmid)); then Norm1 of the next layer (or the final norm)
-        gpu_matmul_forward(f32_of(la.up), bf16_of(la.up), ln2, ln2_16, gpu_param_of(gm, K_WUP, l), NULL, BT, C, F);
+        gpu_matmul_forward(f32_of(la.up), bf16_of(la.up), ln2, ln2_16, gpu_param_of(gm, K_WUP, l), BT, C, F);
         if (c->swiglu)
-            gpu_matmul_forward(f32_of(la.gpre), bf16_of(la.gpre), ln2, ln2_16, gpu_param_of(gm, K_WGATE, l), NULL, BT, C, F);
+            gpu_matmul_forward(f32_of(la.gpre), bf16_of(la.gpre), ln2, ln2_16, gpu_param_of(gm, K_WGATE, l), BT, C, F);
         gpu_mlp_activation_forward(la.hact, la.gpre, la.up, gpu_param_of(gm, K_BGATE, l), gpu_param_of(gm, K_BUP, l),
                                    (long)BT * F, F);
         gpu_matmul_forward(f32_of(a->tmp), bf16_of(a->tmp), f32_of(la.hact), bf16_of(la.hact),
-                           gpu_param_of(gm, K_WDOWN, l), NULL, BT, F, C);
+                           gpu_param_of(gm, K_WDOWN, l), BT, F, C);
         if (l + 1 < c->L) {
             LayerActs nx = gpu_layer(gm, l + 1);
             gpu_residual_norm_forward(la.xout, nx.ln1, nx.ln1_mean, nx.ln1_rstd, la.xmid, a->tmp,
@@ -1709,7 +1724,7 @@ static float gpu_forward(GpuModel* gm, const int* tokens, const int* targets, in
         }
     }
     const float* head = c->tied ? gm->p[K_WTE] : gm->p[K_LMHEAD];
-    gpu_matmul_forward(a->logits, NULL, f32_of(a->lnf), bf16_of(a->lnf), head, NULL, BT, C, c->V);  // float32 logits
+    gpu_matmul_forward(a->logits, NULL, f32_of(a->lnf), bf16_of(a->lnf), head, BT, C, c->V);  // float32 logits
     if (targets && g_bf16.on) {          // the logits' gradient too: gpu_backward starts from it
         softmax_crossentropy_bf16_kernel<<<BT, ROW_THREADS>>>(a->logits, a->losses, a->dlogits16, a->targets, c->V,
                                                               c->logit_scale, 1.0f / BT);
@@ -1799,11 +1814,11 @@ static void gpu_backward(GpuModel* gm, int B, int T) {
         // by one constant, which the softmax ignores). With --dtype bf16 it is not: D = dy . y reads the
         // attention's output as stored, in bf16, so sum_s dP[t, s] is a rounding remainder instead of 0. b_k
         // then takes AdamW steps that change nothing the model computes (doc/cuda.md, "bf16").
-        gpu_attention_backward(a->dq, a->dk, a->dv, a->attD, dyatt, la.yatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd,
-                               c->attn_scale);
+        gpu_attention_backward(a->dq, a->dk, a->dv, a->attD, dyatt, la.yatt, la.att, gpu_qkv(gm, &la, l), B, T, H, KVH,
+                               hd, c->attn_scale);
         if (c->rope) {
-            gpu_rope(a->dq, a->rope_cs, BT, T, H, hd, -1.0f);
-            gpu_rope(a->dk, a->rope_cs, BT, T, KVH, hd, -1.0f);
+            gpu_rope(a->dq, NULL, a->rope_cs, BT, T, H, hd, -1.0f);
+            gpu_rope(a->dk, NULL, a->rope_cs, BT, T, KVH, hd, -1.0f);
         }
         gpu_matmul_backward(a->dln, NULL, c->gate ? GRAD_ADD : GRAD_SET, gpu_grad_of(gm, K_WQ, l),
                             gpu_grad_of(gm, K_BQ, l), f32_of(a->dq), bf16_of(a->dq), ln1, ln1_16,

@@ -147,7 +147,7 @@ static std::vector<PlanOp> plan_step(const Config* c, double P, int B, int T) {
         plan_matmul(&ops, BT, C, qd, bias, c->gate, F32_DINP);
         plan_matmul(&ops, BT, C, kvd, bias, 1, F32_DINP);
         plan_matmul(&ops, BT, C, kvd, bias, 1, F32_DINP);
-        if (bias) plan_add(&ops, "add_bias (q, k, v)", 3, BT * (qd + 2 * kvd), 2 * BT * (qd + 2 * kvd), 0, OP_CUDA_CORES);
+        // their biases: added by the tile loads of the attention (or by RoPE), at no bytes of their own
         if (c->rope) plan_add(&ops, "rope (forward and backward)", 4, 2 * 6 * BT * (qd + kvd) / 2,
                               4 * BT * (qd + kvd), 0, OP_CUDA_CORES);
         plan_attention(&ops, BT, qd, kvd, H, hd, pairs);

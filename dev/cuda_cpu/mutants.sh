@@ -19,7 +19,7 @@ cd "$(dirname "$0")/../.." || exit 2
 CXX=${CUDA_CPU_CXX:-g++ -O2 -march=native -std=c++17 -fopenmp -fno-math-errno -Wno-unused-function}
 TIMEOUT=600
 GEN=dev/cuda_cpu/gen/mutants
-ALL="syncthreads attn-sync transposed causal-skip grid reduction bounds adamw-table bf16-stale tc-rescale tc-diagonal tc-skip tc-sync bf16-input bf16-classifier grad-set tf32-round norm-bias gelu-bias qkv-bias"
+ALL="syncthreads attn-sync transposed causal-skip grid reduction bounds adamw-table bf16-stale tc-rescale tc-diagonal tc-skip tc-sync bf16-input bf16-classifier grad-set tf32-round norm-bias gelu-bias qkv-bias rope-bias"
 
 # mutate NAME: print the sed script of mutant NAME, then (second line) how many lines of
 # `diff original mutant` start with < or > when it applies as intended.
@@ -84,6 +84,9 @@ mutate() {
         echo 2 ;;
     qkv-bias)     # load_head_rows: the attention's tile loads leave out the q, k, v projections' biases
         echo '/^__device__ void load_head_rows(/,/^}$/s/ + (bias ? bias\[col0 + d\] : 0.0f)//'
+        echo 2 ;;
+    rope-bias)    # rope_kernel: q and k turned without their biases (where RoPE runs, the tile loads leave them to it)
+        echo '/^__global__ void rope_kernel(/,/^}$/s/    if (bias) {/    if (0) {/'
         echo 2 ;;
     *) return 1 ;;
     esac

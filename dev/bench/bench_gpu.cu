@@ -214,15 +214,25 @@ static double op_time(const PlanOp& o, int m) {
     return fmax(t, o.flops / H100_FP32);
 }
 
-static void print_plan(const char* title, const Config* c, double P, int B, int T) {
-    std::vector<PlanOp> ops = plan_step(c, P, B, T);
-    double tot[NMODES] = {0}, gemm[NMODES] = {0}, tc_att[NMODES] = {0}, mflops = model_flops(c, ops, B, T);
+// The plan's totals per mode: the step, its GEMMs and its tensor-core attention, in seconds
+typedef struct { double tot[NMODES], gemm[NMODES], tc_att[NMODES]; } PlanTimes;
+static PlanTimes plan_times(const std::vector<PlanOp>& ops) {
+    PlanTimes t;
+    memset(&t, 0, sizeof(t));
     for (const PlanOp& o : ops)
         for (int m = 0; m < NMODES; m++) {
-            tot[m] += op_time(o, m);
-            if (o.kind == OP_GEMM) gemm[m] += op_time(o, m);
-            if (o.kind == OP_TC_ATTENTION) tc_att[m] += op_time(o, m);
+            t.tot[m] += op_time(o, m);
+            if (o.kind == OP_GEMM) t.gemm[m] += op_time(o, m);
+            if (o.kind == OP_TC_ATTENTION) t.tc_att[m] += op_time(o, m);
         }
+    return t;
+}
+
+static void print_plan(const char* title, const Config* c, double P, int B, int T) {
+    std::vector<PlanOp> ops = plan_step(c, P, B, T);
+    PlanTimes pt = plan_times(ops);
+    const double *tot = pt.tot, *gemm = pt.gemm, *tc_att = pt.tc_att;
+    double mflops = model_flops(c, ops, B, T);
     printf("\n%s: L %d, C %d, H %d, V %d, B %d, T %d, %.1fM parameters, %.0f tokens per step\n", title, c->L, c->C,
            c->H, c->V, B, T, P / 1e6, (double)B * T);
     printf("%-32s %8s %9s %9s %9s | %9s %9s %7s\n", "kernel (per step)", "launches", "GFLOP", "MB TF32", "MB bf16",
@@ -245,6 +255,29 @@ static void print_plan(const char* title, const Config* c, double P, int B, int 
                1e3 * tc_att[m], 100 * tc_att[m] / tot[m], 1e3 * rest, 100 * rest / tot[m],
                100 * (tot[m] - gemm[m]) / tot[m], 100 * mflops / tot[m] / tc_peak(m));
     }
+}
+
+// The plan's step at larger batches: the GEMMs and the per-token kernels grow with B, AdamW, the gradient
+// norm and the gradients' memset do not. Beside each, the device memory the trainer would ask for
+// (gpu_memory_need, the layout gpu_model_create allocates, in the mode's element size).
+static void print_batch_sweep(const char* title, const Model* m, int T) {
+    printf("\n%s at larger batches (T %d), at the same peaks; GiB: the device memory the trainer asks for "
+           "(an H100 SXM has 80 GB):\n", title, T);
+    printf("%5s |", "B");
+    for (int md = 0; md < NMODES; md++) printf(" %9s %9s %9s %6s |", md == MODE_TF32 ? "TF32 ms" : "bf16 ms",
+                                               "tokens/s", "not GEMMs", "GiB");
+    printf("\n");
+    for (int B = 8; B <= 64; B *= 2) {
+        PlanTimes pt = plan_times(plan_step(&m->cfg, (double)m->num_params, B, T));
+        printf("%5d |", B);
+        for (int md = 0; md < NMODES; md++) {
+            g_bf16.on = md == MODE_BF16;         // the element size of gpu_acts_layout; nothing is allocated
+            printf(" %9.2f %9.0f %8.0f%% %6.1f |", 1e3 * pt.tot[md], (double)B * T / pt.tot[md],
+                   100 * (pt.tot[md] - pt.gemm[md]) / pt.tot[md], gpu_memory_need(m, B, T) / (1 << 30));
+        }
+        printf("\n");
+    }
+    g_bf16.on = 0;
 }
 
 // ---- the models ----------------------------------------------------------------------------------
@@ -410,6 +443,7 @@ int main(int argc, char** argv) {
             Config cfg = config_from_options(&bm[i].o, bm[i].V);
             model_build(&m, &cfg);
             print_plan(bm[i].title, &m.cfg, (double)m.num_params, bm[i].o.B, bm[i].o.T);
+            if (i == 0) print_batch_sweep(bm[i].title, &m, bm[i].o.T);
             model_free(&m);
         }
         return 0;

@@ -276,17 +276,27 @@ template <typename X> __global__ void colsum_partial_kernel(float* partial, cons
     partial[(long)chunk * OC + o] = s;
 }
 
+// dst[o] += the sum over the chunks of partial[chunk, o]. A block takes 32 columns, one per lane; its
+// FINISH_WARPS warps each sum every FINISH_WARPS-th chunk (so that the norms' many chunks of 16 rows are
+// read by many threads at once), and warp 0 adds the warps' sums in warp order: a fixed order, as
+// everywhere here.
+#define FINISH_WARPS 8
 __global__ void colsum_finish_kernel(float* dst, const float* partial, int nchunks, int OC) {
-    int o = blockIdx.x * blockDim.x + threadIdx.x;
-    if (o >= OC) return;
+    __shared__ float warp_sums[FINISH_WARPS][32];
+    int lane = threadIdx.x % 32, w = threadIdx.x / 32, o = blockIdx.x * 32 + lane;
     float s = 0.0f;
-    for (int ch = 0; ch < nchunks; ch++) s += partial[(long)ch * OC + o];
-    dst[o] += s;
+    if (o < OC)
+        for (int ch = w; ch < nchunks; ch += FINISH_WARPS) s += partial[(long)ch * OC + o];
+    warp_sums[w][lane] = s;
+    __syncthreads();
+    if (w > 0 || o >= OC) return;
+    float t = 0.0f;
+    for (int k = 0; k < FINISH_WARPS; k++) t += warp_sums[k][lane];
+    dst[o] += t;
 }
 
-// dst[o] += the sum of the nchunks partial sums partial[chunk, o]
 static void gpu_colsum_finish(float* dst, const float* partial, int nchunks, int OC) {
-    colsum_finish_kernel<<<ceil_div(OC, EW_THREADS), EW_THREADS>>>(dst, partial, nchunks, OC);
+    colsum_finish_kernel<<<ceil_div(OC, 32), 32 * FINISH_WARPS>>>(dst, partial, nchunks, OC);
     LAUNCH_CHECK(colsum_finish_kernel);
 }
 
@@ -1810,8 +1820,9 @@ static void gpu_backward(GpuModel* gm, int B, int T) {
                                 sc);
             dyatt = a->dy2;
         }
-        // b_k's gradient is zero in exact arithmetic (a constant added to every key moves each query's scores
-        // by one constant, which the softmax ignores). With --dtype bf16 it is not: D = dy . y reads the
+        // Without RoPE, b_k's gradient is zero in exact arithmetic (a constant added to every key moves each
+        // query's scores by one constant, which the softmax ignores; RoPE turns the bias with the key, by an
+        // angle that depends on the position, so there it is a parameter). With --dtype bf16 it is not: D = dy . y reads the
         // attention's output as stored, in bf16, so sum_s dP[t, s] is a rounding remainder instead of 0. b_k
         // then takes AdamW steps that change nothing the model computes (doc/cuda.md, "bf16").
         gpu_attention_backward(a->dq, a->dk, a->dv, a->attD, dyatt, la.yatt, la.att, gpu_qkv(gm, &la, l), B, T, H, KVH,

@@ -123,11 +123,11 @@ static void plan_attention(std::vector<PlanOp>* ops, double BT, double qd, doubl
 
 // n norms' backward, all float32: dx (reads dln, x, dres; writes dres and, with --dtype bf16, its bf16
 // copy for the GEMMs) with, in the same pass, the chunks' sums for the weights' gradients and the next
-// output projection's bias gradient (3 slabs of NORM_ROWS-row partials, written; read by the finishing
-// kernels: 3 with biases, else 1)
-static void plan_norm_backward(std::vector<PlanOp>* ops, int n, double BT, double C, int bias) {
-    double slab = BT / NORM_ROWS * C, sums = bias ? 3 : 1;
-    plan_add(ops, "norm_backward (+ param grads)", n, n * 15 * BT * C, 0,
+// output projection's bias gradient (3 slabs of NORM_ROWS-row partials, written; read by one finishing
+// kernel each for the norm's weight, its bias (LayerNorm) and the projection's bias (with biases))
+static void plan_norm_backward(std::vector<PlanOp>* ops, int n, double BT, double C, int norm_bias, int bias) {
+    double slab = BT / NORM_ROWS * C, sums = 1 + norm_bias + bias;
+    plan_add(ops, "norm_backward (+ param grads)", n * (1 + (int)sums), n * 15 * BT * C, 0,
              n * (4 * BT * C + 3 * slab + sums * (slab + C)), OP_CUDA_CORES);
     plan_add(ops, "norm_backward: dres's bf16 copy", 0, 0, 0, n * 0.5 * BT * C, OP_CUDA_CORES, BF16_ONLY);
 }
@@ -166,15 +166,15 @@ static std::vector<PlanOp> plan_step(const Config* c, double P, int B, int T) {
         if (c->swiglu) {
             plan_matmul(&ops, BT, C, F, 0, 0, F32_DINP);
             plan_add(&ops, "swiglu forward (+ biases)", 1, 8 * BT * F, 3 * BT * F, 0, OP_CUDA_CORES);
-            plan_add(&ops, "swiglu backward (+ bias gradients)", 1, 12 * BT * F, 5 * BT * F, 2 * bias_partials,
-                     OP_CUDA_CORES);
+            plan_add(&ops, "swiglu backward (+ bias gradients)", 1 + 2 * bias, 12 * BT * F, 5 * BT * F,
+                     2 * bias_partials, OP_CUDA_CORES);
         } else {
             plan_add(&ops, "gelu forward (+ bias)", 1, 12 * BT * F, 2 * BT * F, 0, OP_CUDA_CORES);
-            plan_add(&ops, "gelu backward (+ bias gradient)", 1, 17 * BT * F, 3 * BT * F, bias_partials,
+            plan_add(&ops, "gelu backward (+ bias gradient)", 1 + bias, 17 * BT * F, 3 * BT * F, bias_partials,
                      OP_CUDA_CORES);
         }
         plan_matmul(&ops, BT, F, C, 0, 0, 0);
-        plan_norm_backward(&ops, 2, BT, C, bias);
+        plan_norm_backward(&ops, 2, BT, C, !c->rmsnorm, bias);
     }
     // head: float32 logits, softmax + loss, backward (the logits' gradient an activation)
     plan_matmul(&ops, BT, C, V, 0, 0, F32_OUT | F32_DINP);
@@ -183,7 +183,7 @@ static std::vector<PlanOp> plan_step(const Config* c, double P, int B, int T) {
     plan_add(&ops, "softmax_forward (+ loss)", 1, 5 * BT * V, 0, 2 * BT * V, OP_CUDA_CORES, 1u << MODE_TF32);
     plan_add(&ops, "crossentropy_softmax_backward", 1, 3 * BT * V, 0, 2 * BT * V, OP_CUDA_CORES, 1u << MODE_TF32);
     plan_add(&ops, "softmax_crossentropy_bf16", 1, 8 * BT * V, BT * V, BT * V, OP_CUDA_CORES, BF16_ONLY);
-    plan_norm_backward(&ops, 1, BT, C, bias);
+    plan_norm_backward(&ops, 1, BT, C, !c->rmsnorm, bias);
     plan_add(&ops, "embedding_backward", c->rope ? 1 : 2, 2 * BT * C, 0, 4 * BT * C, OP_CUDA_CORES);
     // update: zero the gradients, their norm, AdamW (float32 master weights and moments; with --dtype
     // bf16 it also writes the weights' bf16 copy)

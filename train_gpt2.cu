@@ -426,25 +426,23 @@ __global__ void residual_norm_forward_kernel(float* xout, A* out, float* mean, f
 //   dx += rstd * (g - mean(g) - xhat * mean(g * xhat))     LayerNorm
 //   dx += rstd * (g - xhat * mean(g * xhat))               RMSNorm
 // and the weights' gradients, sums over the rows: dw = sum dout * xhat, db = sum dout.
-// One warp per chunk of NORM_ROWS rows, in two passes over the chunk: the rows' two means (warp sums,
-// a row at a time, kept in shared memory), then each lane walks down its columns c = lane, lane + 32, ...
-// writing dx and summing dw, db and the new dinp over the chunk's rows. The chunk's sums go to
-// partial[k, chunk, c] (k = dw, db, dinp) and colsum_finish_kernel adds the chunks: dout and inp are read
-// once for all three. The sum of dinp is the bias gradient of the projection whose output gradient
-// dinp is (dres: the residual branch's last matmul), so that column sum needs no pass of its own.
+// One block per chunk of NORM_ROWS rows, in two passes over the chunk: the rows' two means (warp sums,
+// each warp a quarter of the rows, kept in shared memory), then each thread walks down its columns
+// c = threadIdx.x, + blockDim.x, ... writing dx and summing dw, db and the new dinp over the chunk's rows.
+// The chunk's sums go to partial[k, chunk, c] (k = dw, db, dinp) and colsum_finish_kernel adds the
+// chunks: dout and inp are read once for all three. The sum of dinp is the bias gradient of the
+// projection whose output gradient dinp is (dres: the residual branch's last matmul), so that column sum
+// needs no pass of its own.
 // dx is added to dinp (add 1) or written over it (add 0: its first contribution). dinp16, where not NULL,
 // receives the new dinp rounded to bf16: the output gradient of the GEMM before the norm (--dtype bf16)
 #define NORM_ROWS 16
 __global__ void norm_backward_kernel(float* dinp, __nv_bfloat16* dinp16, float* partial, int add, const float* dout,
                                      const float* inp, const float* w, const float* mean, const float* rstd, int rms,
                                      int N, int C) {
-    __shared__ float row_stats[ROW_THREADS / 32][4][NORM_ROWS];  // per warp: mean, rstd, mean(g), mean(g xhat)
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    int chunk = blockIdx.x * (blockDim.x / 32) + warp, r0 = chunk * NORM_ROWS;
-    if (r0 >= N) return;                       // the whole warp leaves together
-    int nr = min(NORM_ROWS, N - r0);
-    float(*st)[NORM_ROWS] = row_stats[warp];
-    for (int r = 0; r < nr; r++) {
+    __shared__ float st[4][NORM_ROWS];         // per row: mean, rstd, mean(g), mean(g xhat)
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nwarps = blockDim.x / 32;
+    int chunk = blockIdx.x, r0 = chunk * NORM_ROWS, nr = min(NORM_ROWS, N - r0);
+    for (int r = warp; r < nr; r += nwarps) {
         const float* x = inp + (long)(r0 + r) * C;
         const float* d = dout + (long)(r0 + r) * C;
         float m = rms ? 0.0f : mean[r0 + r], s = rstd[r0 + r];
@@ -463,9 +461,9 @@ __global__ void norm_backward_kernel(float* dinp, __nv_bfloat16* dinp16, float* 
             st[3][r] = gx_mean;
         }
     }
-    __syncwarp();                              // lane 0's row statistics, for every lane
-    long slab = (long)((N + NORM_ROWS - 1) / NORM_ROWS) * C;     // one [chunks, C] slab per sum
-    for (int c = lane; c < C; c += 32) {
+    __syncthreads();                           // every row's statistics, for every thread
+    long slab = (long)gridDim.x * C;           // one [chunks, C] slab per sum
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float sw = 0.0f, sb = 0.0f, sx = 0.0f;
         for (int r = 0; r < nr; r++) {
             long i = (long)(r0 + r) * C + c;
@@ -512,8 +510,8 @@ static void gpu_norm_backward(float* dinp, GradMode mode, __nv_bfloat16* dinp16,
                               const float* dout, const float* inp, const float* w, const float* mean,
                               const float* rstd, int rms, int N, int C, float* scratch) {
     int nchunks = ceil_div(N, NORM_ROWS);
-    norm_backward_kernel<<<ceil_div(nchunks, ROW_THREADS / 32), ROW_THREADS>>>(dinp, dinp16, scratch, mode == GRAD_ADD,
-                                                                              dout, inp, w, mean, rstd, rms, N, C);
+    norm_backward_kernel<<<nchunks, ROW_THREADS>>>(dinp, dinp16, scratch, mode == GRAD_ADD, dout, inp, w, mean, rstd,
+                                                  rms, N, C);
     LAUNCH_CHECK(norm_backward_kernel);
     float* sums[3] = {dw, db, dbias};
     for (int k = 0; k < 3; k++)

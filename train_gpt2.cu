@@ -137,16 +137,6 @@ template <typename T> __device__ T block_sum(T v) {
     v = lane < nw ? buf[lane] : (T)0;
     return warp_sum(v);
 }
-__device__ float block_max(float v) {
-    __shared__ float buf[32];
-    int lane = threadIdx.x % 32, wid = threadIdx.x / 32, nw = blockDim.x / 32;
-    v = warp_max(v);
-    __syncthreads();
-    if (lane == 0) buf[wid] = v;
-    __syncthreads();
-    v = lane < nw ? buf[lane] : -FLT_MAX;
-    return warp_max(v);
-}
 
 #define EW_THREADS 256          // elementwise kernels
 #define EW_GRID(n) ceil_div((long)(n), EW_THREADS), EW_THREADS
@@ -1288,32 +1278,57 @@ static void gpu_mlp_activation_backward(float* dgpre, float* dup, float* dbgate,
 }
 
 // ---- softmax + cross-entropy, fused ------------------------------------------------------------
-// the largest scaled logit of the row z (every thread of the block gets it)
-__device__ float row_max(const float* z, int V, float scale) {
-    float mx = -FLT_MAX;
-    for (int i = threadIdx.x; i < V; i += blockDim.x) mx = fmaxf(mx, z[i] * scale);
-    return block_max(mx);
+// a's running (max, sum of exp(x - max)) and b's combined: the larger maximum, the sums rescaled to it
+__device__ void combine_max_sum(float& m, double& s, float m2, double s2) {
+    float M = fmaxf(m, m2);
+    s = s * exp((double)m - M) + s2 * exp((double)m2 - M);
+    m = M;
 }
 
-// One block per row: logits [BT,V] are replaced by probabilities and losses[bt] = -log p[target]
-// = log(sum) - (z_t - max), exact even where p underflows. The sum is in double, as on the CPU.
-// With targets NULL only the probabilities are computed (sampling). scale is muP's logit
-// multiplier (1 otherwise), applied as each logit is read: the CPU's z * scale, without a pass of its own.
-__global__ void softmax_forward_kernel(float* logits, float* losses, const int* targets, int V, float scale) {
-    int bt = blockIdx.x;
-    float* z = logits + (long)bt * V;
-    // thread 0 reads z[target] before row_max's barrier; z is overwritten only after it
-    float zt = (targets && threadIdx.x == 0) ? z[targets[bt]] * scale : 0.0f;
-    float mx = row_max(z, V, scale);
-    double sum = 0.0;
+// The row z's largest scaled logit and the sum of exp(z * scale - max), the sum in double as on the CPU,
+// in one read of the row (online softmax: a thread's running sum is rescaled when its maximum rises),
+// then combined over the warp and the block in a fixed order. Every thread of the block gets both.
+__device__ void row_max_sum(const float* z, int V, float scale, float* mx, double* sum) {
+    __shared__ float wm[32];
+    __shared__ double ws[32];
+    int lane = threadIdx.x % 32, wid = threadIdx.x / 32, nw = blockDim.x / 32;
+    float m = -FLT_MAX;
+    double s = 0.0;
     for (int i = threadIdx.x; i < V; i += blockDim.x) {
-        z[i] = expf(z[i] * scale - mx);
-        sum += z[i];
+        float x = z[i] * scale;
+        if (x > m) {
+            s = s * exp((double)m - x) + 1.0;
+            m = x;
+        } else {
+            s += expf(x - m);
+        }
     }
-    sum = block_sum(sum);
+    for (int o = 16; o > 0; o >>= 1)
+        combine_max_sum(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
+    __syncthreads();                  // wm, ws may still be read by a previous call
+    if (lane == 0) {
+        wm[wid] = m;
+        ws[wid] = s;
+    }
+    __syncthreads();
+    m = lane < nw ? wm[lane] : -FLT_MAX;
+    s = lane < nw ? ws[lane] : 0.0;
+    for (int o = 16; o > 0; o >>= 1)
+        combine_max_sum(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
+    *mx = m;
+    *sum = s;
+}
+
+// Sampling (no targets): one block per row, logits [BT,V] replaced by the probabilities
+// p = exp(z * scale - max) / sum. scale is muP's logit multiplier (1 otherwise), applied as each logit
+// is read: the CPU's z * scale, without a pass of its own.
+__global__ void softmax_forward_kernel(float* logits, int V, float scale) {
+    float* z = logits + (long)blockIdx.x * V;
+    float mx;
+    double sum;
+    row_max_sum(z, V, scale, &mx, &sum);
     float inv = (float)(1.0 / sum);
-    for (int i = threadIdx.x; i < V; i += blockDim.x) z[i] *= inv;
-    if (targets && threadIdx.x == 0) losses[bt] = (float)(log(sum) - (zt - mx));
+    for (int i = threadIdx.x; i < V; i += blockDim.x) z[i] = expf(z[i] * scale - mx) * inv;
 }
 
 // the mean of the BT per-row losses, in double, in one block (fixed order: reproducible)
@@ -1332,32 +1347,24 @@ __device__ float dlogit(float p, int is_target, float inv, float scale) {
     return scale != 1.0f ? d * scale : d;
 }
 
-// dlogits in place over the probabilities
-__global__ void crossentropy_softmax_backward_kernel(float* probs, const int* targets, int BT, int V, float inv,
-                                                     float scale) {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (long)BT * V) return;
-    int bt = (int)(i / V), c = (int)(i % V);
-    probs[i] = dlogit(probs[i], c == targets[bt], inv, scale);
-}
-
-// --dtype bf16 with targets: the softmax, the loss and the logits' gradient in one kernel (the two above
-// fused): the probabilities are computed as softmax_forward_kernel computes them and never stored; each
-// becomes its dlogit, rounded to bf16 into d16 [BT, V], the head's GEMMs' input. One read of the logits
-// (which stay in their buffer) and a 2-byte write per element instead of a float32 write, a float32
-// read and write and a rounding pass: the same loss and the same bf16 gradient, bit for bit.
-__global__ void softmax_crossentropy_bf16_kernel(const float* logits, float* losses, __nv_bfloat16* d16,
-                                                 const int* targets, int V, float scale, float inv) {
+// With targets: the softmax, the loss and the logits' gradient in one kernel (llm.c's fused classifier),
+// one block per row and two reads of it: row_max_sum, then each probability p = exp(z * scale - max) / sum
+// becomes its dlogit, never stored itself. losses[bt] = -log p[target] = log(sum) - (z_t - max), exact even
+// where p underflows. G is the gradient's type: float, written over the logits (dlogits == logits), or
+// bf16 (--dtype bf16) into its own [BT, V] buffer, the head's GEMMs' input, the logits left in place.
+template <typename G>
+__global__ void softmax_crossentropy_kernel(const float* logits, float* losses, G* dlogits, const int* targets, int V,
+                                            float scale, float inv) {
     int bt = blockIdx.x, target = targets[bt];
     const float* z = logits + (long)bt * V;
-    float mx = row_max(z, V, scale);
-    double sum = 0.0;
-    for (int i = threadIdx.x; i < V; i += blockDim.x) sum += expf(z[i] * scale - mx);
-    sum = block_sum(sum);
+    float zt = z[target] * scale;     // read before row_max_sum's barriers: the row is overwritten only after
+    float mx;
+    double sum;
+    row_max_sum(z, V, scale, &mx, &sum);
     float pinv = (float)(1.0 / sum);
     for (int i = threadIdx.x; i < V; i += blockDim.x)
-        d16[(long)bt * V + i] = __float2bfloat16(dlogit(expf(z[i] * scale - mx) * pinv, i == target, inv, scale));
-    if (threadIdx.x == 0) losses[bt] = (float)(log(sum) - (z[target] * scale - mx));
+        set_elem(dlogits[(long)bt * V + i], dlogit(expf(z[i] * scale - mx) * pinv, i == target, inv, scale));
+    if (threadIdx.x == 0) losses[bt] = (float)(log(sum) - (zt - mx));
 }
 
 // ============================================================================================
@@ -1733,15 +1740,20 @@ static float gpu_forward(GpuModel* gm, const int* tokens, const int* targets, in
     }
     const float* head = c->tied ? gm->p[K_WTE] : gm->p[K_LMHEAD];
     gpu_matmul_forward(a->logits, NULL, f32_of(a->lnf), bf16_of(a->lnf), head, BT, C, c->V);  // float32 logits
-    if (targets && g_bf16.on) {          // the logits' gradient too: gpu_backward starts from it
-        softmax_crossentropy_bf16_kernel<<<BT, ROW_THREADS>>>(a->logits, a->losses, a->dlogits16, a->targets, c->V,
-                                                              c->logit_scale, 1.0f / BT);
-        LAUNCH_CHECK(softmax_crossentropy_bf16_kernel);
-    } else {
-        softmax_forward_kernel<<<BT, ROW_THREADS>>>(a->logits, a->losses, targets ? a->targets : NULL, c->V, c->logit_scale);
+    if (!targets) {                      // sampling: the probabilities, over the logits
+        softmax_forward_kernel<<<BT, ROW_THREADS>>>(a->logits, c->V, c->logit_scale);
         LAUNCH_CHECK(softmax_forward_kernel);
+        return 0.0f;
     }
-    if (!targets) return 0.0f;
+    // the loss, and the logits' gradient that gpu_backward starts from: over the logits (float32), or into
+    // dlogits16 (--dtype bf16)
+    if (g_bf16.on)
+        softmax_crossentropy_kernel<__nv_bfloat16><<<BT, ROW_THREADS>>>(a->logits, a->losses, a->dlogits16, a->targets,
+                                                                        c->V, c->logit_scale, 1.0f / BT);
+    else
+        softmax_crossentropy_kernel<float><<<BT, ROW_THREADS>>>(a->logits, a->losses, a->logits, a->targets, c->V,
+                                                                c->logit_scale, 1.0f / BT);
+    LAUNCH_CHECK(softmax_crossentropy_kernel);
     loss_mean_kernel<<<1, 1024>>>(a->loss, a->losses, BT);
     LAUNCH_CHECK(loss_mean_kernel);
     cudaCheck(cudaMemcpy(&gm->loss, a->loss, sizeof(float), cudaMemcpyDeviceToHost));
@@ -1771,12 +1783,7 @@ static void gpu_backward(GpuModel* gm, int B, int T) {
     long s_c = (long)maxBT * C;
     float* sc = a->scratch;
     gm->norm_fresh = 0;
-    // loss -> logits -> final norm
-    if (!g_bf16.on) {                    // with --dtype bf16 the forward wrote the gradient (in bf16)
-        crossentropy_softmax_backward_kernel<<<EW_GRID((long)BT * c->V)>>>(a->logits, a->targets, BT, c->V, 1.0f / BT,
-                                                                            c->logit_scale);
-        LAUNCH_CHECK(crossentropy_softmax_backward_kernel);
-    }
+    // loss -> logits -> final norm: the forward wrote the logits' gradient (softmax_crossentropy_kernel)
     // Each activation gradient's first contribution overwrites its buffer (GRAD_SET), the others add to
     // it: no memsets. a->dres carries d loss / d residual stream from the final norm down. Each norm's
     // backward also adds the bias gradient of the output projection that reads dres next (W_down's, W_O's).

@@ -178,11 +178,10 @@ static std::vector<PlanOp> plan_step(const Config* c, double P, int B, int T) {
     }
     // head: float32 logits, softmax + loss, backward (the logits' gradient an activation)
     plan_matmul(&ops, BT, C, V, 0, 0, F32_OUT | F32_DINP);
-    // float32: the probabilities in place over the logits, then the gradient in place over them; bf16: one
-    // kernel reads the logits and writes the gradient in bf16, the probabilities never stored
-    plan_add(&ops, "softmax_forward (+ loss)", 1, 5 * BT * V, 0, 2 * BT * V, OP_CUDA_CORES, 1u << MODE_TF32);
-    plan_add(&ops, "crossentropy_softmax_backward", 1, 3 * BT * V, 0, 2 * BT * V, OP_CUDA_CORES, 1u << MODE_TF32);
-    plan_add(&ops, "softmax_crossentropy_bf16", 1, 8 * BT * V, BT * V, BT * V, OP_CUDA_CORES, BF16_ONLY);
+    // one kernel reads the float32 logits and writes their gradient (an activation: over the logits in
+    // float32, into its own buffer in bf16), the probabilities never stored. It reads each row twice (the
+    // maximum and the sum in one pass, then the gradient); counted once here, as the least it must move
+    plan_add(&ops, "softmax_crossentropy (+ loss)", 1, 8 * BT * V, BT * V, BT * V, OP_CUDA_CORES);
     plan_norm_backward(&ops, 1, BT, C, !c->rmsnorm, bias);
     plan_add(&ops, "embedding_backward", c->rope ? 1 : 2, 2 * BT * C, 0, 4 * BT * C, OP_CUDA_CORES);
     // update: zero the gradients, their norm, AdamW (float32 master weights and moments; with --dtype

@@ -19,7 +19,7 @@ cd "$(dirname "$0")/../.." || exit 2
 CXX=${CUDA_CPU_CXX:-g++ -O2 -march=native -std=c++17 -fopenmp -fno-math-errno -Wno-unused-function}
 TIMEOUT=600
 GEN=dev/cuda_cpu/gen/mutants
-ALL="syncthreads attn-sync transposed causal-skip grid reduction bounds adamw-table bf16-stale tc-rescale tc-diagonal tc-skip tc-sync bf16-input bf16-classifier grad-set tf32-round norm-bias gelu-bias qkv-bias rope-bias"
+ALL="syncthreads attn-sync transposed causal-skip grid reduction bounds adamw-table bf16-stale tc-rescale tc-diagonal tc-skip tc-sync bf16-input classifier grad-set tf32-round norm-bias gelu-bias qkv-bias rope-bias"
 
 # mutate NAME: print the sed script of mutant NAME, then (second line) how many lines of
 # `diff original mutant` start with < or > when it applies as intended.
@@ -67,8 +67,8 @@ mutate() {
     bf16-input)   # gpu_backward: W_up's weight gradient reads Norm1's output in bf16 (--dtype bf16 only) instead of Norm2's
         echo '/^static void gpu_backward(/,/^}$/s/f32_of(a->dup), bf16_of(a->dup), ln2, ln2_16, gpu_param_of(gm, K_WUP, l),/f32_of(a->dup), bf16_of(a->dup), ln2, ln1_16, gpu_param_of(gm, K_WUP, l),/'
         echo 2 ;;
-    bf16-classifier) # softmax_crossentropy_bf16_kernel: the probabilities not normalized in the gradient (the loss still right)
-        echo '/^__global__ void softmax_crossentropy_bf16_kernel(/,/^}$/s/float pinv = (float)(1.0 \/ sum);/float pinv = 1.0f;/'
+    classifier)   # softmax_crossentropy_kernel: the probabilities not normalized in the gradient (the loss still right)
+        echo '/^__global__ void softmax_crossentropy_kernel(/,/^}$/s/float pinv = (float)(1.0 \/ sum);/float pinv = 1.0f;/'
         echo 2 ;;
     grad-set)     # gpu_backward: the k product overwrites dln instead of adding to it (q's contribution lost)
         echo '/^static void gpu_backward(/,/^}$/s/gpu_matmul_backward(a->dln, NULL, GRAD_ADD, gpu_grad_of(gm, K_WK, l),/gpu_matmul_backward(a->dln, NULL, GRAD_SET, gpu_grad_of(gm, K_WK, l),/'

@@ -10,8 +10,9 @@ test_gpt2.cu: proves train_gpt2.cu right against the same references as test_gpt
      the same seed (and the same nonzero biases), run 20 AdamW steps on the same batches; the first
      step's gradients must agree to 1e-5 relative L2 per tensor (float32; TF32 at its fixture bound),
      and the losses to 1e-3 relative at every step. The GPU state then goes through checkpoint_save,
-     is loaded by the CPU model, and both continue one step on the same batch. Again with the GPU in --dtype bf16,
-     at the bf16 bound (BF16_TRAIN_RTOL), and in TF32 (matmuls and attention; TF32_TRAIN_RTOL).
+     is loaded by the CPU model, and both continue one step on the same batch. Again with the GPU in
+     --dtype bf16, at the bf16 bound (BF16_TRAIN_RTOL), and in TF32 (matmuls and attention;
+     TF32_TRAIN_RTOL).
   3. The fused attention kernels alone against the CPU's reference loops, at head sizes 80 and 128
      and row lengths that leave every kind of tile partial; the tensor-core kernels (TF32 and
      --dtype bf16) likewise at head sizes 32, 48 and 64, each at a stated bound in its unit roundoff.
@@ -86,6 +87,18 @@ convention for a skipped test): non-zero, because nothing was shown, but not a f
 
 static void gpu_download_grads(GpuModel* gm) {
     cudaCheck(cudaMemcpy(gm->host->grads, gm->grads, gm->host->num_params * sizeof(float), cudaMemcpyDeviceToHost));
+}
+
+// |got - want|_2 over n floats, and |want|_2 in *ref
+static double l2_diff(const float* got, const float* want, size_t n, double* ref) {
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)got[i] - want[i];
+        num += d * d;
+        den += (double)want[i] * want[i];
+    }
+    *ref = sqrt(den);
+    return sqrt(num);
 }
 
 // The TF32 and bf16 bound: |got - want|_2 <= rel |want|_2 + FX_ATOL sqrt(n). *err and *ref are
@@ -278,29 +291,24 @@ static void small_model(Model* m, const Config* c) {
 // GRAD_RTOL in float32 and the fixtures' TF32_REL_L2 in TF32 (not in bf16, where b_k's is a rounding
 // remainder far above GRAD_ATOL: the fixtures bound it). Where the losses of whole runs barely move (a
 // bias left out moves them by ~1e-5), the gradients of the tensor it touches move by far more.
-static void check_first_gradients(const Model* cpu, const GpuModel* gm, const char* name, double rtol) {
-    float* g = xmalloc(cpu->num_params * sizeof(float));
-    cudaCheck(cudaMemcpy(g, gm->grads, cpu->num_params * sizeof(float), cudaMemcpyDeviceToHost));
+static void check_first_gradients(const Model* cpu, GpuModel* gm, const char* name, double rtol) {
+    gpu_download_grads(gm);                    // into the GPU's host model, beside the CPU model's
+    const float* g = gm->host->grads;
     double worst = 0.0;
     const char* worst_name = "";
     int ok = 1;
     for (int i = 0; i < cpu->num_tensors; i++) {
         const Tensor* t = &cpu->tensors[i];
-        double err = 0.0, ref = 0.0;
-        for (size_t j = t->offset; j < t->offset + t->numel; j++) {
-            err += ((double)g[j] - cpu->grads[j]) * ((double)g[j] - cpu->grads[j]);
-            ref += (double)cpu->grads[j] * cpu->grads[j];
-        }
-        double bound = rtol * sqrt(ref) + GRAD_ATOL * sqrt((double)t->numel);
-        ok &= sqrt(err) <= bound;                                              // false for NaN
-        if (sqrt(err) / bound > worst) {
-            worst = sqrt(err) / bound;
+        double ref = 0.0, err = l2_diff(g + t->offset, cpu->grads + t->offset, t->numel, &ref);
+        double bound = rtol * ref + GRAD_ATOL * sqrt((double)t->numel);
+        ok &= err <= bound;                                                    // false for NaN
+        if (err / bound > worst) {
+            worst = err / bound;
             worst_name = t->name;
         }
     }
     check(ok, "%s: every gradient of the first step within %.0e relative L2 of the CPU's (worst: %.2f of its "
           "bound, %s)", name, rtol, worst, worst_name);
-    free(g);
 }
 
 // Sampling's forward (no targets: softmax_forward_kernel) on the same batch: the GPU's probabilities,
@@ -311,13 +319,9 @@ static void check_probabilities(Model* cpu, GpuModel* gm, const int* inp, int B,
     gpu_forward(gm, inp, NULL, B, T);
     float* p = xmalloc(n * sizeof(float));
     cudaCheck(cudaMemcpy(p, gm->a.logits, n * sizeof(float), cudaMemcpyDeviceToHost));
-    double err = 0.0, ref = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        err += ((double)p[i] - cpu->a.logits[i]) * ((double)p[i] - cpu->a.logits[i]);
-        ref += (double)cpu->a.logits[i] * cpu->a.logits[i];
-    }
-    check(sqrt(err) <= GRAD_RTOL * sqrt(ref), "%s: sampling's probabilities (no targets) within %.0e relative L2 of "
-          "the CPU's (%.2e)", name, GRAD_RTOL, sqrt(err / ref));
+    double ref = 0.0, err = l2_diff(p, cpu->a.logits, n, &ref);
+    check(err <= GRAD_RTOL * ref, "%s: sampling's probabilities (no targets) within %.0e relative L2 of the CPU's "
+          "(%.2e)", name, GRAD_RTOL, err / ref);
     free(p);
 }
 

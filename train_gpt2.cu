@@ -198,12 +198,6 @@ __device__ inline float as_float(float x) { return x; }
 __device__ inline float as_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ inline void set_elem(float& e, float v) { e = v; }
 __device__ inline void set_elem(__nv_bfloat16& e, float v) { e = __float2bfloat16(v); }
-// v as A stores it, back in float: what a kernel that stores v and later rereads it will see
-template <typename A> __device__ float stored(float v) {
-    A e;
-    set_elem(e, v);
-    return as_float(e);
-}
 
 // out[i] = in[i] rounded to bf16 (to nearest even; NaN stays NaN)
 __global__ void to_bf16_kernel(__nv_bfloat16* out, const float* in, long n) {
@@ -1663,8 +1657,8 @@ static int bucket_tokens(GpuModel* gm, int BT) {
 
 // Forward pass over B x T tokens (host arrays; B, T no larger than the buffers): model_forward of
 // train_gpt2.c, layer for layer. With targets, returns the mean cross-entropy (reduced on the device
-// in double; the one float copied back) and keeps the probabilities for the backward pass (with
-// --dtype bf16, the logits' gradient itself, in bf16); without, the logits buffer holds next-token
+// in double; the one float copied back) and leaves the logits' gradient for the backward pass (over
+// the logits, or in bf16 in dlogits16 with --dtype bf16); without, the logits buffer holds next-token
 // probabilities and the return value is 0. The batch (and with targets the token buckets of the wte
 // gradient) goes up in one copy.
 static float gpu_forward(GpuModel* gm, const int* tokens, const int* targets, int B, int T) {
@@ -1827,9 +1821,10 @@ static void gpu_backward(GpuModel* gm, int B, int T) {
         }
         // Without RoPE, b_k's gradient is zero in exact arithmetic (a constant added to every key moves each
         // query's scores by one constant, which the softmax ignores; RoPE turns the bias with the key, by an
-        // angle that depends on the position, so there it is a parameter). With --dtype bf16 it is not: D = dy . y reads the
-        // attention's output as stored, in bf16, so sum_s dP[t, s] is a rounding remainder instead of 0. b_k
-        // then takes AdamW steps that change nothing the model computes (doc/cuda.md, "bf16").
+        // angle that depends on the position, so there it is a parameter). With --dtype bf16 it is not:
+        // D = dy . y reads the attention's output as stored, in bf16, so sum_s dP[t, s] is a rounding
+        // remainder instead of 0. b_k then takes AdamW steps that change nothing the model computes
+        // (doc/cuda.md, "bf16").
         gpu_attention_backward(a->dq, a->dk, a->dv, a->attD, dyatt, la.yatt, la.att, gpu_qkv(gm, &la, l), B, T, H, KVH,
                                hd, c->attn_scale);
         if (c->rope) {

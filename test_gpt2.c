@@ -61,7 +61,7 @@ static void test_model_fixture(const char* path) {
     // backward: every gradient
     model_forward(&m, inp, tgt, B, T);
     model_zero_grad(&m);
-    model_backward(&m, B, T);
+    model_backward(&m, B, T, 1.0f);
     for (int i = 0; i < m.num_tensors; i++) {
         char key[160];
         snprintf(key, sizeof(key), "grad/%s", m.tensors[i].name);
@@ -70,7 +70,15 @@ static void test_model_fixture(const char* path) {
         check(ratio <= 1.0, "%s: grad %-18s within tolerance (worst diff %.2e)", base, m.tensors[i].name, e ? worst : NAN);
     }
     Engine e = cpu_engine(&m);
-    fixture_check_steps(&fx, base, "", &e, &m, inp, tgt, B, T, &o);
+    fixture_check_steps(&fx, base, "", &e, &m, inp, tgt, B, T, &o, 1);
+    // the same steps from the same start, each as 2 micro-batches of B/2 rows (gradient accumulation, -d)
+    free(inp);
+    free(tgt);
+    model_free(&m);
+    fixture_model(&fx, base, &m, &B, &T, &inp, &tgt, &o);
+    acts_alloc(&m, B, T);
+    e = cpu_engine(&m);
+    fixture_check_steps(&fx, base, "2 micro-batches: ", &e, &m, inp, tgt, B, T, &o, 2);
     free(inp);
     free(tgt);
     model_free(&m);
@@ -946,7 +954,7 @@ static void test_grad_norm_kept(void) {
             for (int th = 1; th <= 2; th++) {
                 set_threads(th);
                 e.forward(e.ctx, inp, tgt, B, T);
-                e.backward(e.ctx, B, T);
+                e.backward(e.ctx, B, T, 1.0f, 0);
                 tensors_kept = 0;
                 for (int i = 0; i < m.num_tensors; i++) tensors_kept += kept.written[i];
                 kept_norm[th - 1] = e.grad_norm(e.ctx);
@@ -959,9 +967,20 @@ static void test_grad_norm_kept(void) {
                   kept_norm[0] == kept_norm[1] ? "equal" : "DIFFER", tensors_kept);
             e.update(e.ctx, &o.opt, 1e-3f, 1, 1.0f);
             check(e.grad_norm(e.ctx) == 0.0, "%s: after the update (gradients zeroed) the norm is 0", presets[pi]);
+            // two micro-batches of different tokens accumulated (-d): the sums kept by the second backward
+            // are of the accumulated gradients, wte's rows of both batches included
+            int inp2[B * T];
+            for (int i = 0; i < B * T; i++) inp2[i] = (i * 53 + 7) % V;
+            e.forward(e.ctx, inp, tgt, B, T);
+            e.backward(e.ctx, B, T, 0.5f, 0);
+            e.forward(e.ctx, inp2, tgt, B, T);
+            e.backward(e.ctx, B, T, 0.5f, 1);
+            double acc_kept = e.grad_norm(e.ctx), acc_full = grad_norm(&m);
+            check(fabs(acc_kept - acc_full) <= 1e-12 * acc_full, "%s: 2 micro-batches accumulated: kept %.15g = grad_norm %.15g",
+                  presets[pi], acc_kept, acc_full);
             use_reference = 1;
             e.forward(e.ctx, inp, tgt, B, T);
-            e.backward(e.ctx, B, T);
+            e.backward(e.ctx, B, T, 1.0f, 0);
             double ref_kept = e.grad_norm(e.ctx), ref_full = grad_norm(&m);
             use_reference = REFERENCE;
             check(fabs(ref_kept - ref_full) <= 1e-12 * ref_full, "%s: reference path, nothing kept: %.15g = grad_norm %.15g",
@@ -1166,6 +1185,71 @@ static void test_resume_and_determinism(void) {
     struct stat stt;
     snprintf(b, sizeof(b), "%s/full0/ckpt_000012.bin.tmp", tmpdir);
     check(stat(a, &stt) == 0 && stat(b, &stt) != 0, "checkpoint written through a temporary file that is renamed away");
+}
+
+// The largest relative difference between two losses_of_log texts, value for value; INFINITY when their
+// steps or keys differ, or either is empty. *n receives the number of values compared.
+static double losses_rel_diff(const char* a, const char* b, int* n) {
+    double worst = 0.0;
+    *n = 0;
+    while (a && b && *a && *b) {
+        const char *ka = strchr(a, ' '), *kb = strchr(b, ' '), *ca = ka ? strchr(ka, ':') : NULL, *cb = kb ? strchr(kb, ':') : NULL;
+        if (!ca || !cb || ca - a != cb - b || strncmp(a, b, ca - a) != 0) return INFINITY;   // "step":N "key":
+        double x = atof(ca + 1), y = atof(cb + 1);
+        worst = fmax(worst, fabs(x - y) / fmax(fabs(y), 1e-30));
+        (*n)++;
+        a = strchr(ca, '\n'), b = strchr(cb, '\n');
+        a = a ? a + 1 : NULL, b = b ? b + 1 : NULL;
+    }
+    if (!a || !b || *a || *b || *n == 0) return INFINITY;
+    return worst;
+}
+
+// -d, gradient accumulation, through the trainer. The data generator draws one offset per row, so
+// -b 4 and -b 2 -d 64 (2 micro-batches of 2 x 16) train on the same 4 sequences at every step, and
+// validation batches are consecutive rows, so -m 2 of 4 rows and -m 4 of 2 read the same ones: their
+// losses and validation losses agree to rounding (the gradient is summed in two halves). A run with
+// -d resumes from its checkpoint exactly, like one without.
+static void test_accumulation(void) {
+    printf("trainer: gradient accumulation (-d)\n");
+    char flags[1024], a[512], b[512];
+    const char* presets[] = {"-a gpt2", "-a llama -G 1"};
+    for (int pi = 0; pi < 2; pi++) {
+        snprintf(flags, sizeof(flags), SMALL " %s -x 6 -n 3 -o %s/acc_big%d", presets[pi], tmpdir, pi);
+        int st = run_trainer(flags);
+        snprintf(flags, sizeof(flags), SMALL " %s -b 2 -d 64 -m 4 -x 6 -n 3 -o %s/acc_micro%d", presets[pi], tmpdir, pi);
+        st |= run_trainer(flags);
+        snprintf(a, sizeof(a), "%s/stdout.txt", tmpdir);
+        char* out = read_text(a, NULL);
+        check(st == 0 && out && strstr(out, "B=2 T=16 x 2 micro-batches (64 tokens per update)"),
+              "%s: -b 4 and -b 2 -d 64 train (exit %d), the header names the micro-batches", presets[pi], st);
+        free(out);
+        snprintf(a, sizeof(a), "%s/acc_big%d/log.jsonl", tmpdir, pi);
+        snprintf(b, sizeof(b), "%s/acc_micro%d/log.jsonl", tmpdir, pi);
+        char *la = losses_of_log(a), *lb = losses_of_log(b), *lg = read_text(b, NULL);
+        int n;
+        double rel = losses_rel_diff(lb, la, &n);
+        check(rel < 1e-5 && n >= 8, "%s: 2 micro-batches of 2 rows = one batch of 4: %d train and val losses within "
+              "%.1e relative (bound 1e-5)", presets[pi], n, rel);
+        check(lg && strstr(lg, "\"B\":2,\"micro_batches\":2,"), "%s: the log's config line has \"micro_batches\":2", presets[pi]);
+        free(la);
+        free(lb);
+        free(lg);
+        snprintf(flags, sizeof(flags), SMALL " %s -b 2 -d 64 -m 4 -x 6 -n 3 -o %s/acc_res%d -y %s/acc_micro%d/ckpt_000003.bin",
+                 presets[pi], tmpdir, pi, tmpdir, pi);
+        st = run_trainer(flags);
+        snprintf(a, sizeof(a), "%s/acc_micro%d/log.jsonl", tmpdir, pi);
+        snprintf(b, sizeof(b), "%s/acc_res%d/log.jsonl", tmpdir, pi);
+        la = losses_of_log(a), lb = losses_of_log(b);
+        int ok = st == 0 && la && lb && strlen(lb) > 0 && strlen(la) >= strlen(lb) && strcmp(la + strlen(la) - strlen(lb), lb) == 0;
+        check(ok, "%s: -d run resumed from step 3: losses of steps 4-6 equal the uninterrupted run's, to the last digit",
+              presets[pi]);
+        free(la);
+        free(lb);
+        snprintf(a, sizeof(a), "%s/acc_micro%d", tmpdir, pi);
+        snprintf(b, sizeof(b), "%s/acc_res%d", tmpdir, pi);
+        check(run_files_equal(a, b, "ckpt_000006.bin"), "%s: -d run resumed: byte-identical final checkpoints", presets[pi]);
+    }
 }
 
 // ---- 3b. reliability: checked inputs, checkpoints that prove themselves, models that travel ---------------
@@ -1560,6 +1644,9 @@ static void test_bad_input(void) {
         {"-x abc", "-x expects an integer"},
         {"-L -1", "-L must be in"},
         {"-b 0", "-b must be in"},
+        {"-b 4 -t 16 -d 100", "-d 100 is not a multiple of -b 4 x -t 16 = 64 tokens"},
+        {"-b 1 -t 1 -d 70000", "-d 70000 is 70000 micro-batches of -b x -t; at most 65536"},
+        {"-d 0", "-d must be in"},
         {"-C 30 -H 4", "must divide the width"},
         {"-H 4 -K 3", "must divide the heads"},
         {"-t 32 -T 16", "exceeds the model's maximum"},
@@ -2172,7 +2259,7 @@ static void test_probe_gradact(void) {
     for (int i = 0; i < BT; i++) { inp[i] = (int)(rng_u32(&g) % 64); tgt[i] = (int)(rng_u32(&g) % 64); }
     model_forward(&m, inp, tgt, B, T);
     model_zero_grad(&m);
-    model_backward(&m, B, T);
+    model_backward(&m, B, T, 1.0f);
     float* want = xcalloc((size_t)64 * C, sizeof(float));
     for (int bt = 0; bt < BT; bt++)
         for (int c = 0; c < C; c++) want[(long)inp[bt] * C + c] += m.a.dres_kept[(long)bt * C + c];
@@ -2323,8 +2410,9 @@ static char* log_without_timing(const char* path) {
 static void test_device_engine(void) {
     printf("trainer: the shared loop through an engine with its own parameters (the GPU's arrangement)\n");
     char flags[2048], a[512], b[512];
-    const char* presets[] = {"-a gpt2", "-a llama -G 1"};
-    for (int pi = 0; pi < 2; pi++) {
+    // the third: 2 micro-batches per update (-d), which the host's probe steps replay both of
+    const char* presets[] = {"-a gpt2", "-a llama -G 1", "-a gpt2 -d 128"};
+    for (int pi = 0; pi < 3; pi++) {
         for (int mirror = 0; mirror < 2; mirror++) {
             snprintf(flags, sizeof(flags), "-i %s/train.txt -j %s/val.txt " SMALL " %s -x 6 -p 3 -o %s/engine%d_%d "
                      "--dump-token-losses %s/engine%d_%d/tok.csv", tmpdir, tmpdir, presets[pi], tmpdir, pi, mirror, tmpdir, pi, mirror);
@@ -2436,6 +2524,7 @@ static void test_trainer(void) {
     write_corpus(path, 4000, 12);
     if (access(trainer_binary(), X_OK) != 0) { check(0, "%s is missing: run `make test`", trainer_binary()); return; }
     test_resume_and_determinism();
+    test_accumulation();
     write_bad_files();
     test_bad_input();
     test_refusal_keeps_files();

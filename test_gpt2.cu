@@ -169,7 +169,7 @@ static void test_gpu_fixture(const char* path, int mode) {
     }
     // backward: every gradient
     gpu_zero_grad(&gm);
-    gpu_backward(&gm, B, T);
+    gpu_backward(&gm, B, T, 1.0f);
     gpu_download_grads(&gm);
     for (int i = 0; i < m.num_tensors; i++) {
         char key[160];
@@ -213,13 +213,22 @@ static void test_gpu_fixture(const char* path, int mode) {
         memcpy(first, m.grads, m.num_params * sizeof(float));
         float loss2 = gpu_forward(&gm, inp, tgt, B, T);
         gpu_zero_grad(&gm);
-        gpu_backward(&gm, B, T);
+        gpu_backward(&gm, B, T, 1.0f);
         gpu_download_grads(&gm);
         check(loss2 == loss && memcmp(first, m.grads, m.num_params * sizeof(float)) == 0,
               "%s: a second GPU forward/backward gives the same loss and gradients bit for bit", base);
         free(first);
         Engine e = gpu_engine(&gm, "gpu");
-        fixture_check_steps(&fx, base, "GPU ", &e, &m, inp, tgt, B, T, &o);
+        fixture_check_steps(&fx, base, "GPU: ", &e, &m, inp, tgt, B, T, &o, 1);
+        // the same steps from the same start, each as 2 micro-batches of B/2 rows (gradient accumulation, -d)
+        gpu_model_free(&gm);
+        free(inp);
+        free(tgt);
+        model_free(&m);
+        fixture_model(&fx, base, &m, &B, &T, &inp, &tgt, &o);
+        gpu_model_create(&gm, &m, B, T);
+        e = gpu_engine(&gm, "gpu");
+        fixture_check_steps(&fx, base, "GPU, 2 micro-batches: ", &e, &m, inp, tgt, B, T, &o, 2);
     }
     gpu_model_free(&gm);
     gpu_set_dtype(0);
@@ -357,11 +366,11 @@ static void test_cpu_vs_gpu(const char* preset, int gate, int KVH, int mode) {
         dataset_random_batch(&ds, &data, inp, tgt, B, T);
         float lc = model_forward(&cpu, inp, tgt, B, T);
         model_zero_grad(&cpu);
-        model_backward(&cpu, B, T);
+        model_backward(&cpu, B, T, 1.0f);
         double nc = grad_norm(&cpu);
         float lg = gpu_forward(&gm, inp, tgt, B, T);
         gpu_zero_grad(&gm);
-        gpu_backward(&gm, B, T);
+        gpu_backward(&gm, B, T, 1.0f);
         double ng = gpu_grad_norm(&gm);
         if (s == 0 && mode != MM_BF16)
             check_first_gradients(&cpu, &gm, name, mode == MM_TF32 ? TF32_REL_L2 : GRAD_RTOL);

@@ -887,15 +887,16 @@ static void crossentropy_softmax_backward(float* probs, const int* targets, int 
     }
 }
 
-// The LM head's backward, from the probabilities to its input and weight: dlogits = logit_scale (p -
+// The LM head's backward, from the probabilities to its input and weight: dlogits = scale (p -
 // onehot(target)) / BT over p, then the matmul's backward (dinp += dlogits W, dW += dlogits^T inp).
-// The fast path (section 10) gets the same two gradients without writing dlogits: p stays as it is.
+// scale is muP's logit scale times dloss (model_backward). The fast path (section 10) gets the same
+// two gradients without writing dlogits: p stays as it is.
 static void lm_head_backward(float* dinp, float* dW, float* probs, const int* targets, const float* inp,
-                             const float* W, float* scratch, int BT, int C, int V, float logit_scale) {
-    if (!use_reference) { lm_head_backward_fast(dinp, dW, probs, targets, inp, W, scratch, BT, C, V, logit_scale / BT); return; }
+                             const float* W, float* scratch, int BT, int C, int V, float scale) {
+    if (!use_reference) { lm_head_backward_fast(dinp, dW, probs, targets, inp, W, scratch, BT, C, V, scale / BT); return; }
     crossentropy_softmax_backward(probs, targets, BT, V);
-    if (logit_scale != 1.0f)
-        for (long i = 0; i < (long)BT * V; i++) probs[i] *= logit_scale;
+    if (scale != 1.0f)
+        for (long i = 0; i < (long)BT * V; i++) probs[i] *= scale;
     matmul_backward(dinp, dW, NULL, probs, inp, W, BT, C, V);
 }
 
@@ -1063,8 +1064,11 @@ static void model_zero_grad(Model* m) {
 }
 
 // Backward pass of the last forward (which must have had targets). Gradients accumulate into
-// m->grads (zero them first with model_zero_grad).
-static void model_backward(Model* m, int B, int T) {
+// m->grads (zero them first with model_zero_grad). dloss is the derivative of the loss being minimized
+// by this batch's mean loss: 1, or 1/N when the update's loss is the mean over N micro-batches
+// (gradient accumulation, -d): the N backward passes then sum to the gradient of the mean, as
+// PyTorch's (loss / N).backward() on each would.
+static void model_backward(Model* m, int B, int T, float dloss) {
     const Config* c = &m->cfg;
     Acts* a = &m->a;
     int BT = B * T, C = c->C, H = c->H, KVH = c->KVH, hd = C / H, F = c->F;
@@ -1075,7 +1079,7 @@ static void model_backward(Model* m, int B, int T) {
     memset(a->dln, 0, (size_t)BT * C * sizeof(float));
     const float* head = c->tied ? m->p[K_WTE] : m->p[K_LMHEAD];
     float* dhead = c->tied ? m->g[K_WTE] : m->g[K_LMHEAD];
-    lm_head_backward(a->dln, dhead, a->logits, m->targets, a->lnf, head, a->tmp, BT, C, c->V, c->logit_scale);
+    lm_head_backward(a->dln, dhead, a->logits, m->targets, a->lnf, head, a->tmp, BT, C, c->V, c->logit_scale * dloss);
     memset(a->dres, 0, (size_t)BT * C * sizeof(float));
     norm_backward(a->dres, m->g[K_LNFW], m->g[K_LNFB], a->dln, a->res + c->L * s_c, m->p[K_LNFW],
                   a->lnf_mean, a->lnf_rstd, c->rmsnorm, BT, C);
@@ -1673,6 +1677,7 @@ typedef struct {
     int bias, tie, gate;           // -1: the preset decides
     int L, C, H, KVH, F, maxT, V;  // 0: derived
     int B, T, steps, seed;
+    int micro;                     // micro-batches of B x T per update: -d TOKENS / (B x T) (gradient accumulation)
     int val_every, val_batches, sample_every, sample_len, ckpt_every;
     int decay_emb;
     double gamma;                  // < 0: not given
@@ -1706,7 +1711,9 @@ typedef struct {
     void* ctx;
     float (*forward)(void* ctx, const int* inp, const int* tgt, int B, int T);   // mean loss; tgt NULL: none
     const float* (*probs)(void* ctx, int bt, int V);   // host copy of softmax row bt of the last forward
-    void (*backward)(void* ctx, int B, int T);         // zero the gradients, then backpropagate
+    // backpropagate dloss x the last forward's mean loss (model_backward), into zeroed gradients or,
+    // with accumulate, adding to them (the micro-batches of one update)
+    void (*backward)(void* ctx, int B, int T, float dloss, int accumulate);
     double (*grad_norm)(void* ctx);
     void (*update)(void* ctx, const OptConfig* o, float lr, int t, float grad_scale);
     void (*to_host)(void* ctx);   // parameters and AdamW state into the host Model; NULL: they live there
@@ -1756,7 +1763,7 @@ static void llmc_load(Model* m, const char* path);
 // --coord-check: the muP coordinate check, one run of train(o, ctx) per width, then the table
 static void coord_check(const Options* o, void (*train)(const Options* o, void* ctx), void* ctx);
 static Engine cpu_engine(Model* m);                          // the host Model as the loop's Engine
-static void cpu_backward(void* m, int B, int T);             // zero the gradients, then model_backward
+static void cpu_backward(void* m, int B, int T, float dloss, int accumulate);   // model_backward, as Engine.backward
 static void decoder_free(Decoder* dec);
 
 static double evaluate(const Engine* e, const Dataset* val, int batches, int B, int T, int* inp, int* tgt) {
@@ -1786,7 +1793,8 @@ typedef struct {
     int start_step;
     Probes* probes;
     Log lg;
-    int *inp, *tgt;               // one batch, B x T; in Run so a fatal() exit mid-run leaves them reachable (LeakSanitizer)
+    int *inp, *tgt;               // one update's micro-batches, micro x B x T; in Run so a fatal() exit mid-run
+                                  // leaves them reachable (LeakSanitizer)
 } Run;
 
 // Loads the data, builds and initializes the model (or resumes it), opens the output dir and the log.
@@ -1833,8 +1841,8 @@ static void run_setup(Run* r, int host_engine) {
     if (o->llmc_load) llmc_load(&r->model, o->llmc_load);     // the file's weights replace the initializer's
     if (host_acts) acts_alloc(&r->model, o->B, o->T);
 
-    r->inp = xmalloc((size_t)o->B * o->T * sizeof(int));
-    r->tgt = xmalloc((size_t)o->B * o->T * sizeof(int));
+    r->inp = xmalloc((size_t)o->micro * o->B * o->T * sizeof(int));
+    r->tgt = xmalloc((size_t)o->micro * o->B * o->T * sizeof(int));
 
     rng_seed(&r->data_rng, (uint64_t)o->seed + 1);
     rng_seed(&r->sample_rng, (uint64_t)o->seed + 2);
@@ -1859,11 +1867,15 @@ static void run_header(Run* r, const Engine* e);
 
 // The probes read the host Model's activations and gradients. An engine that keeps them elsewhere
 // copies the parameters back and the host recomputes the probe step's forward and backward on the
-// same batch: probes cost a host step every -p N steps, and nothing when off.
+// same micro-batches: probes cost a host step every -p N steps, and nothing when off.
 static void host_recompute(Run* r, const Engine* e, const int* inp, const int* tgt) {
+    const Options* o = &r->o;
+    long BT = (long)o->B * o->T;
     e->to_host(e->ctx);
-    model_forward(&r->model, inp, tgt, r->o.B, r->o.T);
-    cpu_backward(&r->model, r->o.B, r->o.T);
+    for (int mb = 0; mb < o->micro; mb++) {
+        model_forward(&r->model, inp + mb * BT, tgt + mb * BT, o->B, o->T);
+        cpu_backward(&r->model, o->B, o->T, 1.0f / o->micro, mb > 0);
+    }
 }
 
 static void run_train(Run* r, const Engine* e) {
@@ -1904,10 +1916,16 @@ static void run_train(Run* r, const Engine* e) {
         }
         if (last) break;
 
-        double t0 = now_ms();
-        dataset_random_batch(&r->train, &r->data_rng, inp, tgt, o->B, o->T);
-        float loss = e->forward(e->ctx, inp, tgt, o->B, o->T);
-        e->backward(e->ctx, o->B, o->T);
+        // One update: the gradient of the mean loss over o->micro micro-batches of B x T (-d), each
+        // backward adding its share (1/micro) to the gradients. One micro-batch is the plain step.
+        double t0 = now_ms(), loss_sum = 0.0;
+        long BT = (long)o->B * o->T;
+        for (int mb = 0; mb < o->micro; mb++) {
+            dataset_random_batch(&r->train, &r->data_rng, inp + mb * BT, tgt + mb * BT, o->B, o->T);
+            loss_sum += e->forward(e->ctx, inp + mb * BT, tgt + mb * BT, o->B, o->T);
+            e->backward(e->ctx, o->B, o->T, 1.0f / o->micro, mb > 0);
+        }
+        float loss = (float)(loss_sum / o->micro);
         double norm = e->grad_norm(e->ctx);
         if (!isfinite(loss) || !isfinite(norm)) {
             log_event(&r->lg, "\"event\":\"blowup\",\"step\":%d", step + 1);
@@ -1929,7 +1947,7 @@ static void run_train(Run* r, const Engine* e) {
             probes_after_update(probes, m);
         }
         double ms = now_ms() - t0;
-        double tok_s = o->B * o->T / (ms / 1e3);
+        double tok_s = o->micro * BT / (ms / 1e3);
         printf("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | %.1f ms | %.0f tok/s%s\n",
                step + 1, o->steps, loss, lr, norm, ms, tok_s, skip ? " | loss spike: update skipped" : "");
         log_event(&r->lg, "\"event\":\"train\",\"step\":%d,\"train_loss\":%.6f,\"lr\":%.6e,\"grad_norm\":%.6f,\"ms\":%.3f,\"tok_s\":%.1f",
@@ -2873,6 +2891,11 @@ static void gemm(int M, int N, int K, const float* A, long sam, long sak, const 
 // The CPU engine keeps them: cpu_backward opens the bookkeeping around its model_backward
 // (kept_begin, kept_end), and the next grad_norm_kept uses it once; cpu_update drops it. Other
 // callers of model_backward get nothing kept, and grad_norm_kept falls back to grad_norm.
+// With gradient accumulation (-d) each micro-batch's backward starts the bookkeeping afresh and the
+// last one's sums are used. They are of the accumulated gradients: a dW product writes the sum of every
+// micro-batch so far. Tied, the head's product wrote wte's gradient with the earlier micro-batches'
+// token rows in it, and the chunks of this one's rows are summed again; untied, the gradient was not
+// zero when the last backward began (from_zero is 0), so wte is summed whole.
 #define KEPT_CHUNK 4096   // floats per partial sum
 static struct {
     const Model* model;       // whose gradients the sums are of; NULL: none
@@ -2912,7 +2935,7 @@ static void chunks_sumsq(const float* g, size_t n, double* part) {
     for (long ci = 0; ci < chunks; ci++) part[ci] = chunk_sumsq(g, n, ci);
 }
 
-// Called before each backward of the engine: forget the last step's sums, size the buffers.
+// Called before each backward of the engine: forget the last backward's sums, size the buffers.
 static void kept_begin(Model* m, int BT) {
     size_t nc = 0, np = (size_t)BT, nm = (size_t)m->cfg.V;   // nm: wte's rows, or its chunks if more
     for (int i = 0; i < m->num_tensors; i++) {
@@ -4017,7 +4040,7 @@ static void options_default(Options* o) {
     o->init = "gpt2";
     o->bias = o->tie = o->gate = -1;
     o->L = 4; o->C = 128; o->H = 4;
-    o->B = 12; o->T = 64; o->steps = 2000; o->seed = 1337;
+    o->B = 12; o->T = 64; o->micro = 1; o->steps = 2000; o->seed = 1337;
     o->val_every = 250; o->val_batches = 20; o->sample_every = 0; o->sample_len = 200; o->ckpt_every = 500;
     o->gamma = -1.0;
     o->resid_scale = -1;
@@ -4066,6 +4089,8 @@ static void usage(void) {
            "  -r SEED   seed of initialization, data order and sampling (default %d)\n"
            "training\n"
            "  -b N      batch size (default %d)    -t N  sequence length (default %d)\n"
+           "  -d N      tokens per update (default B x T): N / (B x T) micro-batches of B x T, whose\n"
+           "            gradients are averaged before each AdamW step (gradient accumulation, as llm.c's -d)\n"
            "  -x N      steps (default %d)\n"
            "  -l LR     peak learning rate (default %g)   -u N  warmup steps (default %d)\n"
            "  -q F      cosine floor as a fraction of the peak (default %g)\n"
@@ -4245,6 +4270,7 @@ static const char* parse_choice(const char* flag, const char* v, const char* a, 
 static void parse_args(Options* o, int argc, char** argv) {
     options_default(o);
     const char* init_given = NULL;
+    long tokens_per_update = 0;        // -d; 0: one batch
     for (int i = 1; i < argc; i++) {
         const char* f = argv[i];
         if (strcmp(f, "-h") == 0 || strcmp(f, "--help") == 0) { usage(); exit(0); }
@@ -4283,6 +4309,7 @@ static void parse_args(Options* o, int argc, char** argv) {
         else if (strcmp(f, "-r") == 0) o->seed = parse_int(f, v, 0, INT_MAX);
         else if (strcmp(f, "-b") == 0) o->B = parse_int(f, v, 1, 1 << 20);
         else if (strcmp(f, "-t") == 0) o->T = parse_int(f, v, 1, 1 << 16);
+        else if (strcmp(f, "-d") == 0) tokens_per_update = parse_int(f, v, 1, BIG);
         else if (strcmp(f, "-x") == 0) o->steps = parse_int(f, v, 0, BIG);
         else if (strcmp(f, "-l") == 0) o->opt.lr = parse_float(f, v, 0.0, 10.0);
         else if (strcmp(f, "-u") == 0) o->opt.warmup = parse_int(f, v, 0, BIG);
@@ -4310,6 +4337,12 @@ static void parse_args(Options* o, int argc, char** argv) {
         else fatal("unknown flag %s (see -h)", f);
     }
     o->opt.steps = o->steps;
+    long batch_tokens = (long)o->B * o->T;
+    if (tokens_per_update % batch_tokens)
+        fatal("-d %ld is not a multiple of -b %d x -t %d = %ld tokens", tokens_per_update, o->B, o->T, batch_tokens);
+    if (tokens_per_update / batch_tokens > 1 << 16)
+        fatal("-d %ld is %ld micro-batches of -b x -t; at most 65536", tokens_per_update, tokens_per_update / batch_tokens);
+    o->micro = tokens_per_update ? (int)(tokens_per_update / batch_tokens) : 1;
     if (o->probe.dump_tokens && o->val_batches == 0) fatal("--dump-token-losses needs validation batches (-m N > 0)");
     if (init_given && o->gamma >= 0.0)
         fatal("-g and -I together: -g G means -I gamma:G; to combine, write -I gamma:G,GROUP=SCHEME (got -I %s)", init_given);
@@ -4517,7 +4550,10 @@ static size_t memory_available(void) {
 
 static void memory_check(const Config* c, const Options* o, int host_acts) {
     size_t P = model_param_count(c), MiB = 1 << 20;
-    double params = 4.0 * P * sizeof(float), acts = host_acts ? (double)acts_bytes(c, o->B, o->T) : 0.0;
+    // activations: the host's (when it runs the model or the probes) and the update's tokens, inputs and
+    // targets of its -d micro-batches (a few KiB, unless -d is very large)
+    double tokens = 2.0 * o->micro * o->B * o->T * sizeof(int);
+    double params = 4.0 * P * sizeof(float), acts = (host_acts ? (double)acts_bytes(c, o->B, o->T) : 0.0) + tokens;
     double probes = o->probe.every ? (double)P * sizeof(float) + (double)(c->L + 1) * o->B * o->T * c->C * sizeof(float) : 0.0;
     double total = params + acts + probes;
     size_t avail = memory_available();
@@ -4537,16 +4573,18 @@ static void run_header(Run* r, const Engine* e) {
            o->preset, c->L, c->C, c->H, c->KVH, c->F, c->V, c->maxT, c->rmsnorm ? "RMSNorm" : "LayerNorm",
            c->swiglu ? "SwiGLU" : "GELU", c->rope ? "RoPE" : "learned positions", c->tied ? ", tied head" : "",
            c->gate ? ", gated attention" : "", (double)c->eps);
-    printf("parameters: %zu | data: %s %zu tokens, val %zu tokens | B=%d T=%d steps=%d | %s, %d threads\n",
+    char accum[64] = "";
+    if (o->micro > 1) snprintf(accum, sizeof(accum), " x %d micro-batches (%ld tokens per update)", o->micro, (long)o->micro * o->B * o->T);
+    printf("parameters: %zu | data: %s %zu tokens, val %zu tokens | B=%d T=%d%s steps=%d | %s, %d threads\n",
            r->model.num_params, r->train.is_shard ? "token shard" : "bytes", r->train.n, r->val.n, o->B, o->T,
-           o->steps, e->device, threads);
+           accum, o->steps, e->device, threads);
     printf("init: %s, residual scaling %s%s, seed %d\n", r->spec.first, resid_names[r->spec.resid],
            r->spec.mup ? ", muP" : "", o->seed);
     if (o->resume) printf("resumed from %s at step %d\n", o->resume, r->start_step);
     log_event(&r->lg, "\"event\":\"config\",\"preset\":\"%s\",\"L\":%d,\"C\":%d,\"H\":%d,\"KVH\":%d,\"F\":%d,"
-              "\"V\":%d,\"T\":%d,\"B\":%d,\"steps\":%d,\"lr\":%g,\"weight_decay\":%g,\"eps\":%g,\"gamma\":%g,\"init\":\"%s\","
+              "\"V\":%d,\"T\":%d,\"B\":%d,\"micro_batches\":%d,\"steps\":%d,\"lr\":%g,\"weight_decay\":%g,\"eps\":%g,\"gamma\":%g,\"init\":\"%s\","
               "\"gate\":%d,\"seed\":%d,\"params\":%zu,\"device\":\"%s\",\"threads\":%d,\"start_step\":%d,\"ln_V\":%.6f",
-              o->preset, c->L, c->C, c->H, c->KVH, c->F, c->V, o->T, o->B, o->steps, (double)o->opt.lr,
+              o->preset, c->L, c->C, c->H, c->KVH, c->F, c->V, o->T, o->B, o->micro, o->steps, (double)o->opt.lr,
               (double)o->opt.weight_decay, (double)c->eps, o->gamma, o->init, c->gate, o->seed, r->model.num_params,
               e->device, threads, r->start_step, log((double)c->V));
 }
@@ -4953,10 +4991,10 @@ static float cpu_forward(void* m, const int* inp, const int* tgt, int B, int T) 
     return model_forward((Model*)m, inp, tgt, B, T);
 }
 static const float* cpu_probs(void* m, int bt, int V) { return ((Model*)m)->a.logits + (size_t)bt * V; }
-static void cpu_backward(void* m, int B, int T) {
-    model_zero_grad((Model*)m);
+static void cpu_backward(void* m, int B, int T, float dloss, int accumulate) {
+    if (!accumulate) model_zero_grad((Model*)m);
     kept_begin((Model*)m, B * T);
-    model_backward((Model*)m, B, T);
+    model_backward((Model*)m, B, T, dloss);
     kept_end();
 }
 static double cpu_grad_norm(void* m) { return grad_norm_kept((Model*)m); }

@@ -220,11 +220,11 @@ static const __nv_bfloat16* bf16_weight(const float* W) {
     return g_bf16.w16 + i;
 }
 
-// C (m x n, float32 or bf16: ctype) = A B + beta C with bf16 A, B (column-major, as cublasSgemm)
-static void gemm_bf16(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const __nv_bfloat16* A,
-                      int lda, const __nv_bfloat16* B, int ldb, float beta, void* C, cudaDataType_t ctype, int ldc) {
-    const float one = 1.0f;
-    cublasCheck(cublasGemmEx(g_blas, ta, tb, m, n, k, &one, A, CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, &beta, C,
+// C (m x n, float32 or bf16: ctype) = alpha A B + beta C with bf16 A, B (column-major, as cublasSgemm)
+static void gemm_bf16(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
+                      const __nv_bfloat16* A, int lda, const __nv_bfloat16* B, int ldb, float beta, void* C,
+                      cudaDataType_t ctype, int ldc) {
+    cublasCheck(cublasGemmEx(g_blas, ta, tb, m, n, k, &alpha, A, CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, &beta, C,
                              ctype, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
@@ -242,7 +242,7 @@ static void gpu_matmul_forward(float* out, __nv_bfloat16* out16, const float* in
     const float one = 1.0f, zero = 0.0f;
     if (g_bf16.on) {
         if (!inp16) fatal("internal: a bf16 GEMM without its input in bf16");
-        gemm_bf16(CUBLAS_OP_T, CUBLAS_OP_N, OC, BT, C, bf16_weight(W), C, inp16, C, 0.0f, gemm_out(out, out16),
+        gemm_bf16(CUBLAS_OP_T, CUBLAS_OP_N, OC, BT, C, 1.0f, bf16_weight(W), C, inp16, C, 0.0f, gemm_out(out, out16),
                   gemm_out_type(out16), OC);
     } else
         cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_T, CUBLAS_OP_N, OC, BT, C, &one, W, C, inp, C, &zero, out, OC));
@@ -297,24 +297,28 @@ template <typename X> static void gpu_colsum_add(float* dst, const X* x, int N, 
 // dinp16 is written where the input gradient is an activation (else dinp, float32), and inp16 and dout16
 // (an activation gradient, dres's copy, the logits' gradient) are read. The bias gradient (q, k, v and
 // the gate's; the others are summed by the kernels that write their gradients) sums dout or dout16.
+// alpha multiplies dout in both products: the LM head's backward passes its dloss there (gpu_backward);
+// a bias gradient would not get it, so a call with both is refused.
 enum GradMode { GRAD_SET, GRAD_ADD };
 static void gpu_matmul_backward(float* dinp, __nv_bfloat16* dinp16, GradMode mode, float* dW, float* dbias,
                                 const float* dout, const __nv_bfloat16* dout16, const float* inp,
-                                const __nv_bfloat16* inp16, const float* W, int BT, int C, int OC, float* scratch) {
+                                const __nv_bfloat16* inp16, const float* W, int BT, int C, int OC, float* scratch,
+                                float alpha = 1.0f) {
     const float one = 1.0f, dinp_beta = mode == GRAD_ADD ? 1.0f : 0.0f;
     int has_dinp = dinp || dinp16;
+    if (dbias && alpha != 1.0f) fatal("internal: a scaled matmul backward with a bias gradient");
     if (g_bf16.on) {
         if (!inp16 || !dout16) fatal("internal: a bf16 GEMM without its inputs in bf16");
         if (has_dinp)
-            gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_N, C, BT, OC, bf16_weight(W), C, dout16, OC, dinp_beta,
+            gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_N, C, BT, OC, alpha, bf16_weight(W), C, dout16, OC, dinp_beta,
                       gemm_out(dinp, dinp16), gemm_out_type(dinp16), C);
         if (has_dinp && g_after_op) g_after_op("gemm backward dinp");
-        gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, BT, inp16, C, dout16, OC, 1.0f, dW, CUDA_R_32F, C);
+        gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, BT, alpha, inp16, C, dout16, OC, 1.0f, dW, CUDA_R_32F, C);
     } else {
         if (has_dinp)
-            cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_N, CUBLAS_OP_N, C, BT, OC, &one, W, C, dout, OC, &dinp_beta, dinp, C));
+            cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_N, CUBLAS_OP_N, C, BT, OC, &alpha, W, C, dout, OC, &dinp_beta, dinp, C));
         if (has_dinp && g_after_op) g_after_op("gemm backward dinp");
-        cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, BT, &one, inp, C, dout, OC, &one, dW, C));
+        cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, BT, &alpha, inp, C, dout, OC, &one, dW, C));
     }
     if (g_after_op) g_after_op("gemm backward dW");
     if (dbias && dout) gpu_colsum_add(dbias, dout, BT, OC, scratch);
@@ -1767,8 +1771,9 @@ static void gpu_zero_grad(GpuModel* gm) {
 }
 
 // Backward pass of the last forward (which must have had targets): model_backward of
-// train_gpt2.c, layer for layer. Gradients accumulate into gm->grads (zero them first).
-static void gpu_backward(GpuModel* gm, int B, int T) {
+// train_gpt2.c, layer for layer, with its dloss (1, or 1/N for one of N micro-batches of an update).
+// Gradients accumulate into gm->grads (zero them first).
+static void gpu_backward(GpuModel* gm, int B, int T, float dloss) {
     const Config* c = &gm->host->cfg;
     GpuActs* a = &gm->a;
     int BT = B * T, C = c->C, H = c->H, KVH = c->KVH, hd = C / H, F = c->F;
@@ -1777,14 +1782,15 @@ static void gpu_backward(GpuModel* gm, int B, int T) {
     long s_c = (long)maxBT * C;
     float* sc = a->scratch;
     gm->norm_fresh = 0;
-    // loss -> logits -> final norm: the forward wrote the logits' gradient (softmax_crossentropy_kernel)
+    // loss -> logits -> final norm: the forward wrote the logits' gradient (softmax_crossentropy_kernel) for
+    // dloss 1; the head's two products take the factor dloss (their GEMMs' alpha)
     // Each activation gradient's first contribution overwrites its buffer (GRAD_SET), the others add to
     // it: no memsets. a->dres carries d loss / d residual stream from the final norm down. Each norm's
     // backward also adds the bias gradient of the output projection that reads dres next (W_down's, W_O's).
     const float* head = c->tied ? gm->p[K_WTE] : gm->p[K_LMHEAD];
     float* dhead = c->tied ? gm->g[K_WTE] : gm->g[K_LMHEAD];
     gpu_matmul_backward(a->dln, NULL, GRAD_SET, dhead, NULL, f32_of(a->logits), a->dlogits16, f32_of(a->lnf),
-                        bf16_of(a->lnf), head, BT, C, c->V, sc);
+                        bf16_of(a->lnf), head, BT, C, c->V, sc, dloss);
     gpu_norm_backward(a->dres, GRAD_SET, a->dres16, gm->g[K_LNFW], gm->g[K_LNFB], gpu_grad_of(gm, K_BDOWN, c->L - 1),
                       a->dln, a->res + c->L * s_c, gm->p[K_LNFW], a->lnf_mean, a->lnf_rstd, c->rmsnorm, BT, C, sc);
     // blocks in reverse
@@ -1989,9 +1995,9 @@ static const float* gpu_engine_probs(void* ctx, int bt, int V) {
     cudaCheck(cudaMemcpy(gm->probs_h, gm->a.logits + (size_t)bt * V, (size_t)V * sizeof(float), cudaMemcpyDeviceToHost));
     return gm->probs_h;
 }
-static void gpu_engine_backward(void* gm, int B, int T) {
-    gpu_zero_grad((GpuModel*)gm);
-    gpu_backward((GpuModel*)gm, B, T);
+static void gpu_engine_backward(void* gm, int B, int T, float dloss, int accumulate) {
+    if (!accumulate) gpu_zero_grad((GpuModel*)gm);
+    gpu_backward((GpuModel*)gm, B, T, dloss);
 }
 static double gpu_engine_grad_norm(void* gm) { return gpu_grad_norm((GpuModel*)gm); }
 // grad_scale is run_train's clipping factor from the norm it printed; adamw_kernel computes the same

@@ -132,9 +132,9 @@ static void plan_norm_backward(std::vector<PlanOp>* ops, int n, double BT, doubl
     plan_add(ops, "norm_backward: dres's bf16 copy", 0, 0, 0, n * 0.5 * BT * C, OP_CUDA_CORES, BF16_ONLY);
 }
 
-// Every kernel of one training step of train_gpt2.cu (gpu_forward, gpu_backward, the norm, AdamW) on
-// model c with batch B x T: what it computes and the least it must move.
-static std::vector<PlanOp> plan_step(const Config* c, double P, int B, int T) {
+// Every kernel of one forward and backward of train_gpt2.cu (gpu_forward, gpu_backward) on model c with
+// batch B x T: what it computes and the least it must move. plan_update adds the update's.
+static std::vector<PlanOp> plan_micro_batch(const Config* c, int B, int T) {
     std::vector<PlanOp> ops;
     double BT = (double)B * T, C = c->C, H = c->H, KVH = c->KVH, hd = C / H, F = c->F, V = c->V;
     double qd = H * hd, kvd = KVH * hd, pairs = (double)B * H * T * (T + 1) / 2;     // causal (query, key) pairs
@@ -184,12 +184,22 @@ static std::vector<PlanOp> plan_step(const Config* c, double P, int B, int T) {
     plan_add(&ops, "softmax_crossentropy (+ loss)", 1, 8 * BT * V, BT * V, BT * V, OP_CUDA_CORES);
     plan_norm_backward(&ops, 1, BT, C, !c->rmsnorm, bias);
     plan_add(&ops, "embedding_backward", c->rope ? 1 : 2, 2 * BT * C, 0, 4 * BT * C, OP_CUDA_CORES);
-    // update: zero the gradients, their norm, AdamW (float32 master weights and moments; with --dtype
-    // bf16 it also writes the weights' bf16 copy)
-    plan_add(&ops, "memset (parameter gradients)", 1, 0, 0, P, OP_CUDA_CORES);
-    plan_add(&ops, "grad_norm", 2, 2 * P, 0, P, OP_CUDA_CORES);
-    plan_add(&ops, "adamw", 1, 15 * P, 0, 7 * P, OP_CUDA_CORES);
-    plan_add(&ops, "adamw: the weights' bf16 copy", 0, 0, 0, 0.5 * P, OP_CUDA_CORES, BF16_ONLY);
+    return ops;
+}
+
+// The update's kernels, once per step whatever its batch or micro-batches (-d): zero the gradients, their
+// norm, AdamW (float32 master weights and moments; with --dtype bf16 it also writes the weights' bf16 copy)
+static void plan_update(std::vector<PlanOp>* ops, double P) {
+    plan_add(ops, "memset (parameter gradients)", 1, 0, 0, P, OP_CUDA_CORES);
+    plan_add(ops, "grad_norm", 2, 2 * P, 0, P, OP_CUDA_CORES);
+    plan_add(ops, "adamw", 1, 15 * P, 0, 7 * P, OP_CUDA_CORES);
+    plan_add(ops, "adamw: the weights' bf16 copy", 0, 0, 0, 0.5 * P, OP_CUDA_CORES, BF16_ONLY);
+}
+
+// One training step of P parameters on batch B x T: the forward and backward, then the update
+static std::vector<PlanOp> plan_step(const Config* c, double P, int B, int T) {
+    std::vector<PlanOp> ops = plan_micro_batch(c, B, T);
+    plan_update(&ops, P);
     return ops;
 }
 
@@ -257,22 +267,29 @@ static void print_plan(const char* title, const Config* c, double P, int B, int 
 }
 
 // The plan's step at larger batches: the GEMMs and the per-token kernels grow with B, AdamW, the gradient
-// norm and the gradients' memset do not. Beside each, the device memory the trainer would ask for
-// (gpu_memory_need, the layout gpu_model_create allocates, in the mode's element size).
+// norm and the gradients' memset do not. The last row is B 8 with 8 micro-batches per update (-d 65536
+// at T 1024): the tokens of B 64 per update, in the memory of B 8. Beside each, the device memory the
+// trainer would ask for (gpu_memory_need, the layout gpu_model_create allocates, in the mode's element
+// size).
 static void print_batch_sweep(const char* title, const Model* m, int T) {
     printf("\n%s at larger batches (T %d), at the same peaks; GiB: the device memory the trainer asks for "
-           "(an H100 SXM has 80 GB):\n", title, T);
-    printf("%5s |", "B");
+           "(an H100 SXM has 80 GB); B x N: N micro-batches of B per update (-d):\n", title, T);
+    printf("%7s |", "B x N");
     for (int md = 0; md < NMODES; md++) printf(" %9s %9s %9s %6s |", md == MODE_TF32 ? "TF32 ms" : "bf16 ms",
                                                "tokens/s", "not GEMMs", "GiB");
     printf("\n");
-    for (int B = 8; B <= 64; B *= 2) {
-        PlanTimes pt = plan_times(plan_step(&m->cfg, (double)m->num_params, B, T));
-        printf("%5d |", B);
+    const int rows[][2] = {{8, 1}, {16, 1}, {32, 1}, {64, 1}, {8, 8}};
+    for (const auto& row : rows) {
+        int B = row[0], micro = row[1];
+        std::vector<PlanOp> update;
+        plan_update(&update, (double)m->num_params);
+        PlanTimes mb = plan_times(plan_micro_batch(&m->cfg, B, T)), up = plan_times(update);
+        printf("%2d x %-2d |", B, micro);
         for (int md = 0; md < NMODES; md++) {
+            double tot = micro * mb.tot[md] + up.tot[md], gemm = micro * mb.gemm[md];
             g_bf16.on = md == MODE_BF16;         // the element size of gpu_acts_layout; nothing is allocated
-            printf(" %9.2f %9.0f %8.0f%% %6.1f |", 1e3 * pt.tot[md], (double)B * T / pt.tot[md],
-                   100 * (pt.tot[md] - pt.gemm[md]) / pt.tot[md], gpu_memory_need(m, B, T) / (1 << 30));
+            printf(" %9.2f %9.0f %8.0f%% %6.1f |", 1e3 * tot, (double)micro * B * T / tot, 100 * (tot - gemm) / tot,
+                   gpu_memory_need(m, B, T) / (1 << 30));
         }
         printf("\n");
     }
@@ -364,7 +381,7 @@ static void bench_gpu(const BenchModel* bm, const char* mode, int warmup, int st
     auto step = [&](int s) {
         gpu_forward(&gm, inp, tgt, B, T);
         gpu_zero_grad(&gm);
-        gpu_backward(&gm, B, T);
+        gpu_backward(&gm, B, T, 1.0f);
         gpu_grad_norm(&gm);
         gpu_adamw_step(&gm, &opt, lr_at(&opt, s), s + 1);
     };

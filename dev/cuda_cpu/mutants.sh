@@ -19,7 +19,7 @@ cd "$(dirname "$0")/../.." || exit 2
 CXX=${CUDA_CPU_CXX:-g++ -O2 -march=native -std=c++17 -fopenmp -fno-math-errno -Wno-unused-function}
 TIMEOUT=600
 GEN=dev/cuda_cpu/gen/mutants
-ALL="syncthreads attn-sync transposed causal-skip grid reduction bounds adamw-table bf16-stale tc-rescale tc-diagonal tc-skip tc-sync bf16-input classifier grad-set tf32-round norm-bias gelu-bias qkv-bias rope-bias"
+ALL="syncthreads attn-sync transposed causal-skip grid reduction bounds adamw-table bf16-stale tc-rescale tc-diagonal tc-skip tc-sync bf16-input classifier grad-set tf32-round norm-bias gelu-bias qkv-bias rope-bias accum-zero head-dloss"
 
 # mutate NAME: print the sed script of mutant NAME, then (second line) how many lines of
 # `diff original mutant` start with < or > when it applies as intended.
@@ -87,6 +87,12 @@ mutate() {
         echo 2 ;;
     rope-bias)    # rope_kernel: q and k turned without their biases (where RoPE runs, the tile loads leave them to it)
         echo '/^__global__ void rope_kernel(/,/^}$/s/    if (bias) {/    if (0) {/'
+        echo 2 ;;
+    accum-zero)   # gpu_engine_backward: every micro-batch of an update (-d) zeroes the gradients, only the last one's kept
+        echo '/^static void gpu_engine_backward(/,/^}$/s/    if (!accumulate) gpu_zero_grad((GpuModel\*)gm);/    gpu_zero_grad((GpuModel*)gm);/'
+        echo 2 ;;
+    head-dloss)   # gpu_backward: the LM head's products without the micro-batch's share dloss (each micro-batch at full weight)
+        echo '/^static void gpu_backward(/,/^}$/s/head, BT, C, c->V, sc, dloss);/head, BT, C, c->V, sc);/'
         echo 2 ;;
     *) return 1 ;;
     esac

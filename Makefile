@@ -101,8 +101,10 @@ test_gpt2: test_gpt2.c train_gpt2.c test/fixture.h
 # ./test_gpt2cu_cpu against ./train_gpt2cu_cpu, and the mutants), all counted in the total; they never
 # need data/ or a GPU. Where nvcc exists, the real CUDA tests (and make bench-gpu's program) are
 # compiled too (so an nvcc build error fails the tests) and run; without a GPU ./test_gpt2cu says it
-# skips and exits 77.
-test: test_gpt2 dev/labs/mlp_lab test_gpt2cu_cpu train_gpt2cu_cpu $(CUDA_CPU)/selftest $(SAN_BUILD)/test_gpt2 $(SAN_BUILD)/train_gpt2
+# skips and exits 77. make bench's per-phase program, which includes train_gpt2.c, is built too, so that
+# a change of the trainer's interfaces cannot leave it broken unnoticed.
+test: test_gpt2 dev/labs/mlp_lab test_gpt2cu_cpu train_gpt2cu_cpu $(CUDA_CPU)/selftest $(SAN_BUILD)/test_gpt2 $(SAN_BUILD)/train_gpt2 \
+      dev/bench/phases
 	$(CC) $(CFLAGS) -o train_gpt2 train_gpt2.c $(LDLIBS)
 	@if command -v $(NVCC) >/dev/null 2>&1; then \
 	    $(MAKE) --no-print-directory test_gpt2cu dev/bench/bench_gpu && { ./test_gpt2cu; st=$$?; [ $$st -eq 0 ] || [ $$st -eq 77 ]; }; \

@@ -381,7 +381,7 @@ static double median(double* v, int n) {
 static double full_step(const int* inp, const int* tgt, int B, int T) {
     double t0 = now_ms();
     eng.forward(eng.ctx, inp, tgt, B, T);
-    eng.backward(eng.ctx, B, T);
+    eng.backward(eng.ctx, B, T, 1.0f, 0);
     double norm = eng.grad_norm(eng.ctx);
     opt_t++;
     eng.update(eng.ctx, &opt, lr_at(&opt, opt_t - 1), opt_t, clip_scale(opt.clip, norm));
@@ -469,7 +469,7 @@ int main(int argc, char** argv) {
         tgt[i] = (int)(rng_u32(&g) % (uint32_t)cfg.V);
     }
     float loss = eng.forward(eng.ctx, inp, tgt, B, T);
-    eng.backward(eng.ctx, B, T);
+    eng.backward(eng.ctx, B, T, 1.0f, 0);
     fprintf(stderr, "phases: first loss %.4f (ln V = %.4f)\n", loss, log((double)cfg.V));
 
     Phase ph[] = {{"matmuls", 0, 0, 0, 0}, {"attention", 0, 0, 0, 0}, {"norms", 0, 0, 0, 0},

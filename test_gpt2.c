@@ -1149,6 +1149,22 @@ static int run_files_equal(const char* run_a, const char* run_b, const char* nam
 
 #define SMALL "-L 2 -C 32 -H 4 -K 2 -t 16 -b 4 -v 4 -m 2 -S 16 -u 3"
 
+// A run resumed into tmpdir/RESUMEDi from tmpdir/FULLi's checkpoint (i = pi): its log's losses must be
+// the tail of the uninterrupted run's, digit for digit, and both runs' final checkpoint `last` byte for byte.
+static void check_resumed(const char* full, const char* resumed, int pi, const char* last, const char* what) {
+    char a[512], b[512];
+    snprintf(a, sizeof(a), "%s/%s%d/log.jsonl", tmpdir, full, pi);
+    snprintf(b, sizeof(b), "%s/%s%d/log.jsonl", tmpdir, resumed, pi);
+    char *la = losses_of_log(a), *lb = losses_of_log(b);
+    int ok = la && lb && strlen(lb) > 0 && strlen(la) >= strlen(lb) && strcmp(la + strlen(la) - strlen(lb), lb) == 0;
+    check(ok, "%s: the losses after resuming equal the uninterrupted run's, to the last digit", what);
+    free(la);
+    free(lb);
+    snprintf(a, sizeof(a), "%s/%s%d", tmpdir, full, pi);
+    snprintf(b, sizeof(b), "%s/%s%d", tmpdir, resumed, pi);
+    check(run_files_equal(a, b, last), "%s: final checkpoints (weights, AdamW state, generators) are byte-identical", what);
+}
+
 static void test_resume_and_determinism(void) {
     printf("trainer: resume, determinism\n");
     char flags[1024], a[512], b[512];
@@ -1161,17 +1177,8 @@ static void test_resume_and_determinism(void) {
                  presets[pi], tmpdir, pi, tmpdir, pi);
         st = run_trainer(flags);
         check(st == 0, "%s: resumed from the step-6 checkpoint (exit %d)", presets[pi], st);
-        snprintf(a, sizeof(a), "%s/full%d/log.jsonl", tmpdir, pi);
-        snprintf(b, sizeof(b), "%s/resumed%d/log.jsonl", tmpdir, pi);
-        char *la = losses_of_log(a), *lb = losses_of_log(b);
-        // the resumed log holds steps 7..12; they must be the tail of the uninterrupted log
-        int ok = la && lb && strlen(lb) > 0 && strlen(la) >= strlen(lb) && strcmp(la + strlen(la) - strlen(lb), lb) == 0;
-        check(ok, "%s: losses of steps 7-12 after resuming equal the uninterrupted run's, to the last digit", presets[pi]);
-        free(la);
-        free(lb);
-        snprintf(a, sizeof(a), "%s/full%d", tmpdir, pi);
-        snprintf(b, sizeof(b), "%s/resumed%d", tmpdir, pi);
-        check(run_files_equal(a, b, "ckpt_000012.bin"), "%s: final checkpoints (weights, AdamW state, generators) are byte-identical", presets[pi]);
+        snprintf(a, sizeof(a), "%s, steps 7-12", presets[pi]);
+        check_resumed("full", "resumed", pi, "ckpt_000012.bin", a);
     }
     snprintf(flags, sizeof(flags), SMALL " -x 12 -n 6 -o %s/again0", tmpdir);
     run_trainer(flags);
@@ -1238,17 +1245,9 @@ static void test_accumulation(void) {
         snprintf(flags, sizeof(flags), SMALL " %s -b 2 -d 64 -m 4 -x 6 -n 3 -o %s/acc_res%d -y %s/acc_micro%d/ckpt_000003.bin",
                  presets[pi], tmpdir, pi, tmpdir, pi);
         st = run_trainer(flags);
-        snprintf(a, sizeof(a), "%s/acc_micro%d/log.jsonl", tmpdir, pi);
-        snprintf(b, sizeof(b), "%s/acc_res%d/log.jsonl", tmpdir, pi);
-        la = losses_of_log(a), lb = losses_of_log(b);
-        int ok = st == 0 && la && lb && strlen(lb) > 0 && strlen(la) >= strlen(lb) && strcmp(la + strlen(la) - strlen(lb), lb) == 0;
-        check(ok, "%s: -d run resumed from step 3: losses of steps 4-6 equal the uninterrupted run's, to the last digit",
-              presets[pi]);
-        free(la);
-        free(lb);
-        snprintf(a, sizeof(a), "%s/acc_micro%d", tmpdir, pi);
-        snprintf(b, sizeof(b), "%s/acc_res%d", tmpdir, pi);
-        check(run_files_equal(a, b, "ckpt_000006.bin"), "%s: -d run resumed: byte-identical final checkpoints", presets[pi]);
+        check(st == 0, "%s: -b 2 -d 64 resumed from the step-3 checkpoint (exit %d)", presets[pi], st);
+        snprintf(a, sizeof(a), "%s -b 2 -d 64, steps 4-6", presets[pi]);
+        check_resumed("acc_micro", "acc_res", pi, "ckpt_000006.bin", a);
     }
 }
 

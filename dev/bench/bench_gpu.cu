@@ -16,6 +16,8 @@ T 64, B 12). For each, on a GPU:
     GEMMs"), and the share of the step spent outside GEMMs;
   - a per-kernel table of one profiled step: every launch and cuBLAS call timed with CUDA events
     (train_gpt2.cu calls g_after_op after each), summed by name.
+GPT-2 124M runs a second time with 8 micro-batches of B 8 per update (as -d 65536 trains): B 64's tokens
+per AdamW step, the configuration of llm.c's single-GPU figures, in B 8's memory.
 Without a GPU (or on the CPU runtime for CUDA) it says so and prints the analytic plan instead:
 per kernel and step, the FLOPs and the bytes it must move (each input read once, each output
 written once: the minimum, not what a cache-missing kernel moves), and the time each would take on
@@ -361,7 +363,9 @@ static double measured_peak(int n, int bf16) {
     return 2.0 * n * n * n / (best / 1e3);
 }
 
-static void bench_gpu(const BenchModel* bm, const char* mode, int warmup, int steps, double peak) {
+// bm's training step in the current mode, `micro` micro-batches of B x T per update as run_train runs
+// -d (micro 1: the plain step): ms/step, tokens/s, MFU, and the per-kernel table of one profiled step
+static void bench_gpu(const BenchModel* bm, const char* mode, int warmup, int steps, double peak, int micro) {
     Model host;
     build_model(&host, bm);
     int B = bm->o.B, T = bm->o.T, BT = B * T;
@@ -379,9 +383,11 @@ static void bench_gpu(const BenchModel* bm, const char* mode, int warmup, int st
     }
     // one step as run_train runs it: the loss and the norm come back to the host
     auto step = [&](int s) {
-        gpu_forward(&gm, inp, tgt, B, T);
-        gpu_zero_grad(&gm);
-        gpu_backward(&gm, B, T, 1.0f);
+        for (int mb = 0; mb < micro; mb++) {
+            gpu_forward(&gm, inp, tgt, B, T);
+            if (mb == 0) gpu_zero_grad(&gm);
+            gpu_backward(&gm, B, T, 1.0f / micro);
+        }
         gpu_grad_norm(&gm);
         gpu_adamw_step(&gm, &opt, lr_at(&opt, s), s + 1);
     };
@@ -413,10 +419,11 @@ static void bench_gpu(const BenchModel* bm, const char* mode, int warmup, int st
     }
     for (Mark& k : g_marks) cudaCheck(cudaEventDestroy(k.ev));
     std::vector<PlanOp> ops = plan_step(&host.cfg, (double)host.num_params, B, T);
-    double flops = model_flops(&host.cfg, ops, B, T);
-    printf("\n%s, %s matmuls: B %d, T %d\n", bm->title, mode, B, T);
-    printf("  %.2f ms/step, %.0f tokens/s; %.2f model TFLOP per step: %.1f TFLOP/s, MFU %.1f%% of the "
-           "measured peak %.1f TFLOP/s\n", ms, BT / (ms / 1e3), flops / 1e12, flops / (ms / 1e3) / 1e12,
+    double flops = micro * model_flops(&host.cfg, ops, B, T);
+    printf("\n%s, %s matmuls: B %d, T %d", bm->title, mode, B, T);
+    if (micro > 1) printf(", %d micro-batches per update (-d %d)", micro, micro * BT);
+    printf("\n  %.2f ms/step, %.0f tokens/s; %.2f model TFLOP per step: %.1f TFLOP/s, MFU %.1f%% of the "
+           "measured peak %.1f TFLOP/s\n", ms, micro * BT / (ms / 1e3), flops / 1e12, flops / (ms / 1e3) / 1e12,
            100 * flops / (ms / 1e3) / peak, peak / 1e12);
     printf("  profiled step %.2f ms: GEMMs %.2f ms (%.0f%%), everything else %.2f ms (%.0f%%); the step at the "
            "GEMMs' speed alone would be %.0f%% of this one\n", total, gemm_ms, 100 * gemm_ms / total, total - gemm_ms,
@@ -477,7 +484,8 @@ int main(int argc, char** argv) {
         double peak = measured_peak(8192, mode == 2);
         printf("\nmeasured peak: a 8192^3 %s, %s: %.1f TFLOP/s\n", mode == 2 ? "cublasGemmEx" : "cublasSgemm",
                modes[mode], peak / 1e12);
-        for (int i = 0; i < n; i++) bench_gpu(&bm[i], modes[mode], warmup, steps, peak);
+        for (int i = 0; i < n; i++) bench_gpu(&bm[i], modes[mode], warmup, steps, peak, 1);
+        bench_gpu(&bm[0], modes[mode], warmup, steps, peak, 8);    // GPT-2 124M: B 64's tokens per update
     }
     gpu_set_dtype(0);
     cublasCheck(cublasDestroy(g_blas));

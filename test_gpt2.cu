@@ -207,6 +207,22 @@ static void test_gpu_fixture(const char* path, int mode) {
                   e ? worst : NAN);
         }
     }
+    {
+        // The backward is linear in its seed, and halving is exact in float32, TF32 and bf16: dloss 0.5 (a
+        // micro-batch's share with 2 per update, -d) gives exactly half of every gradient, in every mode
+        float* full = xmalloc(m.num_params * sizeof(float));
+        memcpy(full, m.grads, m.num_params * sizeof(float));
+        gpu_forward(&gm, inp, tgt, B, T);
+        gpu_zero_grad(&gm);
+        gpu_backward(&gm, B, T, 0.5f);
+        gpu_download_grads(&gm);
+        size_t differ = 0;
+        for (size_t i = 0; i < m.num_params; i++) differ += m.grads[i] != 0.5f * full[i];
+        check(differ == 0, "%s: GPU backward with dloss 0.5 gives half of every gradient, bit for bit (%zu of %zu "
+              "differ)", base, differ, m.num_params);
+        memcpy(m.grads, full, m.num_params * sizeof(float));
+        free(full);
+    }
     if (!loose) {
         // determinism: the same forward and backward again give the same bits
         float* first = xmalloc(m.num_params * sizeof(float));

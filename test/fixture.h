@@ -215,7 +215,7 @@ static void fixture_check_steps(Fixture* fx, const char* base, const char* who, 
         norm_ok &= fabs(norm - entry_at(sg, s)) <= FX_ATOL + FX_RTOL * entry_at(sg, s);
         e->update(e->ctx, o, lr, s + 1, scale);
     }
-    check(sched_ok, "%s: learning-rate schedule (warmup, cosine, floor) equals the reference", base);
+    check(sched_ok, "%s: %slearning-rate schedule (warmup, cosine, floor) equals the reference", base, who);
     check(loss_ok, "%s: %slosses of %d AdamW steps track the reference", base, who, steps);
     check(norm_ok, "%s: %sgradient norms (clipping input) track the reference", base, who);
     if (e->to_host) e->to_host(e->ctx);

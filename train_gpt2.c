@@ -1777,6 +1777,19 @@ static double evaluate(const Engine* e, const Dataset* val, int batches, int B, 
     return batches ? sum / batches : NAN;
 }
 
+// One update's gradient (gradient accumulation, -d): the forward and backward of `micro` micro-batches
+// of B x T, the i-th at inp + i B T, each backward adding its share 1/micro of its mean loss's gradient
+// (the first into zeroed gradients). Returns their mean loss, the update's. micro 1 is the plain step.
+static float update_gradients(const Engine* e, const int* inp, const int* tgt, int B, int T, int micro) {
+    long BT = (long)B * T;
+    double loss_sum = 0.0;
+    for (int mb = 0; mb < micro; mb++) {
+        loss_sum += e->forward(e->ctx, inp + mb * BT, tgt + mb * BT, B, T);
+        e->backward(e->ctx, B, T, 1.0f / micro, mb > 0);
+    }
+    return (float)(loss_sum / micro);
+}
+
 // Sampling: feed the last T tokens, draw each next token from the softmax of the logits with the
 // sample generator; the prompt is the first token of the validation data (section 12).
 static void sample_text(const Engine* e, Rng* g, const Decoder* dec, int V, int T, int first_tok, int length);
@@ -1869,13 +1882,9 @@ static void run_header(Run* r, const Engine* e);
 // copies the parameters back and the host recomputes the probe step's forward and backward on the
 // same micro-batches: probes cost a host step every -p N steps, and nothing when off.
 static void host_recompute(Run* r, const Engine* e, const int* inp, const int* tgt) {
-    const Options* o = &r->o;
-    long BT = (long)o->B * o->T;
     e->to_host(e->ctx);
-    for (int mb = 0; mb < o->micro; mb++) {
-        model_forward(&r->model, inp + mb * BT, tgt + mb * BT, o->B, o->T);
-        cpu_backward(&r->model, o->B, o->T, 1.0f / o->micro, mb > 0);
-    }
+    Engine host = cpu_engine(&r->model);
+    update_gradients(&host, inp, tgt, r->o.B, r->o.T, r->o.micro);
 }
 
 static void run_train(Run* r, const Engine* e) {
@@ -1916,16 +1925,12 @@ static void run_train(Run* r, const Engine* e) {
         }
         if (last) break;
 
-        // One update: the gradient of the mean loss over o->micro micro-batches of B x T (-d), each
-        // backward adding its share (1/micro) to the gradients. One micro-batch is the plain step.
-        double t0 = now_ms(), loss_sum = 0.0;
+        // One update: the gradient of the mean loss over o->micro micro-batches of B x T (-d)
+        double t0 = now_ms();
         long BT = (long)o->B * o->T;
-        for (int mb = 0; mb < o->micro; mb++) {
+        for (int mb = 0; mb < o->micro; mb++)
             dataset_random_batch(&r->train, &r->data_rng, inp + mb * BT, tgt + mb * BT, o->B, o->T);
-            loss_sum += e->forward(e->ctx, inp + mb * BT, tgt + mb * BT, o->B, o->T);
-            e->backward(e->ctx, o->B, o->T, 1.0f / o->micro, mb > 0);
-        }
-        float loss = (float)(loss_sum / o->micro);
+        float loss = update_gradients(e, inp, tgt, o->B, o->T, o->micro);
         double norm = e->grad_norm(e->ctx);
         if (!isfinite(loss) || !isfinite(norm)) {
             log_event(&r->lg, "\"event\":\"blowup\",\"step\":%d", step + 1);

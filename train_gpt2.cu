@@ -102,7 +102,7 @@ static const char* gpu_unavailable(void) {
 static int ceil_div(long a, long b) { return (int)((a + b - 1) / b); }
 
 // One device buffer of n elements of `elem` bytes (at least one element): allocated, or, where count is
-// given, only added up (gpu_memory_check walks the activations' list so before anything is allocated,
+// given, only added up (gpu_memory_need walks gpu_acts_layout that way, before anything is allocated,
 // as acts_bytes does on the CPU)
 static void* gpu_buf(size_t* count, size_t n, size_t elem) {
     if (count) {

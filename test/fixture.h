@@ -191,22 +191,16 @@ static int fixture_check_after(Fixture* fx, const Model* m, int steps, float lr,
 // The fixture's AdamW steps on its batch, with the schedule, clipping and decoupled weight decay, run
 // through an Engine (test_gpt2.c: the CPU model; test_gpt2.cu: the GPU): the learning rate, loss and
 // gradient norm of every step, then every parameter after the last, against the reference. With
-// micro > 1 each step is run as the training loop runs -d: the batch's rows in `micro` micro-batches of
-// B / micro rows, each backward adding 1/micro of its mean loss's gradient. Their mean loss is the
+// micro > 1 each step is run as the training loop runs -d (update_gradients): the batch's rows in `micro`
+// micro-batches of B / micro rows, each backward adding 1/micro of its mean loss's gradient. Their mean loss is the
 // batch's, so PyTorch's single-batch steps are the reference for gradient accumulation too.
 static void fixture_check_steps(Fixture* fx, const char* base, const char* who, const Engine* e, Model* m,
                                 const int* inp, const int* tgt, int B, int T, const OptConfig* o, int micro) {
     FixtureEntry *sl = fixture_get(fx, "step_loss"), *slr = fixture_get(fx, "step_lr"), *sg = fixture_get(fx, "step_gradnorm");
-    int steps = (int)sl->count, sched_ok = 1, loss_ok = 1, norm_ok = 1, Bm = B / micro;
-    long BTm = (long)Bm * T;
-    if (Bm * micro != B) { check(0, "%s: %d rows do not split into %d micro-batches", base, B, micro); return; }
+    int steps = (int)sl->count, sched_ok = 1, loss_ok = 1, norm_ok = 1;
+    if (B % micro) { check(0, "%s: %d rows do not split into %d micro-batches", base, B, micro); return; }
     for (int s = 0; s < steps; s++) {
-        double loss_sum = 0.0;
-        for (int mb = 0; mb < micro; mb++) {
-            loss_sum += e->forward(e->ctx, inp + mb * BTm, tgt + mb * BTm, Bm, T);
-            e->backward(e->ctx, Bm, T, 1.0f / micro, mb > 0);
-        }
-        float l = (float)(loss_sum / micro);
+        float l = update_gradients(e, inp, tgt, B / micro, T, micro);
         double norm = e->grad_norm(e->ctx);
         float scale = (o->clip > 0 && norm > o->clip) ? (float)(o->clip / (norm + 1e-6)) : 1.0f;
         float lr = lr_at(o, s);

@@ -280,12 +280,13 @@ static void print_batch_sweep(const char* title, const Model* m, int T) {
     for (int md = 0; md < NMODES; md++) printf(" %9s %9s %9s %6s |", md == MODE_TF32 ? "TF32 ms" : "bf16 ms",
                                                "tokens/s", "not GEMMs", "GiB");
     printf("\n");
+    std::vector<PlanOp> update;
+    plan_update(&update, (double)m->num_params);
+    PlanTimes up = plan_times(update);
     const int rows[][2] = {{8, 1}, {16, 1}, {32, 1}, {64, 1}, {8, 8}};
     for (const auto& row : rows) {
         int B = row[0], micro = row[1];
-        std::vector<PlanOp> update;
-        plan_update(&update, (double)m->num_params);
-        PlanTimes mb = plan_times(plan_micro_batch(&m->cfg, B, T)), up = plan_times(update);
+        PlanTimes mb = plan_times(plan_micro_batch(&m->cfg, B, T));
         printf("%2d x %-2d |", B, micro);
         for (int md = 0; md < NMODES; md++) {
             double tot = micro * mb.tot[md] + up.tot[md], gemm = micro * mb.gemm[md];

@@ -1462,10 +1462,11 @@ static void test_resume_log_and_spike(void) {
     snprintf(a, sizeof(a), "%s/sp_full", tmpdir);
     snprintf(b, sizeof(b), "%s/sp_cut", tmpdir);
     check(run_files_equal(a, b, "ckpt_000024.bin"), "final checkpoints byte-identical, spike statistics included");
-    snprintf(flags, sizeof(flags), SMALL " -x 0 -o %s/step0", tmpdir);
+    snprintf(flags, sizeof(flags), SMALL " -x 0 -o %s/step0/nested/dir", tmpdir);
     st = run_trainer(flags);
-    snprintf(a, sizeof(a), "%s/step0/ckpt_000000.bin", tmpdir);
-    check(st == 0 && access(a, R_OK) == 0, "-x 0 writes the initialization as ckpt_000000.bin");
+    snprintf(a, sizeof(a), "%s/step0/nested/dir/ckpt_000000.bin", tmpdir);
+    check(st == 0 && access(a, R_OK) == 0,
+          "-x 0 writes the initialization as ckpt_000000.bin, into an -o whose parents it made");
 }
 
 // The weights travel: llm.c's model file against an independent writer (dev/ref/make_llmc_fixture.py),
@@ -1703,6 +1704,7 @@ static void test_bad_input(void) {
         {"--spike-skip 1", "need -p N"},
         {"--dump-token-losses /nonexistent/dir/t.csv", "cannot write in directory /nonexistent/dir"},
         {"--dump-token-losses @/adir", "adir is not a regular file"},
+        {"-o @/short.bin/sub", "cannot create output dir"},
         // llm.c model files
         {"-K 4 --load-llmc @/llmc_bf16.bin", "holds bfloat16 (version 5)"},
         {"-K 4 --load-llmc @/llmc_short.bin", "holds 1024 bytes"},

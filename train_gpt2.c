@@ -1748,7 +1748,7 @@ static void init_report(Model* m, const InitSpec* spec, const int* tokens, int B
 // prints the memory the run will take and refuses one that does not fit in the memory available
 static void memory_check(const Config* c, const Options* o, int host_acts);
 static void output_file_check(const char* path, const char* flag);   // can a file be written there?
-static void output_dir_create(const char* dir);             // -o DIR: made if it does not exist
+static void output_dir_create(const char* dir);             // -o DIR: made, with its parents, if missing
 // a checkpoint: config, step, both generators, the spike state, parameters and AdamW moments, with a
 // CRC-32 (doc/checkpoint.md); save refuses a model holding NaN or inf
 static void checkpoint_save(const Model* m, const char* path, int step, const Rng* data_rng, const Rng* sample_rng,
@@ -4063,7 +4063,7 @@ static void usage(void) {
            "data and output\n"
            "  -i FILE   training data: byte text, or an llm.c uint16 token shard (default %s)\n"
            "  -j FILE   validation data (default %s)\n"
-           "  -o DIR    output dir: DIR/log.jsonl and checkpoints DIR/ckpt_STEP.bin (default none)\n"
+           "  -o DIR    output dir, made with its parents: DIR/log.jsonl, checkpoints DIR/ckpt_STEP.bin\n"
            "  -y FILE   resume from this checkpoint (the model flags must match it)\n"
            "  --decode FILE  decode table for token shards (default: beside -i, PREFIX_decode.bin)\n"
            "  --load-llmc FILE  start from the weights of an llm.c model file (gpt2 preset; AdamW from 0)\n"
@@ -4473,8 +4473,19 @@ static void output_file_check(const char* path, const char* flag) {
     if (access(dir, W_OK) != 0) fatal("%s %s: cannot write in directory %s (%s)", flag, path, dir, strerror(errno));
 }
 
+// -o DIR is made with its missing parents, as `mkdir -p` would: out/ex/run1 needs no out/ first.
 static void output_dir_create(const char* dir) {
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) fatal("cannot create output dir %s (%s)", dir, strerror(errno));
+    char path[4096];
+    snprintf(path, sizeof(path), "%s", dir);
+    for (char* p = path + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(path, 0755) != 0 && errno != EEXIST) fatal("cannot create output dir %s (%s)", path, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(path, 0755) != 0 && errno != EEXIST) fatal("cannot create output dir %s (%s)", dir, strerror(errno));
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) fatal("output dir %s is not a directory", dir);
 }
 
 // DIR (made by output_dir_create): ckpt_*.bin.tmp files that a killed run left are removed (a checkpoint

@@ -18,6 +18,7 @@ test_gpt2.c: proves train_gpt2.c right against things no one here wrote.
 
 The last line is "N passed, N failed"; the exit status is non-zero on any failure.
 */
+#include <ctype.h>
 #include <fcntl.h>
 #include <malloc.h>
 #include <setjmp.h>
@@ -69,29 +70,27 @@ static void test_model_fixture(const char* path) {
         double worst, ratio = e ? compare(m.grads + m.tensors[i].offset, e, FX_ATOL, FX_RTOL, &worst) : INFINITY;
         check(ratio <= 1.0, "%s: grad %-18s within tolerance (worst diff %.2e)", base, m.tensors[i].name, e ? worst : NAN);
     }
-    Engine e = cpu_engine(&m);
-    fixture_check_steps(&fx, base, "", &e, &m, inp, tgt, B, T, &o, 1);
+    fixture_check_steps(&fx, base, "", &m, inp, tgt, B, T, &o, 1);
     // the same steps from the same start, each as 2 micro-batches of B/2 rows (gradient accumulation, -d)
     free(inp);
     free(tgt);
     model_free(&m);
     fixture_model(&fx, base, &m, &B, &T, &inp, &tgt, &o);
     acts_alloc(&m, B, T);
-    e = cpu_engine(&m);
-    fixture_check_steps(&fx, base, "2 micro-batches: ", &e, &m, inp, tgt, B, T, &o, 2);
+    fixture_check_steps(&fx, base, "2 micro-batches: ", &m, inp, tgt, B, T, &o, 2);
     free(inp);
     free(tgt);
     model_free(&m);
     fixture_free(&fx);
 }
 
-// Twice: through the fast paths that training uses, and through the plain loops that define matmul
-// and attention in Part I (use_reference), so both are checked against PyTorch.
+// Twice: through the fast paths that training uses, and through the plain loops of Part I that
+// define every layer (use_reference), so both are checked against PyTorch.
 static void test_fixtures(void) {
     const char* names[] = {"gpt2", "gpt2_gate", "llama", "llama_gate", "llama_mha", "mixed", "mup"};
     for (int ref = 0; ref <= 1; ref++) {
         use_reference = ref;
-        printf("PyTorch fixtures, %s\n", ref ? "matmul and attention by their reference loops" : "fast paths");
+        printf("PyTorch fixtures, %s\n", ref ? "every layer by its definition (Part I's loops)" : "fast paths");
         for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
             char path[256];
             snprintf(path, sizeof(path), "test/fixtures/model_%s.bin", names[i]);
@@ -527,7 +526,7 @@ static void test_resid_and_mup(void) {
         int lr_ok = 1, head_zero = 1;
         for (int i = 0; i < m.num_tensors; i++) {
             const Tensor* t = &m.tensors[i];
-            int hidden = t->group == G_QKV || t->group == G_GATE || t->group == G_OUT || t->group == G_UP || t->group == G_DOWN;
+            int hidden = t->group == G_QKV || t->group == G_ATTN_GATE || t->group == G_OUT || t->group == G_UP || t->group == G_DOWN;
             lr_ok &= t->lr_mult == (float)(hidden ? 1.0 / wm : 1.0);
             if (t->kind == K_LMHEAD)
                 for (size_t j = 0; j < t->numel; j++) head_zero &= m.params[t->offset + j] == 0.0f;
@@ -609,6 +608,7 @@ struct OpCase {
     size_t out_n;
     int d[6];                     // dimensions, op-specific
     float f;                      // a scalar parameter (eps, scale, theta)
+    int exact;                    // the fast path only threads the definition's loops: equal bits
     void (*forward)(OpCase*);
     void (*backward)(OpCase*, const float* dout);
 };
@@ -686,12 +686,12 @@ static void fd_rope_bwd(OpCase* o, const float* dout) {
 // gate: in[0] = y [BT, H*hd], in[1] = gate pre-activation [BT,H]; d = BT, H, hd; aux[0] = gate
 static void fd_gate_fwd(OpCase* o) {
     memcpy(o->aux[0], o->in[1], o->in_n[1] * sizeof(float));
-    gate_forward(o->out, o->aux[0], o->in[0], o->d[0], o->d[1], o->d[2]);
+    attn_gate_forward(o->out, o->aux[0], o->in[0], o->d[0], o->d[1], o->d[2]);
 }
 static void fd_gate_bwd(OpCase* o, const float* dout) {
     float* dy = xmalloc(o->in_n[0] * sizeof(float));
     float* dg = xmalloc(o->in_n[1] * sizeof(float));
-    gate_backward(dy, dg, dout, o->in[0], o->aux[0], o->d[0], o->d[1], o->d[2]);
+    attn_gate_backward(dy, dg, dout, o->in[0], o->aux[0], o->d[0], o->d[1], o->d[2]);
     for (size_t i = 0; i < o->in_n[0]; i++) o->din[0][i] += dy[i];
     for (size_t i = 0; i < o->in_n[1]; i++) o->din[1][i] += dg[i];
     free(dy);
@@ -725,7 +725,7 @@ static void fd_ce_fwd(OpCase* o) {
     o->out[0] = (float)(s / o->d[0]);
 }
 static void fd_ce_bwd(OpCase* o, const float* dout) {
-    crossentropy_softmax_backward(o->aux[0], (const int*)o->aux[2], o->d[0], o->d[1]);
+    crossentropy_backward(o->aux[0], (const int*)o->aux[2], o->d[0], o->d[1], 1.0f);
     for (size_t i = 0; i < o->in_n[0]; i++) o->din[0][i] += dout[0] * o->aux[0][i];
 }
 // embedding: in[0] = wte [V,C], in[1] = wpe [T,C]; d = B, T, C; aux[0] = tokens (as int)
@@ -733,12 +733,17 @@ static void fd_emb_fwd(OpCase* o) { embedding_forward(o->out, (const int*)o->aux
 static void fd_emb_bwd(OpCase* o, const float* dout) {
     embedding_backward(o->din[0], o->din[1], dout, (const int*)o->aux[0], o->d[0], o->d[1], o->d[2]);
 }
+// residual: in[0] = a, in[1] = b; out = a + b passes its gradient to both unchanged
+static void fd_resid_fwd(OpCase* o) { residual_forward(o->out, o->in[0], o->in[1], (long)o->out_n); }
+static void fd_resid_bwd(OpCase* o, const float* dout) {
+    for (size_t i = 0; i < o->out_n; i++) { o->din[0][i] += dout[i]; o->din[1][i] += dout[i]; }
+}
 
 // Builds a case with inputs of the given sizes and stds, runs the check, frees everything.
-static void fd_case(Rng* g, const char* name, void (*fwd)(OpCase*), void (*bwd)(OpCase*, const float*),
-                    int n_in, const size_t* in_n, const float* in_std, size_t out_n, const size_t* aux_n,
-                    const int* d, float f) {
-    OpCase o = {.name = name, .n_in = n_in, .out_n = out_n, .f = f, .forward = fwd, .backward = bwd};
+static void fd_case(Rng* g, void (*run)(OpCase*, Rng*), const char* name, void (*fwd)(OpCase*),
+                    void (*bwd)(OpCase*, const float*), int n_in, const size_t* in_n, const float* in_std,
+                    size_t out_n, const size_t* aux_n, const int* d, float f, int exact) {
+    OpCase o = {.name = name, .n_in = n_in, .out_n = out_n, .f = f, .exact = exact, .forward = fwd, .backward = bwd};
     for (int k = 0; k < n_in; k++) {
         o.in[k] = rand_buf(g, in_n[k], in_std[k]);
         o.din[k] = xmalloc(in_n[k] * sizeof(float));
@@ -753,7 +758,7 @@ static void fd_case(Rng* g, const char* name, void (*fwd)(OpCase*), void (*bwd)(
         int range = fwd == fd_ce_fwd ? d[1] : (int)(in_n[0] / d[2]);
         for (size_t i = 0; i < n; i++) ids[i] = (int)(rng_u32(g) % (range / 2));   // repeats on purpose
     }
-    run_fd(&o, g);
+    run(&o, g);
     for (int k = 0; k < n_in; k++) { free(o.in[k]); free(o.din[k]); }
     for (int k = 0; k < 4; k++) free(o.aux[k]);
     free(o.out);
@@ -927,6 +932,15 @@ static void set_threads(int n) {
 #endif
 }
 
+// grad_norm's definition: Part I's plain sum in double
+static double norm_definition(const Model* m) {
+    int saved = use_reference;
+    use_reference = 1;
+    double n = grad_norm(m);
+    use_reference = saved;
+    return n;
+}
+
 static void test_grad_norm_kept(void) {
     printf("the gradient norm kept by the backward\n");
     int threads = thread_count();
@@ -948,107 +962,206 @@ static void test_grad_norm_kept(void) {
             model_init(&m, &spec, 5);
             set_threads(2);           // before acts_alloc: attention's scratch has a slice per thread
             acts_alloc(&m, B, T);
-            Engine e = cpu_engine(&m);
             double kept_norm[2] = {0, 0}, full = 0;
             int tensors_kept = 0;
             for (int th = 1; th <= 2; th++) {
                 set_threads(th);
-                e.forward(e.ctx, inp, tgt, B, T);
-                e.backward(e.ctx, B, T, 1.0f, 0);
+                model_forward(&m, inp, tgt, B, T);
+                model_zero_grad(&m);
+                model_backward(&m, B, T, 1.0f);
                 tensors_kept = 0;
                 for (int i = 0; i < m.num_tensors; i++) tensors_kept += kept.written[i];
-                kept_norm[th - 1] = e.grad_norm(e.ctx);
-                full = grad_norm(&m);
+                kept_norm[th - 1] = grad_norm(&m);
+                full = grad_norm_chunked(&m);
             }
-            double rel = fabs(kept_norm[1] - full) / full;
+            double rel = fabs(kept_norm[1] - full) / full, def = norm_definition(&m);
             check(rel < 1e-12 && kept_norm[0] == kept_norm[1] && tensors_kept >= 4 * c.L,
-                  "%s%s (wte %s): kept %.15g, grad_norm %.15g (relative %.1e); 1 and 2 threads %s; %d tensors kept",
+                  "%s%s (wte %s): kept %.15g, full pass %.15g (relative %.1e); 1 and 2 threads %s; %d tensors kept",
                   presets[pi], gate ? " gated" : "", c.tied ? "tied" : "untied", kept_norm[1], full, rel,
                   kept_norm[0] == kept_norm[1] ? "equal" : "DIFFER", tensors_kept);
-            e.update(e.ctx, &o.opt, 1e-3f, 1, 1.0f);
-            check(e.grad_norm(e.ctx) == 0.0, "%s: after the update (gradients zeroed) the norm is 0", presets[pi]);
+            check(fabs(def - full) <= 1e-12 * full, "%s%s: the definition's plain sum %.15g = the full pass %.15g",
+                  presets[pi], gate ? " gated" : "", def, full);
+            adamw_step(&m, &o.opt, 1e-3f, 1, 1.0f);
+            check(grad_norm(&m) == 0.0, "%s: after the update (gradients zeroed) the norm is 0", presets[pi]);
             // two micro-batches of different tokens accumulated (-d): the sums kept by the second backward
             // are of the accumulated gradients, wte's rows of both batches included
             int inp2[B * T];
             for (int i = 0; i < B * T; i++) inp2[i] = (i * 53 + 7) % V;
-            e.forward(e.ctx, inp, tgt, B, T);
-            e.backward(e.ctx, B, T, 0.5f, 0);
-            e.forward(e.ctx, inp2, tgt, B, T);
-            e.backward(e.ctx, B, T, 0.5f, 1);
-            double acc_kept = e.grad_norm(e.ctx), acc_full = grad_norm(&m);
-            check(fabs(acc_kept - acc_full) <= 1e-12 * acc_full, "%s: 2 micro-batches accumulated: kept %.15g = grad_norm %.15g",
+            model_zero_grad(&m);
+            model_forward(&m, inp, tgt, B, T);
+            model_backward(&m, B, T, 0.5f);
+            model_forward(&m, inp2, tgt, B, T);
+            model_backward(&m, B, T, 0.5f);
+            double acc_kept = grad_norm(&m), acc_full = grad_norm_chunked(&m);
+            check(fabs(acc_kept - acc_full) <= 1e-12 * acc_full, "%s: 2 micro-batches accumulated: kept %.15g = full pass %.15g",
                   presets[pi], acc_kept, acc_full);
             use_reference = 1;
-            e.forward(e.ctx, inp, tgt, B, T);
-            e.backward(e.ctx, B, T, 1.0f, 0);
-            double ref_kept = e.grad_norm(e.ctx), ref_full = grad_norm(&m);
+            model_forward(&m, inp, tgt, B, T);
+            model_zero_grad(&m);
+            model_backward(&m, B, T, 1.0f);
             use_reference = REFERENCE;
-            check(fabs(ref_kept - ref_full) <= 1e-12 * ref_full, "%s: reference path, nothing kept: %.15g = grad_norm %.15g",
+            double ref_kept = grad_norm(&m), ref_full = grad_norm_chunked(&m);
+            check(ref_kept == ref_full, "%s: after a reference backward nothing is kept: %.15g = full pass %.15g",
                   presets[pi], ref_kept, ref_full);
             set_threads(threads);
             model_free(&m);
         }
 }
 
-static void test_finite_differences(void) {
-    printf("finite differences\n");
-    Rng g;
-    rng_seed(&g, 7);
+// Every layer of section 1 on small shapes (GQA, repeated tokens), each case run by `run`.
+static void layer_cases(Rng* g, void (*run)(OpCase*, Rng*)) {
     const int N = 6, C = 10, OC = 7, B = 2, T = 5, H = 4, KVH = 2, hd = 4, V = 11;
     for (int rms = 0; rms <= 1; rms++) {
         size_t in_n[3] = {N * C, C, C}, aux_n[4] = {N, N, 0, 0};
         float std[3] = {1.0f, 1.0f, 1.0f};
         int d[6] = {N, C, rms};
-        fd_case(&g, rms ? "rmsnorm" : "layernorm", fd_norm_fwd, fd_norm_bwd, rms ? 2 : 3, in_n, std, N * C, aux_n, d, 1e-5f);
+        fd_case(g, run, rms ? "rmsnorm" : "layernorm", fd_norm_fwd, fd_norm_bwd, rms ? 2 : 3,
+                in_n, std, N * C, aux_n, d, 1e-5f, 0);
     }
     {
         size_t in_n[3] = {N * C, OC * C, OC}, aux_n[4] = {0, 0, 0, 0};
         float std[3] = {1.0f, 0.5f, 0.5f};
         int d[6] = {N, C, OC};
-        fd_case(&g, "matmul", fd_matmul_fwd, fd_matmul_bwd, 3, in_n, std, N * OC, aux_n, d, 0.0f);
+        fd_case(g, run, "matmul", fd_matmul_fwd, fd_matmul_bwd, 3,
+                in_n, std, N * OC, aux_n, d, 0.0f, 0);
     }
     {
         size_t in_n[3] = {B * T * H * hd, B * T * KVH * hd, B * T * KVH * hd}, aux_n[4] = {B * H * T * T, attention_scratch_floats(T), 0, 0};
         float std[3] = {1.0f, 1.0f, 1.0f};
         int d[6] = {B, T, H, KVH, hd};
-        fd_case(&g, "attention (GQA 4/2)", fd_attn_fwd, fd_attn_bwd, 3, in_n, std, B * T * H * hd, aux_n, d, 0.5f);
+        fd_case(g, run, "attention (GQA 4/2)", fd_attn_fwd, fd_attn_bwd, 3,
+                in_n, std, B * T * H * hd, aux_n, d, 0.5f, 0);
     }
     {
         size_t in_n[3] = {B * T * H * hd}, aux_n[4] = {B * T * H * hd, T * hd, 0, 0};
         float std[3] = {1.0f};
         int d[6] = {B, T, H, hd};
-        fd_case(&g, "rope", fd_rope_fwd, fd_rope_bwd, 1, in_n, std, B * T * H * hd, aux_n, d, 10000.0f);
+        fd_case(g, run, "rope", fd_rope_fwd, fd_rope_bwd, 1,
+                in_n, std, B * T * H * hd, aux_n, d, 10000.0f, 1);
     }
     {
         size_t in_n[3] = {B * T * H * hd, B * T * H}, aux_n[4] = {B * T * H, 0, 0, 0};
         float std[3] = {1.0f, 1.0f};
         int d[6] = {B * T, H, hd};
-        fd_case(&g, "attention gate", fd_gate_fwd, fd_gate_bwd, 2, in_n, std, B * T * H * hd, aux_n, d, 0.0f);
+        fd_case(g, run, "attention gate", fd_gate_fwd, fd_gate_bwd, 2,
+                in_n, std, B * T * H * hd, aux_n, d, 0.0f, 0);
     }
     {
         size_t in_n[3] = {N * C}, aux_n[4] = {0};
         float std[3] = {2.0f};
         int d[6] = {0};
-        fd_case(&g, "gelu", fd_gelu_fwd, fd_gelu_bwd, 1, in_n, std, N * C, aux_n, d, 0.0f);
+        fd_case(g, run, "gelu", fd_gelu_fwd, fd_gelu_bwd, 1, in_n, std, N * C, aux_n, d, 0.0f, 1);
     }
     {
         size_t in_n[3] = {N * C, N * C}, aux_n[4] = {0};
         float std[3] = {2.0f, 1.0f};
         int d[6] = {0};
-        fd_case(&g, "swiglu", fd_swiglu_fwd, fd_swiglu_bwd, 2, in_n, std, N * C, aux_n, d, 0.0f);
+        fd_case(g, run, "swiglu", fd_swiglu_fwd, fd_swiglu_bwd, 2,
+                in_n, std, N * C, aux_n, d, 0.0f, 1);
     }
     {
         size_t in_n[3] = {N * V}, aux_n[4] = {N * V, N, N, 0};
         float std[3] = {2.0f};
         int d[6] = {N, V};
-        fd_case(&g, "softmax cross-entropy", fd_ce_fwd, fd_ce_bwd, 1, in_n, std, 1, aux_n, d, 0.0f);
+        fd_case(g, run, "softmax cross-entropy", fd_ce_fwd, fd_ce_bwd, 1,
+                in_n, std, 1, aux_n, d, 0.0f, 0);
     }
     {
         size_t in_n[3] = {V * C, T * C}, aux_n[4] = {B * T, 0, 0, 0};
         float std[3] = {1.0f, 1.0f};
         int d[6] = {B, T, C};
-        fd_case(&g, "embedding", fd_emb_fwd, fd_emb_bwd, 2, in_n, std, B * T * C, aux_n, d, 0.0f);
+        fd_case(g, run, "embedding", fd_emb_fwd, fd_emb_bwd, 2,
+                in_n, std, B * T * C, aux_n, d, 0.0f, 1);
+    }    {
+        size_t in_n[3] = {N * C, N * C}, aux_n[4] = {0};
+        float std[3] = {1.0f, 1.0f};
+        int d[6] = {0};
+        fd_case(g, run, "residual", fd_resid_fwd, fd_resid_bwd, 2,
+                in_n, std, N * C, aux_n, d, 0.0f, 1);
     }
+}
+
+static void test_finite_differences(void) {
+    printf("finite differences\n");
+    Rng g;
+    rng_seed(&g, 7);
+    layer_cases(&g, run_fd);
+}
+
+// Each layer's fast path (section 8) against its definition (section 1's loops, use_reference = 1),
+// from the same inputs: the forward's output, then the gradients its backward adds onto the same
+// nonzero start. Bit for bit where the fast path only threads the definition's loops; to 1e-6 of
+// the largest value where it sums in another order (or, in softmax, takes vexpf for expf).
+static float* copy_floats(const float* x, size_t n) {
+    float* c = xmalloc(n * sizeof(float));
+    memcpy(c, x, n * sizeof(float));
+    return c;
+}
+
+static void run_fast_vs_definition(OpCase* oc, Rng* g) {
+    float* r = rand_buf(g, oc->out_n, 1.0f);
+    float *start[3], *out[2], *din[2][3];
+    for (int k = 0; k < oc->n_in; k++) start[k] = rand_buf(g, oc->in_n[k], 0.5f);
+    for (int ref = 0; ref <= 1; ref++) {
+        use_reference = ref;
+        oc->forward(oc);
+        out[ref] = copy_floats(oc->out, oc->out_n);
+        for (int k = 0; k < oc->n_in; k++) memcpy(oc->din[k], start[k], oc->in_n[k] * sizeof(float));
+        oc->backward(oc, r);
+        for (int k = 0; k < oc->n_in; k++) din[ref][k] = copy_floats(oc->din[k], oc->in_n[k]);
+    }
+    use_reference = REFERENCE;
+    double worst = rel_max_diff(out[0], out[1], (long)oc->out_n);
+    for (int k = 0; k < oc->n_in; k++) worst = fmax(worst, rel_max_diff(din[0][k], din[1][k], (long)oc->in_n[k]));
+    check(oc->exact ? worst == 0.0 : worst < 1e-6, "fast path = definition: %-22s forward and backward, %s (%.1e)",
+          oc->name, oc->exact ? "bit for bit" : "to 1e-6", worst);
+    for (int ref = 0; ref <= 1; ref++) {
+        free(out[ref]);
+        for (int k = 0; k < oc->n_in; k++) free(din[ref][k]);
+    }
+    for (int k = 0; k < oc->n_in; k++) free(start[k]);
+    free(r);
+}
+
+// AdamW: the threaded step against the definition's loop, bit for bit (each parameter's update
+// reads only its own values), on a model whose tensors do not split evenly between the threads.
+static void adamw_fast_vs_definition(Rng* g) {
+    Config c = {.V = 37, .maxT = 8, .L = 2, .C = 24, .H = 4, .KVH = 2, .F = 40, .bias = 1, .eps = 1e-5f,
+                .logit_scale = 1.0f};
+    Model m[2];
+    OptConfig o = {.lr = 1e-2f, .warmup = 1, .steps = 10, .beta1 = 0.9f, .beta2 = 0.95f, .adam_eps = 1e-8f,
+                   .weight_decay = 0.1f, .clip = 1.0f};
+    for (int ref = 0; ref <= 1; ref++) model_build(&m[ref], &c);
+    size_t P = m[0].num_params;
+    for (int i = 0; i < 3; i++) {             // params, grads, first moments the same in both
+        float* x = rand_buf(g, P, 0.1f);
+        memcpy(i == 0 ? m[0].params : i == 1 ? m[0].grads : m[0].adam_m, x, P * sizeof(float));
+        memcpy(i == 0 ? m[1].params : i == 1 ? m[1].grads : m[1].adam_m, x, P * sizeof(float));
+        free(x);
+    }
+    for (size_t i = 0; i < P; i++) m[0].adam_v[i] = m[1].adam_v[i] = 1e-4f * (float)(i % 7);
+    m[0].grads_zero = m[1].grads_zero = 0;
+    for (int ref = 0; ref <= 1; ref++) {
+        use_reference = ref;
+        adamw_step(&m[ref], &o, 3e-3f, 3, 0.7f);
+    }
+    use_reference = REFERENCE;
+    int same = 1;
+    float* a[4] = {m[0].params, m[0].grads, m[0].adam_m, m[0].adam_v};
+    float* b[4] = {m[1].params, m[1].grads, m[1].adam_m, m[1].adam_v};
+    for (int i = 0; i < 4; i++) same &= memcmp(a[i], b[i], P * sizeof(float)) == 0;
+    check(same && m[0].grads_zero && m[1].grads_zero,
+          "fast path = definition: adamw_step, parameters, moments and zeroed gradients bit for bit");
+    model_free(&m[0]);
+    model_free(&m[1]);
+}
+
+static void test_fast_vs_definition(void) {
+    printf("fast paths against the definitions of section 1\n");
+    Rng g;
+    rng_seed(&g, 8);
+    layer_cases(&g, run_fast_vs_definition);
+    adamw_fast_vs_definition(&g);
 }
 
 // ---- 3. the trainer binary end to end ----------------------------------------------------------------
@@ -2001,7 +2114,7 @@ static void test_probe_activations(void) {
     // the residual-flow ratio is 0 when the out and down projections are zero: every block adds 0
     for (int llama = 0; llama <= 1; llama++) {
         Config c = {.V = 37, .maxT = 8, .L = 2, .C = 16, .H = 4, .KVH = llama ? 2 : 4, .F = 32, .rmsnorm = llama,
-                    .swiglu = llama, .rope = llama, .bias = !llama, .tied = !llama, .gate = llama, .eps = 1e-5f,
+                    .swiglu = llama, .rope = llama, .bias = !llama, .tied = !llama, .attn_gate = llama, .eps = 1e-5f,
                     .rope_theta = 10000.0f, .logit_scale = 1.0f};
         c.attn_scale = 1.0f / sqrtf((float)(c.C / c.H));
         Model m;
@@ -2059,8 +2172,7 @@ static void test_token_dump(void) {
     val.tok = xmalloc(val.n * sizeof(uint16_t));
     for (size_t i = 0; i < val.n; i++) val.tok[i] = (uint16_t)(97 + rng_u32(&g) % 26);
     int inp[24], tgt[24];
-    Engine e = cpu_engine(&m);
-    double want = evaluate(&e, &val, 5, 3, 8, inp, tgt);   // 5 requested, (200-1)/24 = 8 available
+    double want = evaluate(&m, &val, 5, 3, 8, inp, tgt);   // 5 requested, (200-1)/24 = 8 available
     char path[256];
     snprintf(path, sizeof(path), "/tmp/test_gpt2_tokens.%d.csv", (int)getpid());
     dump_token_losses(&m, &val, 5, 3, 8, inp, tgt, path);
@@ -2300,10 +2412,10 @@ static void test_probe_sat_hist(void) {
         model_build(&m, &cfg);
         acts_alloc(&m, 2, 4);
         long n = 8L * cfg.F, ng = 8L * cfg.H;
-        float* pre = cfg.swiglu ? m.a.gpre : m.a.up;
+        float* pre = cfg.swiglu ? m.a.mlp_gate : m.a.up;
         // half the units at 0 (slope 0.5), half far left (slope ~0); a quarter of the gates at 0.9999
         for (long i = 0; i < n; i++) pre[i] = i % 2 ? -20.0f : 0.0f;
-        for (long i = 0; i < ng; i++) m.a.gate[i] = i % 4 ? 0.5f : 0.9999f;
+        for (long i = 0; i < ng; i++) m.a.attn_gate[i] = i % 4 ? 0.5f : 0.9999f;
         Probes pr = {.sel = 1u << P_SAT, .emit = capture_line};
         captured_len = 0;
         captured[0] = 0;
@@ -2342,24 +2454,225 @@ static void test_probes(void) {
     test_token_dump();
 }
 
+// ---- the map of train_gpt2.c: its table of contents, README's reading path, section references ----
+// The header's contents and README's "Reading the source" name sections and the functions in them;
+// both must stay true as the file changes. A section is a banner "// N. Title" between two rules of
+// '='; a name is defined in a section when a line there that starts in column 0 (not a comment)
+// holds it as a word followed by '(', '[', ' =', ';' or ' {' (or is `#define NAME`, `} NAME;`,
+// `struct NAME {`).
+typedef struct {
+    char** line;
+    int n;
+    int start[64], count;        // the line where section k begins (its banner), k = 0 .. count-1
+    int part1, part2;            // the lines of the PART I and PART II banners
+} SourceMap;
+
+static int is_rule(const char* l) { return !strncmp(l, "// ======", 9); }
+
+static void source_map_read(SourceMap* sm, char* text) {
+    memset(sm, 0, sizeof(*sm));
+    int cap = 0;
+    for (char* p = text; p && *p;) {
+        char* nl = strchr(p, '\n');
+        if (nl) *nl = 0;
+        if (sm->n == cap) sm->line = realloc(sm->line, (cap = cap ? 2 * cap : 1024) * sizeof(char*));
+        sm->line[sm->n++] = p;
+        p = nl ? nl + 1 : NULL;
+    }
+    for (int i = 1; i + 1 < sm->n; i++) {
+        int k;
+        if (is_rule(sm->line[i - 1]) && sscanf(sm->line[i], "// %d.", &k) == 1 && k == sm->count && sm->count < 64)
+            sm->start[sm->count++] = i;
+        if (!strncmp(sm->line[i], "// PART II", 10)) sm->part2 = i;
+        else if (!strncmp(sm->line[i], "// PART I", 9)) sm->part1 = i;
+    }
+}
+
+static int section_end(const SourceMap* sm, int k) { return k + 1 < sm->count ? sm->start[k + 1] : sm->n; }
+
+static int word_at(const char* l, const char* p, size_t len) {
+    int before = p == l || !(isalnum((unsigned char)p[-1]) || p[-1] == '_');
+    char after = p[len];
+    return before && !(isalnum((unsigned char)after) || after == '_');
+}
+
+// Is `name` (or, ending in '*', a name with that prefix) defined in section k?
+static int defined_in(const SourceMap* sm, int k, const char* name) {
+    char word[64];
+    size_t len = strlen(name);
+    int prefix = len && name[len - 1] == '*';
+    if (prefix) len--;
+    snprintf(word, sizeof(word), "%.*s", (int)len, name);
+    for (int i = sm->start[k]; i < section_end(sm, k); i++) {
+        const char* l = sm->line[i];
+        if (!l[0] || isspace((unsigned char)l[0]) || !strncmp(l, "//", 2)) continue;
+        for (const char* p = strstr(l, word); p; p = strstr(p + 1, word)) {
+            const char* e = p + len;
+            if (prefix) while (isalnum((unsigned char)*e) || *e == '_') e++;
+            else if (!word_at(l, p, len)) continue;
+            if (prefix && (p > l && (isalnum((unsigned char)p[-1]) || p[-1] == '_'))) continue;
+            if (*e == '(' || *e == '[' || *e == ';' || !strncmp(e, " =", 2) || !strncmp(e, " {", 2) ||
+                !strncmp(l, "#define ", 8))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+// The names in `text` written as C identifiers (letters, digits, '_', a trailing '*' allowed),
+// separated by ", " or spaces; *n gets how many, at most cap.
+static int names_in(const char* text, char names[][64], int cap, int backticks) {
+    int n = 0;
+    for (const char* p = text; *p && n < cap;) {
+        if (backticks) {
+            p = strchr(p, '`');
+            if (!p) break;
+            const char* q = strchr(p + 1, '`');
+            if (!q) break;
+            size_t len = (size_t)(q - p - 1);
+            int ok = len > 0 && len < 64 && (isalpha((unsigned char)p[1]) || p[1] == '_');
+            for (const char* c = p + 1; c < q && ok; c++)
+                ok = isalnum((unsigned char)*c) || *c == '_' || (*c == '*' && c == q - 1);
+            if (ok) { memcpy(names[n], p + 1, len); names[n++][len] = 0; }
+            p = q + 1;
+        } else {
+            while (*p && !(isalpha((unsigned char)*p) || *p == '_')) p++;
+            const char* q = p;
+            while (isalnum((unsigned char)*q) || *q == '_' || *q == '*') q++;
+            if (q > p && q - p < 64) { memcpy(names[n], p, (size_t)(q - p)); names[n++][q - p] = 0; }
+            p = q;
+        }
+    }
+    return n;
+}
+
+static void test_source_map(void) {
+    printf("the map of train_gpt2.c: contents, README's reading path, section references\n");
+    char* text = read_text("train_gpt2.c", NULL);
+    char* readme = read_text("README.md", NULL);
+    if (!text || !readme) { check(0, "train_gpt2.c and README.md readable from the repository root"); return; }
+    SourceMap sm;
+    source_map_read(&sm, text);
+    check(sm.count == 13 && sm.part2 > sm.start[5] && sm.part2 < sm.start[6],
+          "13 sections, 0 to 12, in order, with PART II between 5 and 6 (found %d)", sm.count);
+    // the header's contents: "  N. title   names" rows, continuation rows holding names only
+    int row_k = -1, rows = 0, in_order = 1, titles = 1, undefined = 0;
+    char missing[512] = "";
+    for (int i = 0; i < sm.n && strncmp(sm.line[i], "*/", 2); i++) {
+        const char* l = sm.line[i];
+        int k, off;
+        const char* names = NULL;
+        if (sscanf(l, " %d. %n", &k, &off) == 1 && strlen(l) > 54 && l[0] == ' ') {
+            in_order &= k == rows++;
+            row_k = k;
+            // the title's first word against the banner's
+            char a[32] = "", b[32] = "";
+            sscanf(l + off, "%31[A-Za-z]", a);
+            if (k < sm.count) sscanf(sm.line[sm.start[k]] + 3, "%*d. %31[A-Za-z]", b);
+            titles &= k < sm.count && strcasecmp(a, b) == 0;
+            names = l + 54;
+        } else if (row_k >= 0 && strlen(l) > 54 && !strncmp(l, "                                                      ", 54)) {
+            names = l + 54;
+        }
+        if (!names || row_k < 0 || row_k >= sm.count) continue;
+        char list[16][64];
+        int n = names_in(names, list, 16, 0);
+        for (int j = 0; j < n; j++)
+            if (!defined_in(&sm, row_k, list[j])) {
+                undefined++;
+                snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing), " %.60s (%d)", list[j], row_k);
+            }
+    }
+    check(rows == 13 && in_order && titles, "the header's contents list sections 0 to 12 in order, each titled as "
+          "its banner (%d rows)", rows);
+    check(undefined == 0, "every name in the header's contents is defined in its section:%s", missing[0] ? missing : " all");
+    // README: the reading path's items, "Section N" and the names in backticks
+    const char* path = strstr(readme, "## Reading the source");
+    const char* path_end = path ? strstr(path + 1, "\n## ") : NULL;
+    int items = 0, last = -1, readme_order = 1;
+    undefined = 0;
+    missing[0] = 0;
+    for (const char* p = path; p && p < path_end; p = strchr(p + 1, '\n')) {
+        int num, k;
+        if (p[0] != '\n' || !isdigit((unsigned char)p[1]) || sscanf(p + 1, "%d. Section %d", &num, &k) != 2) continue;
+        items++;
+        readme_order &= k > last;
+        last = k;
+        const char* end = p + 1;
+        while ((end = strchr(end, '\n')) && end < path_end && end[1] == ' ') end++;
+        char item[2048];
+        size_t len = (size_t)((end ? end : path_end) - p);
+        snprintf(item, sizeof(item), "%.*s", (int)(len < sizeof(item) ? len : sizeof(item) - 1), p);
+        char list[32][64];
+        int n = names_in(item, list, 32, 1);
+        for (int j = 0; j < n; j++)
+            if (k >= sm.count || !defined_in(&sm, k, list[j])) {
+                undefined++;
+                snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing), " %.60s (%d)", list[j], k);
+            }
+    }
+    check(items >= 5 && readme_order, "README's reading path: %d items, sections in increasing order", items);
+    check(undefined == 0, "every name in README's reading path is defined in the section it gives:%s",
+          missing[0] ? missing : " all");
+    // README's line count of Part I, against the file
+    int part1 = sm.part2 - sm.part1, stated = -1;      // from the PART I banner to PART II's
+    const char* lines = path ? strstr(path, " lines)") : NULL;
+    if (lines) {
+        const char* q = lines;
+        while (q > path && (isdigit((unsigned char)q[-1]) || q[-1] == ',')) q--;
+        stated = 0;
+        for (; q < lines; q++)
+            if (isdigit((unsigned char)*q)) stated = stated * 10 + (*q - '0');
+    }
+    check(stated == part1, "README gives Part I as %d lines; it is %d (from its banner to Part II's)", stated, part1);
+    // every "section N" in a comment names a section that exists
+    int refs = 0, bad = 0;
+    for (int i = 0; i < sm.n; i++) {
+        const char* c = strstr(sm.line[i], "//");
+        for (const char* p = c; p && (p = strstr(p, "section ")); p += 8) {
+            int k;
+            if (sscanf(p + 8, "%d", &k) != 1) continue;
+            refs++;
+            if (k < 0 || k >= sm.count) {
+                bad++;
+                snprintf(missing, sizeof(missing), "line %d: %.200s", i + 1, sm.line[i]);
+            }
+        }
+    }
+    check(refs > 20 && bad == 0, "all %d \"section N\" references in comments name a section (%s)", refs, bad ? missing : "none stale");
+    free(sm.line);
+    free(text);
+    free(readme);
+}
+
 // ---- the shared training loop through an engine that keeps its own copy of the parameters ----------
 // train_gpt2.cu's Engine holds the parameters on the GPU and hands them back through to_host; the probes
-// then recompute their step on the host (run_train). The same arrangement on the CPU (the engine trains
+// then recompute their step on the host (host_recompute). The same arrangement on the CPU (the engine trains
 // its own Model, the run's Model sees the weights only through to_host) must write the log and the
 // checkpoint of the plain CPU engine, to the last bit: losses, probe values, samples' generator state.
-// The mirror trains with the CPU engine's functions on its own Model `dev`, which is Mirror's first
-// member, so the engine's context is both the Mirror and that Model.
+// The mirror's engine trains its own Model `dev` with Part I's functions.
 typedef struct { Model dev; Model* host; } Mirror;
 
 static void mirror_to_host(void* c) {
     Mirror* mr = (Mirror*)c;
     size_t bytes = mr->dev.num_params * sizeof(float);
     memcpy(mr->host->params, mr->dev.params, bytes);
-    memcpy(mr->host->m, mr->dev.m, bytes);
-    memcpy(mr->host->v, mr->dev.v, bytes);
+    memcpy(mr->host->adam_m, mr->dev.adam_m, bytes);
+    memcpy(mr->host->adam_v, mr->dev.adam_v, bytes);
+}
+static Model* mirror_dev(void* c) { return &((Mirror*)c)->dev; }
+static float mirror_forward(void* c, const int* inp, const int* tgt, int B, int T) {
+    return model_forward(mirror_dev(c), inp, tgt, B, T);
+}
+static const float* mirror_probs(void* c, int bt, int V) { (void)V; return model_probs(mirror_dev(c), bt); }
+static void mirror_zero_grad(void* c) { model_zero_grad(mirror_dev(c)); }
+static void mirror_backward(void* c, int B, int T, float dloss) { model_backward(mirror_dev(c), B, T, dloss); }
+static double mirror_grad_norm(void* c) { return grad_norm(mirror_dev(c)); }
+static void mirror_update(void* c, const OptConfig* o, float lr, int t, float grad_scale) {
+    adamw_step(mirror_dev(c), o, lr, t, grad_scale);
 }
 
-// One in-process run of run_train with the flags; mirror = 1 trains through a Mirror engine.
+// One in-process run of train() with the flags; mirror = 1 trains through a Mirror engine.
 static void train_in_process(const char* flags, int mirror) {
     char buf[2100], *argv[64];
     int argc = 0;
@@ -2378,14 +2691,18 @@ static void train_in_process(const char* flags, int mirror) {
         memcpy(mr.dev.params, r.model.params, r.model.num_params * sizeof(float));
         memcpy(mr.dev.tensors, r.model.tensors, r.model.num_tensors * sizeof(Tensor));   // lr_mult, decay
         acts_alloc(&mr.dev, r.o.B, r.o.T);
-        Engine e = cpu_engine(&mr.dev);
-        e.device = "mirror";
-        e.to_host = mirror_to_host;
-        run_train(&r, &e);
+        Engine e = {"mirror", &mr, mirror_forward, mirror_probs, mirror_zero_grad, mirror_backward,
+                    mirror_grad_norm, mirror_update, mirror_to_host};
+        r.model.engine = &e;
+        run_header(&r);
+        train(&r.tr, &r);
+        run_finish(&r);
+        r.model.engine = NULL;
         model_free(&mr.dev);
     } else {
-        Engine e = cpu_engine(&r.model);
-        run_train(&r, &e);
+        run_header(&r);
+        train(&r.tr, &r);
+        run_finish(&r);
     }
     fflush(stdout);
     dup2(saved, 1);
@@ -2595,8 +2912,10 @@ int main(void) {
     test_reference_paths();
     test_grad_norm_kept();
     test_finite_differences();
+    test_fast_vs_definition();
     test_probes();
     test_trainer();
+    test_source_map();
     const char* suites = getenv("TEST_SUITES");     // 0: this file's tests only (make test-sanitize)
     if (!suites || strcmp(suites, "0") != 0) {
         run_suite("MLP labs", "dev/labs/mlp_lab", "selftest");

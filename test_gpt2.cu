@@ -236,7 +236,9 @@ static void test_gpu_fixture(const char* path, int mode) {
               "%s: a second GPU forward/backward gives the same loss and gradients bit for bit", base);
         free(first);
         Engine e = gpu_engine(&gm, "gpu");
-        fixture_check_steps(&fx, base, "GPU: ", &e, &m, inp, tgt, B, T, &o, 1);
+        m.engine = &e;
+        fixture_check_steps(&fx, base, "GPU: ", &m, inp, tgt, B, T, &o, 1);
+        m.engine = NULL;
         // the same steps from the same start, each as 2 micro-batches of B/2 rows (gradient accumulation, -d)
         gpu_model_free(&gm);
         free(inp);
@@ -245,7 +247,9 @@ static void test_gpu_fixture(const char* path, int mode) {
         fixture_model(&fx, base, &m, &B, &T, &inp, &tgt, &o);
         gpu_model_create(&gm, &m, B, T);
         e = gpu_engine(&gm, "gpu");
-        fixture_check_steps(&fx, base, "GPU, 2 micro-batches: ", &e, &m, inp, tgt, B, T, &o, 2);
+        m.engine = &e;
+        fixture_check_steps(&fx, base, "GPU, 2 micro-batches: ", &m, inp, tgt, B, T, &o, 2);
+        m.engine = NULL;
     }
     gpu_model_free(&gm);
     gpu_set_dtype(0);

@@ -1,34 +1,36 @@
 /*
-train_gpt2.c: a GPT-2 / Llama-style language model trained on the CPU, in one file,
-written to teach weight initialization.
+train_gpt2.c: a GPT-2 / Llama-style language model trained on the CPU, in one file, written to
+teach weight initialization.
 
     make train_gpt2 && ./train_gpt2                 # GPT-2 init, byte-level Moby-Dick
     ./train_gpt2 -g 1.0 -e 1e-12                    # gamma-init, rate 1, norm eps 1e-12 [SmallInit]
 
-Contents. Part I is the course text: read it top to bottom, from the data to the loss and back.
-Part II is the machinery Part I calls; section 1 declares each piece it uses, with one line on what
-it does, so a reader of Part I never needs to open Part II.
+Part I is the course text: read it top to bottom, from the layers to the loss and back, then how
+the weights start and how they move. Part II is the machinery Part I calls; section 0 declares
+each piece Part I uses, with one line on what it does, so a reader of Part I can skip Part II.
 
   PART I   THE MODEL AS MATHEMATICS
-   1. utilities, and what Part I uses from Part II     fatal, xmalloc; declarations
-   2. data: tokens in, batches out                     dataset_load, dataset_random_batch
-   3. the model's configuration and parameters         Config, the tensor table, Model, Acts
-   4. layers, each forward beside its backward         matmul (reference loops), embedding, norm,
-                                                       RoPE, attention, gate, GELU/SwiGLU, softmax,
-                                                       lm_head_backward
-   5. the model: forward and backward                  model_forward, model_backward
-   6. initialization: gains, schemes, recipes, muP    scheme_dist, model_init
-   7. AdamW with decoupled weight decay, clipping      adamw_step, lr_at, grad_norm
-   8. the training loop and main                       run_setup, run_train, main
+   0. what Part I uses from Part II (skippable)       HOSTDEV, use_reference
+   1. layers, each forward beside its backward        matmul_forward, embedding_forward,
+                                                      norm_forward, rope_apply, attention_forward,
+                                                      attn_gate_forward, gelu_forward,
+                                                      swiglu_forward, softmax_forward,
+                                                      lm_head_backward
+   2. the model: configuration, parameters, passes    Config, Model, layer_acts, model_forward,
+                                                      model_backward
+   3. initialization: gains, schemes, recipes, muP    calculate_gain, scheme_dist, model_init
+   4. AdamW, the schedule, clipping                   lr_at, grad_norm, adamw_step
+   5. training: batches, one update, the loop         dataset_random_batch, compute_gradients,
+                                                      train
   PART II  MACHINERY
-   9. random numbers: PyTorch's CPU generator          rng_seed, init_normal, init_orthogonal, ...
-  10. fast paths: vexpf, the blocked gemm; threads    vexpf, gemm, matmul_forward_fast, thread_count,
-      the kept gradient norm, the LM head's backward   grad_norm_kept, lm_head_backward_fast
-  11. probes: what the papers measure inside a network probes_before_update, ...
-  12. the command line, text out, --init-report        parse_args, usage, log_event, init_report
-  13. checkpoints                                      checkpoint_save, checkpoint_load
-  14. the muP coordinate check                         coord_check
-  15. the CPU engine                                   cpu_engine
+   6. random numbers: PyTorch's CPU generator         rng_seed, init_normal_d, dist_fill
+   7. utilities, data files, buffers, a run's types   fatal, dataset_load, acts_alloc, Engine, Run
+   8. fast paths: threads, exp, gemm, fast layers     vexpf, gemm, matmul_forward_fast,
+                                                      grad_norm_fast, adamw_step_fast
+   9. probes: what the papers measure inside a net    probes_new, probes_before_update
+  10. the command line, text out, --init-report       parse_args, usage, log_event, init_report
+  11. checkpoints and llm.c model files               checkpoint_save, checkpoint_load, llmc_save
+  12. a run: set-up, the loop's hooks, main           run_setup, run_before_step, coord_check, main
 
 Sources (doc/references.md has titles, authors and arXiv numbers; doc/errata.md the statements in
 them that are wrong, with the right values). Comments cite them by key, e.g. [SmallInit eq. 2]:
@@ -65,455 +67,132 @@ Only libc, libm and OpenMP are used. doc/model.md is the model's exact contract.
 // ############################################################################################
 
 // ============================================================================================
-// 1. Utilities
+// 0. What Part I uses from Part II (skippable: one line each on what it does)
 // ============================================================================================
 
-// Every user-facing failure is one line on stderr and a non-zero exit. test_gpt2.c replaces the
-// hook (FATAL_HOOK) with a longjmp, so that it can check in-process that bad input is refused and
-// read the message that names the problem (fatal_msg).
-static char fatal_msg[1024];
-#ifndef FATAL_HOOK
-#define FATAL_HOOK() (fprintf(stderr, "error: %s\n", fatal_msg), exit(1))
-#endif
-static void fatal(const char* fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(fatal_msg, sizeof(fatal_msg), fmt, ap);
-    va_end(ap);
-    FATAL_HOOK();
-}
-
-// The names are in parentheses so that train_gpt2.cu, which compiles this file as C++ (where a
-// void* does not become a float* by itself), can wrap every call in a macro of the same name.
-static void* (xmalloc)(size_t bytes) {
-    void* p = malloc(bytes ? bytes : 1);
-    if (!p) fatal("out of memory allocating %zu bytes", bytes);
-    return p;
-}
-
-static void* (xcalloc)(size_t count, size_t size) {
-    void* p = calloc(count ? count : 1, size ? size : 1);
-    if (!p) fatal("out of memory allocating %zu x %zu bytes", count, size);
-    return p;
-}
-
-// ---- what Part I uses from Part II --------------------------------------------------------------
-static int thread_count(void);                               // OpenMP's threads (1 without OpenMP)
-static int thread_id(void);                                  // this thread's number, from 0
-static int in_parallel(void);                                // inside an OpenMP parallel region?
-static double now_ms(void);                                  // a monotonic clock, in milliseconds
-static float* zeroed_floats(size_t n);                       // calloc, every page mapped now, in parallel, 2 MB pages
-// HOSTDEV marks the per-element math that train_gpt2.cu's kernels call too (nvcc compiles it for the
-// GPU as well), so both trainers evaluate the same formulas in the same order.
+// ---- for the programs that compile this file with pieces of their own --------------------------
+// HOSTDEV marks per-element math that train_gpt2.cu's kernels call too: nvcc compiles it for the
+// GPU as well, so both trainers evaluate the same formulas in the same order.
 #ifdef __CUDACC__
 #define HOSTDEV __host__ __device__
 #else
 #define HOSTDEV
 #endif
+// FATAL_HOOK is what fatal() does once it has written its message into fatal_msg (section 7).
+// test_gpt2.c replaces it with a jump back into the test, to check in-process that bad input is
+// refused with the message that names the problem.
+#ifndef FATAL_HOOK
+#define FATAL_HOOK() (fprintf(stderr, "error: %s\n", fatal_msg), exit(1))
+#endif
+// TRAIN_GPT2_NO_MAIN: test_gpt2.c, train_gpt2.cu and the dev/ programs include this file and
+// bring their own main. C++: train_gpt2.cu compiles this file as C++, where a void* does not turn
+// into a float* by itself; xmalloc and xcalloc are named in parentheses so that it can wrap every
+// call in a macro of the same name.
 
-// The random generator's state: PyTorch's Mersenne Twister (section 9 draws from it exactly as
-// torch does, so an initializer here and nn.init there give the same tensor for the same seed).
-#define RNG_MT_N 624
-// The whole generator state. Plain old data: checkpoints can fwrite() it.
-// torch keeps the same things: the mt19937 state plus an optional cached
-// second Box-Muller sample for the double precision normal path.
-typedef struct {
-    uint32_t mt[RNG_MT_N];
-    int mti;                // index of the next word to temper; 624 = twist first
-    int has_next_normal;    // 1 if next_normal holds a cached sample
-    double next_normal;     // cached r*sin(theta) from the scalar normal path
-} Rng;
-
-static void rng_seed(Rng* g, uint64_t seed);                 // torch.manual_seed(seed)
-static uint32_t rng_u32(Rng* g);                             // the next 32 random bits
-static uint64_t rng_u64(Rng* g);                             // two draws: the first the high 32 bits
-// nn.init's samplers, draw for draw: U(a, b), N(mean, std^2), N truncated to [a, b], orthogonal
-// (QR of a Gaussian matrix, signs fixed), sparse (a fraction of each column zero, the rest normal)
-static void init_uniform(Rng* g, float* w, size_t n, float a, float b);
-static void init_normal_d(Rng* g, float* w, size_t n, double mean, double std);
-static void init_trunc_normal_d(Rng* g, float* w, size_t n, double mean, double std, double a, double b);
-static void init_orthogonal(Rng* g, float* w, int rows, int cols, float gain);
-static void init_sparse_d(Rng* g, float* w, int rows, int cols, double sparsity, double std);
-HOSTDEV static inline float vexpf(float x);                  // exp(x) to 1-2 ulp, in code GCC vectorizes
-// Cm[M,N] (+)= A[M,K] Bm[K,N], each operand read through a row and a column stride: the blocked,
-// vectorized product that matmul_forward and matmul_backward hand their loops to (section 10)
-static void gemm(int M, int N, int K, const float* A, long sam, long sak, const float* Bm, long sbk, long sbn,
-                 float* Cm, long ldc, int accumulate);
-// the fast paths of section 4's matmul and attention: the same sums as its loops, through gemm
-static void matmul_forward_fast(float* out, const float* inp, const float* W, const float* bias, int BT, int C, int OC);
-static void matmul_backward_fast(float* dinp, float* dW, float* dbias, const float* dout,
-                                 const float* inp, const float* W, int BT, int C, int OC);
-static void lm_head_backward_fast(float* dinp, float* dW, const float* probs, const int* targets, const float* inp,
-                                  const float* W, float* scratch, int BT, int C, int V, float s);
-static void attention_forward_fast(float* y, float* att, const float* q, const float* k, const float* v,
-                                   int B, int T, int H, int KVH, int hd, float scale);
-static void attention_backward_fast(float* dq, float* dk, float* dv, float* scratch, const float* dy,
-                                    const float* att, const float* q, const float* k, const float* v,
-                                    int B, int T, int H, int KVH, int hd, float scale);
-// ============================================================================================
-// 2. Data: tokens in, batches out (and tokens back to text)
-// ============================================================================================
-
-// A token stream in memory. Two formats:
-//  - plain text: every byte is a token (vocabulary 256), no tokenizer needed;
-//  - llm.c token shards: 256 int32 header (magic 20240520, version 1, token count), then uint16
-//    tokens (GPT-2 BPE, written by dev/data/tokenize_gpt2.sh).
-#define SHARD_MAGIC 20240520
-typedef struct {
-    uint16_t* tok;
-    size_t n;
-    int is_shard;
-} Dataset;
-
-// The loaders read from a FILE* whose size is known (a file, or memory in dev/fuzz), and check every
-// size a header states against the bytes really there before allocating anything.
-static void dataset_read(Dataset* d, FILE* f, long size, const char* path, int V) {
-    int32_t header[256] = {0};
-    size_t got = size >= (long)sizeof(header) ? fread(header, sizeof(int32_t), 256, f) : 0;
-    d->is_shard = got == 256 && header[0] == SHARD_MAGIC;
-    size_t plen = strlen(path);
-    if (!d->is_shard && plen > 4 && strcmp(path + plen - 4, ".bin") == 0)
-        fatal("%s is not a token shard (bad magic; expected %d)", path, SHARD_MAGIC);
-    if (d->is_shard) {
-        if (header[1] != 1) fatal("%s: token shard version %d, expected 1", path, header[1]);
-        d->n = (size_t)(uint32_t)header[2];
-        if ((long)(sizeof(header) + d->n * sizeof(uint16_t)) != size)
-            fatal("%s: header says %zu tokens but the file holds %ld bytes (truncated?)", path, d->n, size);
-        d->tok = xmalloc(d->n * sizeof(uint16_t));
-        if (fread(d->tok, sizeof(uint16_t), d->n, f) != d->n) fatal("%s: short read", path);
-        for (size_t i = 0; i < d->n; i++)
-            if (d->tok[i] >= V) fatal("%s: token %u at position %zu is >= vocabulary %d", path, d->tok[i], i, V);
-    } else {
-        if (V < 256) fatal("%s is byte text, which needs vocabulary 256 (got %d)", path, V);
-        rewind(f);
-        d->n = (size_t)size;
-        d->tok = xmalloc(d->n * sizeof(uint16_t) + 1);
-        unsigned char* bytes = (unsigned char*)d->tok;    // read as bytes, widened in place from the end
-        if (fread(bytes, 1, d->n, f) != d->n) fatal("%s: short read", path);
-        for (size_t i = d->n; i-- > 0;) d->tok[i] = bytes[i];
-    }
-}
-
-// Opens a regular file for reading and gives its size. The type is checked before the file is opened:
-// a directory has no size to check, and opening a FIFO would wait for a writer. `what` names the
-// file in messages; `hint` ends the message when it is missing.
-static FILE* open_regular(const char* path, const char* what, const char* hint, long* size) {
-    struct stat st;
-    if (stat(path, &st) != 0) fatal("cannot open %s %s (%s)%s", what, path, strerror(errno), hint);
-    if (!S_ISREG(st.st_mode)) fatal("%s %s is not a regular file", what, path);
-    FILE* f = fopen(path, "rb");
-    if (!f) fatal("cannot open %s %s (%s)", what, path, strerror(errno));
-    *size = (long)st.st_size;
-    return f;
-}
-
-static void dataset_load(Dataset* d, const char* path, int V) {
-    long size;
-    FILE* f = open_regular(path, "data file", "; run `make data` to fetch the default corpus", &size);
-    dataset_read(d, f, size, path, V);
-    fclose(f);
-}
-
-// Random windows for training: each sequence starts at an offset drawn from the data generator,
-// whose state goes into checkpoints, so a resumed run sees the same batches.
-static void dataset_random_batch(const Dataset* d, Rng* g, int* inp, int* tgt, int B, int T) {
-    size_t range = d->n - T - 1;
-    for (int b = 0; b < B; b++) {
-        size_t off = rng_u64(g) % (range + 1);
-        for (int t = 0; t < T; t++) {
-            inp[b * T + t] = d->tok[off + t];
-            tgt[b * T + t] = d->tok[off + t + 1];
-        }
-    }
-}
-
-// Validation batches are fixed: consecutive windows from the start of the validation data.
-static void dataset_val_batch(const Dataset* d, int batch_index, int* inp, int* tgt, int B, int T) {
-    for (int b = 0; b < B; b++) {
-        size_t off = ((size_t)batch_index * B + b) * T;
-        for (int t = 0; t < T; t++) {
-            inp[b * T + t] = d->tok[off + t];
-            tgt[b * T + t] = d->tok[off + t + 1];
-        }
-    }
-}
-
-static int dataset_num_val_batches(const Dataset* d, int B, int T) { return (int)((d->n - 1) / ((size_t)B * T)); }
-
-// Decoding tokens for printing: bytes print as themselves; GPT-2 tokens through the decode table
-// written by dev/data/tokenize_gpt2.sh (int32 header: 20240328, version 2, vocab, eot; 256 int32
-// in all; then per token a length byte and the token's bytes).
-typedef struct {
-    int V;
-    char** piece;
-} Decoder;
-static void decoder_load(Decoder* dec, const char* path);   // the decode table of a token shard (section 12)
-static void print_token(const Decoder* dec, int tok);         // a token as text: a byte, or its GPT-2 piece
-
-// ============================================================================================
-// 3. The model's configuration and parameters
-// ============================================================================================
-
-typedef struct {
-    int V;          // vocabulary
-    int maxT;       // longest sequence (rows of wpe)
-    int L, C, H;    // blocks, width, attention heads (head size hd = C / H)
-    int KVH;        // key/value heads, divides H (grouped-query attention)
-    int F;          // MLP hidden width
-    int rmsnorm;    // 0: LayerNorm (w, b), 1: RMSNorm (w)
-    int swiglu;     // 0: GELU MLP, 1: SwiGLU MLP
-    int rope;       // 0: learned positions (wpe), 1: rotary embedding
-    int bias;       // biases on every linear layer
-    int tied;       // lm_head shares wte
-    int gate;       // gated attention, [SmallInit eqs. 3-4]
-    float eps;      // norm eps, inside the square root [SmallInit eqs. 1-2]
-    float rope_theta;
-    float attn_scale;   // multiplies q.k: 1/sqrt(hd), or 1/hd under muP ([muP]; [Errata 001-14])
-    float logit_scale;  // multiplies the logits: 1, or 1/width_mult under muP
-} Config;
-
-// Parameter kinds, in the order they are stored. Per-layer kinds hold L consecutive slices.
-enum {
-    K_WTE, K_WPE,
-    K_LN1W, K_LN1B, K_WQ, K_BQ, K_WK, K_BK, K_WV, K_BV, K_WG, K_BG, K_WO, K_BO,
-    K_LN2W, K_LN2B, K_WGATE, K_BGATE, K_WUP, K_BUP, K_WDOWN, K_BDOWN,
-    K_LNFW, K_LNFB, K_LMHEAD, NUM_KINDS
-};
-#define FIRST_LAYER_KIND K_LN1W
-#define LAST_LAYER_KIND K_BDOWN
-
-// Parameter groups: the unit at which an initializer (-I group=scheme) or an optimizer rule applies.
-typedef enum {
-    G_TOK_EMB, G_POS_EMB, G_QKV, G_GATE, G_OUT, G_UP, G_DOWN, G_LM_HEAD, G_NORM, G_BIAS, NUM_GROUPS
-} Group;
-static const char* group_names[NUM_GROUPS] = {
-    "emb", "pos", "qkv", "gate", "out", "up", "down", "head", "norm", "bias"
-};
-
-static const struct { const char* name; Group group; } kind_info[NUM_KINDS] = {
-    {"wte", G_TOK_EMB}, {"wpe", G_POS_EMB},
-    {"ln1.w", G_NORM}, {"ln1.b", G_BIAS}, {"attn.wq", G_QKV}, {"attn.bq", G_BIAS},
-    {"attn.wk", G_QKV}, {"attn.bk", G_BIAS}, {"attn.wv", G_QKV}, {"attn.bv", G_BIAS},
-    {"attn.wg", G_GATE}, {"attn.bg", G_BIAS}, {"attn.wo", G_OUT}, {"attn.bo", G_BIAS},
-    {"ln2.w", G_NORM}, {"ln2.b", G_BIAS}, {"mlp.wgate", G_UP}, {"mlp.bgate", G_BIAS},
-    {"mlp.wup", G_UP}, {"mlp.bup", G_BIAS}, {"mlp.wdown", G_DOWN}, {"mlp.bdown", G_BIAS},
-    {"lnf.w", G_NORM}, {"lnf.b", G_BIAS}, {"lm_head", G_LM_HEAD},
-};
-
-// Shape (rows, cols) = (out, in) of one slice of a kind; returns 0 when the config has no such tensor.
-// Vectors are (n, 1).
-static int kind_shape(const Config* c, int kind, int* rows, int* cols) {
-    int hd = c->C / c->H, qd = c->H * hd, kvd = c->KVH * hd, ln = !c->rmsnorm;
-    int r = 0, k = 1, present = 1;
-    switch (kind) {
-    case K_WTE: r = c->V; k = c->C; break;
-    case K_WPE: r = c->maxT; k = c->C; present = !c->rope; break;
-    case K_LN1W: case K_LN2W: case K_LNFW: r = c->C; break;
-    case K_LN1B: case K_LN2B: case K_LNFB: r = c->C; present = ln; break;
-    case K_WQ: r = qd; k = c->C; break;
-    case K_BQ: r = qd; present = c->bias; break;
-    case K_WK: case K_WV: r = kvd; k = c->C; break;
-    case K_BK: case K_BV: r = kvd; present = c->bias; break;
-    case K_WG: r = c->H; k = c->C; present = c->gate; break;
-    case K_BG: r = c->H; present = c->gate && c->bias; break;
-    case K_WO: r = c->C; k = qd; break;
-    case K_BO: r = c->C; present = c->bias; break;
-    case K_WGATE: r = c->F; k = c->C; present = c->swiglu; break;
-    case K_BGATE: r = c->F; present = c->swiglu && c->bias; break;
-    case K_WUP: r = c->F; k = c->C; break;
-    case K_BUP: r = c->F; present = c->bias; break;
-    case K_WDOWN: r = c->C; k = c->F; break;
-    case K_BDOWN: r = c->C; present = c->bias; break;
-    case K_LMHEAD: r = c->V; k = c->C; present = !c->tied; break;
-    }
-    *rows = r;
-    *cols = k;
-    return present;
-}
-
-static int kind_is_layer(int kind) { return kind >= FIRST_LAYER_KIND && kind <= LAST_LAYER_KIND; }
-
-// One named parameter tensor: a slice of the parameter block.
-typedef struct {
-    char name[32];      // as in doc/model.md: "wte", "h.3.attn.wq", ...
-    int kind, layer;    // layer -1 for tensors outside the blocks
-    Group group;
-    int rows, cols;     // (out, in) = (fan_out, fan_in) for matrices; (n, 1) for vectors
-    size_t offset, numel;
-    float lr_mult;      // per-tensor learning-rate multiplier (muP sets it; 1 otherwise)
-    int decay;          // decoupled weight decay applies (matrices; embeddings with --decay-emb)
-} Tensor;
-
-// Activations of one forward pass, kept for the backward pass. Per-layer buffers hold L slices.
-typedef struct {
-    float *res;                           // (L+1) x BT x C: stream entering each block; res[L] the last
-    float *resmid;                        // L x BT x C: stream after the attention sublayer
-    float *ln1, *ln1_mean, *ln1_rstd;     // L x BT x C, L x BT, L x BT
-    float *q, *k, *v;                     // L x BT x H*hd, L x BT x KVH*hd (after RoPE)
-    float *att;                           // L x B x H x T x T softmax probabilities
-    float *yatt;                          // L x BT x C attention output before the gate
-    float *gate;                          // L x BT x H gate values (gated attention)
-    float *ygated;                        // L x BT x C gated output (= yatt without the gate)
-    float *ln2, *ln2_mean, *ln2_rstd;
-    float *up, *gpre, *hact;              // L x BT x F: up projection, SwiGLU gate input, activation
-    float *lnf, *lnf_mean, *lnf_rstd;     // BT x C, BT, BT
-    float *logits;                        // BT x V: logits, then probabilities (on the reference
-                                          // path, then their gradient: lm_head_backward)
-    float *losses;                        // BT
-    // gradients of activations, reused by every layer of the backward pass
-    float *dres, *dln, *dq, *dk, *dv, *dy, *dy2, *dgate, *dup, *dgpre, *dh, *tmp;
-    float *datt;                          // attention_backward's scratch (attention_scratch_floats)
-    float *rope_cs;                       // T x hd/2 x (cos, sin) of RoPE (rope_table), or NULL
-    float *dres_kept;                     // (L+1) x BT x C: d loss / d res at each block's input and at
-                                          // the final norm's; kept only for the gradact probe, else NULL
-} Acts;
-
-// One block's slices of the activation buffers. The per-layer strides are the buffers' full sizes
-// (rows = the B x T they were allocated for), not the current batch's. A macro rather than a function
-// so that train_gpt2.cu's device buffers (GpuActs: the same field names) take their slices the same way.
-typedef struct {
-    float *x, *xmid, *xout;               // the stream entering the block, after attention, after the MLP
-    float *ln1, *ln1_mean, *ln1_rstd, *ln2, *ln2_mean, *ln2_rstd;
-    float *q, *k, *v, *att, *yatt, *gate, *yg;    // yg: the gated output, or yatt without the gate
-    float *up, *gpre, *hact;              // gpre: SwiGLU only
-} LayerActs;
-
-#define LAYER_ACTS(la, a, c, l, rows, maxT)                                                          \
-    do {                                                                                             \
-        long s_c_ = (long)(rows) * (c)->C, s_1_ = (long)(rows), hd_ = (c)->C / (c)->H;               \
-        (la).x = (a)->res + (l) * s_c_;                                                              \
-        (la).xmid = (a)->resmid + (l) * s_c_;                                                        \
-        (la).xout = (a)->res + ((l) + 1) * s_c_;                                                     \
-        (la).ln1 = (a)->ln1 + (l) * s_c_;                                                            \
-        (la).ln1_mean = (a)->ln1_mean + (l) * s_1_;                                                  \
-        (la).ln1_rstd = (a)->ln1_rstd + (l) * s_1_;                                                  \
-        (la).ln2 = (a)->ln2 + (l) * s_c_;                                                            \
-        (la).ln2_mean = (a)->ln2_mean + (l) * s_1_;                                                  \
-        (la).ln2_rstd = (a)->ln2_rstd + (l) * s_1_;                                                  \
-        (la).q = (a)->q + (l) * s_1_ * (c)->H * hd_;                                                 \
-        (la).k = (a)->k + (l) * s_1_ * (c)->KVH * hd_;                                               \
-        (la).v = (a)->v + (l) * s_1_ * (c)->KVH * hd_;                                               \
-        (la).att = (a)->att + (l) * s_1_ * (maxT) * (c)->H;                                          \
-        (la).yatt = (a)->yatt + (l) * s_1_ * (c)->H * hd_;                                           \
-        (la).gate = (a)->gate + (l) * s_1_ * (c)->H;                                                 \
-        (la).yg = (c)->gate ? (a)->ygated + (l) * s_1_ * (c)->H * hd_ : (la).yatt;                   \
-        (la).up = (a)->up + (l) * s_1_ * (c)->F;                                                     \
-        (la).hact = (a)->hact + (l) * s_1_ * (c)->F;                                                 \
-        (la).gpre = (c)->swiglu ? (a)->gpre + (l) * s_1_ * (c)->F : NULL;                            \
-    } while (0)
-
-typedef struct {
-    Config cfg;
-    int num_tensors;
-    Tensor* tensors;      // layer-major order: wte, wpe, h.0.*, h.1.*, ..., lnf.*, lm_head
-    size_t num_params;
-    float *params, *grads, *m, *v;        // one contiguous block each (AdamW moments m, v)
-    int grads_zero;                       // 1: every gradient is 0 (AdamW zeroes them as it reads them)
-    float *p[NUM_KINDS], *g[NUM_KINDS];   // start of each kind in params / grads (NULL if absent)
-    size_t kind_numel[NUM_KINDS];         // numel of one slice of each kind
-    int B, T;                             // activation buffers are sized for B x T
-    Acts a;
-    int* tokens;                          // B x T inputs of the last forward
-    int* targets;                         // B x T targets, or NULL
-    float loss;
-} Model;
-
-// Block l's slice of a parameter kind and of its gradient; NULL where the configuration has no such
-// tensor (biases in the llama preset, the gate without -G 1).
-static float* param_of(const Model* m, int kind, int l) {
-    return m->p[kind] ? m->p[kind] + (size_t)l * m->kind_numel[kind] : NULL;
-}
-static float* grad_of(const Model* m, int kind, int l) {
-    return m->g[kind] ? m->g[kind] + (size_t)l * m->kind_numel[kind] : NULL;
-}
-
-static void add_tensor(Model* m, int kind, int layer, size_t kind_offset) {
-    if (!m->kind_numel[kind]) return;
-    Tensor* t = &m->tensors[m->num_tensors++];
-    t->kind = kind;
-    t->layer = layer;
-    t->group = kind_info[kind].group;
-    kind_shape(&m->cfg, kind, &t->rows, &t->cols);
-    t->numel = m->kind_numel[kind];
-    t->offset = kind_offset + (layer >= 0 ? (size_t)layer * t->numel : 0);
-    if (layer >= 0) snprintf(t->name, sizeof(t->name), "h.%d.%s", layer, kind_info[kind].name);
-    else snprintf(t->name, sizeof(t->name), "%s", kind_info[kind].name);
-    t->lr_mult = 1.0f;
-    t->decay = t->cols > 1 && t->group != G_TOK_EMB && t->group != G_POS_EMB;
-}
-
-// Storage, kind by kind: where each kind starts and how many numbers one tensor of it holds; the total.
-static size_t param_layout(const Config* c, size_t off[NUM_KINDS], size_t numel[NUM_KINDS]) {
-    size_t total = 0;
-    for (int kd = 0; kd < NUM_KINDS; kd++) {
-        int r, k;
-        off[kd] = total;
-        numel[kd] = kind_shape(c, kd, &r, &k) ? (size_t)r * k : 0;
-        total += numel[kd] * (kind_is_layer(kd) ? c->L : 1);
-    }
-    return total;
-}
-
-static size_t model_param_count(const Config* c) {
-    size_t off[NUM_KINDS], numel[NUM_KINDS];
-    return param_layout(c, off, numel);
-}
-
-static void model_build(Model* m, const Config* cfg) {
-    memset(m, 0, sizeof(*m));
-    m->cfg = *cfg;
-    const Config* c = &m->cfg;
-    size_t off[NUM_KINDS];
-    size_t total = param_layout(c, off, m->kind_numel);
-    m->num_params = total;
-    m->params = zeroed_floats(total);
-    m->grads = zeroed_floats(total);
-    m->m = zeroed_floats(total);
-    m->v = zeroed_floats(total);
-    m->grads_zero = 1;
-    for (int kd = 0; kd < NUM_KINDS; kd++) {
-        m->p[kd] = m->kind_numel[kd] ? m->params + off[kd] : NULL;
-        m->g[kd] = m->kind_numel[kd] ? m->grads + off[kd] : NULL;
-    }
-    // the named table: layer-major, the order a PyTorch module would list them
-    m->tensors = xcalloc((size_t)NUM_KINDS * (c->L + 1), sizeof(Tensor));
-    for (int kd = K_WTE; kd <= K_WPE; kd++) add_tensor(m, kd, -1, off[kd]);
-    for (int l = 0; l < c->L; l++)
-        for (int kd = FIRST_LAYER_KIND; kd <= LAST_LAYER_KIND; kd++) add_tensor(m, kd, l, off[kd]);
-    for (int kd = K_LNFW; kd <= K_LMHEAD; kd++) add_tensor(m, kd, -1, off[kd]);
-}
-
-static Tensor* model_find(Model* m, const char* name) {
-    for (int i = 0; i < m->num_tensors; i++)
-        if (strcmp(m->tensors[i].name, name) == 0) return &m->tensors[i];
-    return NULL;
-}
-
-// ============================================================================================
-// 4. Layers. Each forward is followed by its backward. Shapes: B batch, T time, C width,
-//    OC output channels, BT = B*T rows. Backward functions ACCUMULATE (+=) into gradients,
-//    so a tensor used twice (the tied embedding) collects both contributions.
-//    Speed (doc/performance.md): the matmuls are nearly all the work and have their own routine
-//    (gemm); the other loops are single passes that GCC vectorizes. A sum along a row is marked
-//    `omp simd reduction`, which lets it keep one partial sum per vector lane: a different order
-//    than left to right, but a fixed one, so results stay reproducible. Threads split rows (or
-//    channels, where rows would collide), never one sum, so results do not depend on their number.
-// ============================================================================================
-
-// sigmoid(a) = 1 / (1 + exp(-a)): the attention gate [SmallInit eqs. 3-4] and SwiGLU
-HOSTDEV static inline float sigmoid_of(float a) { return 1.0f / (1.0f + vexpf(-a)); }
-
-// Every product of the model has two implementations: the plain loops that define it, here, and a
-// fast path (section 10) that computes the same sums blocked, vectorized and threaded. Training uses
-// the fast path; use_reference = 1 (or building with -DREFERENCE=1) trains on the loops instead.
-// test_gpt2 runs the PyTorch fixtures through both and compares the fast paths with the loops.
+// ---- definitions and fast paths ----------------------------------------------------------------
+// Every product of the model has two implementations: the plain loops that define it, in Part I,
+// and a fast path (section 8) that computes the same sums blocked, vectorized and threaded.
+// Training uses the fast paths; use_reference = 1 (or -DREFERENCE=1) trains on the loops.
 #ifndef REFERENCE
 #define REFERENCE 0
 #endif
 static int use_reference = REFERENCE;
 
+// ---- utilities (section 7) -----------------------------------------------------------------
+static void fatal(const char* fmt, ...);             // one line on stderr, exit 1
+static void* (xmalloc)(size_t bytes);                // malloc, or fatal
+static void* (xcalloc)(size_t count, size_t size);   // calloc, or fatal
+static float* zeroed_floats(size_t n);               // n zeros, allocated for large arrays
+static double now_ms(void);                          // a monotonic clock, in milliseconds
+HOSTDEV static inline float vexpf(float x);          // exp(x) to 1-2 ulp, in code GCC vectorizes
+// E[f(z)] for z ~ N(0, 1), by numerical integration (section 8)
+static double gauss_expect(double (*f)(double));
+
+// ---- the types Part II completes ------------------------------------------------------------
+typedef struct Model Model;          // section 2
+typedef struct OptConfig OptConfig;  // section 4
+typedef struct Rng Rng;              // PyTorch's random generator (section 6)
+typedef struct Engine Engine;        // a device that holds the model: the GPU (section 7)
+typedef struct Run Run;              // a run: data files, log, probes, checkpoints (section 7)
+typedef struct Dist Dist;            // a distribution to draw a tensor from (section 3)
+typedef struct Scheme Scheme;        // a parsed initializer, "xavier_normal" (section 3)
+
+// ---- random numbers (section 6) ---------------------------------------------------------------
+static Rng* rng_new(uint64_t seed);                  // a generator after torch.manual_seed(seed)
+static uint64_t rng_u64(Rng* g);                     // 64 random bits: two 32-bit draws
+// draws a (rows, cols) tensor from d exactly as the nn.init function does
+static void dist_fill(Rng* g, float* w, int rows, int cols, const Dist* d);
+// "kaiming_uniform:leaky_relu:0.2:fan_out" -> name, nonlinearity, arguments (section 10)
+static void parse_scheme(Scheme* s, const char* text);
+static int scheme_needs_fans(const char* name);      // a scheme that reads fan_in/fan_out
+
+// ---- the fast paths of section 1's layers: the same sums, blocked, vectorized and threaded ---
+static void matmul_forward_fast(float* out, const float* inp, const float* W, const float* bias,
+                                int BT, int C, int OC);
+static void matmul_backward_fast(float* dinp, float* dW, float* dbias, const float* dout,
+                                 const float* inp, const float* W, int BT, int C, int OC);
+static void embedding_forward_fast(float* out, const int* tok, const float* wte, const float* wpe,
+                                   int B, int T, int C);
+static void embedding_backward_fast(float* dwte, float* dwpe, const float* dout, const int* tok,
+                                    int B, int T, int C);
+static void norm_forward_fast(float* out, float* mean, float* rstd, const float* inp,
+                              const float* w, const float* b, int rms, float eps, int N, int C);
+static void norm_backward_fast(float* dinp, float* dw, float* db, const float* dout,
+                               const float* inp, const float* w, const float* mean,
+                               const float* rstd, int rms, int N, int C);
+static void rope_apply_fast(float* x, const float* cs, int B, int T, int nh, int hd, float sign);
+static void attention_forward_fast(float* y, float* att, const float* q, const float* k,
+                                   const float* v, int B, int T, int H, int KVH, int hd,
+                                   float scale);
+static void attention_backward_fast(float* dq, float* dk, float* dv, float* scratch,
+                                    const float* dy, const float* att, const float* q,
+                                    const float* k, const float* v, int B, int T, int H,
+                                    int KVH, int hd, float scale);
+static void attn_gate_forward_fast(float* out, float* gate, const float* y, int BT, int H,
+                                   int hd);
+static void attn_gate_backward_fast(float* dy, float* dgate, const float* dout, const float* y,
+                                    const float* gate, int BT, int H, int hd);
+static void gelu_forward_fast(float* out, const float* inp, long N);
+static void gelu_backward_fast(float* dinp, const float* inp, const float* dout, long N);
+static void swiglu_forward_fast(float* out, const float* a, const float* u, long N);
+static void swiglu_backward_fast(float* da, float* du, const float* a, const float* u,
+                                 const float* dout, long N);
+static void residual_forward_fast(float* out, const float* a, const float* b, long N);
+static void softmax_forward_fast(float* logits, float* losses, const int* targets, int BT, int V);
+// the LM head's backward without writing dlogits (s = scale / BT)
+static void lm_head_backward_fast(float* dinp, float* dW, const float* probs, const int* targets,
+                                  const float* inp, const float* W, float* scratch, int BT,
+                                  int C, int V, float s);
+static void kept_begin(Model* m, int BT);    // the fast backward starts keeping grad_norm's sums
+static void kept_end(void);                  // and stops
+static double grad_norm_fast(const Model* m);         // grad_norm from the kept sums
+static void adamw_step_fast(Model* m, const OptConfig* o, float sched_lr, int t, float grad_scale);
+
+// ---- a device in place of the host (section 7): train_gpt2.cu's GPU ---------------------------
+static float engine_forward(Model* m, const int* tokens, const int* targets, int B, int T);
+static void engine_zero_grad(Model* m);
+static void engine_backward(Model* m, int B, int T, float dloss);
+static double engine_grad_norm(const Model* m);
+static void engine_update(Model* m, const OptConfig* o, float sched_lr, int t, float grad_scale);
+
+// ---- a run's extras around the loop (section 12) ------------------------------------------------
+static void run_before_step(Run* r, int step);   // validation loss, samples, checkpoints when due
+// after the gradient: stops on NaN/inf, runs the probes; 1: skip this update (--spike-skip)
+static int run_inspect(Run* r, int step, float loss, double norm);
+// after the update and its progress line: the probes' update ratios, the log's train event
+static void run_after_step(Run* r, int step, float loss, float lr, double norm, double ms);
+
+// ============================================================================================
+// 1. Layers. Each forward is followed by its backward. Shapes: B batch, T time, C width,
+//    OC output channels, BT = B*T rows. Backward functions ACCUMULATE (+=) into gradients,
+//    so a tensor used twice (the tied embedding) collects both contributions. Each function
+//    is the definition: plain loops. Its first line hands the work to the fast path (section 8)
+//    unless use_reference is set; the tests check that both give the same numbers.
+// ============================================================================================
+
 // out[BT,OC] = inp[BT,C] W[OC,C]^T + bias[OC]:  out[bt][o] = bias[o] + sum_c inp[bt][c] W[o][c]
-static void matmul_forward(float* out, const float* inp, const float* W, const float* bias, int BT, int C, int OC) {
+static void matmul_forward(float* out, const float* inp, const float* W, const float* bias,
+                           int BT, int C, int OC) {
     if (!use_reference) { matmul_forward_fast(out, inp, W, bias, BT, C, OC); return; }
     for (int bt = 0; bt < BT; bt++)
         for (int o = 0; o < OC; o++) {
@@ -552,58 +231,48 @@ static void matmul_backward(float* dinp, float* dW, float* dbias, const float* d
 // out[b,t,:] = wte[tok[b,t],:] (+ wpe[t,:] for learned positions)
 static void embedding_forward(float* out, const int* tok, const float* wte, const float* wpe,
                               int B, int T, int C) {
-    #pragma omp parallel for schedule(static)
-    for (int bt = 0; bt < B * T; bt++) {
-        const float* e = wte + (long)tok[bt] * C;
-        const float* p = wpe ? wpe + (long)(bt % T) * C : NULL;
-        for (int c = 0; c < C; c++) out[(long)bt * C + c] = e[c] + (p ? p[c] : 0.0f);
-    }
+    if (!use_reference) { embedding_forward_fast(out, tok, wte, wpe, B, T, C); return; }
+    for (int bt = 0; bt < B * T; bt++)
+        for (int c = 0; c < C; c++)
+            out[(long)bt * C + c] = wte[(long)tok[bt] * C + c]
+                                  + (wpe ? wpe[(long)(bt % T) * C + c] : 0.0f);
 }
 
-// Rows of dwte can repeat (the same token twice), so the sum over positions runs in one
-// fixed order per channel block: parallel over channels, sequential over positions.
+// Each position adds its gradient to the row of its token (a token seen twice gets both) and,
+// for learned positions, to the row of its position.
 static void embedding_backward(float* dwte, float* dwpe, const float* dout, const int* tok,
                                int B, int T, int C) {
-    #pragma omp parallel for schedule(static)
-    for (int c0 = 0; c0 < C; c0 += 16) {
-        int c1 = c0 + 16 < C ? c0 + 16 : C;
-        for (int bt = 0; bt < B * T; bt++) {
-            const float* d = dout + (long)bt * C;
-            float* ew = dwte + (long)tok[bt] * C;
-            float* pw = dwpe ? dwpe + (long)(bt % T) * C : NULL;
-            for (int c = c0; c < c1; c++) {
-                ew[c] += d[c];
-                if (pw) pw[c] += d[c];
-            }
+    if (!use_reference) { embedding_backward_fast(dwte, dwpe, dout, tok, B, T, C); return; }
+    for (int bt = 0; bt < B * T; bt++)
+        for (int c = 0; c < C; c++) {
+            dwte[(long)tok[bt] * C + c] += dout[(long)bt * C + c];
+            if (dwpe) dwpe[(long)(bt % T) * C + c] += dout[(long)bt * C + c];
         }
-    }
 }
 
-// ---- normalization: [SmallInit eq. 1] LayerNorm and [SmallInit eq. 2] RMSNorm ---------------------------
-// LayerNorm(h) = w * (h - mu) / sqrt(sigma^2 + eps) + b      [SmallInit eq. 1]
-// RMSNorm(h)   = w * h / sqrt(mean(h^2) + eps)               [SmallInit eq. 2]
+// ---- normalization ---------------------------------------------------------------------------
+// [SmallInit eq. 1] LayerNorm(h) = w * (h - mu) / sqrt(sigma^2 + eps) + b
+// [SmallInit eq. 2] RMSNorm(h)   = w * h / sqrt(mean(h^2) + eps)
 // eps sits INSIDE the square root. When sigma^2 (or mean h^2) falls below eps, the factor
 // (sigma^2 + eps)^(-1/2) stops growing as the input shrinks: the normalization no longer
 // normalizes, which is why small init needs a small eps [SmallInit §2.1, Fig. 1c].
 // mean[] (LayerNorm only) and rstd[] = 1/sqrt(var + eps) are kept for the backward pass.
 static void norm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
                          const float* b, int rms, float eps, int N, int C) {
-    #pragma omp parallel for schedule(static)
+    if (!use_reference) { norm_forward_fast(out, mean, rstd, inp, w, b, rms, eps, N, C); return; }
     for (int n = 0; n < N; n++) {
         const float* x = inp + (long)n * C;
-        float m = 0.0f, v = 0.0f;
+        float mu = 0.0f, var = 0.0f;
         if (!rms) {
-            #pragma omp simd reduction(+ : m)
-            for (int c = 0; c < C; c++) m += x[c];
-            m /= C;
+            for (int c = 0; c < C; c++) mu += x[c];
+            mu /= C;
         }
-        #pragma omp simd reduction(+ : v)
-        for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
-        v /= C;
-        float s = 1.0f / sqrtf(v + eps);
-        float* y = out + (long)n * C;
-        for (int c = 0; c < C; c++) y[c] = (x[c] - m) * s * w[c] + (b ? b[c] : 0.0f);
-        if (mean) mean[n] = m;
+        for (int c = 0; c < C; c++) var += (x[c] - mu) * (x[c] - mu);
+        var /= C;
+        float s = 1.0f / sqrtf(var + eps);
+        for (int c = 0; c < C; c++)
+            out[(long)n * C + c] = (x[c] - mu) * s * w[c] + (b ? b[c] : 0.0f);
+        if (mean) mean[n] = mu;
         rstd[n] = s;
     }
 }
@@ -612,36 +281,29 @@ static void norm_forward(float* out, float* mean, float* rstd, const float* inp,
 //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat))     LayerNorm
 //   dx = rstd * (g - xhat * mean(g * xhat))               RMSNorm (no mean was removed)
 //   dw = sum over rows of dout * xhat ;  db = sum over rows of dout
-// dw/db are summed in a second, channel-parallel pass so the order is fixed.
 static void norm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
-                          const float* w, const float* mean, const float* rstd, int rms, int N, int C) {
-    #pragma omp parallel for schedule(static)
+                          const float* w, const float* mean, const float* rstd, int rms, int N,
+                          int C) {
+    if (!use_reference) {
+        norm_backward_fast(dinp, dw, db, dout, inp, w, mean, rstd, rms, N, C);
+        return;
+    }
     for (int n = 0; n < N; n++) {
         const float* x = inp + (long)n * C;
         const float* d = dout + (long)n * C;
-        float m = rms ? 0.0f : mean[n], s = rstd[n];
+        float mu = rms ? 0.0f : mean[n], s = rstd[n];
         float g_mean = 0.0f, gx_mean = 0.0f;
-        #pragma omp simd reduction(+ : g_mean, gx_mean)
         for (int c = 0; c < C; c++) {
-            float g = d[c] * w[c];
-            g_mean += g;
-            gx_mean += g * (x[c] - m) * s;
+            g_mean += d[c] * w[c];
+            gx_mean += d[c] * w[c] * (x[c] - mu) * s;
         }
         g_mean = rms ? 0.0f : g_mean / C;
         gx_mean /= C;
-        float* dx = dinp + (long)n * C;
-        for (int c = 0; c < C; c++) dx[c] += s * (d[c] * w[c] - g_mean - (x[c] - m) * s * gx_mean);
-    }
-    #pragma omp parallel for schedule(static)
-    for (int c0 = 0; c0 < C; c0 += 16) {
-        int c1 = c0 + 16 < C ? c0 + 16 : C;
-        for (int n = 0; n < N; n++) {
-            float m = rms ? 0.0f : mean[n], s = rstd[n];
-            for (int c = c0; c < c1; c++) {
-                float dv = dout[(long)n * C + c];
-                dw[c] += dv * (inp[(long)n * C + c] - m) * s;
-                if (db) db[c] += dv;
-            }
+        for (int c = 0; c < C; c++) {
+            float xhat = (x[c] - mu) * s;
+            dinp[(long)n * C + c] += s * (d[c] * w[c] - g_mean - xhat * gx_mean);
+            dw[c] += d[c] * xhat;
+            if (db) db[c] += d[c];
         }
     }
 }
@@ -649,8 +311,7 @@ static void norm_backward(float* dinp, float* dw, float* db, const float* dout, 
 // ---- rotary position embedding (llama preset) --------------------------------------------------
 // Each head vector is split into pairs (2j, 2j+1); pair j at position t turns by the angle
 // t * theta^(-2j/hd). A rotation is orthogonal, so the backward pass is the rotation by -angle.
-// The cosines and sines depend only on (t, j): rope_table computes them once (cs [T, hd/2, 2]),
-// when the activations are allocated, and every rotation reads them.
+// The cosines and sines depend only on (t, j): rope_table computes them once (cs [T, hd/2, 2]).
 static void rope_table(float* cs, int T, int hd, float theta) {
     for (int t = 0; t < T; t++)
         for (int j = 0; j < hd / 2; j++) {
@@ -662,47 +323,30 @@ static void rope_table(float* cs, int T, int hd, float theta) {
 
 // x is [B*T, nh*hd]; sign = +1 forward, -1 backward (applied to the gradient in place).
 static void rope_apply(float* x, const float* cs, int B, int T, int nh, int hd, float sign) {
-    #pragma omp parallel for schedule(static)
-    for (int bt = 0; bt < B * T; bt++) {
-        const float* ct = cs + (long)(bt % T) * hd;
-        for (int h = 0; h < nh; h++) {
-            float* v = x + ((long)bt * nh + h) * hd;
+    if (!use_reference) { rope_apply_fast(x, cs, B, T, nh, hd, sign); return; }
+    for (int bt = 0; bt < B * T; bt++)
+        for (int h = 0; h < nh; h++)
             for (int j = 0; j < hd / 2; j++) {
-                float c = ct[2 * j], sn = sign * ct[2 * j + 1];
-                float a = v[2 * j], b = v[2 * j + 1];
-                v[2 * j] = a * c - b * sn;
-                v[2 * j + 1] = a * sn + b * c;
+                const float* ct = cs + ((long)(bt % T) * (hd / 2) + j) * 2;
+                float c = ct[0], sn = sign * ct[1];
+                float* v = x + ((long)bt * nh + h) * hd + 2 * j;
+                float a = v[0], b = v[1];
+                v[0] = a * c - b * sn;
+                v[1] = a * sn + b * c;
             }
-        }
-    }
 }
 
-// ---- causal self-attention with grouped KV heads -------------------------------------------
+// ---- causal self-attention with grouped KV heads ----------------------------------------------
 // q [BT, H*hd], k and v [BT, KVH*hd]; head h reads kv head h / (H/KVH) (GQA; KVH = H is plain
 // multi-head attention). att [B,H,T,T] keeps the softmax probabilities for the backward pass
 // (and for the attention-sink probe, [SmallInit eq. 5]). y [BT, H*hd].
 //   A = softmax(scale * q k^T + causal mask),  y = A v
-// The loops below are the definition; training runs the fast path of section 10 (use_reference).
-#define ATT_QB 64        // the fast path's block of query rows (section 10)
-
-// Row t of A in place: softmax over keys 0..t of scale * (the scores there), zeros after t.
-static void causal_softmax_row(float* a, int t, int T, float scale) {
-    float mx = -FLT_MAX, sum = 0.0f;
-    #pragma omp simd reduction(max : mx)
-    for (int s = 0; s <= t; s++) mx = a[s] * scale > mx ? a[s] * scale : mx;
-    #pragma omp simd reduction(+ : sum)
-    for (int s = 0; s <= t; s++) {
-        a[s] = vexpf(a[s] * scale - mx);
-        sum += a[s];
-    }
-    float inv = 1.0f / sum;
-    for (int s = 0; s <= t; s++) a[s] *= inv;
-    for (int s = t + 1; s < T; s++) a[s] = 0.0f;
-}
-
 static void attention_forward(float* y, float* att, const float* q, const float* k, const float* v,
                               int B, int T, int H, int KVH, int hd, float scale) {
-    if (!use_reference) { attention_forward_fast(y, att, q, k, v, B, T, H, KVH, hd, scale); return; }
+    if (!use_reference) {
+        attention_forward_fast(y, att, q, k, v, B, T, H, KVH, hd, scale);
+        return;
+    }
     int qd = H * hd, kvd = KVH * hd;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
@@ -710,26 +354,29 @@ static void attention_forward(float* y, float* att, const float* q, const float*
             for (int t = 0; t < T; t++) {
                 const float* qt = q + (long)(b * T + t) * qd + h * hd;
                 float* a = att + (((long)b * H + h) * T + t) * T;
-                for (int s = 0; s <= t; s++) {              // the scores q_t . k_s of keys up to t
+                float mx = -FLT_MAX, sum = 0.0f;
+                for (int s = 0; s <= t; s++) {          // the scores of the keys up to t
                     const float* ks = k + (long)(b * T + s) * kvd + kh * hd;
                     float dot = 0.0f;
                     for (int i = 0; i < hd; i++) dot += qt[i] * ks[i];
-                    a[s] = dot;
+                    a[s] = scale * dot;
+                    if (a[s] > mx) mx = a[s];
                 }
-                causal_softmax_row(a, t, T, scale);
+                for (int s = 0; s <= t; s++) {          // softmax, less the maximum for safety
+                    a[s] = expf(a[s] - mx);
+                    sum += a[s];
+                }
+                for (int s = 0; s < T; s++) a[s] = s <= t ? a[s] / sum : 0.0f;
                 float* yt = y + (long)(b * T + t) * qd + h * hd;
-                for (int i = 0; i < hd; i++) {              // y_t = sum_s A[t,s] v_s
+                for (int i = 0; i < hd; i++) {          // y_t = sum_s A[t,s] v_s
                     float acc = 0.0f;
-                    for (int s = 0; s <= t; s++) acc += a[s] * v[(long)(b * T + s) * kvd + kh * hd + i];
+                    for (int s = 0; s <= t; s++)
+                        acc += a[s] * v[(long)(b * T + s) * kvd + kh * hd + i];
                     yt[i] = acc;
                 }
             }
         }
 }
-
-// Floats of scratch attention_backward needs: one ATT_QB x T block of dP per thread.
-static long attention_scratch_per_thread(int T) { return (long)(T < ATT_QB ? T : ATT_QB) * T; }
-static long attention_scratch_floats(int T) { return thread_count() * attention_scratch_per_thread(T); }
 
 // With P = scale * q k^T and A = softmax(P), for each query row t (accumulating):
 //   dA[t,s] = dy_t . v_s ;  dP[t,s] = A[t,s] (dA[t,s] - sum_s' A[t,s'] dA[t,s'])
@@ -773,63 +420,66 @@ static void attention_backward(float* dq, float* dk, float* dv, float* scratch, 
         }
 }
 
-// ---- the attention gate: [SmallInit eqs. 3-4] -------------------------------------------------
-// GAttn(x) = Concat(g_1(x) * head_1, ..., g_H(x) * head_H) W_O,  g_h(x) = sigmoid(x W_h^g)  (3),(4)
-// gpre [BT,H] holds x W^g (+ b^g) on entry and is overwritten by the gate g = sigmoid(gpre).
-static void gate_forward(float* out, float* gate, const float* y, int BT, int H, int hd) {
-    #pragma omp parallel for schedule(static)
+// ---- the attention gate -------------------------------------------------------------------------
+// [SmallInit eqs. 3-4] GAttn(x) = Concat(g_1(x) * head_1, ..., g_H(x) * head_H) W_O,
+//                      g_h(x) = sigmoid(x W_h^g)
+// gate [BT,H] holds the pre-activation x W^g (+ b^g) on entry and the gate g on return.
+HOSTDEV static inline float sigmoid_of(float a) { return 1.0f / (1.0f + vexpf(-a)); }
+
+static void attn_gate_forward(float* out, float* gate, const float* y, int BT, int H, int hd) {
+    if (!use_reference) { attn_gate_forward_fast(out, gate, y, BT, H, hd); return; }
     for (int bt = 0; bt < BT; bt++)
         for (int h = 0; h < H; h++) {
             float g = sigmoid_of(gate[(long)bt * H + h]);
             gate[(long)bt * H + h] = g;
-            for (int i = 0; i < hd; i++) out[((long)bt * H + h) * hd + i] = g * y[((long)bt * H + h) * hd + i];
+            for (int i = 0; i < hd; i++)
+                out[((long)bt * H + h) * hd + i] = g * y[((long)bt * H + h) * hd + i];
         }
 }
 
-// dy = g * dout ;  dgpre = (sum_i dout_i y_i) * g (1 - g)
-static void gate_backward(float* dy, float* dgpre, const float* dout, const float* y, const float* gate,
-                          int BT, int H, int hd) {
-    #pragma omp parallel for schedule(static)
+// dy = g * dout ;  dgate (of the pre-activation) = (sum_i dout_i y_i) * g (1 - g)
+static void attn_gate_backward(float* dy, float* dgate, const float* dout, const float* y,
+                               const float* gate, int BT, int H, int hd) {
+    if (!use_reference) { attn_gate_backward_fast(dy, dgate, dout, y, gate, BT, H, hd); return; }
     for (int bt = 0; bt < BT; bt++)
         for (int h = 0; h < H; h++) {
             float g = gate[(long)bt * H + h], s = 0.0f;
-            #pragma omp simd reduction(+ : s)
             for (int i = 0; i < hd; i++) {
                 long j = ((long)bt * H + h) * hd + i;
                 s += dout[j] * y[j];
                 dy[j] = g * dout[j];
             }
-            dgpre[(long)bt * H + h] = s * g * (1.0f - g);
+            dgate[(long)bt * H + h] = s * g * (1.0f - g);
         }
 }
 
-// ---- MLP activations -----------------------------------------------------------------------------
+// ---- MLP activations ----------------------------------------------------------------------------
 // GELU, tanh form (GPT-2): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 #define GELU_K 0.7978845608028654f
-// tanh(u) = 1 - 2 / (exp(2u) + 1): libm's tanhf costs about four expf and does not vectorize; this
-// form is exact to ~2e-7 absolute, and saturates correctly (exp -> inf or 0).
+// tanh(u) = 1 - 2 / (exp(2u) + 1), exact to ~2e-7 absolute, saturating correctly (exp -> inf or 0)
 HOSTDEV static inline float tanh_via_exp(float u) { return 1.0f - 2.0f / (vexpf(2.0f * u) + 1.0f); }
 HOSTDEV static inline float gelu_of(float x) {
     return 0.5f * x * (1.0f + tanh_via_exp(GELU_K * (x + 0.044715f * x * x * x)));
 }
-// d gelu / dx = (1 + th) / 2 + x (1 - th^2) GELU_K (1 + 3 * 0.044715 x^2) / 2 with th the tanh above
+// d gelu / dx = (1 + th) / 2 + x (1 - th^2) GELU_K (1 + 3 * 0.044715 x^2) / 2, th the tanh above
 HOSTDEV static inline float gelu_grad_of(float x) {
     float th = tanh_via_exp(GELU_K * (x + 0.044715f * x * x * x));
-    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
+    return 0.5f * (1.0f + th)
+         + 0.5f * x * (1.0f - th * th) * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
 }
 
 static void gelu_forward(float* out, const float* inp, long N) {
-    #pragma omp parallel for schedule(static)
+    if (!use_reference) { gelu_forward_fast(out, inp, N); return; }
     for (long i = 0; i < N; i++) out[i] = gelu_of(inp[i]);
 }
 
 static void gelu_backward(float* dinp, const float* inp, const float* dout, long N) {
-    #pragma omp parallel for schedule(static)
+    if (!use_reference) { gelu_backward_fast(dinp, inp, dout, N); return; }
     for (long i = 0; i < N; i++) dinp[i] = gelu_grad_of(inp[i]) * dout[i];
 }
 
-// SwiGLU (llama preset): out = silu(a) * u with silu(a) = a * sigmoid(a); a = x W_gate^T, u = x W_up^T.
-// d silu(a)/da = s (1 + a (1 - s)) with s = sigmoid(a).
+// SwiGLU (llama preset): out = silu(a) * u with silu(a) = a * sigmoid(a); the gate's
+// pre-activation a = x W_gate^T, u = x W_up^T. d silu(a)/da = s (1 + a (1 - s)), s = sigmoid(a).
 HOSTDEV static inline float swiglu_of(float a, float u) { return a / (1.0f + vexpf(-a)) * u; }
 
 HOSTDEV static inline void swiglu_grad_of(float a, float u, float dout, float* da, float* du) {
@@ -839,174 +489,330 @@ HOSTDEV static inline void swiglu_grad_of(float a, float u, float dout, float* d
 }
 
 static void swiglu_forward(float* out, const float* a, const float* u, long N) {
-    #pragma omp parallel for schedule(static)
+    if (!use_reference) { swiglu_forward_fast(out, a, u, N); return; }
     for (long i = 0; i < N; i++) out[i] = swiglu_of(a[i], u[i]);
 }
 
-static void swiglu_backward(float* da, float* du, const float* a, const float* u, const float* dout, long N) {
-    #pragma omp parallel for schedule(static)
+static void swiglu_backward(float* da, float* du, const float* a, const float* u,
+                            const float* dout, long N) {
+    if (!use_reference) { swiglu_backward_fast(da, du, a, u, dout, N); return; }
     for (long i = 0; i < N; i++) swiglu_grad_of(a[i], u[i], dout[i], &da[i], &du[i]);
 }
 
-// ---- residual ------------------------------------------------------------------------------------
+// ---- residual: out = a + b (its backward passes the gradient to both, unchanged) ----------------
 static void residual_forward(float* out, const float* a, const float* b, long N) {
-    #pragma omp parallel for schedule(static)
+    if (!use_reference) { residual_forward_fast(out, a, b, N); return; }
     for (long i = 0; i < N; i++) out[i] = a[i] + b[i];
 }
 
-// ---- softmax + cross-entropy ---------------------------------------------------------------------
+// ---- softmax + cross-entropy --------------------------------------------------------------------
 // logits [BT,V] are replaced by probabilities; losses[bt] = -log p[target]. With targets NULL only
 // the probabilities are computed (sampling).
 static void softmax_forward(float* logits, float* losses, const int* targets, int BT, int V) {
-    #pragma omp parallel for schedule(static)
+    if (!use_reference) { softmax_forward_fast(logits, losses, targets, BT, V); return; }
     for (int bt = 0; bt < BT; bt++) {
         float* z = logits + (long)bt * V;
         float mx = -FLT_MAX;
-        #pragma omp simd reduction(max : mx)
         for (int i = 0; i < V; i++) mx = z[i] > mx ? z[i] : mx;
-        float zt = targets ? z[targets[bt]] - mx : 0.0f;
-        for (int i = 0; i < V; i++) z[i] = vexpf(z[i] - mx);
-        double sum = 0.0;   // (a separate loop: GCC leaves an exp loop with a double reduction scalar)
-        #pragma omp simd reduction(+ : sum)
-        for (int i = 0; i < V; i++) sum += z[i];
-        float inv = (float)(1.0 / sum);
-        for (int i = 0; i < V; i++) z[i] *= inv;
+        double sum = 0.0;
+        for (int i = 0; i < V; i++) sum += expf(z[i] - mx);
         // -log p = log(sum) - (z_t - max): exact even where p itself underflows
-        if (targets) losses[bt] = (float)(log(sum) - zt);
+        if (targets) losses[bt] = (float)(log(sum) - (z[targets[bt]] - mx));
+        for (int i = 0; i < V; i++) z[i] = (float)(expf(z[i] - mx) / sum);
     }
 }
 
-// mean loss over BT rows: dlogits = (p - onehot(target)) / BT, written in place over p
-static void crossentropy_softmax_backward(float* probs, const int* targets, int BT, int V) {
+// The gradient of scale x the mean loss over BT rows by the logits, written over p:
+// dlogits = scale (p - onehot(target)) / BT
+static void crossentropy_backward(float* probs, const int* targets, int BT, int V, float scale) {
     float inv = 1.0f / BT;
-    #pragma omp parallel for schedule(static)
     for (int bt = 0; bt < BT; bt++) {
         float* p = probs + (long)bt * V;
         for (int i = 0; i < V; i++) p[i] *= inv;
         p[targets[bt]] -= inv;
+        if (scale != 1.0f)
+            for (int i = 0; i < V; i++) p[i] *= scale;
     }
 }
 
-// The LM head's backward, from the probabilities to its input and weight: dlogits = scale (p -
-// onehot(target)) / BT over p, then the matmul's backward (dinp += dlogits W, dW += dlogits^T inp).
-// scale is muP's logit scale times dloss (model_backward). The fast path (section 10) gets the same
-// two gradients without writing dlogits: p stays as it is.
-static void lm_head_backward(float* dinp, float* dW, float* probs, const int* targets, const float* inp,
-                             const float* W, float* scratch, int BT, int C, int V, float scale) {
-    if (!use_reference) { lm_head_backward_fast(dinp, dW, probs, targets, inp, W, scratch, BT, C, V, scale / BT); return; }
-    crossentropy_softmax_backward(probs, targets, BT, V);
-    if (scale != 1.0f)
-        for (long i = 0; i < (long)BT * V; i++) probs[i] *= scale;
+// The LM head's backward, from the probabilities to its input and weight: crossentropy_backward,
+// then the matmul's backward (dinp += dlogits W, dW += dlogits^T inp). scale is muP's logit scale
+// times dloss.
+static void lm_head_backward(float* dinp, float* dW, float* probs, const int* targets,
+                             const float* inp, const float* W, float* scratch, int BT, int C,
+                             int V, float scale) {
+    if (!use_reference) {
+        lm_head_backward_fast(dinp, dW, probs, targets, inp, W, scratch, BT, C, V, scale / BT);
+        return;
+    }
+    crossentropy_backward(probs, targets, BT, V, scale);
     matmul_backward(dinp, dW, NULL, probs, inp, W, BT, C, V);
 }
 
 // ============================================================================================
-// 5. The model: forward and backward, layer by layer
+// 2. The model: its configuration, its parameters, the forward and the backward pass
 // ============================================================================================
 
-// The activations and gradients of one forward and backward pass over at most B x T tokens.
-// One buffer of the activations: allocated, or with a counter only added up (acts_bytes, the memory
-// estimate printed at start-up, walks the same list).
-static float* acts_buf(size_t* count, long floats) {
-    if (!count) return zeroed_floats(floats);
-    *count += floats * sizeof(float);
-    return NULL;
-}
+typedef struct {
+    int V;          // vocabulary
+    int maxT;       // longest sequence (rows of wpe)
+    int L, C, H;    // blocks, width, attention heads (head size hd = C / H)
+    int KVH;        // key/value heads, divides H (grouped-query attention)
+    int F;          // MLP hidden width
+    int rmsnorm;    // 0: LayerNorm (w, b), 1: RMSNorm (w)
+    int swiglu;     // 0: GELU MLP, 1: SwiGLU MLP
+    int rope;       // 0: learned positions (wpe), 1: rotary embedding
+    int bias;       // biases on every linear layer
+    int tied;       // lm_head shares wte
+    int attn_gate;  // gated attention, [SmallInit eqs. 3-4]
+    float eps;      // norm eps, inside the square root [SmallInit eqs. 1-2]
+    float rope_theta;
+    float attn_scale;   // multiplies q.k: 1/sqrt(hd), or 1/hd under muP ([muP]; [Errata 001-14])
+    float logit_scale;  // multiplies the logits: 1, or 1/width_mult under muP
+} Config;
 
-static void acts_layout(Model* m, int B, int T, size_t* count) {
-    const Config* c = &m->cfg;
-    long BT = (long)B * T, L = c->L, C = c->C, hd = C / c->H;
-    long qd = c->H * hd, kvd = c->KVH * hd, F = c->F, H = c->H, V = c->V;
-    Acts* a = &m->a;
-    m->B = B;
-    m->T = T;
-    a->res = acts_buf(count, (L + 1) * BT * C);
-    a->resmid = acts_buf(count, L * BT * C);
-    a->ln1 = acts_buf(count, L * BT * C);
-    a->ln1_mean = acts_buf(count, L * BT);
-    a->ln1_rstd = acts_buf(count, L * BT);
-    a->q = acts_buf(count, L * BT * qd);
-    a->k = acts_buf(count, L * BT * kvd);
-    a->v = acts_buf(count, L * BT * kvd);
-    a->att = acts_buf(count, L * B * H * T * T);
-    a->yatt = acts_buf(count, L * BT * qd);
-    a->gate = acts_buf(count, L * BT * H);
-    a->ygated = c->gate ? acts_buf(count, L * BT * qd) : a->yatt;
-    a->ln2 = acts_buf(count, L * BT * C);
-    a->ln2_mean = acts_buf(count, L * BT);
-    a->ln2_rstd = acts_buf(count, L * BT);
-    a->up = acts_buf(count, L * BT * F);
-    a->gpre = c->swiglu ? acts_buf(count, L * BT * F) : NULL;
-    a->hact = acts_buf(count, L * BT * F);
-    a->lnf = acts_buf(count, BT * C);
-    a->lnf_mean = acts_buf(count, BT);
-    a->lnf_rstd = acts_buf(count, BT);
-    a->logits = acts_buf(count, BT * V);
-    a->losses = acts_buf(count, BT);
-    a->dres = acts_buf(count, BT * C);
-    a->dln = acts_buf(count, BT * C);
-    a->dq = acts_buf(count, BT * qd);
-    a->dk = acts_buf(count, BT * kvd);
-    a->dv = acts_buf(count, BT * kvd);
-    a->datt = acts_buf(count, attention_scratch_floats(T));
-    a->rope_cs = NULL;
-    if (c->rope) {
-        a->rope_cs = acts_buf(count, T * hd);
-        if (!count) rope_table(a->rope_cs, T, hd, c->rope_theta);
+// ---- the parameters: kinds, groups, tensors ----------------------------------------------------
+// Parameter kinds, in the order they are stored. Per-layer kinds hold L consecutive slices.
+// W_G is the attention gate's weight (attn.wg); W_GATE is SwiGLU's gate projection (mlp.wgate).
+enum {
+    K_WTE, K_WPE,
+    K_LN1W, K_LN1B, K_WQ, K_BQ, K_WK, K_BK, K_WV, K_BV, K_WG, K_BG, K_WO, K_BO,
+    K_LN2W, K_LN2B, K_WGATE, K_BGATE, K_WUP, K_BUP, K_WDOWN, K_BDOWN,
+    K_LNFW, K_LNFB, K_LMHEAD, NUM_KINDS
+};
+#define FIRST_LAYER_KIND K_LN1W
+#define LAST_LAYER_KIND K_BDOWN
+
+// Parameter groups: the unit at which an initializer (-I group=scheme) or an optimizer rule
+// applies. On the command line G_ATTN_GATE is "gate", G_UP holds mlp.wgate and mlp.wup.
+typedef enum {
+    G_TOK_EMB, G_POS_EMB, G_QKV, G_ATTN_GATE, G_OUT, G_UP, G_DOWN, G_LM_HEAD, G_NORM, G_BIAS,
+    NUM_GROUPS
+} Group;
+static const char* group_names[NUM_GROUPS] = {
+    "emb", "pos", "qkv", "gate", "out", "up", "down", "head", "norm", "bias"
+};
+
+static const struct { const char* name; Group group; } kind_info[NUM_KINDS] = {
+    {"wte", G_TOK_EMB}, {"wpe", G_POS_EMB},
+    {"ln1.w", G_NORM}, {"ln1.b", G_BIAS}, {"attn.wq", G_QKV}, {"attn.bq", G_BIAS},
+    {"attn.wk", G_QKV}, {"attn.bk", G_BIAS}, {"attn.wv", G_QKV}, {"attn.bv", G_BIAS},
+    {"attn.wg", G_ATTN_GATE}, {"attn.bg", G_BIAS}, {"attn.wo", G_OUT}, {"attn.bo", G_BIAS},
+    {"ln2.w", G_NORM}, {"ln2.b", G_BIAS}, {"mlp.wgate", G_UP}, {"mlp.bgate", G_BIAS},
+    {"mlp.wup", G_UP}, {"mlp.bup", G_BIAS}, {"mlp.wdown", G_DOWN}, {"mlp.bdown", G_BIAS},
+    {"lnf.w", G_NORM}, {"lnf.b", G_BIAS}, {"lm_head", G_LM_HEAD},
+};
+
+// Shape (rows, cols) = (out, in) of one slice of a kind; returns 0 when the config has no such
+// tensor. Vectors are (n, 1).
+static int kind_shape(const Config* c, int kind, int* rows, int* cols) {
+    int hd = c->C / c->H, qd = c->H * hd, kvd = c->KVH * hd, ln = !c->rmsnorm;
+    int r = 0, k = 1, present = 1;
+    switch (kind) {
+    case K_WTE: r = c->V; k = c->C; break;
+    case K_WPE: r = c->maxT; k = c->C; present = !c->rope; break;
+    case K_LN1W: case K_LN2W: case K_LNFW: r = c->C; break;
+    case K_LN1B: case K_LN2B: case K_LNFB: r = c->C; present = ln; break;
+    case K_WQ: r = qd; k = c->C; break;
+    case K_BQ: r = qd; present = c->bias; break;
+    case K_WK: case K_WV: r = kvd; k = c->C; break;
+    case K_BK: case K_BV: r = kvd; present = c->bias; break;
+    case K_WG: r = c->H; k = c->C; present = c->attn_gate; break;
+    case K_BG: r = c->H; present = c->attn_gate && c->bias; break;
+    case K_WO: r = c->C; k = qd; break;
+    case K_BO: r = c->C; present = c->bias; break;
+    case K_WGATE: r = c->F; k = c->C; present = c->swiglu; break;
+    case K_BGATE: r = c->F; present = c->swiglu && c->bias; break;
+    case K_WUP: r = c->F; k = c->C; break;
+    case K_BUP: r = c->F; present = c->bias; break;
+    case K_WDOWN: r = c->C; k = c->F; break;
+    case K_BDOWN: r = c->C; present = c->bias; break;
+    case K_LMHEAD: r = c->V; k = c->C; present = !c->tied; break;
     }
-    a->dy = acts_buf(count, BT * qd);
-    a->dy2 = acts_buf(count, BT * qd);
-    a->dgate = acts_buf(count, BT * H);
-    a->dup = acts_buf(count, BT * F);
-    a->dgpre = acts_buf(count, BT * F);
-    a->dh = acts_buf(count, BT * F);
-    a->tmp = acts_buf(count, BT * (C > qd ? C : qd));
-    m->tokens = (int*)acts_buf(count, BT);      // int and float are both 4 bytes
-    m->targets = (int*)acts_buf(count, BT);
+    *rows = r;
+    *cols = k;
+    return present;
 }
 
-static void acts_alloc(Model* m, int B, int T) { acts_layout(m, B, T, NULL); }
+static int kind_is_layer(int kind) { return kind >= FIRST_LAYER_KIND && kind <= LAST_LAYER_KIND; }
 
-static size_t acts_bytes(const Config* c, int B, int T) {
-    Model shape;
-    memset(&shape, 0, sizeof(shape));
-    shape.cfg = *c;
-    size_t bytes = 0;
-    acts_layout(&shape, B, T, &bytes);
-    return bytes;
+// One named parameter tensor: a slice of the parameter block.
+typedef struct {
+    char name[32];      // as in doc/model.md: "wte", "h.3.attn.wq", ...
+    int kind, layer;    // layer -1 for tensors outside the blocks
+    Group group;
+    int rows, cols;     // (out, in) = (fan_out, fan_in) for matrices; (n, 1) for vectors
+    size_t offset, numel;
+    float lr_mult;      // per-tensor learning-rate multiplier (muP sets it; 1 otherwise)
+    int decay;          // decoupled weight decay applies (matrices; embeddings with --decay-emb)
+} Tensor;
+
+// ---- the activations -------------------------------------------------------------------------
+// What one forward pass keeps for the backward pass. Per-layer buffers hold L slices.
+typedef struct {
+    float *res;                           // (L+1) x BT x C: stream entering each block; res[L] last
+    float *resmid;                        // L x BT x C: stream after the attention sublayer
+    float *ln1, *ln1_mean, *ln1_rstd;     // L x BT x C, L x BT, L x BT
+    float *q, *k, *v;                     // L x BT x H*hd, L x BT x KVH*hd (after RoPE)
+    float *att;                           // L x B x H x T x T softmax probabilities
+    float *yatt;                          // L x BT x C attention output before the gate
+    float *attn_gate;                     // L x BT x H attention gate values g
+    float *ygated;                        // L x BT x C gated output (= yatt without the gate)
+    float *ln2, *ln2_mean, *ln2_rstd;
+    float *up, *mlp_gate, *hact;          // L x BT x F: x W_up^T, SwiGLU's x W_gate^T, activation
+    float *lnf, *lnf_mean, *lnf_rstd;     // BT x C, BT, BT
+    float *logits;                        // BT x V: logits, then probabilities (the reference
+                                          // LM head's backward writes their gradient over them)
+    float *losses;                        // BT
+    // the gradients of activations (d loss / d x), reused by every layer of the backward pass
+    float *dres;                          // of the residual stream
+    float *dln;                           // of a norm's output (ln1, ln2 or lnf)
+    float *dq, *dk, *dv;                  // of q, k, v
+    float *dyg, *dyatt;                   // of the gated output and of the attention output
+    float *dattn_gate;                    // of the attention gate's pre-activation
+    float *dup, *dmlp_gate, *dhact;       // of up, of SwiGLU's gate pre-activation, of hact
+    float *tmp;                           // the output projections' product before the residual
+    float *att_scratch;                   // attention_backward's scratch
+    float *rope_cs;                       // T x hd/2 x (cos, sin) of RoPE (rope_table), or NULL
+    float *dres_kept;                     // (L+1) x BT x C: dres at each block's input and at the
+                                          // final norm's, for the gradact probe; else NULL
+} Acts;
+
+// One block's slices of the per-layer activation buffers.
+typedef struct {
+    float *x, *xmid, *xout;      // the stream entering the block, after attention, after the MLP
+    float *ln1, *ln1_mean, *ln1_rstd, *ln2, *ln2_mean, *ln2_rstd;
+    float *q, *k, *v, *att, *yatt, *attn_gate, *yg;    // yg: the gated output, or yatt
+    float *up, *mlp_gate, *hact;                        // mlp_gate: SwiGLU only
+} LayerActs;
+
+// Block l's slices: each buffer advances by one layer's size, computed for `rows` = the B x T
+// the buffers were allocated for and attention rows of maxT keys.
+static LayerActs layer_acts(const Acts* a, const Config* c, int l, long rows, int maxT) {
+    long C = c->C, H = c->H, hd = c->C / c->H, F = c->F;
+    LayerActs la;
+    la.x = a->res + l * rows * C;
+    la.xmid = a->resmid + l * rows * C;
+    la.xout = a->res + (l + 1) * rows * C;
+    la.ln1 = a->ln1 + l * rows * C;
+    la.ln1_mean = a->ln1_mean + l * rows;
+    la.ln1_rstd = a->ln1_rstd + l * rows;
+    la.ln2 = a->ln2 + l * rows * C;
+    la.ln2_mean = a->ln2_mean + l * rows;
+    la.ln2_rstd = a->ln2_rstd + l * rows;
+    la.q = a->q + l * rows * H * hd;
+    la.k = a->k + l * rows * c->KVH * hd;
+    la.v = a->v + l * rows * c->KVH * hd;
+    la.att = a->att + l * rows * maxT * H;
+    la.yatt = a->yatt + l * rows * H * hd;
+    la.attn_gate = a->attn_gate + l * rows * H;
+    la.yg = c->attn_gate ? a->ygated + l * rows * H * hd : la.yatt;
+    la.up = a->up + l * rows * F;
+    la.hact = a->hact + l * rows * F;
+    la.mlp_gate = c->swiglu ? a->mlp_gate + l * rows * F : NULL;
+    return la;
 }
 
-static void model_free(Model* m) {
-    Acts* a = &m->a;
-    float* bufs[] = {a->res, a->resmid, a->ln1, a->ln1_mean, a->ln1_rstd, a->q, a->k, a->v, a->att,
-                     a->yatt, a->gate, a->ln2, a->ln2_mean, a->ln2_rstd, a->up, a->gpre,
-                     a->hact, a->lnf, a->lnf_mean, a->lnf_rstd, a->logits, a->losses, a->dres, a->dln,
-                     a->dq, a->dk, a->dv, a->datt, a->dy, a->dy2, a->dgate, a->dup, a->dgpre, a->dh,
-                     a->tmp, a->rope_cs};
-    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) free(bufs[i]);
-    if (a->ygated != a->yatt) free(a->ygated);
-    free(m->params); free(m->grads); free(m->m); free(m->v);
-    free(m->tensors); free(m->tokens); free(m->targets);
+// ---- the model --------------------------------------------------------------------------------
+struct Model {
+    Config cfg;
+    int num_tensors;
+    Tensor* tensors;      // layer-major order: wte, wpe, h.0.*, h.1.*, ..., lnf.*, lm_head
+    size_t num_params;
+    float *params, *grads;                // one contiguous block each
+    float *adam_m, *adam_v;               // AdamW's moments, the same layout
+    int grads_zero;                       // 1: every gradient is 0
+    float *p[NUM_KINDS], *g[NUM_KINDS];   // start of each kind in params / grads (NULL if absent)
+    size_t kind_numel[NUM_KINDS];         // numel of one slice of each kind
+    int B, T;                             // activation buffers are sized for B x T
+    Acts a;
+    int* tokens;                          // B x T inputs of the last forward
+    int* targets;                         // B x T targets, or NULL
+    float loss;
+    Engine* engine;                       // NULL: the host computes; else the device does
+};
+
+// Block l's slice of a parameter kind and of its gradient; NULL where the configuration has no
+// such tensor (biases in the llama preset, the attention gate without -G 1).
+static float* param_of(const Model* m, int kind, int l) {
+    return m->p[kind] ? m->p[kind] + (size_t)l * m->kind_numel[kind] : NULL;
+}
+static float* grad_of(const Model* m, int kind, int l) {
+    return m->g[kind] ? m->g[kind] + (size_t)l * m->kind_numel[kind] : NULL;
+}
+
+static void add_tensor(Model* m, int kind, int layer, size_t kind_offset) {
+    if (!m->kind_numel[kind]) return;
+    Tensor* t = &m->tensors[m->num_tensors++];
+    t->kind = kind;
+    t->layer = layer;
+    t->group = kind_info[kind].group;
+    kind_shape(&m->cfg, kind, &t->rows, &t->cols);
+    t->numel = m->kind_numel[kind];
+    t->offset = kind_offset + (layer >= 0 ? (size_t)layer * t->numel : 0);
+    if (layer >= 0) snprintf(t->name, sizeof(t->name), "h.%d.%s", layer, kind_info[kind].name);
+    else snprintf(t->name, sizeof(t->name), "%s", kind_info[kind].name);
+    t->lr_mult = 1.0f;
+    t->decay = t->cols > 1 && t->group != G_TOK_EMB && t->group != G_POS_EMB;
+}
+
+// Storage, kind by kind: where each kind starts and how many numbers one tensor of it holds.
+// Returns the total.
+static size_t param_layout(const Config* c, size_t off[NUM_KINDS], size_t numel[NUM_KINDS]) {
+    size_t total = 0;
+    for (int kd = 0; kd < NUM_KINDS; kd++) {
+        int r, k;
+        off[kd] = total;
+        numel[kd] = kind_shape(c, kd, &r, &k) ? (size_t)r * k : 0;
+        total += numel[kd] * (kind_is_layer(kd) ? c->L : 1);
+    }
+    return total;
+}
+
+static void model_build(Model* m, const Config* cfg) {
     memset(m, 0, sizeof(*m));
+    m->cfg = *cfg;
+    const Config* c = &m->cfg;
+    size_t off[NUM_KINDS];
+    size_t total = param_layout(c, off, m->kind_numel);
+    m->num_params = total;
+    m->params = zeroed_floats(total);
+    m->grads = zeroed_floats(total);
+    m->adam_m = zeroed_floats(total);
+    m->adam_v = zeroed_floats(total);
+    m->grads_zero = 1;
+    for (int kd = 0; kd < NUM_KINDS; kd++) {
+        m->p[kd] = m->kind_numel[kd] ? m->params + off[kd] : NULL;
+        m->g[kd] = m->kind_numel[kd] ? m->grads + off[kd] : NULL;
+    }
+    // the named table: layer-major, the order a PyTorch module would list them
+    m->tensors = xcalloc((size_t)NUM_KINDS * (c->L + 1), sizeof(Tensor));
+    for (int kd = K_WTE; kd <= K_WPE; kd++) add_tensor(m, kd, -1, off[kd]);
+    for (int l = 0; l < c->L; l++)
+        for (int kd = FIRST_LAYER_KIND; kd <= LAST_LAYER_KIND; kd++) add_tensor(m, kd, l, off[kd]);
+    for (int kd = K_LNFW; kd <= K_LMHEAD; kd++) add_tensor(m, kd, -1, off[kd]);
 }
 
-// Forward pass over B x T tokens (B, T no larger than the buffers). With targets, returns the mean
-// cross-entropy and keeps the probabilities for the backward pass; without, the logits buffer
-// holds next-token probabilities (for sampling) and the return value is 0.
+// ---- the forward pass --------------------------------------------------------------------------
+// Over B x T tokens (B, T no larger than the buffers, which acts_alloc makes). With targets,
+// returns the mean cross-entropy and keeps the probabilities for the backward pass; without,
+// the logits buffer holds next-token probabilities (for sampling) and the return value is 0.
 static float model_forward(Model* m, const int* tokens, const int* targets, int B, int T) {
+    if (m->engine) return engine_forward(m, tokens, targets, B, T);
     const Config* c = &m->cfg;
     Acts* a = &m->a;
     int BT = B * T, C = c->C, H = c->H, KVH = c->KVH, hd = C / H, F = c->F;
     int qd = H * hd, kvd = KVH * hd;
-    if (B > m->B || T > m->T) fatal("internal: forward with B=%d T=%d exceeds buffers %dx%d", B, T, m->B, m->T);
+    if (B > m->B || T > m->T)
+        fatal("internal: forward with B=%d T=%d exceeds buffers %dx%d", B, T, m->B, m->T);
     for (int i = 0; i < BT; i++) {
-        if (tokens[i] < 0 || tokens[i] >= c->V) fatal("token id %d out of range [0, %d)", tokens[i], c->V);
+        if (tokens[i] < 0 || tokens[i] >= c->V)
+            fatal("token id %d out of range [0, %d)", tokens[i], c->V);
         m->tokens[i] = tokens[i];
     }
     embedding_forward(a->res, tokens, m->p[K_WTE], m->p[K_WPE], B, T, C);
     for (int l = 0; l < c->L; l++) {
-        LayerActs la;
-        LAYER_ACTS(la, a, c, l, (long)m->B * m->T, m->T);
+        LayerActs la = layer_acts(a, c, l, (long)m->B * m->T, m->T);
         // attention sublayer: xmid = x + Attn(Norm1(x))
         norm_forward(la.ln1, la.ln1_mean, la.ln1_rstd, la.x, param_of(m, K_LN1W, l),
                      param_of(m, K_LN1B, l), c->rmsnorm, c->eps, BT, C);
@@ -1018,9 +824,10 @@ static float model_forward(Model* m, const int* tokens, const int* targets, int 
             rope_apply(la.k, a->rope_cs, B, T, KVH, hd, 1.0f);
         }
         attention_forward(la.yatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd, c->attn_scale);
-        if (c->gate) {
-            matmul_forward(la.gate, la.ln1, param_of(m, K_WG, l), param_of(m, K_BG, l), BT, C, H);
-            gate_forward(la.yg, la.gate, la.yatt, BT, H, hd);
+        if (c->attn_gate) {
+            matmul_forward(la.attn_gate, la.ln1, param_of(m, K_WG, l), param_of(m, K_BG, l),
+                           BT, C, H);
+            attn_gate_forward(la.yg, la.attn_gate, la.yatt, BT, H, hd);
         }
         matmul_forward(a->tmp, la.yg, param_of(m, K_WO, l), param_of(m, K_BO, l), BT, qd, C);
         residual_forward(la.xmid, la.x, a->tmp, (long)BT * C);
@@ -1029,16 +836,19 @@ static float model_forward(Model* m, const int* tokens, const int* targets, int 
                      param_of(m, K_LN2B, l), c->rmsnorm, c->eps, BT, C);
         matmul_forward(la.up, la.ln2, param_of(m, K_WUP, l), param_of(m, K_BUP, l), BT, C, F);
         if (c->swiglu) {
-            matmul_forward(la.gpre, la.ln2, param_of(m, K_WGATE, l), param_of(m, K_BGATE, l), BT, C, F);
-            swiglu_forward(la.hact, la.gpre, la.up, (long)BT * F);
+            matmul_forward(la.mlp_gate, la.ln2, param_of(m, K_WGATE, l), param_of(m, K_BGATE, l),
+                           BT, C, F);
+            swiglu_forward(la.hact, la.mlp_gate, la.up, (long)BT * F);
         } else {
             gelu_forward(la.hact, la.up, (long)BT * F);
         }
-        matmul_forward(a->tmp, la.hact, param_of(m, K_WDOWN, l), param_of(m, K_BDOWN, l), BT, F, C);
+        matmul_forward(a->tmp, la.hact, param_of(m, K_WDOWN, l), param_of(m, K_BDOWN, l),
+                       BT, F, C);
         residual_forward(la.xout, la.xmid, a->tmp, (long)BT * C);
     }
     float* xL = a->res + (long)c->L * m->B * m->T * C;
-    norm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, xL, m->p[K_LNFW], m->p[K_LNFB], c->rmsnorm, c->eps, BT, C);
+    norm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, xL, m->p[K_LNFW], m->p[K_LNFB], c->rmsnorm,
+                 c->eps, BT, C);
     const float* head = c->tied ? m->p[K_WTE] : m->p[K_LMHEAD];
     matmul_forward(a->logits, a->lnf, head, NULL, BT, C, c->V);
     if (c->logit_scale != 1.0f)
@@ -1054,99 +864,109 @@ static float model_forward(Model* m, const int* tokens, const int* targets, int 
     return m->loss;
 }
 
-// A pass over every gradient (hundreds of MB on a large model). In training it is skipped: AdamW
-// zeroes each gradient as it reads it (section 7), which saves this pass over memory.
+// ---- the backward pass -------------------------------------------------------------------------
+// Gradients accumulate, so they start from zeros. AdamW zeroes each gradient as it reads it
+// (section 4), so in training this pass over every gradient has nothing left to do.
 static void model_zero_grad(Model* m) {
+    if (m->engine) { engine_zero_grad(m); return; }
     if (m->grads_zero) return;
-    #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < m->num_params; i++) m->grads[i] = 0.0f;
     m->grads_zero = 1;
 }
 
-// Backward pass of the last forward (which must have had targets). Gradients accumulate into
-// m->grads (zero them first with model_zero_grad). dloss is the derivative of the loss being minimized
-// by this batch's mean loss: 1, or 1/N when the update's loss is the mean over N micro-batches
-// (gradient accumulation, -d): the N backward passes then sum to the gradient of the mean, as
-// PyTorch's (loss / N).backward() on each would.
+// The backward pass of the last forward (which must have had targets), adding into m->grads.
+// dloss is the derivative of the loss being minimized by this batch's mean loss: 1, or 1/N when
+// the update's loss is the mean over N micro-batches (gradient accumulation, -d): the N backward
+// passes then sum to the gradient of the mean, as PyTorch's (loss / N).backward() on each would.
 static void model_backward(Model* m, int B, int T, float dloss) {
+    if (m->engine) { engine_backward(m, B, T, dloss); return; }
     const Config* c = &m->cfg;
     Acts* a = &m->a;
     int BT = B * T, C = c->C, H = c->H, KVH = c->KVH, hd = C / H, F = c->F;
     int qd = H * hd, kvd = KVH * hd;
     long s_c = (long)m->B * m->T * C;     // the stride of one layer's slice of res
+    size_t row_bytes = (size_t)BT * C * sizeof(float);
+    if (!use_reference) kept_begin(m, BT);    // the fast paths keep grad_norm's sums as they go
     m->grads_zero = 0;
     // loss -> logits -> final norm
-    memset(a->dln, 0, (size_t)BT * C * sizeof(float));
+    memset(a->dln, 0, row_bytes);
     const float* head = c->tied ? m->p[K_WTE] : m->p[K_LMHEAD];
     float* dhead = c->tied ? m->g[K_WTE] : m->g[K_LMHEAD];
-    lm_head_backward(a->dln, dhead, a->logits, m->targets, a->lnf, head, a->tmp, BT, C, c->V, c->logit_scale * dloss);
-    memset(a->dres, 0, (size_t)BT * C * sizeof(float));
+    lm_head_backward(a->dln, dhead, a->logits, m->targets, a->lnf, head, a->tmp, BT, C, c->V,
+                     c->logit_scale * dloss);
+    memset(a->dres, 0, row_bytes);
     norm_backward(a->dres, m->g[K_LNFW], m->g[K_LNFB], a->dln, a->res + c->L * s_c, m->p[K_LNFW],
                   a->lnf_mean, a->lnf_rstd, c->rmsnorm, BT, C);
-    if (a->dres_kept) memcpy(a->dres_kept + c->L * s_c, a->dres, (size_t)BT * C * sizeof(float));
+    if (a->dres_kept) memcpy(a->dres_kept + c->L * s_c, a->dres, row_bytes);
     // blocks in reverse; a->dres carries d loss / d residual stream
     for (int l = c->L - 1; l >= 0; l--) {
-        LayerActs la;
-        LAYER_ACTS(la, a, c, l, (long)m->B * m->T, m->T);
+        LayerActs la = layer_acts(a, c, l, (long)m->B * m->T, m->T);
         // MLP sublayer
-        memset(a->dh, 0, (size_t)BT * F * sizeof(float));
-        matmul_backward(a->dh, grad_of(m, K_WDOWN, l), grad_of(m, K_BDOWN, l), a->dres, la.hact, param_of(m, K_WDOWN, l), BT, F, C);
-        memset(a->dln, 0, (size_t)BT * C * sizeof(float));
+        memset(a->dhact, 0, (size_t)BT * F * sizeof(float));
+        matmul_backward(a->dhact, grad_of(m, K_WDOWN, l), grad_of(m, K_BDOWN, l), a->dres,
+                        la.hact, param_of(m, K_WDOWN, l), BT, F, C);
+        memset(a->dln, 0, row_bytes);
         if (c->swiglu) {
-            swiglu_backward(a->dgpre, a->dup, la.gpre, la.up, a->dh, (long)BT * F);
-            matmul_backward(a->dln, grad_of(m, K_WGATE, l), grad_of(m, K_BGATE, l), a->dgpre, la.ln2, param_of(m, K_WGATE, l), BT, C, F);
+            swiglu_backward(a->dmlp_gate, a->dup, la.mlp_gate, la.up, a->dhact, (long)BT * F);
+            matmul_backward(a->dln, grad_of(m, K_WGATE, l), grad_of(m, K_BGATE, l), a->dmlp_gate,
+                            la.ln2, param_of(m, K_WGATE, l), BT, C, F);
         } else {
-            gelu_backward(a->dup, la.up, a->dh, (long)BT * F);
+            gelu_backward(a->dup, la.up, a->dhact, (long)BT * F);
         }
-        matmul_backward(a->dln, grad_of(m, K_WUP, l), grad_of(m, K_BUP, l), a->dup, la.ln2, param_of(m, K_WUP, l), BT, C, F);
-        norm_backward(a->dres, grad_of(m, K_LN2W, l), grad_of(m, K_LN2B, l), a->dln, la.xmid, param_of(m, K_LN2W, l),
-                      la.ln2_mean, la.ln2_rstd, c->rmsnorm, BT, C);
+        matmul_backward(a->dln, grad_of(m, K_WUP, l), grad_of(m, K_BUP, l), a->dup, la.ln2,
+                        param_of(m, K_WUP, l), BT, C, F);
+        norm_backward(a->dres, grad_of(m, K_LN2W, l), grad_of(m, K_LN2B, l), a->dln, la.xmid,
+                      param_of(m, K_LN2W, l), la.ln2_mean, la.ln2_rstd, c->rmsnorm, BT, C);
         // attention sublayer
-        memset(a->dy, 0, (size_t)BT * qd * sizeof(float));
-        matmul_backward(a->dy, grad_of(m, K_WO, l), grad_of(m, K_BO, l), a->dres, la.yg, param_of(m, K_WO, l), BT, qd, C);
-        memset(a->dln, 0, (size_t)BT * C * sizeof(float));
-        float* dyatt = a->dy;
-        if (c->gate) {
-            gate_backward(a->dy2, a->dgate, a->dy, la.yatt, la.gate, BT, H, hd);
-            matmul_backward(a->dln, grad_of(m, K_WG, l), grad_of(m, K_BG, l), a->dgate, la.ln1, param_of(m, K_WG, l), BT, C, H);
-            dyatt = a->dy2;
+        memset(a->dyg, 0, (size_t)BT * qd * sizeof(float));
+        matmul_backward(a->dyg, grad_of(m, K_WO, l), grad_of(m, K_BO, l), a->dres, la.yg,
+                        param_of(m, K_WO, l), BT, qd, C);
+        memset(a->dln, 0, row_bytes);
+        float* dyatt = a->dyg;
+        if (c->attn_gate) {
+            attn_gate_backward(a->dyatt, a->dattn_gate, a->dyg, la.yatt, la.attn_gate, BT, H, hd);
+            matmul_backward(a->dln, grad_of(m, K_WG, l), grad_of(m, K_BG, l), a->dattn_gate,
+                            la.ln1, param_of(m, K_WG, l), BT, C, H);
+            dyatt = a->dyatt;
         }
         memset(a->dq, 0, (size_t)BT * qd * sizeof(float));
         memset(a->dk, 0, (size_t)BT * kvd * sizeof(float));
         memset(a->dv, 0, (size_t)BT * kvd * sizeof(float));
-        attention_backward(a->dq, a->dk, a->dv, a->datt, dyatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd, c->attn_scale);
+        attention_backward(a->dq, a->dk, a->dv, a->att_scratch, dyatt, la.att, la.q, la.k, la.v,
+                           B, T, H, KVH, hd, c->attn_scale);
         if (c->rope) {
             rope_apply(a->dq, a->rope_cs, B, T, H, hd, -1.0f);
             rope_apply(a->dk, a->rope_cs, B, T, KVH, hd, -1.0f);
         }
-        matmul_backward(a->dln, grad_of(m, K_WQ, l), grad_of(m, K_BQ, l), a->dq, la.ln1, param_of(m, K_WQ, l), BT, C, qd);
-        matmul_backward(a->dln, grad_of(m, K_WK, l), grad_of(m, K_BK, l), a->dk, la.ln1, param_of(m, K_WK, l), BT, C, kvd);
-        matmul_backward(a->dln, grad_of(m, K_WV, l), grad_of(m, K_BV, l), a->dv, la.ln1, param_of(m, K_WV, l), BT, C, kvd);
-        norm_backward(a->dres, grad_of(m, K_LN1W, l), grad_of(m, K_LN1B, l), a->dln, la.x, param_of(m, K_LN1W, l),
-                      la.ln1_mean, la.ln1_rstd, c->rmsnorm, BT, C);
-        if (a->dres_kept) memcpy(a->dres_kept + l * s_c, a->dres, (size_t)BT * C * sizeof(float));
+        matmul_backward(a->dln, grad_of(m, K_WQ, l), grad_of(m, K_BQ, l), a->dq, la.ln1,
+                        param_of(m, K_WQ, l), BT, C, qd);
+        matmul_backward(a->dln, grad_of(m, K_WK, l), grad_of(m, K_BK, l), a->dk, la.ln1,
+                        param_of(m, K_WK, l), BT, C, kvd);
+        matmul_backward(a->dln, grad_of(m, K_WV, l), grad_of(m, K_BV, l), a->dv, la.ln1,
+                        param_of(m, K_WV, l), BT, C, kvd);
+        norm_backward(a->dres, grad_of(m, K_LN1W, l), grad_of(m, K_LN1B, l), a->dln, la.x,
+                      param_of(m, K_LN1W, l), la.ln1_mean, la.ln1_rstd, c->rmsnorm, BT, C);
+        if (a->dres_kept) memcpy(a->dres_kept + l * s_c, a->dres, row_bytes);
     }
     embedding_backward(m->g[K_WTE], m->g[K_WPE], a->dres, m->tokens, B, T, C);
+    if (!use_reference) kept_end();
 }
 
 // ============================================================================================
-// 6. Initialization: which formula each tensor gets (INIT_SECTION)
+// 3. Initialization: which formula each tensor gets
 // ============================================================================================
 //
 // Three layers, each usable on its own (doc/initializers.md has one section per scheme):
-//   1. a scheme ("xavier_normal", "kaiming_uniform:leaky_relu:0.2", ...) turns a tensor's shape into
-//      a distribution (Dist): scheme_dist(). Each scheme is one case there, with its derivation.
-//   2. dist_fill() draws the Dist with the section-2 primitives, call for call what nn.init does,
-//      so `init_matrix_text(g, w, rows, cols, "xavier_uniform")` after rng_seed(g, s) equals
-//      torch.manual_seed(s); nn.init.xavier_uniform_(torch.empty(rows, cols)) bit for bit
-//      (orthogonal: to 5e-6, its QR differs, section 9). Shapes follow PyTorch: (rows, cols) = (fan_out, fan_in).
+//   1. a scheme ("xavier_normal", "kaiming_uniform:leaky_relu:0.2", ...) turns a tensor's shape
+//      into a distribution (Dist): scheme_dist(). Each scheme is one case there, with its
+//      derivation.
+//   2. dist_fill() (section 6) draws the Dist call for call as nn.init does, so that after the
+//      same seed a tensor here equals torch's bit for bit (orthogonal: to 5e-6, its QR differs).
+//      Shapes follow PyTorch: (rows, cols) = (fan_out, fan_in).
 //   3. a recipe (gpt2, llama, olmo_mitchell, mup, ...) picks a scheme per parameter group plus a
 //      residual factor per tensor: InitSpec, parse_init(), model_init().
 
-// ---- gains: torch.nn.init.calculate_gain, plus GELU and SiLU --------------------------------------
-
-// E[f(z)] for z ~ N(0, 1), by numerical integration (section 10)
-static double gauss_expect(double (*f)(double));
+// ---- gains: torch.nn.init.calculate_gain, plus GELU and SiLU ------------------------------------
 
 static double gelu_exact(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); }
 static double silu(double x) { return x / (1.0 + exp(-x)); }
@@ -1154,11 +974,13 @@ static double gelu_exact_sq(double x) { return gelu_exact(x) * gelu_exact(x); }
 static double silu_sq(double x) { return silu(x) * silu(x); }
 
 // torch.nn.init.calculate_gain(nonlinearity, param): the factor g in std = g / sqrt(fan) that keeps
-// the second moment of the pre-activations constant from layer to layer [InitFP §3], [InitGuide ch. 3].
-// A layer multiplies E[x^2] by fan_in Var(W) E[phi(z)^2]/Var(z) ([Errata 001-1]: the second
-// moment, not the variance), so g^2 = 1 / c_phi with c_phi = E[phi(z)^2] at unit Var(z):
+// the second moment of the pre-activations constant from layer to layer [InitFP §3],
+// [InitGuide ch. 3]. A layer multiplies E[x^2] by fan_in Var(W) E[phi(z)^2]/Var(z)
+// ([Errata 001-1]: the second moment, not the variance), so g^2 = 1 / c_phi with
+// c_phi = E[phi(z)^2] at unit Var(z):
 //   linear, conv*, sigmoid: 1 (PyTorch's convention; sigmoid is not derived, it is a convention)
-//   relu: c = 1/2, g = sqrt(2) (He et al. 2015 [Kaiming])      leaky_relu(s): c = (1+s^2)/2, g = sqrt(2/(1+s^2))
+//   relu: c = 1/2, g = sqrt(2) (He et al. 2015 [Kaiming])
+//   leaky_relu(s): c = (1+s^2)/2, g = sqrt(2/(1+s^2))
 //   tanh: 5/3 (PyTorch's historical constant; the exact 1/c at q = 1 is sqrt(2.53618) = 1.5925)
 //   selu: 3/4 (PyTorch's value for self-normalizing nets)
 //   gelu, silu: PyTorch refuses them. [InitFP §3.1] uses gain^2 = 2 "like ReLU", which is wrong:
@@ -1180,66 +1002,32 @@ static double calculate_gain(const char* nonlinearity, double param) {
     if (strcmp(nonlinearity, "selu") == 0) return 3.0 / 4;
     if (strcmp(nonlinearity, "gelu") == 0) return 1.0 / sqrt(gauss_expect(gelu_exact_sq));
     if (strcmp(nonlinearity, "silu") == 0) return 1.0 / sqrt(gauss_expect(silu_sq));
-    fatal("unknown nonlinearity '%s' (linear sigmoid tanh relu leaky_relu selu gelu silu conv1d ...)", nonlinearity);
+    fatal("unknown nonlinearity '%s' (linear sigmoid tanh relu leaky_relu selu gelu silu "
+          "conv1d ...)", nonlinearity);
     return 0.0;
 }
 
-// ---- schemes: a shape in, a distribution out -------------------------------------------------------
+// ---- schemes: a shape in, a distribution out ----------------------------------------------------
 
 // What one tensor is drawn from. Each kind is drawn the way one torch call draws it (dist_fill).
 typedef enum { D_CONST, D_NORMAL, D_UNIFORM, D_TRUNC, D_ORTHO, D_SPARSE, D_EYE } DistKind;
-typedef struct {
+struct Dist {
     DistKind kind;
     double mean, std;     // D_CONST: mean is the value; D_NORMAL, D_TRUNC, D_SPARSE: std
     double lo, hi;        // D_UNIFORM: [lo, hi); D_TRUNC: absolute bounds (torch's a, b)
     double gain;          // D_ORTHO; D_EYE: the diagonal value
     double sparsity;      // D_SPARSE
-} Dist;
+};
 
 // A parsed scheme: "NAME[:ARG[:ARG...]]". Numbers go to arg[]; kaiming_* also take words.
-typedef struct {
+struct Scheme {
     char text[64];        // as given
     char name[24];
     int nargs;
     double arg[3];
     char nonlin[24];      // kaiming_*: the calculate_gain name ("relu" when not given)
-    int fan_out;          // kaiming_*: ":fan_out" (torch's mode='fan_out'): keep the backward's variance
-} Scheme;
-
-// The catalogue: name, numeric arguments accepted, whether it needs fans (a matrix), the -h line.
-static const struct { const char* name; int min_args, max_args, fans; const char* help; } schemes[] = {
-    {"zeros", 0, 0, 0, "all 0 (nn.init.zeros_)"},
-    {"ones", 0, 0, 0, "all 1 (nn.init.ones_)"},
-    {"constant", 1, 1, 0, "constant:C, all C (nn.init.constant_)"},
-    {"normal", 0, 2, 0, "normal[:STD] or normal:MEAN:STD, N(MEAN, STD^2) (default N(0,1); normal_)"},
-    {"uniform", 0, 2, 0, "uniform[:A] U(-A,A), uniform:A:B U(A,B) (default U(0,1); uniform_)"},
-    {"trunc_normal", 0, 3, 0, "trunc_normal[:STD[:A:B]], N(0,STD^2) cut at the ABSOLUTE A,B (default +-2; trunc_normal_)"},
-    {"trunc_sigma", 1, 2, 0, "trunc_sigma:STD[:K], N(0,STD^2) cut at +-K STD (default K=2)"},
-    {"eye", 0, 0, 1, "identity matrix (nn.init.eye_)"},
-    {"sparse", 1, 2, 1, "sparse:S[:STD], N(0,STD^2) with a fraction S of each column 0 (default STD 0.01; sparse_)"},
-    {"lecun_normal", 0, 0, 1, "N(0, 1/fan_in) (LeCun 1998; = kaiming_normal:linear)"},
-    {"lecun_uniform", 0, 0, 1, "U(-a,a), a = sqrt(3/fan_in)"},
-    {"xavier_normal", 0, 1, 1, "xavier_normal[:GAIN], N(0, GAIN^2 2/(fan_in+fan_out)) (xavier_normal_)"},
-    {"xavier_uniform", 0, 1, 1, "xavier_uniform[:GAIN], bound GAIN sqrt(6/(fan_in+fan_out)) (xavier_uniform_)"},
-    {"kaiming_normal", 0, 1, 1, "kaiming_normal[:NONLIN[:PARAM]][:fan_out], N(0, gain^2/fan) (kaiming_normal_)"},
-    {"kaiming_uniform", 0, 1, 1, "kaiming_uniform[:NONLIN[:PARAM]][:fan_out], bound gain sqrt(3/fan)"},
-    {"torch_linear", 0, 0, 1, "nn.Linear's default: kaiming_uniform a=sqrt(5), bound 1/sqrt(fan_in)"},
-    {"orthogonal", 0, 1, 1, "orthogonal[:GAIN], GAIN x a random orthogonal matrix (orthogonal_)"},
-    {"sigma", 0, 1, 0, "sigma[:S], sigma-init N(0, S^2), S = 0.02 by default [VarDyn]"},
-    {"gamma", 1, 1, 1, "gamma:G, N(0, fan_in^-2G) [SmallInit §4.2], [ComplexCtl §3]"},
-    {"small_init", 0, 0, 1, "N(0, 2/(5d)), d the model width (Nguyen & Salazar 2019)"},
-    {"trunc_lecun", 0, 1, 1, "trunc_lecun[:K], N(0, 1/fan_in) cut at +-K sigma (default 3; OLMo mitchell)"},
+    int fan_out;          // kaiming_*: ":fan_out" (mode='fan_out'): keep the backward's variance
 };
-#define NUM_SCHEMES ((int)(sizeof(schemes) / sizeof(schemes[0])))
-
-static int scheme_index(const char* name) {
-    for (int i = 0; i < NUM_SCHEMES; i++)
-        if (strcmp(schemes[i].name, name) == 0) return i;
-    return -1;
-}
-
-// "kaiming_uniform:leaky_relu:0.2:fan_out" -> name, nonlin, args (section 12 parses the text)
-static void parse_scheme(Scheme* s, const char* text);
 
 static Dist dist_of(DistKind kind) {
     Dist d;
@@ -1248,30 +1036,51 @@ static Dist dist_of(DistKind kind) {
     return d;
 }
 static Dist dist_const(double v) { Dist d = dist_of(D_CONST); d.mean = v; return d; }
-static Dist dist_normal(double mean, double std) { Dist d = dist_of(D_NORMAL); d.mean = mean; d.std = std; return d; }
-static Dist dist_uniform(double lo, double hi) { Dist d = dist_of(D_UNIFORM); d.lo = lo; d.hi = hi; return d; }
-static Dist dist_trunc(double std, double lo, double hi) { Dist d = dist_of(D_TRUNC); d.std = std; d.lo = lo; d.hi = hi; return d; }
+static Dist dist_normal(double mean, double std) {
+    Dist d = dist_of(D_NORMAL);
+    d.mean = mean, d.std = std;
+    return d;
+}
+static Dist dist_uniform(double lo, double hi) {
+    Dist d = dist_of(D_UNIFORM);
+    d.lo = lo, d.hi = hi;
+    return d;
+}
+static Dist dist_trunc(double std, double lo, double hi) {
+    Dist d = dist_of(D_TRUNC);
+    d.std = std, d.lo = lo, d.hi = hi;
+    return d;
+}
+// U(-b, b) with the given std: Var U(-b, b) = b^2 / 3, so b = sqrt(3) std
+static Dist uniform_of_std(double std) { return dist_uniform(-sqrt(3.0) * std, sqrt(3.0) * std); }
 
-// The distribution a scheme gives a (rows, cols) tensor; fan_in = cols, fan_out = rows, as PyTorch's
-// _calculate_fan_in_and_fan_out for a 2-D tensor. That includes embeddings: wte is (V, C), so its
-// "fan_in" is C, which is exactly [SmallInit App. A]'s convention std = d^-gamma
-// [Errata 000-4]. `matrix` is 0 for norm weights and biases. d_model is the model width (small_init); 0 outside a model, where cols stands in.
-// Every arithmetic step below is the one PyTorch's Python performs, in the same order, in double.
+// The distribution a scheme gives a (rows, cols) tensor; fan_in = cols, fan_out = rows, as
+// PyTorch's _calculate_fan_in_and_fan_out for a 2-D tensor. That includes embeddings: wte is
+// (V, C), so its "fan_in" is C, which is exactly [SmallInit App. A]'s convention std = d^-gamma
+// [Errata 000-4]. `matrix` is 0 for norm weights and biases. d_model is the model width
+// (small_init); 0 outside a model, where cols stands in. Every arithmetic step below is the one
+// PyTorch's Python performs, in the same order, in double.
 static Dist scheme_dist(const Scheme* s, int rows, int cols, int matrix, int d_model) {
     const char* n = s->name;
     const double* a = s->arg;
     double fan_in = cols, fan_out = rows;
-    if (schemes[scheme_index(n)].fans && !matrix) fatal("initializer '%s' needs a matrix (fans), not a vector", n);
+    if (scheme_needs_fans(n) && !matrix)
+        fatal("initializer '%s' needs a matrix (fans), not a vector", n);
     // Constants are right for norm weights (1) and biases (0). For a weight matrix they are
-    // [InitGuide ch. 7]'s symmetry problem: units with equal weights in and out compute the same thing, get the
-    // same gradient and never separate; all zeros is even a stationary point (init_report flags it).
+    // [InitGuide ch. 7]'s symmetry problem: units with equal weights in and out compute the same
+    // thing, get the same gradient and never separate; all zeros is even a stationary point
+    // (init_report flags it).
     if (!strcmp(n, "zeros")) return dist_const(0.0);
     if (!strcmp(n, "ones")) return dist_const(1.0);
     if (!strcmp(n, "constant")) return dist_const(a[0]);
     // The two raw distributions: Var N(m, s^2) = s^2, Var U(a, b) = (b - a)^2 / 12. PyTorch's order
     // of arguments (mean, std) and (a, b); one number is a std or a symmetric bound.
-    if (!strcmp(n, "normal")) return s->nargs == 2 ? dist_normal(a[0], a[1]) : dist_normal(0.0, s->nargs ? a[0] : 1.0);
-    if (!strcmp(n, "uniform")) return s->nargs == 2 ? dist_uniform(a[0], a[1]) : s->nargs ? dist_uniform(-a[0], a[0]) : dist_uniform(0.0, 1.0);
+    if (!strcmp(n, "normal"))
+        return s->nargs == 2 ? dist_normal(a[0], a[1]) : dist_normal(0.0, s->nargs ? a[0] : 1.0);
+    if (!strcmp(n, "uniform"))
+        return s->nargs == 2 ? dist_uniform(a[0], a[1])
+             : s->nargs      ? dist_uniform(-a[0], a[0])
+                             : dist_uniform(0.0, 1.0);
     if (!strcmp(n, "trunc_normal")) {
         // PyTorch's bounds are ABSOLUTE: trunc_normal_(w, std=0.02) cuts at +-2 = +-100 sigma, i.e.
         // not at all. [InitGuide ch. 9]'s "|x| < 2 sigma" misreads it [Errata 002-23].
@@ -1287,8 +1096,8 @@ static Dist scheme_dist(const Scheme* s, int rows, int cols, int matrix, int d_m
     }
     // eye: W x copies the first min(rows, cols) coordinates of x; norm-preserving when square
     if (!strcmp(n, "eye")) { Dist d = dist_of(D_EYE); d.gain = 1.0; return d; }
-    // sparse (Martens 2010): N(0, std^2) with ceil(S rows) zeros in each column, so each input feeds
-    // only a fraction 1 - S of the units; Var = std^2 (1 - zeros/rows)
+    // sparse (Martens 2010): N(0, std^2) with ceil(S rows) zeros in each column, so each input
+    // feeds only a fraction 1 - S of the units; Var = std^2 (1 - zeros/rows)
     if (!strcmp(n, "sparse")) {
         Dist d = dist_of(D_SPARSE);
         d.sparsity = a[0];
@@ -1300,53 +1109,59 @@ static Dist scheme_dist(const Scheme* s, int rows, int cols, int matrix, int d_m
         // zero-mean W, x, so Var(W) = 1/fan_in keeps Var(y) = Var(x). PyTorch spells it
         // kaiming_*(nonlinearity='linear'): std = 1/sqrt(fan_in); uniform bound sqrt(3) std.
         double std = calculate_gain("linear", NAN) / sqrt(fan_in);
-        return !strcmp(n, "lecun_normal") ? dist_normal(0.0, std) : dist_uniform(-sqrt(3.0) * std, sqrt(3.0) * std);
+        return !strcmp(n, "lecun_normal") ? dist_normal(0.0, std) : uniform_of_std(std);
     }
     if (!strcmp(n, "xavier_normal") || !strcmp(n, "xavier_uniform")) {
-        // Glorot & Bengio (2010) [Xavier], [InitFP §2, Challenge 2], [InitGuide ch. 2]: the forward pass wants
-        // Var(W) = 1/fan_in, the backward 1/fan_out; Xavier takes the harmonic mean 2/(fan_in+fan_out)
-        // (not the arithmetic mean of the variances, [Errata 002-8]). For a square layer it is
-        // 1/n, LeCun [Errata 001-4]. Uniform: Var U(-b,b) = b^2/3, so b = sqrt(3) std = sqrt(6/(fan_in+fan_out)).
+        // Glorot & Bengio (2010) [Xavier], [InitFP §2, Challenge 2], [InitGuide ch. 2]: the
+        // forward pass wants Var(W) = 1/fan_in, the backward 1/fan_out; Xavier takes the
+        // harmonic mean 2/(fan_in+fan_out) (not the arithmetic mean of the variances,
+        // [Errata 002-8]). For a square layer it is 1/n, LeCun [Errata 001-4]. Uniform:
+        // Var U(-b,b) = b^2/3, so b = sqrt(3) std = sqrt(6/(fan_in+fan_out)).
         double gain = s->nargs ? a[0] : 1.0;
         double std = gain * sqrt(2.0 / (fan_in + fan_out));
-        return !strcmp(n, "xavier_normal") ? dist_normal(0.0, std) : dist_uniform(-sqrt(3.0) * std, sqrt(3.0) * std);
+        return !strcmp(n, "xavier_normal") ? dist_normal(0.0, std) : uniform_of_std(std);
     }
-    if (!strcmp(n, "kaiming_normal") || !strcmp(n, "kaiming_uniform") || !strcmp(n, "torch_linear")) {
-        // He et al. (2015) [Kaiming], [InitFP §3, Challenge 3], [InitGuide ch. 3]: ReLU keeps half the SECOND
-        // MOMENT, E[relu(z)^2] = E[z^2]/2, so Var(W) = 2/fan_in (the variance is 0.34 Var z, not
-        // half: [Errata 001-6]; the next layer needs E[x^2]). In general gain^2/fan with
-        // calculate_gain's g; mode fan_out preserves the backward pass instead (2/fan_out).
-        // torch_linear: nn.Linear's reset_parameters() calls kaiming_uniform_(a=sqrt(5)): gain^2 =
-        // 2/(1+5), bound = sqrt(3) gain/sqrt(fan_in) = 1/sqrt(fan_in), Var = 1/(3 fan_in): one sixth
-        // of He's, not He init [Errata 002-16].
+    if (!strcmp(n, "kaiming_normal") || !strcmp(n, "kaiming_uniform") ||
+        !strcmp(n, "torch_linear")) {
+        // He et al. (2015) [Kaiming], [InitFP §3, Challenge 3], [InitGuide ch. 3]: ReLU keeps half
+        // the SECOND MOMENT, E[relu(z)^2] = E[z^2]/2, so Var(W) = 2/fan_in (the variance is
+        // 0.34 Var z, not half: [Errata 001-6]; the next layer needs E[x^2]). In general
+        // gain^2/fan with calculate_gain's g; mode fan_out preserves the backward pass instead
+        // (2/fan_out). torch_linear: nn.Linear's reset_parameters() calls
+        // kaiming_uniform_(a=sqrt(5)): gain^2 = 2/(1+5), bound = sqrt(3) gain/sqrt(fan_in) =
+        // 1/sqrt(fan_in), Var = 1/(3 fan_in): one sixth of He's, not He init [Errata 002-16].
         int torch_lin = !strcmp(n, "torch_linear");
-        double param = torch_lin ? sqrt(5.0) : s->nargs ? a[0] : 0.0;   // kaiming_*_(a=0) by default
+        double param = torch_lin ? sqrt(5.0) : s->nargs ? a[0] : 0.0;   // kaiming_*_(a=0) default
         double gain = calculate_gain(torch_lin ? "leaky_relu" : s->nonlin, param);
         double std = gain / sqrt(s->fan_out ? fan_out : fan_in);
-        return !strcmp(n, "kaiming_normal") ? dist_normal(0.0, std) : dist_uniform(-sqrt(3.0) * std, sqrt(3.0) * std);
+        return !strcmp(n, "kaiming_normal") ? dist_normal(0.0, std) : uniform_of_std(std);
     }
     if (!strcmp(n, "orthogonal")) {
-        // Saxe et al. (2014) [Orthogonal], [InitGuide ch. 4]: Q from the QR of a Gaussian matrix, columns times
-        // sign(diag R) so Q is uniform (Haar); Q^T Q = I preserves every norm exactly, at any depth.
+        // Saxe et al. (2014) [Orthogonal], [InitGuide ch. 4]: Q from the QR of a Gaussian matrix,
+        // columns times sign(diag R) so Q is uniform (Haar); Q^T Q = I preserves every norm
+        // exactly, at any depth.
         Dist d = dist_of(D_ORTHO);
         d.gain = s->nargs ? a[0] : 1.0;
         return d;
     }
-    if (!strcmp(n, "sigma")) return dist_normal(0.0, s->nargs ? a[0] : 0.02);  // [VarDyn E1]: one std for all
+    if (!strcmp(n, "sigma")) return dist_normal(0.0, s->nargs ? a[0] : 0.02);  // [VarDyn E1]
     if (!strcmp(n, "gamma")) {
-        // [SmallInit §4.2], [ComplexCtl §3]: W_ij ~ N(0, d_in^(-2 gamma)); gamma = 1/2 is LeCun exactly
-        // (He has an extra sqrt 2, Xavier matches for square layers: [Errata 000-4, 003-1]).
-        // gamma = 1 at d = 2048: Var 2.38e-7 [Errata 000-1]; the large-gamma regime of [SmallInit §4].
+        // [SmallInit §4.2], [ComplexCtl §3]: W_ij ~ N(0, d_in^(-2 gamma)); gamma = 1/2 is LeCun
+        // exactly (He has an extra sqrt 2, Xavier matches for square layers:
+        // [Errata 000-4, 003-1]).
+        // gamma = 1 at d = 2048: Var 2.38e-7 [Errata 000-1]; the large-gamma regime of
+        // [SmallInit §4].
         return dist_normal(0.0, pow(fan_in, -a[0]));
     }
     if (!strcmp(n, "small_init")) {
-        // Nguyen & Salazar (2019) "Transformers without tears": Var = 2/(5d) = 2/(d + 4d), Xavier's
-        // harmonic rule applied to a d -> 4d MLP layer, used for every matrix (GPT-NeoX small_init).
+        // Nguyen & Salazar (2019) "Transformers without tears": Var = 2/(5d) = 2/(d + 4d),
+        // Xavier's harmonic rule applied to a d -> 4d MLP layer, used for every matrix (GPT-NeoX
+        // small_init).
         return dist_normal(0.0, sqrt(2.0 / (5.0 * (d_model > 0 ? d_model : fan_in))));
     }
     if (!strcmp(n, "trunc_lecun")) {
-        // OLMo's "mitchell" init: std 1/sqrt(fan_in), truncated at +-K std (K = 3) so that no weight
-        // starts an outlier; the cut shrinks the std by 1.3% at K = 3
+        // OLMo's "mitchell" init: std 1/sqrt(fan_in), truncated at +-K std (K = 3) so that no
+        // weight starts an outlier; the cut shrinks the std by 1.3% at K = 3
         double std = 1.0 / sqrt(fan_in), k = s->nargs ? a[0] : 3.0;
         return dist_trunc(std, -k * std, k * std);
     }
@@ -1354,67 +1169,13 @@ static Dist scheme_dist(const Scheme* s, int rows, int cols, int matrix, int d_m
     return dist_const(0.0);
 }
 
-// Multiplies a distribution by f (the residual factors of section 6's recipes): same draws, scaled.
+// Multiplies a distribution by f (the recipes' residual factors): the same draws, scaled.
 static Dist dist_scaled(Dist d, double f) {
     d.mean *= f; d.std *= f; d.lo *= f; d.hi *= f; d.gain *= f;
     return d;
 }
 
-// Draws a (rows, cols) tensor from d exactly as the nn.init function does (section 9).
-static void dist_fill(Rng* g, float* w, int rows, int cols, const Dist* d) {
-    size_t n = (size_t)rows * cols;
-    switch (d->kind) {
-    case D_CONST: for (size_t i = 0; i < n; i++) w[i] = (float)d->mean; break;
-    case D_NORMAL: init_normal_d(g, w, n, d->mean, d->std); break;
-    case D_UNIFORM: init_uniform(g, w, n, (float)d->lo, (float)d->hi); break;
-    case D_TRUNC: init_trunc_normal_d(g, w, n, 0.0, d->std, d->lo, d->hi); break;
-    case D_ORTHO: init_orthogonal(g, w, rows, cols, (float)d->gain); break;
-    case D_SPARSE: init_sparse_d(g, w, rows, cols, d->sparsity, d->std); break;
-    case D_EYE:
-        for (size_t i = 0; i < n; i++) w[i] = 0.0f;
-        for (int i = 0; i < rows && i < cols; i++) w[(size_t)i * cols + i] = (float)d->gain;
-        break;
-    }
-}
-
-// The std a tensor drawn from d should show (for --init-report and the sampling tests).
-static double dist_std(const Dist* d, int rows, int cols) {
-    switch (d->kind) {
-    case D_CONST: return 0.0;
-    case D_NORMAL: return d->std;
-    case D_UNIFORM: return (d->hi - d->lo) / sqrt(12.0);
-    case D_TRUNC: {
-        // N(0, s^2) cut to [a, b]: with al = a/s, be = b/s, Z = Phi(be) - Phi(al),
-        // Var = s^2 (1 + (al phi(al) - be phi(be))/Z - ((phi(al) - phi(be))/Z)^2)
-        double al = d->lo / d->std, be = d->hi / d->std;
-        double pa = exp(-0.5 * al * al) / sqrt(2 * M_PI), pb = exp(-0.5 * be * be) / sqrt(2 * M_PI);
-        double Z = 0.5 * (erf(be / sqrt(2.0)) - erf(al / sqrt(2.0)));
-        double m = (pa - pb) / Z;
-        return d->std * sqrt(1.0 + (al * pa - be * pb) / Z - m * m);
-    }
-    case D_ORTHO: return fabs(d->gain) / sqrt(rows > cols ? rows : cols);   // unit columns (rows) of length max
-    case D_SPARSE: return d->std * sqrt((rows - ceil(d->sparsity * rows)) / rows);
-    case D_EYE: {
-        double p = (double)(rows < cols ? rows : cols) / ((double)rows * cols);
-        return fabs(d->gain) * sqrt(p * (1.0 - p));
-    }
-    }
-    return 0.0;
-}
-
-// Fill a (rows, cols) matrix, PyTorch Linear convention: rows = fan_out, cols = fan_in.
-// `scheme` is the -I syntax for one scheme, e.g. "xavier_normal", "xavier_uniform:1.6667",
-// "kaiming_normal:relu", "kaiming_uniform:leaky_relu:0.2", "lecun_normal", "orthogonal:1.414",
-// "normal:0.01", "uniform:-0.1:0.1", "trunc_normal:0.02", "zeros", "constant:0.5", "eye", ...
-// Equal to torch.manual_seed + the nn.init call on torch.empty(rows, cols) (orthogonal: to 5e-6).
-static void init_matrix_text(Rng* g, float* w, int rows, int cols, const char* scheme) {
-    Scheme s;
-    parse_scheme(&s, scheme);
-    Dist d = scheme_dist(&s, rows, cols, 1, 0);
-    dist_fill(g, w, rows, cols, &d);
-}
-
-// ---- recipes: a scheme per parameter group, a factor per tensor, and muP ---------------------------
+// ---- recipes: a scheme per parameter group, a factor per tensor, and muP ------------------------
 
 // How the projections that write into the residual stream (attn.wo, mlp.wdown) are scaled.
 typedef enum { RESID_NONE, RESID_SQRT2L, RESID_DEPTH, RESID_DEEPNET } ResidScale;
@@ -1432,7 +1193,12 @@ typedef struct {
 #define MUP_BASE_DEFAULT 128
 
 // Each recipe is written in -I's own syntax: a scheme for every weight group, then overrides.
-static const struct { const char* name; const char* spec; int resid, mup; const char* help; } recipes[] = {
+static const struct {
+    const char* name;
+    const char* spec;     // -I's own syntax
+    int resid, mup;
+    const char* help;
+} recipes[] = {
     // [InitFP §4], [InitGuide ch. 5] (GPT-2, nanoGPT): N(0, 0.02^2) everywhere; the 2L projections
     // that add into the residual stream get 0.02/sqrt(2L) so its variance grows by 1 + sigma^2, not
     // 1 + 2L sigma^2 ([Errata 001-10]: 161x at L=80 unscaled, not 81x)
@@ -1445,25 +1211,31 @@ static const struct { const char* name; const char* spec; int resid, mup; const 
      "[InitGuide ch. 7]: embeddings N(0,1/d), He normal, out/down x 1/sqrt(2L)"},
     // Hugging Face LlamaPreTrainedModel._init_weights: N(0, 0.02^2) for every Linear and Embedding
     // (initializer_range), no residual scaling ([Errata 002-21], point 3)
-    {"hf_llama", "sigma:0.02", RESID_NONE, 0, "N(0,0.02^2) everywhere, no residual scaling (HF Llama)"},
+    {"hf_llama", "sigma:0.02", RESID_NONE, 0,
+     "N(0,0.02^2) everywhere, no residual scaling (HF Llama)"},
     // OLMo "mitchell": every matrix N(0, 1/fan_in) truncated at +-3 sigma; output projections of
     // block l (from 0) 1/sqrt(2 fan_in (l+1)) = the same times 1/sqrt(2(l+1))
-    {"olmo_mitchell", "trunc_lecun:3", RESID_DEPTH, 0, "N(0,1/fan_in) cut at 3 sigma, out/down x 1/sqrt(2(l+1))"},
-    // depth-scaled (TorchTitan's depth_init): N(0, 0.02^2), output projections of block l 0.02/sqrt(2(l+1))
+    {"olmo_mitchell", "trunc_lecun:3", RESID_DEPTH, 0,
+     "N(0,1/fan_in) cut at 3 sigma, out/down x 1/sqrt(2(l+1))"},
+    // depth-scaled (TorchTitan's depth_init): N(0, 0.02^2), output projections of block l
+    // 0.02/sqrt(2(l+1))
     {"depth_scaled", "sigma:0.02", RESID_DEPTH, 0, "N(0,0.02^2), out/down x 1/sqrt(2(l+1))"},
     {"small_init", "small_init", RESID_NONE, 0, "N(0, 2/(5d)) everywhere (Nguyen & Salazar 2019)"},
-    // ReZero / SkipInit / Fixup style: each block starts as the identity, the residual stream is the
-    // embedding until training opens the branches
-    {"zero_resid", "sigma:0.02,out=zeros,down=zeros", RESID_NONE, 0, "N(0,0.02^2), out/down = 0 (blocks start as identity)"},
-    // DeepNet (Wang et al. 2022), decoder-only: Xavier, then beta = (8N)^(-1/4) on the FFN, the value
-    // and the output projections (N = L blocks). DeepNet's residual up-weighting alpha = (2N)^(1/4)
-    // belongs to its Post-LN architecture and is not applied here (this model is Pre-LN).
+    // ReZero / SkipInit / Fixup style: each block starts as the identity, the residual stream is
+    // the embedding until training opens the branches
+    {"zero_resid", "sigma:0.02,out=zeros,down=zeros", RESID_NONE, 0,
+     "N(0,0.02^2), out/down = 0 (blocks start as identity)"},
+    // DeepNet (Wang et al. 2022), decoder-only: Xavier, then beta = (8N)^(-1/4) on the FFN, the
+    // value and the output projections (N = L blocks). DeepNet's residual up-weighting
+    // alpha = (2N)^(1/4) belongs to its Post-LN architecture and is not applied here (this model
+    // is Pre-LN).
     {"deepnet", "xavier_normal", RESID_DEEPNET, 0, "Xavier normal, v/out/up/gate/down x (8L)^-1/4"},
-    // muP for Adam (Tensor Programs V [muP] Table 3; [Errata 001-14]): hidden N(0, 1/fan_in) with lr
-    // x 1/width_mult, embeddings with a width-independent N(0, 1) (nn.Embedding's default), the readout
-    // zero with a forward multiplier 1/width_mult, attention 1/d_head. See mup_configure().
+    // muP for Adam (Tensor Programs V [muP] Table 3; [Errata 001-14]): hidden N(0, 1/fan_in) with
+    // lr x 1/width_mult, embeddings with a width-independent N(0, 1) (nn.Embedding's default), the
+    // readout zero with a forward multiplier 1/width_mult, attention 1/d_head. See mup_configure().
     {"mup", "lecun_normal,emb=normal:1,pos=normal:1,head=zeros", RESID_NONE, 1,
-     "muP (untied head): hidden N(0,1/fan_in) lr/width_mult, emb N(0,1), head 0 x 1/width_mult, attn 1/d_head"},
+     "muP (untied head): hidden N(0,1/fan_in) lr/width_mult, emb N(0,1), head 0 x 1/width_mult, "
+     "attn 1/d_head"},
 };
 #define NUM_RECIPES ((int)(sizeof(recipes) / sizeof(recipes[0])))
 
@@ -1474,7 +1246,8 @@ static double resid_factor(const InitSpec* spec, const Tensor* t, int L) {
     case RESID_SQRT2L: return resid ? 1.0 / sqrt(2.0 * L) : 1.0;
     case RESID_DEPTH: return resid ? 1.0 / sqrt(2.0 * (t->layer + 1)) : 1.0;
     case RESID_DEEPNET:
-        return resid || t->kind == K_WV || t->kind == K_WUP || t->kind == K_WGATE ? pow(8.0 * L, -0.25) : 1.0;
+        return resid || t->kind == K_WV || t->kind == K_WUP || t->kind == K_WGATE
+               ? pow(8.0 * L, -0.25) : 1.0;
     }
     return 1.0;
 }
@@ -1498,27 +1271,25 @@ static Dist tensor_dist(const InitSpec* spec, const Model* m, const Tensor* t) {
 // [InitFP §5-6]. With width_mult = C / base:
 //   hidden matrices (qkv, gate, out, up, down): init Var 1/fan_in (the recipe), lr x 1/width_mult
 //     (= base_fan_in / fan_in: 256/8192 = 0.03125, [Errata 001-17]): Adam moves every entry by
-//     ~lr whatever the width, and fan_in such moves add up coherently in W x, so the lr must fall as
-//     1/fan_in to keep the change of each output O(1) [Errata 001-15].
-//   the readout (lm_head): zero at init, logits multiplied by 1/width_mult, lr x 1 (the mup package's
-//     MuReadout form). [InitFP §5.5]'s MuPLinear has neither and is not muP [Errata 001-14].
+//     ~lr whatever the width, and fan_in such moves add up coherently in W x, so the lr must fall
+//     as 1/fan_in to keep the change of each output O(1) [Errata 001-15].
+//   the readout (lm_head): zero at init, logits multiplied by 1/width_mult, lr x 1 (the mup
+//     package's MuReadout form). [InitFP §5.5]'s MuPLinear has neither and is not muP
+//     [Errata 001-14].
 //   embeddings, norms, biases: lr x 1, embedding init independent of width.
 //   attention: q.k / d_head instead of q.k / sqrt(d_head): q and k become correlated during
 //     training, so q.k grows like d_head, not sqrt(d_head).
-//   the attention gate W_g [SmallInit eqs. 3-4], H x C: a hidden matrix too. Its fan_in C grows with
-//     the width; its fan_out H does not in this project's sweeps (--coord-check changes C, not H),
-//     which in [muP]'s table would make it an output weight (init Var 1/fan_in^2). But x W_g is a
-//     pre-activation inside the block, like q, k and v, not the network's output: it must be Theta(1)
-//     at init and move Theta(1) per step, which init Var 1/fan_in and lr / width_mult give whatever
-//     H is; and were H to grow with C (a fixed head size), the table would call W_g hidden itself.
-//     The coordinate check shows it: -a llama -G 1 -I mup --tie 0 at widths 64 to 512 keeps the mean
-//     |x W_g| between 0.70 and 0.90 over 4 steps with no trend in width, where the llama recipe
-//     without muP grows it 2.7x from width 64 to 512 at init (doc/initializers.md).
+//   the attention gate W_g [SmallInit eqs. 3-4], H x C: a hidden matrix too. x W_g is a
+//     pre-activation inside the block, like q, k and v: it must be Theta(1) at init and move
+//     Theta(1) per step, which init Var 1/fan_in and lr / width_mult give whatever H is
+//     (doc/initializers.md, "muP and the attention gate", has the reasoning and the check).
 // This changes the forward pass (Config.attn_scale, Config.logit_scale; the backward pass uses the
 // same two numbers), so it happens before a checkpoint is loaded, which checks them.
 static void mup_configure(Model* m, int base) {
     Config* c = &m->cfg;
-    if (c->tied) fatal("-I mup needs an untied head (--tie 0): the readout starts at 0 with its own multiplier, the embedding does not");
+    if (c->tied)
+        fatal("-I mup needs an untied head (--tie 0): the readout starts at 0 with its own "
+              "multiplier, the embedding does not");
     if (base <= 0) fatal("--mup-base must be positive");
     double width_mult = (double)c->C / base;
     c->attn_scale = 1.0f / (float)(c->C / c->H);
@@ -1526,37 +1297,36 @@ static void mup_configure(Model* m, int base) {
     for (int i = 0; i < m->num_tensors; i++) {
         Tensor* t = &m->tensors[i];
         Group g = t->group;
-        int hidden = g == G_QKV || g == G_GATE || g == G_OUT || g == G_UP || g == G_DOWN;
+        int hidden = g == G_QKV || g == G_ATTN_GATE || g == G_OUT || g == G_UP || g == G_DOWN;
         t->lr_mult = hidden ? (float)(1.0 / width_mult) : 1.0f;
     }
 }
 
-// Initializes every tensor of m in the table's order (wte, wpe, h.0.*, ..., lnf.*, lm_head), all from
-// one generator seeded once, and applies muP's forward multipliers and learning rates.
+// Initializes every tensor of m in the table's order (wte, wpe, h.0.*, ..., lnf.*, lm_head), all
+// from one generator seeded once, and applies muP's forward multipliers and learning rates.
 static void model_init(Model* m, const InitSpec* spec, uint64_t seed) {
-    Rng g;
-    rng_seed(&g, seed);
+    Rng* g = rng_new(seed);
     if (spec->mup) mup_configure(m, spec->mup_base);
     for (int i = 0; i < m->num_tensors; i++) {
         const Tensor* t = &m->tensors[i];
         Dist d = tensor_dist(spec, m, t);
-        dist_fill(&g, m->params + t->offset, t->rows, t->cols, &d);
+        dist_fill(g, m->params + t->offset, t->rows, t->cols, &d);
     }
+    free(g);
 }
 
-
 // ============================================================================================
-// 7. AdamW with decoupled weight decay, the learning-rate schedule, gradient clipping
+// 4. AdamW with decoupled weight decay, the learning-rate schedule, gradient clipping
 // ============================================================================================
 
-typedef struct {
+struct OptConfig {
     float lr;           // peak learning rate
     float lr_floor;     // the cosine decays to lr * lr_floor
     int warmup, steps;
     float beta1, beta2, adam_eps;
     float weight_decay; // lambda, [ComplexCtl eq. 1]
     float clip;         // global gradient-norm clip, 0 = off
-} OptConfig;
+};
 
 // Linear warmup over `warmup` steps, then cosine decay to lr * lr_floor at the last step.
 static float lr_at(const OptConfig* o, int step) {
@@ -1568,62 +1338,33 @@ static float lr_at(const OptConfig* o, int step) {
     return (float)(floor_lr + 0.5 * (1.0 + cos(M_PI * ratio)) * (o->lr - floor_lr));
 }
 
-// sqrt(sum g^2) over every gradient, summed in GN_CHUNKS fixed chunks (each in vector-lane partial
-// sums) and then in chunk order, so the result does not depend on the number of threads. This pass
-// over all the gradients is the definition; the training step gets the same number (to rounding)
-// without it, from sums of squares its backward keeps while each gradient is in cache
-// (grad_norm_kept, section 10).
-// sum x[i]^2 in double (each vector lane its own partial sum), and a plain sum of n doubles
-static double sumsq(const float* x, size_t n) {
-    double s = 0.0;
-    #pragma omp simd reduction(+ : s)
-    for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
-    return s;
-}
-
-static double sum_of(const double* part, size_t n) {
-    double total = 0.0;
-    for (size_t i = 0; i < n; i++) total += part[i];
-    return total;
-}
-
-#define GN_CHUNKS 256
+// The global gradient norm sqrt(sum g^2) over every gradient, summed in double.
 static double grad_norm(const Model* m) {
-    double partial[GN_CHUNKS];
-    size_t n = m->num_params, chunk = (n + GN_CHUNKS - 1) / GN_CHUNKS;
-    #pragma omp parallel for schedule(static)
-    for (int ci = 0; ci < GN_CHUNKS; ci++) {
-        size_t i0 = ci * chunk < n ? ci * chunk : n, i1 = i0 + chunk < n ? i0 + chunk : n;
-        partial[ci] = sumsq(m->grads + i0, i1 - i0);
-    }
-    return sqrt(sum_of(partial, GN_CHUNKS));
+    if (m->engine) return engine_grad_norm(m);
+    if (!use_reference) return grad_norm_fast(m);
+    double s = 0.0;
+    for (size_t i = 0; i < m->num_params; i++) s += (double)m->grads[i] * m->grads[i];
+    return sqrt(s);
 }
 
-// Gradient clipping (-z): the factor AdamW multiplies every gradient by, so that their global norm
-// is at most clip (0: off). train_gpt2.cu's AdamW kernel computes it from the device's norm.
+// Gradient clipping (-z): the factor every gradient is multiplied by, so that their global norm
+// is at most clip (0: off).
 HOSTDEV static inline float clip_scale(float clip, double norm) {
     return clip > 0 && norm > clip ? (float)(clip / (norm + 1e-6)) : 1.0f;
 }
 
 // One AdamW step (t counts from 1), PyTorch's operation order:
-//   theta <- theta (1 - lr lambda)                        decoupled weight decay, [ComplexCtl eq. 1]
+//   theta <- theta (1 - lr lambda)                        decoupled weight decay [ComplexCtl eq. 1]
 //   m <- b1 m + (1-b1) g ;  v <- b2 v + (1-b2) g^2
 //   theta <- theta - lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
-// [ComplexCtl eq. 1] writes the decay as theta - lambda C theta without defining C; C = lr (the scheduled
-// learning rate) is the only reading under which its lambda = 1 makes sense [Errata 003-2].
-// lr is the scheduled rate times the tensor's multiplier (muP, [InitFP §5]), for both terms.
-// Which tensors decay (Tensor.decay): every weight matrix; the embeddings wte, wpe only with
-// --decay-emb 1 (default 0; nanoGPT and Megatron decay them, other trainers do not; the complexity lab
-// sets it, following eq. 1 on all weights); never norm gains or biases, which are scales and offsets
-// rather than the weights whose size [ComplexCtl] controls. lambda defaults to 0.1 (-c).
-// test_decay_emb checks all three.
-// The loop is one pass over four arrays (memory-bound on a large model); it vectorizes when sqrtf
-// may skip setting errno (-fno-math-errno, in the Makefile; v is never negative, so it never would).
-// The same pass zeroes each gradient once it has read it, so the next backward starts from zeros
-// without a pass of its own (model_zero_grad then has nothing to do); all tensors go through one
-// parallel region, each split between the threads, with no barrier between tensors.
-// The constants of step t for one tensor: its decay factor 1 - lr lambda (1 if it does not decay),
-// lr / (1 - b1^t) and sqrt(1 - b2^t). train_gpt2.cu's AdamW kernel takes the same three.
+// [ComplexCtl eq. 1] writes the decay as theta - lambda C theta without defining C; C = lr (the
+// scheduled learning rate) is the only reading under which its lambda = 1 makes sense
+// [Errata 003-2]. lr is the scheduled rate times the tensor's multiplier (muP, [InitFP §5]), for
+// both terms. Which tensors decay (Tensor.decay): every weight matrix; the embeddings wte, wpe
+// only with --decay-emb 1; never norm gains or biases, which are scales and offsets rather than
+// the weights whose size [ComplexCtl] controls.
+// The constants of step t for one tensor: its decay factor 1 - lr lambda (1 if it does not
+// decay), lr / (1 - b1^t) and sqrt(1 - b2^t).
 typedef struct { float decay, step_size, b2c; } AdamwScalars;
 static AdamwScalars adamw_scalars(const OptConfig* o, const Tensor* tn, float sched_lr, int t) {
     float lr = sched_lr * tn->lr_mult;
@@ -1634,377 +1375,120 @@ static AdamwScalars adamw_scalars(const OptConfig* o, const Tensor* tn, float sc
     return k;
 }
 
+// The update of n consecutive parameters of one tensor, with its step's constants k. grad_scale
+// is clipping's factor. Each gradient is zeroed once read: the next backward starts from zeros
+// (model_zero_grad then has nothing to do).
+static void adamw_update(float* p, float* g, float* mom, float* var, size_t n, AdamwScalars k,
+                         const OptConfig* o, float grad_scale) {
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i] * grad_scale;
+        g[i] = 0.0f;
+        p[i] *= k.decay;
+        mom[i] = o->beta1 * mom[i] + (1.0f - o->beta1) * gi;
+        var[i] = o->beta2 * var[i] + (1.0f - o->beta2) * gi * gi;
+        p[i] -= k.step_size * mom[i] / (sqrtf(var[i]) / k.b2c + o->adam_eps);
+    }
+}
+
 static void adamw_step(Model* m, const OptConfig* o, float sched_lr, int t, float grad_scale) {
-    #pragma omp parallel
-    for (int ti = 0; ti < m->num_tensors; ti++) {
-        const Tensor* tn = &m->tensors[ti];
-        AdamwScalars k = adamw_scalars(o, tn, sched_lr, t);
-        float decay = k.decay, step_size = k.step_size, b2c = k.b2c;
-        float *p = m->params + tn->offset, *g = m->grads + tn->offset;
-        float *mm = m->m + tn->offset, *vv = m->v + tn->offset;
-        #pragma omp for schedule(static) nowait
-        for (size_t i = 0; i < tn->numel; i++) {
-            float gi = g[i] * grad_scale;
-            g[i] = 0.0f;
-            p[i] *= decay;
-            mm[i] = o->beta1 * mm[i] + (1.0f - o->beta1) * gi;
-            vv[i] = o->beta2 * vv[i] + (1.0f - o->beta2) * gi * gi;
-            p[i] -= step_size * mm[i] / (sqrtf(vv[i]) / b2c + o->adam_eps);
-        }
+    if (m->engine) { engine_update(m, o, sched_lr, t, grad_scale); return; }
+    if (!use_reference) { adamw_step_fast(m, o, sched_lr, t, grad_scale); return; }
+    for (int i = 0; i < m->num_tensors; i++) {
+        const Tensor* tn = &m->tensors[i];
+        size_t at = tn->offset;
+        adamw_update(m->params + at, m->grads + at, m->adam_m + at, m->adam_v + at, tn->numel,
+                     adamw_scalars(o, tn, sched_lr, t), o, grad_scale);
     }
     m->grads_zero = 1;
 }
 
 // ============================================================================================
-// 8. The training loop and main
+// 5. Training: batches, one update, the loop
 // ============================================================================================
-// What a run is given (Part II, section 12, fills it in from the command line):
+
+// A token stream in memory: bytes of text (vocabulary 256), or GPT-2 tokens from an llm.c token
+// shard. dataset_load (section 7) reads either.
 typedef struct {
-    int every;                  // -p N: probe steps 0, N, 2N, ...; 0 = off
-    const char* list;           // --probes NAME,...; NULL = all
-    const char* cossim;         // --cossim-dump TENSOR
-    const char* dump_tokens;    // --dump-token-losses FILE
-    float spike_z;              // --spike-z
-    int spike_skip;             // --spike-skip
-    int coord_check, coord_steps;   // --coord-check, --coord-steps
-    const char* coord_widths;       // --coord-widths
-} ProbeOptions;
+    uint16_t* tok;
+    size_t n;
+    int is_shard;
+} Dataset;
 
-typedef struct {
-    const char *train_path, *val_path, *out_dir, *resume, *preset, *init, *decode_path;
-    const char *llmc_load, *llmc_save;   // --load-llmc, --save-llmc: llm.c model files (section 13)
-    const char *norm, *mlp, *pos;
-    int bias, tie, gate;           // -1: the preset decides
-    int L, C, H, KVH, F, maxT, V;  // 0: derived
-    int B, T, steps, seed;
-    int micro;                     // micro-batches of B x T per update: -d TOKENS / (B x T) (gradient accumulation)
-    int val_every, val_batches, sample_every, sample_len, ckpt_every;
-    int decay_emb;
-    double gamma;                  // < 0: not given
-    int resid_scale;               // -1: the -I recipe decides; 0 off; 1 out/down x 1/sqrt(2L)
-    int mup_base;                  // 0: MUP_BASE_DEFAULT
-    int init_report;               // print the initialization table and exit
-    float eps, rope_theta;
-    OptConfig opt;
-    ProbeOptions probe;            // -p, --probes, ... (section 11)
-} Options;
-
-// ---- the JSON-lines log ------------------------------------------------------------------------
-typedef struct {
-    FILE* f;
-    char path[4096];
-} Log;
-
-// DIR/log.jsonl: created, or on a resume cut back to the checkpoint's line and appended to, so that
-// a run interrupted and resumed logs every step once (section 12). Also removes stale temporary files.
-static void log_open(Log* lg, const char* dir, const char* resume, int start_step);
-// one JSON object per line; fields as printf fragments, e.g. log_event(&lg, "\"step\":%d", step). A write
-// that fails (a full disk) stops the run.
-static void log_event(Log* lg, const char* fmt, ...);
-
-// ---- the engine: whatever holds the parameters -----------------------------------------------------
-// The training loop below is shared with train_gpt2.cu. Everything that touches the parameters goes
-// through an Engine: this file's is the host Model itself, train_gpt2.cu's a copy on the GPU. Data,
-// schedule, printout, log, validation, samples, checkpoints, probes and the NaN stop are written once.
-typedef struct {
-    const char* device;           // printed and logged: "cpu", or the GPU's name
-    void* ctx;
-    float (*forward)(void* ctx, const int* inp, const int* tgt, int B, int T);   // mean loss; tgt NULL: none
-    const float* (*probs)(void* ctx, int bt, int V);   // host copy of softmax row bt of the last forward
-    // backpropagate dloss x the last forward's mean loss (model_backward), into zeroed gradients or,
-    // with accumulate, adding to them (the micro-batches of one update)
-    void (*backward)(void* ctx, int B, int T, float dloss, int accumulate);
-    double (*grad_norm)(void* ctx);
-    void (*update)(void* ctx, const OptConfig* o, float lr, int t, float grad_scale);
-    void (*to_host)(void* ctx);   // parameters and AdamW state into the host Model; NULL: they live there
-} Engine;
-
-
-// ---- what the loop uses from Part II ----------------------------------------------------------------
-// The spike probe's moving mean and variance of the loss (or the gradient norm): part of the training
-// state, since --spike-skip decides from them, so checkpoints carry them (section 11 updates them).
-typedef struct {
-    double mean, var;
-    int64_t n;              // values seen
-} Ema;
-typedef struct Probes Probes;                                // what the probes keep between steps (section 11)
-// the probes of a run (-p, --probes), created on the model and the training tokens, writing through
-// emit; refuses probe flags that do not fit the model. spike[2] is the run's spike state.
-static Probes* probes_new(const ProbeOptions* po, Model* m, const uint16_t* train_tok, size_t n_tok,
-                          const char* out_dir, Ema* spike, void (*emit)(void*, const char*), void* ctx);
-static void probes_delete(Probes* pr);
-static int probes_due(const Probes* pr, int step);           // is step a probe step (-p N)?
-static int probe_spike(Probes* pr, int step, double loss, double norm);   // 1: skip this update (--spike-skip)
-static void probes_before_update(Probes* pr, Model* m, int step);   // measure activations, gradients, weights
-static void probes_after_update(Probes* pr, const Model* m);        // the update-to-weight ratios
-static void probe_log_line(void* lg, const char* fields);    // a probe's line into the run's log
-// --dump-token-losses: loss and p(target) of every validation position, as CSV
-static void dump_token_losses(Model* m, const Dataset* val, int batches, int B, int T, int* inp, int* tgt,
-                              const char* path);
-static void parse_args(Options* o, int argc, char** argv);   // the flags (./train_gpt2 -h lists them)
-static Config config_from_options(const Options* o, int V);  // the model's shape from the preset and flags
-static void init_spec_from_options(InitSpec* spec, const Options* o);   // -I, -g, --resid-scale, --mup-base
-static void init_report(Model* m, const InitSpec* spec, const int* tokens, int B, int T);   // --init-report
-// prints the memory the run will take and refuses one that does not fit in the memory available
-static void memory_check(const Config* c, const Options* o, int host_acts);
-static void output_file_check(const char* path, const char* flag);   // can a file be written there?
-static void output_dir_create(const char* dir);             // -o DIR: made, with its parents, if missing
-// a checkpoint: config, step, both generators, the spike state, parameters and AdamW moments, with a
-// CRC-32 (doc/checkpoint.md); save refuses a model holding NaN or inf
-static void checkpoint_save(const Model* m, const char* path, int step, const Rng* data_rng, const Rng* sample_rng,
-                            const Ema spike[2]);
-static int checkpoint_load(Model* m, const char* path, Rng* data_rng, Rng* sample_rng, Ema spike[2]);
-// the first NaN or inf among the weights and AdamW moments, as text ("h.0.attn.wq holds nan in its weights")
-static int model_nonfinite(const Model* m, char* what, size_t cap);
-// llm.c's model file (magic 20240326, float32): the GPT-2 preset's weights out and in
-static void llmc_check(const Config* c, const InitSpec* spec, const char* flag);   // refuses a model llm.c cannot hold
-static void llmc_save(const Model* m, const char* path);
-static void llmc_load(Model* m, const char* path);
-// --coord-check: the muP coordinate check, one run of train(o, ctx) per width, then the table
-static void coord_check(const Options* o, void (*train)(const Options* o, void* ctx), void* ctx);
-static Engine cpu_engine(Model* m);                          // the host Model as the loop's Engine
-static void cpu_backward(void* m, int B, int T, float dloss, int accumulate);   // model_backward, as Engine.backward
-static void decoder_free(Decoder* dec);
-
-static double evaluate(const Engine* e, const Dataset* val, int batches, int B, int T, int* inp, int* tgt) {
-    int avail = dataset_num_val_batches(val, B, T);
-    if (batches > avail) batches = avail;
-    double sum = 0.0;
-    for (int i = 0; i < batches; i++) {
-        dataset_val_batch(val, i, inp, tgt, B, T);
-        sum += e->forward(e->ctx, inp, tgt, B, T);
+// A batch of B windows of T + 1 tokens at random offsets: inputs tok[off .. off+T-1], targets the
+// next token of each, tok[off+1 .. off+T]. The offsets come from the data generator, whose state
+// goes into checkpoints, so a resumed run sees the same batches.
+static void dataset_random_batch(const Dataset* d, Rng* g, int* inp, int* tgt, int B, int T) {
+    size_t range = d->n - T - 1;
+    for (int b = 0; b < B; b++) {
+        size_t off = rng_u64(g) % (range + 1);
+        for (int t = 0; t < T; t++) {
+            inp[b * T + t] = d->tok[off + t];
+            tgt[b * T + t] = d->tok[off + t + 1];
+        }
     }
-    return batches ? sum / batches : NAN;
 }
 
-// One update's gradient (gradient accumulation, -d): the forward and backward of `micro` micro-batches
-// of B x T, the i-th at inp + i B T, each backward adding its share 1/micro of its mean loss's gradient
-// (the first into zeroed gradients). Returns their mean loss, the update's. micro 1 is the plain step.
-static float update_gradients(const Engine* e, const int* inp, const int* tgt, int B, int T, int micro) {
+// One update's gradient: the forward and backward passes of `micro` micro-batches of B x T, the
+// i-th at inp + i B T, each backward adding 1/micro of its batch's mean-loss gradient (gradient
+// accumulation, -d; micro 1 is the plain step). Returns their mean loss, the update's.
+static float compute_gradients(Model* m, const int* inp, const int* tgt, int B, int T, int micro) {
     long BT = (long)B * T;
     double loss_sum = 0.0;
+    model_zero_grad(m);
     for (int mb = 0; mb < micro; mb++) {
-        loss_sum += e->forward(e->ctx, inp + mb * BT, tgt + mb * BT, B, T);
-        e->backward(e->ctx, B, T, 1.0f / micro, mb > 0);
+        loss_sum += model_forward(m, inp + mb * BT, tgt + mb * BT, B, T);
+        model_backward(m, B, T, 1.0f / micro);
     }
     return (float)(loss_sum / micro);
 }
 
-// Sampling: feed the last T tokens, draw each next token from the softmax of the logits with the
-// sample generator; the prompt is the first token of the validation data (section 12).
-static void sample_text(const Engine* e, Rng* g, const Decoder* dec, int V, int T, int first_tok, int length);
-
-// ---- a run: the options, the data, the host model, the generators and the log -------------------------
+// What the loop needs. run_setup (section 12) fills it in from the flags, after loading the data
+// and initializing the model (or resuming it from a checkpoint).
 typedef struct {
-    Options o;
-    Dataset train, val;
-    Decoder dec;
-    Model model;                  // on the host: initialized here, checkpointed from here
-    InitSpec spec;                // what -I, -g, --resid-scale and --mup-base chose
-    Rng data_rng, sample_rng;
-    Ema spike[2];                 // the spike probe's statistics of the loss and the gradient norm
-    int start_step;
-    Probes* probes;
-    Log lg;
-    int *inp, *tgt;               // one update's micro-batches, micro x B x T; in Run so a fatal() exit mid-run
-                                  // leaves them reachable (LeakSanitizer)
-} Run;
+    Model* model;
+    const Dataset* train;
+    Rng* data_rng;          // draws the batches
+    OptConfig opt;          // learning rate, schedule, AdamW's constants, clipping
+    int B, T, micro;        // micro-batches of B x T per update (-b, -t, -d)
+    int first_step, steps;  // from 0, or from a checkpoint's step, to -x
+    int *inp, *tgt;         // one update's micro-batches, micro x B x T
+} Trainer;
 
-// Loads the data, builds and initializes the model (or resumes it), opens the output dir and the log.
-// Everything the flags name is checked first: nothing is written, and nothing large allocated, before
-// the whole run is known to be possible. host_engine: the forward and backward run on this Model.
-static void run_setup(Run* r, int host_engine) {
-    Options* o = &r->o;
-    if (o->opt.warmup > o->steps && o->steps > 0) o->opt.warmup = o->steps;
-    int shard_V = o->V ? o->V : 50257;
-    memset(&r->train, 0, sizeof(r->train));
-    memset(&r->val, 0, sizeof(r->val));
-    memset(&r->dec, 0, sizeof(r->dec));
-    memset(r->spike, 0, sizeof(r->spike));
-    dataset_load(&r->train, o->train_path, shard_V);
-    dataset_load(&r->val, o->val_path, shard_V);
-    if (r->train.is_shard != r->val.is_shard) fatal("-i and -j must both be text or both token shards");
-    int V = r->train.is_shard ? shard_V : 256;
-    if (r->train.is_shard) {
-        char path[4096];
-        const char* p = o->decode_path;
-        if (!p) {   // data/x_train.bin -> data/x_decode.bin
-            snprintf(path, sizeof(path), "%s", o->train_path);
-            char* us = strrchr(path, '_');
-            if (us) { *us = 0; strncat(path, "_decode.bin", sizeof(path) - strlen(path) - 1); p = path; }
-        }
-        if (p && access(p, R_OK) == 0) decoder_load(&r->dec, p);
-    }
-    Config cfg = config_from_options(o, V);
-    if (r->train.n < (size_t)o->T + 2) fatal("training data %s has %zu tokens, fewer than -t %d + 2", o->train_path, r->train.n, o->T);
-    int validating = (o->val_every && o->val_batches) || o->probe.dump_tokens;
-    if (r->val.n < (size_t)o->T + 2 || (validating && dataset_num_val_batches(&r->val, o->B, o->T) == 0))
-        fatal("validation data %s has %zu tokens, fewer than one batch (-b %d x -t %d + 1)", o->val_path, r->val.n, o->B, o->T);
-    init_spec_from_options(&r->spec, o);
-    int host_acts = host_engine || o->probe.every || o->probe.dump_tokens || o->init_report;
-    memory_check(&cfg, o, host_acts);
-    if (o->llmc_save) llmc_check(&cfg, &r->spec, "--save-llmc");
-    if (o->llmc_load) llmc_check(&cfg, &r->spec, "--load-llmc");
-
-    model_build(&r->model, &cfg);
-    for (int i = 0; i < r->model.num_tensors; i++)
-        if (o->decay_emb && (r->model.tensors[i].group == G_TOK_EMB || r->model.tensors[i].group == G_POS_EMB))
-            r->model.tensors[i].decay = 1;
-    model_init(&r->model, &r->spec, (uint64_t)o->seed);
-    if (o->llmc_load) llmc_load(&r->model, o->llmc_load);     // the file's weights replace the initializer's
-    if (host_acts) acts_alloc(&r->model, o->B, o->T);
-
-    r->inp = xmalloc((size_t)o->micro * o->B * o->T * sizeof(int));
-    r->tgt = xmalloc((size_t)o->micro * o->B * o->T * sizeof(int));
-
-    rng_seed(&r->data_rng, (uint64_t)o->seed + 1);
-    rng_seed(&r->sample_rng, (uint64_t)o->seed + 2);
-    if (o->init_report) {       // a batch of the training data, the one step 1 would see
-        dataset_random_batch(&r->train, &r->data_rng, r->inp, r->tgt, o->B, o->T);
-        init_report(&r->model, &r->spec, r->inp, o->B, o->T);
-        exit(0);
-    }
-    r->start_step = o->resume ? checkpoint_load(&r->model, o->resume, &r->data_rng, &r->sample_rng, r->spike) : 0;
-    if (o->resume && (r->start_step > o->steps || (r->start_step == o->steps && !o->llmc_save)))
-        fatal("checkpoint %s is at step %d and -x is %d: nothing to train (give -x larger than %d, or -x %d with "
-              "--save-llmc to convert it)", o->resume, r->start_step, o->steps, r->start_step, r->start_step);
-    r->probes = probes_new(&o->probe, &r->model, r->train.tok, r->train.n, o->out_dir, r->spike, probe_log_line, &r->lg);
-    if (o->out_dir) output_dir_create(o->out_dir);      // files written at the end may go in it
-    if (o->probe.dump_tokens) output_file_check(o->probe.dump_tokens, "--dump-token-losses");
-    if (o->llmc_save) output_file_check(o->llmc_save, "--save-llmc");
-    log_open(&r->lg, o->out_dir, o->resume, r->start_step);
-}
-
-// The run's first lines: model, data, initialization, and the "config" event of the log (section 12).
-static void run_header(Run* r, const Engine* e);
-
-// The probes read the host Model's activations and gradients. An engine that keeps them elsewhere
-// copies the parameters back and the host recomputes the probe step's forward and backward on the
-// same micro-batches: probes cost a host step every -p N steps, and nothing when off.
-static void host_recompute(Run* r, const Engine* e, const int* inp, const int* tgt) {
-    e->to_host(e->ctx);
-    Engine host = cpu_engine(&r->model);
-    update_gradients(&host, inp, tgt, r->o.B, r->o.T, r->o.micro);
-}
-
-static void run_train(Run* r, const Engine* e) {
-    Options* o = &r->o;
-    Model* m = &r->model;
-    Probes* probes = r->probes;
-    run_header(r, e);
-
-    int *inp = r->inp, *tgt = r->tgt;
-    int sample_T = o->T < m->cfg.maxT ? o->T : m->cfg.maxT;
-    char last_ckpt[4096] = "none written";
-    if (o->resume) snprintf(last_ckpt, sizeof(last_ckpt), "%s", o->resume);
-    double last_val = NAN;
-    for (int step = r->start_step; step <= o->steps; step++) {
-        int last = step == o->steps;
-        // (a resumed run's first validation was logged before its checkpoint)
-        if (o->val_every && (step % o->val_every == 0 || last) && o->val_batches > 0 && !(o->resume && step == r->start_step)) {
-            last_val = evaluate(e, &r->val, o->val_batches, o->B, o->T, inp, tgt);
-            printf("step %d | val loss %.6f\n", step, last_val);
-            log_event(&r->lg, "\"event\":\"val\",\"step\":%d,\"val_loss\":%.6f", step, last_val);
-        }
-        if ((o->sample_every && step % o->sample_every == 0 && step > r->start_step) || (last && o->sample_len > 0)) {
-            printf("---- sample at step %d ----\n", step);
-            sample_text(e, &r->sample_rng, &r->dec, m->cfg.V, sample_T, r->val.tok[0], o->sample_len);
-            printf("----\n");
-        }
-        // every -n steps and at the end; -x 0 writes the initialization as a step-0 checkpoint
-        if (o->out_dir && (step > r->start_step || (last && !o->resume)) && (last || (o->ckpt_every && step % o->ckpt_every == 0))) {
-            if (e->to_host) e->to_host(e->ctx);
-            char what[256];
-            if (model_nonfinite(m, what, sizeof(what))) {
-                log_event(&r->lg, "\"event\":\"blowup\",\"step\":%d", step);
-                fatal("after step %d %s: training stopped, checkpoint not written; last good checkpoint: %s", step, what, last_ckpt);
-            }
-            snprintf(last_ckpt, sizeof(last_ckpt), "%s/ckpt_%06d.bin", o->out_dir, step);
-            checkpoint_save(m, last_ckpt, step, &r->data_rng, &r->sample_rng, r->spike);
-            log_event(&r->lg, "\"event\":\"checkpoint\",\"step\":%d,\"path\":\"%s\"", step, last_ckpt);
-        }
-        if (last) break;
-
-        // One update: the gradient of the mean loss over o->micro micro-batches of B x T (-d)
+// The training loop: draw a batch, forward, backward, clip, AdamW, print. The run's extras sit in
+// three calls (section 12): validation, samples and checkpoints before a step; the NaN stop, the
+// probes and the spike check after the gradient; the probes' update ratios and the log after.
+static void train(const Trainer* tr, Run* run) {
+    Model* m = tr->model;
+    long BT = (long)tr->B * tr->T;
+    for (int step = tr->first_step; step <= tr->steps; step++) {
+        run_before_step(run, step);
+        if (step == tr->steps) break;
         double t0 = now_ms();
-        long BT = (long)o->B * o->T;
-        for (int mb = 0; mb < o->micro; mb++)
-            dataset_random_batch(&r->train, &r->data_rng, inp + mb * BT, tgt + mb * BT, o->B, o->T);
-        float loss = update_gradients(e, inp, tgt, o->B, o->T, o->micro);
-        double norm = e->grad_norm(e->ctx);
-        if (!isfinite(loss) || !isfinite(norm)) {
-            log_event(&r->lg, "\"event\":\"blowup\",\"step\":%d", step + 1);
-            fatal("loss is %s (grad norm %s) at step %d: training stopped; last good checkpoint: %s",
-                  isnan(loss) ? "nan" : "inf", isnan(norm) ? "nan" : isinf(norm) ? "inf" : "finite", step + 1, last_ckpt);
-        }
-        if (step == 0)      // the first check of an initialization: a uniform guess over V tokens scores ln V
-            printf("initial loss %.4f against ln V = %.4f, a uniform prediction's\n", loss, log((double)m->cfg.V));
-        int skip = probe_spike(probes, step, loss, norm), probing = probes_due(probes, step);
-        if (probing) {
-            if (e->to_host) host_recompute(r, e, inp, tgt);
-            probes_before_update(probes, m, step);
-        }
-        float scale = clip_scale(o->opt.clip, norm);
-        float lr = lr_at(&o->opt, step);
-        if (!skip) e->update(e->ctx, &o->opt, lr, step + 1, scale);
-        if (probing) {
-            if (e->to_host) e->to_host(e->ctx);
-            probes_after_update(probes, m);
-        }
+        for (int mb = 0; mb < tr->micro; mb++)
+            dataset_random_batch(tr->train, tr->data_rng, tr->inp + mb * BT, tr->tgt + mb * BT,
+                                 tr->B, tr->T);
+        float loss = compute_gradients(m, tr->inp, tr->tgt, tr->B, tr->T, tr->micro);
+        double norm = grad_norm(m);
+        int skip = run_inspect(run, step, loss, norm);
+        float lr = lr_at(&tr->opt, step);
+        if (!skip) adamw_step(m, &tr->opt, lr, step + 1, clip_scale(tr->opt.clip, norm));
         double ms = now_ms() - t0;
-        double tok_s = o->micro * BT / (ms / 1e3);
         printf("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | %.1f ms | %.0f tok/s%s\n",
-               step + 1, o->steps, loss, lr, norm, ms, tok_s, skip ? " | loss spike: update skipped" : "");
-        log_event(&r->lg, "\"event\":\"train\",\"step\":%d,\"train_loss\":%.6f,\"lr\":%.6e,\"grad_norm\":%.6f,\"ms\":%.3f,\"tok_s\":%.1f",
-                  step + 1, loss, lr, norm, ms, tok_s);
+               step + 1, tr->steps, loss, lr, norm, ms, tr->micro * BT / (ms / 1e3),
+               skip ? " | loss spike: update skipped" : "");
+        run_after_step(run, step, loss, lr, norm, ms);
     }
-    if (isfinite(last_val)) printf("final val loss %.6f\n", last_val);
-    if (e->to_host && (o->probe.dump_tokens || o->llmc_save)) e->to_host(e->ctx);
-    if (o->probe.dump_tokens) dump_token_losses(m, &r->val, o->val_batches, o->B, o->T, inp, tgt, o->probe.dump_tokens);
-    if (o->llmc_save) llmc_save(m, o->llmc_save);
 }
-
-static void run_free(Run* r) {
-    if (r->lg.f) fclose(r->lg.f);
-    probes_delete(r->probes);
-    model_free(&r->model);
-    decoder_free(&r->dec);
-    free(r->train.tok);
-    free(r->val.tok);
-    free(r->inp);
-    free(r->tgt);
-}
-
-// One training run on the CPU with the options o: what main does once, and --coord-check per width.
-static void train_on_cpu(const Options* o, void* unused) {
-    (void)unused;
-    Run r;
-    r.o = *o;
-    run_setup(&r, 1);
-    Engine e = cpu_engine(&r.model);
-    run_train(&r, &e);
-    run_free(&r);
-}
-
-#ifndef TRAIN_GPT2_NO_MAIN
-int main(int argc, char** argv) {
-    Options o;
-    parse_args(&o, argc, argv);
-    if (o.probe.coord_check) coord_check(&o, train_on_cpu, NULL);    // every width, then the table
-    else train_on_cpu(&o, NULL);
-    return 0;
-}
-#endif
 
 
 // ############################################################################################
 // PART II. MACHINERY
-// What Part I calls but need not show: PyTorch's random numbers bit for bit, the fast matrix
-// multiply and exp, the probes, the command line, checkpoints, the coordinate check and the engine.
+// What Part I calls but need not show: PyTorch's random numbers bit for bit, the fast paths, the
+// probes, the command line, checkpoints, a run's set-up and hooks, and the coordinate check.
 // ############################################################################################
 
 // ============================================================================================
-// 9. Random numbers: PyTorch's CPU generator, so that an initializer here and nn.init there
+// 6. Random numbers: PyTorch's CPU generator, so that an initializer here and nn.init there
 //    produce the same tensor from the same seed
 // ============================================================================================
 
@@ -2015,7 +1499,7 @@ int main(int argc, char** argv) {
 // PyTorch 1.13 on CPU (Debian python3-torch), so that C training runs can start
 // from exactly the same weights as the PyTorch reference.
 //
-// What is matched (verified on this machine, see check_rng.c / check_rng.py):
+// What is matched (checked by test_gpt2.c against tensors dev/ref/make_init_fixtures.py draws):
 //   - torch.manual_seed + the mt19937 engine (at::mt19937)
 //   - tensor.uniform_(a, b)               float32: 24 random bits per element
 //   - tensor.normal_(mean, std)           float32, two code paths:
@@ -2035,14 +1519,23 @@ int main(int argc, char** argv) {
 // Floating point contraction: the AVX2 build of PyTorch lets GCC fuse some
 // multiply+add pairs into FMA instructions. We reproduce those with explicit
 // fmaf()/fma() calls (each one checked: replacing it by mul+add breaks the
-// match, or, for the n < 16 normal path, seen in torch's disassembly). Every other multiply in this file either feeds something
-// that is not an add, or goes through mul_rounded() (a volatile store) where
-// torch rounds the product before adding. So the compiler has nothing left to
-// contract: results are identical with -O2, -O3 -march=native and any
-// -ffp-contract setting.
-// Never compile this with -ffast-math.
+// match, or, for the n < 16 normal path, seen in torch's disassembly). Every other multiply in this
+// file either feeds something that is not an add, or goes through mul_rounded() (a volatile store)
+// where torch rounds the product before adding. So the compiler has nothing left to contract:
+// results are identical with -O2, -O3 -march=native and any -ffp-contract setting. Never compile
+// this with -ffast-math.
 // ----------------------------------------------------------------------------
 
+// The generator's whole state. Plain old data: checkpoints can fwrite() it. torch keeps the same
+// things: the mt19937 state plus an optional cached second Box-Muller sample for the double
+// precision normal path.
+#define RNG_MT_N 624
+struct Rng {
+    uint32_t mt[RNG_MT_N];
+    int mti;                // index of the next word to temper; 624 = twist first
+    int has_next_normal;    // 1 if next_normal holds a cached sample
+    double next_normal;     // cached r*sin(theta) from the scalar normal path
+};
 
 #define RNG_MT_M 397
 #define RNG_PI 3.14159265358979323846
@@ -2321,7 +1814,8 @@ static float torch_erfinv_float(float y) {
 // torch 1.13: l,u = Phi((a-mean)/std), Phi((b-mean)/std) in double;
 // uniform_(2l-1, 2u-1); erfinv_(); mul_(std*sqrt(2)); add_(mean); clamp_(a, b).
 // Each tensor op casts its Python scalar to float and works in float.
-static void init_trunc_normal_d(Rng* g, float* w, size_t n, double mean, double std, double a, double b) {
+static void init_trunc_normal_d(Rng* g, float* w, size_t n, double mean, double std, double a,
+                                double b) {
     double l = (1.0 + erf(((a - mean) / std) / sqrt(2.0))) / 2.0;
     double u = (1.0 + erf(((b - mean) / std) / sqrt(2.0))) / 2.0;
     init_uniform(g, w, n, (float)(2.0 * l - 1.0), (float)(2.0 * u - 1.0));
@@ -2415,7 +1909,11 @@ static void init_orthogonal(Rng* g, float* w, int rows, int cols, float gain) {
         for (int j = 0; j < k; j++) {
             float q = (float)(Q[(size_t)i * k + j] * dsign[j]);
             float val = q * gain;
-            if (transpose) { w[(size_t)j * cols + i] = val; } else { w[(size_t)i * cols + j] = val; }
+            if (transpose) {
+                w[(size_t)j * cols + i] = val;
+            } else {
+                w[(size_t)i * cols + j] = val;
+            }
         }
     }
     free(V);
@@ -2456,15 +1954,467 @@ static void init_sparse_d(Rng* g, float* w, int rows, int cols, double sparsity,
 // 0.3*10 is 3.0 in Python (3 zeros) but (double)0.3f*10 = 3.0000001 (4 zeros),
 // hence float_to_decimal_double (0.3f -> 0.3).
 static void init_sparse(Rng* g, float* w, int rows, int cols, float sparsity, float std) {
-    init_sparse_d(g, w, rows, cols, float_to_decimal_double(sparsity), float_to_decimal_double(std));
+    init_sparse_d(g, w, rows, cols, float_to_decimal_double(sparsity),
+                  float_to_decimal_double(std));
 }
 
 
+// A generator on the heap, seeded (Part I keeps the state's layout out of sight).
+static Rng* rng_new(uint64_t seed) {
+    Rng* g = xmalloc(sizeof(Rng));
+    rng_seed(g, seed);
+    return g;
+}
+
+// ---- drawing a Dist (section 3) with these primitives -------------------------------------------
+// Draws a (rows, cols) tensor from d exactly as the nn.init function does.
+static void dist_fill(Rng* g, float* w, int rows, int cols, const Dist* d) {
+    size_t n = (size_t)rows * cols;
+    switch (d->kind) {
+    case D_CONST: for (size_t i = 0; i < n; i++) w[i] = (float)d->mean; break;
+    case D_NORMAL: init_normal_d(g, w, n, d->mean, d->std); break;
+    case D_UNIFORM: init_uniform(g, w, n, (float)d->lo, (float)d->hi); break;
+    case D_TRUNC: init_trunc_normal_d(g, w, n, 0.0, d->std, d->lo, d->hi); break;
+    case D_ORTHO: init_orthogonal(g, w, rows, cols, (float)d->gain); break;
+    case D_SPARSE: init_sparse_d(g, w, rows, cols, d->sparsity, d->std); break;
+    case D_EYE:
+        for (size_t i = 0; i < n; i++) w[i] = 0.0f;
+        for (int i = 0; i < rows && i < cols; i++) w[(size_t)i * cols + i] = (float)d->gain;
+        break;
+    }
+}
+
+// The std a tensor drawn from d should show (for --init-report and the sampling tests).
+static double dist_std(const Dist* d, int rows, int cols) {
+    switch (d->kind) {
+    case D_CONST: return 0.0;
+    case D_NORMAL: return d->std;
+    case D_UNIFORM: return (d->hi - d->lo) / sqrt(12.0);
+    case D_TRUNC: {
+        // N(0, s^2) cut to [a, b]: with al = a/s, be = b/s, Z = Phi(be) - Phi(al),
+        // Var = s^2 (1 + (al phi(al) - be phi(be))/Z - ((phi(al) - phi(be))/Z)^2)
+        double al = d->lo / d->std, be = d->hi / d->std;
+        double pa = exp(-0.5 * al * al) / sqrt(2 * M_PI), pb = exp(-0.5 * be * be) / sqrt(2 * M_PI);
+        double Z = 0.5 * (erf(be / sqrt(2.0)) - erf(al / sqrt(2.0)));
+        double m = (pa - pb) / Z;
+        return d->std * sqrt(1.0 + (al * pa - be * pb) / Z - m * m);
+    }
+    // unit columns (rows) of length max
+    case D_ORTHO: return fabs(d->gain) / sqrt(rows > cols ? rows : cols);
+    case D_SPARSE: return d->std * sqrt((rows - ceil(d->sparsity * rows)) / rows);
+    case D_EYE: {
+        double p = (double)(rows < cols ? rows : cols) / ((double)rows * cols);
+        return fabs(d->gain) * sqrt(p * (1.0 - p));
+    }
+    }
+    return 0.0;
+}
+
+// Fill a (rows, cols) matrix, PyTorch Linear convention: rows = fan_out, cols = fan_in.
+// `scheme` is the -I syntax for one scheme, e.g. "xavier_normal", "xavier_uniform:1.6667",
+// "kaiming_normal:relu", "kaiming_uniform:leaky_relu:0.2", "lecun_normal", "orthogonal:1.414",
+// "normal:0.01", "uniform:-0.1:0.1", "trunc_normal:0.02", "zeros", "constant:0.5", "eye", ...
+// Equal to torch.manual_seed + the nn.init call on torch.empty(rows, cols) (orthogonal: to 5e-6).
+static void init_matrix_text(Rng* g, float* w, int rows, int cols, const char* scheme) {
+    Scheme s;
+    parse_scheme(&s, scheme);
+    Dist d = scheme_dist(&s, rows, cols, 1, 0);
+    dist_fill(g, w, rows, cols, &d);
+}
+
 // ============================================================================================
-// 10. Fast paths: exp and the matrix multiply; threads, the clock, quadrature
+// 7. Utilities, data files, the model's buffers, a run's types
 // ============================================================================================
 
-// ---- threads, the clock, a Gaussian expectation ---------------------------------------------------
+// Every user-facing failure is one line on stderr and a non-zero exit (FATAL_HOOK, section 0).
+static char fatal_msg[1024];
+static void fatal(const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(fatal_msg, sizeof(fatal_msg), fmt, ap);
+    va_end(ap);
+    FATAL_HOOK();
+}
+
+// The names are in parentheses so that train_gpt2.cu, which compiles this file as C++ (where a
+// void* does not become a float* by itself), can wrap every call in a macro of the same name.
+static void* (xmalloc)(size_t bytes) {
+    void* p = malloc(bytes ? bytes : 1);
+    if (!p) fatal("out of memory allocating %zu bytes", bytes);
+    return p;
+}
+
+static void* (xcalloc)(size_t count, size_t size) {
+    void* p = calloc(count ? count : 1, size ? size : 1);
+    if (!p) fatal("out of memory allocating %zu x %zu bytes", count, size);
+    return p;
+}
+
+// ---- data files ---------------------------------------------------------------------------------
+// Dataset (section 5) in two formats:
+//  - plain text: every byte is a token (vocabulary 256), no tokenizer needed;
+//  - llm.c token shards: 256 int32 header (magic 20240520, version 1, token count), then uint16
+//    tokens (GPT-2 BPE, written by dev/data/tokenize_gpt2.sh).
+#define SHARD_MAGIC 20240520
+
+// The loaders read from a FILE* whose size is known (a file, or memory in dev/fuzz), and check
+// every size a header states against the bytes really there before allocating anything.
+static void dataset_read(Dataset* d, FILE* f, long size, const char* path, int V) {
+    int32_t header[256] = {0};
+    size_t got = size >= (long)sizeof(header) ? fread(header, sizeof(int32_t), 256, f) : 0;
+    d->is_shard = got == 256 && header[0] == SHARD_MAGIC;
+    size_t plen = strlen(path);
+    if (!d->is_shard && plen > 4 && strcmp(path + plen - 4, ".bin") == 0)
+        fatal("%s is not a token shard (bad magic; expected %d)", path, SHARD_MAGIC);
+    if (d->is_shard) {
+        if (header[1] != 1) fatal("%s: token shard version %d, expected 1", path, header[1]);
+        d->n = (size_t)(uint32_t)header[2];
+        if ((long)(sizeof(header) + d->n * sizeof(uint16_t)) != size)
+            fatal("%s: header says %zu tokens but the file holds %ld bytes (truncated?)", path,
+                  d->n, size);
+        d->tok = xmalloc(d->n * sizeof(uint16_t));
+        if (fread(d->tok, sizeof(uint16_t), d->n, f) != d->n) fatal("%s: short read", path);
+        for (size_t i = 0; i < d->n; i++)
+            if (d->tok[i] >= V)
+                fatal("%s: token %u at position %zu is >= vocabulary %d", path, d->tok[i], i, V);
+    } else {
+        if (V < 256) fatal("%s is byte text, which needs vocabulary 256 (got %d)", path, V);
+        rewind(f);
+        d->n = (size_t)size;
+        d->tok = xmalloc(d->n * sizeof(uint16_t) + 1);
+        // read as bytes, widened in place from the end
+        unsigned char* bytes = (unsigned char*)d->tok;
+        if (fread(bytes, 1, d->n, f) != d->n) fatal("%s: short read", path);
+        for (size_t i = d->n; i-- > 0;) d->tok[i] = bytes[i];
+    }
+}
+
+// Opens a regular file for reading and gives its size. The type is checked before the file is
+// opened: a directory has no size to check, and opening a FIFO would wait for a writer. `what`
+// names the file in messages; `hint` ends the message when it is missing.
+static FILE* open_regular(const char* path, const char* what, const char* hint, long* size) {
+    struct stat st;
+    if (stat(path, &st) != 0) fatal("cannot open %s %s (%s)%s", what, path, strerror(errno), hint);
+    if (!S_ISREG(st.st_mode)) fatal("%s %s is not a regular file", what, path);
+    FILE* f = fopen(path, "rb");
+    if (!f) fatal("cannot open %s %s (%s)", what, path, strerror(errno));
+    *size = (long)st.st_size;
+    return f;
+}
+
+static void dataset_load(Dataset* d, const char* path, int V) {
+    long size;
+    FILE* f =
+            open_regular(path, "data file", "; run `make data` to fetch the default corpus", &size);
+    dataset_read(d, f, size, path, V);
+    fclose(f);
+}
+
+
+// Validation batches are fixed: consecutive windows from the start of the validation data.
+static void dataset_val_batch(const Dataset* d, int batch_index, int* inp, int* tgt, int B, int T) {
+    for (int b = 0; b < B; b++) {
+        size_t off = ((size_t)batch_index * B + b) * T;
+        for (int t = 0; t < T; t++) {
+            inp[b * T + t] = d->tok[off + t];
+            tgt[b * T + t] = d->tok[off + t + 1];
+        }
+    }
+}
+
+static int dataset_num_val_batches(const Dataset* d, int B, int T) {
+    return (int)((d->n - 1) / ((size_t)B * T));
+}
+
+// Decoding tokens for printing: bytes print as themselves; GPT-2 tokens through the decode table
+// written by dev/data/tokenize_gpt2.sh (int32 header: 20240328, version 2, vocab, eot; 256 int32
+// in all; then per token a length byte and the token's bytes).
+typedef struct {
+    int V;
+    char** piece;
+} Decoder;
+// the decode table of a token shard (section 10)
+static void decoder_load(Decoder* dec, const char* path);
+// a token as text: a byte, or its GPT-2 piece
+static void print_token(const Decoder* dec, int tok);
+
+static long attention_scratch_floats(int T);   // attention_backward's scratch (section 8)
+
+// ---- the model's buffers ------------------------------------------------------------------------
+static size_t model_param_count(const Config* c) {
+    size_t off[NUM_KINDS], numel[NUM_KINDS];
+    return param_layout(c, off, numel);
+}
+
+// The activations and gradients of one forward and backward pass over at most B x T tokens.
+// One buffer of the activations: allocated, or with a counter only added up (acts_bytes, the memory
+// estimate printed at start-up, walks the same list).
+static float* acts_buf(size_t* count, long floats) {
+    if (!count) return zeroed_floats(floats);
+    *count += floats * sizeof(float);
+    return NULL;
+}
+
+static void acts_layout(Model* m, int B, int T, size_t* count) {
+    const Config* c = &m->cfg;
+    long BT = (long)B * T, L = c->L, C = c->C, hd = C / c->H;
+    long qd = c->H * hd, kvd = c->KVH * hd, F = c->F, H = c->H, V = c->V;
+    Acts* a = &m->a;
+    m->B = B;
+    m->T = T;
+    a->res = acts_buf(count, (L + 1) * BT * C);
+    a->resmid = acts_buf(count, L * BT * C);
+    a->ln1 = acts_buf(count, L * BT * C);
+    a->ln1_mean = acts_buf(count, L * BT);
+    a->ln1_rstd = acts_buf(count, L * BT);
+    a->q = acts_buf(count, L * BT * qd);
+    a->k = acts_buf(count, L * BT * kvd);
+    a->v = acts_buf(count, L * BT * kvd);
+    a->att = acts_buf(count, L * B * H * T * T);
+    a->yatt = acts_buf(count, L * BT * qd);
+    a->attn_gate = acts_buf(count, L * BT * H);
+    a->ygated = c->attn_gate ? acts_buf(count, L * BT * qd) : a->yatt;
+    a->ln2 = acts_buf(count, L * BT * C);
+    a->ln2_mean = acts_buf(count, L * BT);
+    a->ln2_rstd = acts_buf(count, L * BT);
+    a->up = acts_buf(count, L * BT * F);
+    a->mlp_gate = c->swiglu ? acts_buf(count, L * BT * F) : NULL;
+    a->hact = acts_buf(count, L * BT * F);
+    a->lnf = acts_buf(count, BT * C);
+    a->lnf_mean = acts_buf(count, BT);
+    a->lnf_rstd = acts_buf(count, BT);
+    a->logits = acts_buf(count, BT * V);
+    a->losses = acts_buf(count, BT);
+    a->dres = acts_buf(count, BT * C);
+    a->dln = acts_buf(count, BT * C);
+    a->dq = acts_buf(count, BT * qd);
+    a->dk = acts_buf(count, BT * kvd);
+    a->dv = acts_buf(count, BT * kvd);
+    a->att_scratch = acts_buf(count, attention_scratch_floats(T));
+    a->rope_cs = NULL;
+    if (c->rope) {
+        a->rope_cs = acts_buf(count, T * hd);
+        if (!count) rope_table(a->rope_cs, T, hd, c->rope_theta);
+    }
+    a->dyg = acts_buf(count, BT * qd);
+    a->dyatt = acts_buf(count, BT * qd);
+    a->dattn_gate = acts_buf(count, BT * H);
+    a->dup = acts_buf(count, BT * F);
+    a->dmlp_gate = acts_buf(count, BT * F);
+    a->dhact = acts_buf(count, BT * F);
+    a->tmp = acts_buf(count, BT * (C > qd ? C : qd));
+    m->tokens = (int*)acts_buf(count, BT);      // int and float are both 4 bytes
+    m->targets = (int*)acts_buf(count, BT);
+}
+
+static void acts_alloc(Model* m, int B, int T) { acts_layout(m, B, T, NULL); }
+
+static size_t acts_bytes(const Config* c, int B, int T) {
+    Model shape;
+    memset(&shape, 0, sizeof(shape));
+    shape.cfg = *c;
+    size_t bytes = 0;
+    acts_layout(&shape, B, T, &bytes);
+    return bytes;
+}
+
+static void model_free(Model* m) {
+    Acts* a = &m->a;
+    float* bufs[] = {
+            a->res,        a->resmid,   a->ln1,       a->ln1_mean,    a->ln1_rstd,  a->q,
+            a->k,          a->v,        a->att,       a->yatt,        a->attn_gate, a->ln2,
+            a->ln2_mean,   a->ln2_rstd, a->up,        a->mlp_gate,    a->hact,      a->lnf,
+            a->lnf_mean,   a->lnf_rstd, a->logits,    a->losses,      a->dres,      a->dln,
+            a->dq,         a->dk,       a->dv,        a->att_scratch, a->dyg,       a->dyatt,
+            a->dattn_gate, a->dup,      a->dmlp_gate, a->dhact,       a->tmp,       a->rope_cs};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) free(bufs[i]);
+    if (a->ygated != a->yatt) free(a->ygated);
+    free(m->params); free(m->grads); free(m->adam_m); free(m->adam_v);
+    free(m->tensors); free(m->tokens); free(m->targets);
+    memset(m, 0, sizeof(*m));
+}
+
+static Tensor* model_find(Model* m, const char* name) {
+    for (int i = 0; i < m->num_tensors; i++)
+        if (strcmp(m->tensors[i].name, name) == 0) return &m->tensors[i];
+    return NULL;
+}
+
+// What a run is given (section 10 fills it in from the command line):
+typedef struct {
+    int every;                  // -p N: probe steps 0, N, 2N, ...; 0 = off
+    const char* list;           // --probes NAME,...; NULL = all
+    const char* cossim;         // --cossim-dump TENSOR
+    const char* dump_tokens;    // --dump-token-losses FILE
+    float spike_z;              // --spike-z
+    int spike_skip;             // --spike-skip
+    int coord_check, coord_steps;   // --coord-check, --coord-steps
+    const char* coord_widths;       // --coord-widths
+} ProbeOptions;
+
+typedef struct {
+    const char *train_path, *val_path, *out_dir, *resume, *preset, *init, *decode_path;
+    const char *llmc_load, *llmc_save;   // --load-llmc, --save-llmc: llm.c model files (section 11)
+    const char *norm, *mlp, *pos;
+    int bias, tie, gate;           // -1: the preset decides
+    int L, C, H, KVH, F, maxT, V;  // 0: derived
+    int B, T, steps, seed;
+    // micro-batches of B x T per update: -d TOKENS / (B x T) (gradient accumulation)
+    int micro;
+    int val_every, val_batches, sample_every, sample_len, ckpt_every;
+    int decay_emb;
+    double gamma;                  // < 0: not given
+    int resid_scale;               // -1: the -I recipe decides; 0 off; 1 out/down x 1/sqrt(2L)
+    int mup_base;                  // 0: MUP_BASE_DEFAULT
+    int init_report;               // print the initialization table and exit
+    float eps, rope_theta;
+    OptConfig opt;
+    ProbeOptions probe;            // -p, --probes, ... (section 9)
+} Options;
+
+// ---- the JSON-lines log ------------------------------------------------------------------------
+typedef struct {
+    FILE* f;
+    char path[4096];
+} Log;
+
+// DIR/log.jsonl: created, or on a resume cut back to the checkpoint's line and appended to, so that
+// a run interrupted and resumed logs every step once (section 10). Also removes stale temporary
+// files.
+static void log_open(Log* lg, const char* dir, const char* resume, int start_step);
+// one JSON object per line; fields as printf fragments, e.g. log_event(&lg, "\"step\":%d", step). A
+// write that fails (a full disk) stops the run.
+static void log_event(Log* lg, const char* fmt, ...);
+
+// ---- the engine: a device that holds the model in place of the host -----------------------------
+// train_gpt2.cu keeps the parameters, gradients and AdamW state on the GPU. It sets Model.engine,
+// and Part I's model_forward, model_zero_grad, model_backward, grad_norm and adamw_step hand their
+// work to it. The host Model keeps the configuration, the tensor table and the host copies that
+// checkpoints and probes read (to_host brings them up to date).
+struct Engine {
+    const char* device;           // printed and logged: the GPU's name
+    void* ctx;
+    float (*forward)(void* ctx, const int* inp, const int* tgt, int B, int T);   // the mean loss
+    const float* (*probs)(void* ctx, int bt, int V);   // a host copy of softmax row bt
+    void (*zero_grad)(void* ctx);
+    void (*backward)(void* ctx, int B, int T, float dloss);   // model_backward's, adding in
+    double (*grad_norm)(void* ctx);
+    void (*update)(void* ctx, const OptConfig* o, float lr, int t, float grad_scale);
+    void (*to_host)(void* ctx);   // parameters and AdamW state into the host Model
+};
+
+static float engine_forward(Model* m, const int* tokens, const int* targets, int B, int T) {
+    return m->engine->forward(m->engine->ctx, tokens, targets, B, T);
+}
+static void engine_zero_grad(Model* m) { m->engine->zero_grad(m->engine->ctx); }
+static void engine_backward(Model* m, int B, int T, float dloss) {
+    m->engine->backward(m->engine->ctx, B, T, dloss);
+}
+static double engine_grad_norm(const Model* m) { return m->engine->grad_norm(m->engine->ctx); }
+static void engine_update(Model* m, const OptConfig* o, float sched_lr, int t, float grad_scale) {
+    m->engine->update(m->engine->ctx, o, sched_lr, t, grad_scale);
+}
+
+// Row bt of the probabilities of the last forward (sampling): the host's, or the device's, copied.
+static const float* model_probs(Model* m, int bt) {
+    int V = m->cfg.V;
+    return m->engine ? m->engine->probs(m->engine->ctx, bt, V) : m->a.logits + (size_t)bt * V;
+}
+// The host Model's parameters and AdamW state, up to date (nothing to do without an engine).
+static void model_to_host(Model* m) {
+    if (m->engine) m->engine->to_host(m->engine->ctx);
+}
+static const char* model_device(const Model* m) { return m->engine ? m->engine->device : "cpu"; }
+
+// ---- the probes' state, and what Part II's sections use of each other --------------------------
+// The spike probe's moving mean and variance of the loss (or the gradient norm): part of the
+// training state, since --spike-skip decides from them, so checkpoints carry them (section 9
+// updates them).
+typedef struct {
+    double mean, var;
+    int64_t n;              // values seen
+} Ema;
+// what the probes keep between steps (section 9)
+typedef struct Probes Probes;
+// the probes of a run (-p, --probes), created on the model and the training tokens, writing through
+// emit; refuses probe flags that do not fit the model. spike[2] is the run's spike state.
+static Probes* probes_new(const ProbeOptions* po, Model* m, const uint16_t* train_tok, size_t n_tok,
+                          const char* out_dir, Ema* spike, void (*emit)(void*, const char*),
+                          void* ctx);
+static void probes_delete(Probes* pr);
+static int probes_due(const Probes* pr, int step);           // is step a probe step (-p N)?
+// 1: skip this update (--spike-skip)
+static int probe_spike(Probes* pr, int step, double loss, double norm);
+// measure activations, gradients, weights
+static void probes_before_update(Probes* pr, Model* m, int step);
+static void probes_after_update(Probes* pr, const Model* m);        // the update-to-weight ratios
+static void probe_log_line(void* lg, const char* fields);    // a probe's line into the run's log
+// --dump-token-losses: loss and p(target) of every validation position, as CSV
+static void dump_token_losses(Model* m, const Dataset* val, int batches, int B, int T, int* inp,
+                              int* tgt, const char* path);
+// the flags (./train_gpt2 -h lists them)
+static void parse_args(Options* o, int argc, char** argv);
+// the model's shape from the preset and flags
+static Config config_from_options(const Options* o, int V);
+// -I, -g, --resid-scale, --mup-base
+static void init_spec_from_options(InitSpec* spec, const Options* o);
+// --init-report
+static void init_report(Model* m, const InitSpec* spec, const int* tokens, int B, int T);
+// prints the memory the run will take and refuses one that does not fit in the memory available
+static void memory_check(const Config* c, const Options* o, int host_acts);
+static void output_file_check(const char* path, const char* flag);   // can a file be written there?
+// -o DIR: made, with its parents, if missing
+static void output_dir_create(const char* dir);
+// a checkpoint: config, step, both generators, the spike state, parameters and AdamW moments, with
+// a CRC-32 (doc/checkpoint.md); save refuses a model holding NaN or inf
+static void checkpoint_save(const Model* m, const char* path, int step, const Rng* data_rng,
+                            const Rng* sample_rng, const Ema spike[2]);
+static int checkpoint_load(Model* m, const char* path, Rng* data_rng, Rng* sample_rng,
+                           Ema spike[2]);
+// the first NaN or inf among the weights and AdamW moments, as text ("h.0.attn.wq holds nan in its
+// weights")
+static int model_nonfinite(const Model* m, char* what, size_t cap);
+// llm.c's model file (magic 20240326, float32): the GPT-2 preset's weights out and in
+// refuses a model llm.c cannot hold
+static void llmc_check(const Config* c, const InitSpec* spec, const char* flag);
+static void llmc_save(const Model* m, const char* path);
+static void llmc_load(Model* m, const char* path);
+// --coord-check: the muP coordinate check, one run of train(o, ctx) per width, then the table
+static void coord_check(const Options* o, void (*train)(const Options* o, void* ctx), void* ctx);
+static void decoder_free(Decoder* dec);
+
+// Sampling: feed the last T tokens, draw each next token from the softmax of the logits with the
+// sample generator; the prompt is the first token of the validation data (section 10).
+static void sample_text(Model* m, Rng* g, const Decoder* dec, int T, int first_tok, int length);
+// The run's first lines: model, data, initialization, and the "config" event of the log (section
+// 10).
+static void run_header(Run* r);
+
+// ---- a run: the options, the data, the host model, the generators, the log and the loop's state -
+struct Run {
+    Options o;
+    Dataset train, val;
+    Decoder dec;
+    Model model;                  // on the host: initialized here, checkpointed from here
+    InitSpec spec;                // what -I, -g, --resid-scale and --mup-base chose
+    Rng data_rng, sample_rng;
+    Ema spike[2];                 // the spike probe's statistics of the loss and the gradient norm
+    int start_step;
+    Probes* probes;
+    Log lg;
+    // what train() (section 5) reads; its inp, tgt live here so that a
+    Trainer tr;
+                                  // fatal() exit mid-run leaves them reachable (LeakSanitizer)
+    char last_ckpt[4096];         // named in the error when training stops
+    double last_val;              // the last validation loss, printed at the end
+    int probing;                  // this step is a probe step
+};
+
+// ============================================================================================
+// 8. Fast paths: threads, the clock, quadrature, exp, the matrix multiply, the fast layers
+// ============================================================================================
+
+// ---- threads, the clock, a Gaussian expectation -------------------------------------------------
 // OpenMP's thread count and this thread's number (1 and 0 when compiled without OpenMP).
 static int thread_count(void) {
 #ifdef _OPENMP
@@ -2482,6 +2432,15 @@ static int thread_id(void) {
 #endif
 }
 
+// The number of threads in the current parallel region (1 outside one, or without OpenMP).
+static int thread_team(void) {
+#ifdef _OPENMP
+    return omp_get_num_threads();
+#else
+    return 1;
+#endif
+}
+
 static int in_parallel(void) {
 #ifdef _OPENMP
     return omp_in_parallel();
@@ -2496,22 +2455,23 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
-// Zeroed memory whose pages are mapped at allocation, by both threads, rather than by page faults in
-// the first training step (calloc's pages are mapped on first use; the first step of GPT-2 124M took
-// 3.4 times a later one, most of it in AdamW's first write of its moments).
-// A buffer of 2 MB or more is asked to sit in 2 MB pages (Linux's transparent huge pages, which are
-// given only to memory that asks for them where, as on Debian, THP is set to "madvise"). The matmuls
-// read their operands down columns (W in the forward pass, dout^T in dW) and touch a new 4 KB page
-// every row or two; with 2 MB pages these stay in the TLB. Zen 4 A/B: cfgS-gpt2 1984 -> 1905 ms per
-// step, cfgM-gpt2 1095 -> 1053, cfgM-llama 1362 -> 1296 (doc/performance.md).
-// Every buffer starts on a cache line (64 bytes), so that vectors of 16 floats do not straddle two.
+// Zeroed memory whose pages are mapped at allocation, by both threads, rather than by page faults
+// in the first training step (calloc's pages are mapped on first use; the first step of GPT-2 124M
+// took 3.4 times a later one, most of it in AdamW's first write of its moments). A buffer of 2 MB
+// or more is asked to sit in 2 MB pages (Linux's transparent huge pages, which are given only to
+// memory that asks for them where, as on Debian, THP is set to "madvise"). The matmuls read their
+// operands down columns (W in the forward pass, dout^T in dW) and touch a new 4 KB page every row
+// or two; with 2 MB pages these stay in the TLB. Zen 4 A/B: cfgS-gpt2 1984 -> 1905 ms per step,
+// cfgM-gpt2 1095 -> 1053, cfgM-llama 1362 -> 1296 (doc/performance.md). Every buffer starts on a
+// cache line (64 bytes), so that vectors of 16 floats do not straddle two.
 static float* zeroed_floats(size_t n) {
     size_t need = n ? n * sizeof(float) : 1, huge = 2 << 20, align = need >= huge ? huge : 64;
     size_t bytes = (need + align - 1) / align * align;   // aligned_alloc wants a multiple of align
     float* a = (float*)aligned_alloc(align, bytes);
     if (!a) fatal("out of memory allocating %zu bytes", bytes);
 #ifdef MADV_HUGEPAGE
-    if (align == huge) madvise(a, bytes, MADV_HUGEPAGE);   // a hint: if refused, 4 KB pages as before
+    // a hint: if refused, 4 KB pages as before
+    if (align == huge) madvise(a, bytes, MADV_HUGEPAGE);
 #endif
     #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) a[i] = 0.0f;
@@ -2567,8 +2527,9 @@ HOSTDEV static inline float vexpf(float x) {
 //    8 x 32 is 16 accumulator registers + 2 for the row of Bm + 1 for the broadcast A value: enough
 //    independent accumulators to cover the FMA latency (4 cycles x 2 units), and 32 divides every
 //    width of the model (C, 4C, head size). With AVX2 (16 registers of 8 floats) the classic 6 x 16
-//    (12 + 2 + 1). The loops are plain C with constant trip counts: GCC at -O3 -march=native unrolls
-//    them and keeps acc[][] in registers (objdump -d: vbroadcastss + vfmadd231ps, no spills).
+//    (12 + 2 + 1). The loops are plain C with constant trip counts: GCC at -O3 -march=native
+//    unrolls them and keeps acc[][] in registers (objdump -d: vbroadcastss + vfmadd231ps, no
+//    spills).
 // 2. Packing Bm. The kernel wants, for each k, NR consecutive values of Bm. pack_b copies a block
 //    of Bm into exactly that order (panels of NR columns, zero-padded at the edge), whatever its
 //    strides were: the transposed W of the forward pass costs one copy of a block, not a slow
@@ -2582,7 +2543,8 @@ HOSTDEV static inline float vexpf(float x) {
 //    multiply-adds, which L2 keeps up with. What KC buys is fewer passes over Cm: the kernel loads
 //    and stores its accumulators once per slice. On Zen 4 KC = 512 measured 1.3-2.3% faster per
 //    step than 256, and smaller values slower (doc/performance.md).
-// 4. Threads. Cm is split into units (column ranges of a wide product, row ranges of a tall one, see
+// 4. Threads. Cm is split into units (column ranges of a wide product, row ranges of a tall one,
+// see
 //    gemm), each owned by one thread, which packs each block of Bm once for all its rows and
 //    prefetches the next block while the kernel computes on the current one. The row units of a
 //    tall product share one packing of all of Bm (pack_all) when it is small enough.
@@ -2619,24 +2581,26 @@ static inline void micro_kernel(int kc, const float* a, long sam, long sak, cons
 
 // An mr x nr tile at the edge of Cm (mr <= MR, nr <= NR): the kernel runs on zero-padded copies of
 // the mr rows of A and of the tile.
-static void edge_tile(int kc, const float* a, long sam, long sak, const float* bp, float* c, long ldc,
-                      int mr, int nr, int load) {
+static void edge_tile(int kc, const float* a, long sam, long sak, const float* bp, float* c,
+                      long ldc, int mr, int nr, int load) {
     float ta[KC * MR], tc[MR * NR];
     for (int k = 0; k < kc; k++)
         for (int i = 0; i < MR; i++) ta[k * MR + i] = i < mr ? a[i * sam + k * sak] : 0.0f;
     for (int i = 0; i < MR; i++)
-        for (int j = 0; j < NR; j++) tc[i * NR + j] = load && i < mr && j < nr ? c[i * ldc + j] : 0.0f;
+        for (int j = 0; j < NR; j++)
+            tc[i * NR + j] = load && i < mr && j < nr ? c[i * ldc + j] : 0.0f;
     micro_kernel(kc, ta, 1, MR, bp, tc, NR, 1);
     for (int i = 0; i < mr; i++)
         for (int j = 0; j < nr; j++) c[i * ldc + j] = tc[i * NR + j];
 }
 
 // The transposed copy of the forward pass: bp[k * NR + j] = b[j * sbn + k] for k < kc, j < NR (b's
-// rows past w read as zero). This plain loop is what it does; GCC cannot vectorize a transpose (each
-// element is a scalar load and a scalar store, and the profile of doc/performance.md found it about
-// a tenth of a GPT-2-sized step), so with AVX-512 and GCC the 16 x 16 blocks go through
+// rows past w read as zero). This plain loop is what it does; GCC cannot vectorize a transpose
+// (each element is a scalar load and a scalar store, and the profile of doc/performance.md found it
+// about a tenth of a GPT-2-sized step), so with AVX-512 and GCC the 16 x 16 blocks go through
 // transpose_block below and this loop only does the edges.
-static void pack_transposed_plain(float* bp, const float* b, long sbn, int k0, int kc, int j0, int j1, int w) {
+static void pack_transposed_plain(float* bp, const float* b, long sbn, int k0, int kc, int j0,
+                                  int j1, int w) {
     for (int j = j0; j < j1; j++)
         for (int k = k0; k < kc; k++) bp[k * NR + j] = j < w ? b[j * sbn + k] : 0.0f;
 }
@@ -2682,13 +2646,15 @@ static void pack_transposed(float* bp, const float* b, long sbn, int kc, int w) 
         }
         for (int k0 = 0; k0 < k16; k0 += 16) {
             v16f r[16];
-            for (int i = 0; i < 16; i++) {   // 16 rows of W; W comes from DRAM, and 16 streams are more
+            // 16 rows of W; W comes from DRAM, and 16 streams are more
+            for (int i = 0; i < 16; i++) {
                 const float* row = b + (long)(j0 + i) * sbn + k0;   // than the prefetcher follows:
                 __builtin_prefetch(row + 64);                       // ask for 4 lines ahead
                 r[i] = *(const v16f*)row;
             }
             transpose_block(r);
-            for (int i = 0; i < 16; i++) *(v16f*)(bp + (long)(k0 + i) * NR + j0) = r[i];         // 16 rows of bp
+            // 16 rows of bp
+            for (int i = 0; i < 16; i++) *(v16f*)(bp + (long)(k0 + i) * NR + j0) = r[i];
         }
         pack_transposed_plain(bp, b, sbn, k16, kc, j0, j0 + 16, w);
     }
@@ -2731,11 +2697,13 @@ typedef struct {
 } Prefetch;
 
 static void prefetch_plan(Prefetch* pf, const float* Bm, long sbk, long sbn, int kc, int nc) {
-    int runs = sbn == 1 ? kc : nc, run_floats = sbn == 1 ? nc : kc;   // pack_b's contiguous direction
+    // pack_b's contiguous direction
+    int runs = sbn == 1 ? kc : nc, run_floats = sbn == 1 ? nc : kc;
     pf->base = (const char*)Bm;
     pf->stride = (sbn == 1 ? sbk : sbn) * (long)sizeof(float);
     pf->runs = runs;
-    pf->lines_per_run = (run_floats * (int)sizeof(float) + 63) / 64 + 1;   // +1: runs need not be aligned
+    // +1: runs need not be aligned
+    pf->lines_per_run = (run_floats * (int)sizeof(float) + 63) / 64 + 1;
     pf->run = pf->line = 0;
 }
 
@@ -2746,28 +2714,32 @@ static void prefetch_some(Prefetch* pf, int n) {
     }
 }
 
-// The MR x NR tile of Cm that the next kernel call loads and stores, asked for now so that it arrives
-// while the current call computes. In a product whose Cm is larger than L2 (the LM head's logits, a
-// 2048-row unit of a forward product) the kernel otherwise waits on L3 or DRAM for its accumulators
-// at every slice: perf put about 5% of the kernel's samples on that load before this prefetch.
+// The MR x NR tile of Cm that the next kernel call loads and stores, asked for now so that it
+// arrives while the current call computes. In a product whose Cm is larger than L2 (the LM head's
+// logits, a 2048-row unit of a forward product) the kernel otherwise waits on L3 or DRAM for its
+// accumulators at every slice: perf put about 5% of the kernel's samples on that load before this
+// prefetch.
 static void prefetch_tile(const float* c, long ldc) {
-    for (int i = 0; i < MR; i++) {   // a row: a line every 16 floats, and the line of its last float
+    // a row: a line every 16 floats, and the line of its last float
+    for (int i = 0; i < MR; i++) {
         for (int j = 0; j < NR; j += 16) __builtin_prefetch(c + i * ldc + j, 1, 3);
         __builtin_prefetch(c + i * ldc + NR - 1, 1, 3);
     }
 }
 
 // All of Bm packed at once, for a tall product: its row units would otherwise each pack every block
-// of Bm once per MC rows (the LM head's dW would pack its B*T x C input 197 times, and at B*T = 2048
-// the forward pass would transpose each W 8 times). Block (jb, k0), the one pack_b makes for columns
-// jb.. and rows k0.., starts at packed_offset; the threads pack the blocks in parallel. The buffer
-// grows to the largest such product during the first step and is reused after. PACK_ALL_MAX floats
-// bound it (8 MB, so that it stays in L3 while the units read it); a larger Bm (the LM head's W in
-// dinp) is packed by gemm_unit, block by block. On Zen 4 this took cfgS-gpt2's step from 2053 to
-// 1977 ms (doc/performance.md).
+// of Bm once per MC rows (the LM head's dW would pack its B*T x C input 197 times, and at B*T =
+// 2048 the forward pass would transpose each W 8 times). Block (jb, k0), the one pack_b makes for
+// columns jb.. and rows k0.., starts at packed_offset; the threads pack the blocks in parallel. The
+// buffer grows to the largest such product during the first step and is reused after. PACK_ALL_MAX
+// floats bound it (8 MB, so that it stays in L3 while the units read it); a larger Bm (the LM
+// head's W in dinp) is packed by gemm_unit, block by block. On Zen 4 this took cfgS-gpt2's step
+// from 2053 to 1977 ms (doc/performance.md).
 #define PACK_ALL_MAX (2L << 20)
 static long packed_size(int K, int N) { return (long)(N + NC - 1) / NC * K * NC; }
-static long packed_offset(int K, int jb, int k0) { return (long)(jb / NC) * K * NC + (long)k0 * NC; }
+static long packed_offset(int K, int jb, int k0) {
+    return (long)(jb / NC) * K * NC + (long)k0 * NC;
+}
 
 static const float* pack_all(const float* Bm, long sbk, long sbn, int K, int N) {
     static float* buf;
@@ -2791,25 +2763,33 @@ static const float* pack_all(const float* Bm, long sbk, long sbn, int K, int N) 
 // of a column block of Bm is packed once (here, or by pack_all when `packed` is given) and used by
 // every row of the unit; meanwhile the next slice is prefetched: the next k slice, else the next
 // column block, else the first block of `next_j0`, this thread's next unit (-1: none).
-static void gemm_unit(int i0, int i1, int j0, int j1, int K, const float* A, long sam, long sak, const float* Bm,
-                      long sbk, long sbn, const float* packed, float* Cm, long ldc, int accumulate, int next_j0,
-                      int next_j1) {
+static void gemm_unit(int i0, int i1, int j0, int j1, int K, const float* A, long sam, long sak,
+                      const float* Bm, long sbk, long sbn, const float* packed, float* Cm, long ldc,
+                      int accumulate, int next_j0, int next_j1) {
     for (int jb = j0; jb < j1; jb += NC) {
         int nb = j1 - jb < NC ? j1 - jb : NC;
         int calls = (i1 - i0 + MR - 1) / MR * ((nb + NR - 1) / NR);   // kernel calls per slice
         for (int k0 = 0; k0 < K; k0 += KC) {
             int kc = K - k0 < KC ? K - k0 : KC, load = accumulate || k0 > 0;
-            int k_next = k0 + KC < K ? k0 + KC : 0, j_next = k_next ? jb : jb + NC < j1 ? jb + NC : next_j0;
+            int k_next = k0 + KC < K ? k0 + KC : 0,
+                j_next = k_next    ? jb
+                    : jb + NC < j1 ? jb + NC
+                                   : next_j0;
             int j_end = k_next || jb + NC < j1 ? j1 : next_j1;
-            int kc_next = K - k_next < KC ? K - k_next : KC, nb_next = j_end - j_next < NC ? j_end - j_next : NC;
+            int kc_next = K - k_next < KC ? K - k_next : KC,
+                nb_next = j_end - j_next < NC ? j_end - j_next : NC;
             const float* block = pack_buf;
             Prefetch pf = {0};
             if (packed) {   // packed once by pack_all: the next block is a contiguous run of it
                 block = packed + packed_offset(K, jb, k0);
-                if (j_next >= 0) prefetch_plan(&pf, packed + packed_offset(K, j_next, k_next), NC, 1, kc_next, NC);
+                if (j_next >= 0)
+                    prefetch_plan(&pf, packed + packed_offset(K, j_next, k_next), NC, 1, kc_next,
+                                  NC);
             } else {
                 pack_b(pack_buf, Bm + k0 * sbk + jb * sbn, sbk, sbn, kc, nb);
-                if (j_next >= 0) prefetch_plan(&pf, Bm + k_next * sbk + j_next * sbn, sbk, sbn, kc_next, nb_next);
+                if (j_next >= 0)
+                    prefetch_plan(&pf, Bm + k_next * sbk + j_next * sbn, sbk, sbn, kc_next,
+                                  nb_next);
             }
             int per_call = (pf.runs * pf.lines_per_run + calls - 1) / calls;
             for (int ib = i0; ib < i1; ib += MC) {          // row blocks: the A block stays in L2
@@ -2819,10 +2799,14 @@ static void gemm_unit(int i0, int i1, int j0, int j1, int K, const float* A, lon
                         const float *a = A + (ib + i) * sam + k0 * sak, *bp = block + (long)j * kc;
                         float* c = Cm + (long)(ib + i) * ldc + jb + j;
                         prefetch_some(&pf, per_call);
-                        if (i + MR < mb) prefetch_tile(c + MR * ldc, ldc);           // the next call's tile
+                        // the next call's tile
+                        if (i + MR < mb) prefetch_tile(c + MR * ldc, ldc);
                         else if (j + NR < nb) prefetch_tile(Cm + (long)ib * ldc + jb + j + NR, ldc);
-                        if (mb - i >= MR && nb - j >= NR) micro_kernel(kc, a, sam, sak, bp, c, ldc, load);
-                        else edge_tile(kc, a, sam, sak, bp, c, ldc, mb - i < MR ? mb - i : MR, nb - j < NR ? nb - j : NR, load);
+                        if (mb - i >= MR && nb - j >= NR)
+                            micro_kernel(kc, a, sam, sak, bp, c, ldc, load);
+                        else
+                            edge_tile(kc, a, sam, sak, bp, c, ldc, mb - i < MR ? mb - i : MR,
+                                      nb - j < NR ? nb - j : NR, load);
                     }
             }
         }
@@ -2846,35 +2830,41 @@ static void gemm_plan_unit(const GemmPlan* g, int u) {
     int next_lo = un < g->units && un * g->width < span ? un * g->width : -1;
     int next_hi = next_lo + g->width < span ? next_lo + g->width : span;
     if (!g->tall)
-        gemm_unit(0, g->M, lo, hi, g->K, g->A, g->sam, g->sak, g->Bm, g->sbk, g->sbn, NULL, g->Cm, g->ldc, g->accumulate,
-                  next_lo, next_hi);
+        gemm_unit(0, g->M, lo, hi, g->K, g->A, g->sam, g->sak, g->Bm, g->sbk, g->sbn, NULL, g->Cm,
+                  g->ldc, g->accumulate, next_lo, next_hi);
     else     // one MC-row block at a time, so that its part of Cm stays in L2 across the k slices
         for (int ib = lo; ib < hi; ib += MC)
-            gemm_unit(ib, ib + MC < hi ? ib + MC : hi, 0, g->N, g->K, g->A, g->sam, g->sak, g->Bm, g->sbk, g->sbn,
-                      g->packed, g->Cm, g->ldc, g->accumulate, ib + MC < hi || un < g->units ? 0 : -1, g->N);
+            gemm_unit(ib, ib + MC < hi ? ib + MC : hi, 0, g->N, g->K, g->A, g->sam, g->sak, g->Bm,
+                      g->sbk, g->sbn, g->packed, g->Cm, g->ldc, g->accumulate,
+                      ib + MC < hi || un < g->units ? 0 : -1, g->N);
 }
 
-static void gemm(int M, int N, int K, const float* A, long sam, long sak, const float* Bm, long sbk, long sbn,
-                 float* Cm, long ldc, int accumulate) {
-    // The threads split Cm into units. Splitting the columns makes every unit read all of A; splitting
-    // the rows makes every unit pack all of Bm. So a wide product (M <= N; the forward pass, where Bm is
-    // the weight) is cut into column units of equal width (a multiple of NR, at most NC, at least two
-    // per thread), and a tall one (dW, and dinp when B*T exceeds the width) into two row units per
-    // thread. Unit u belongs to thread u % threads, which therefore knows its next unit and prefetches
-    // it. Called inside a parallel region (attention, one head per thread), gemm runs on the calling
-    // thread alone, without opening a parallel region of its own: attention calls it about 2000 times
-    // per layer, and even a region of one thread costs a call into the OpenMP runtime (5% of cfgS's
-    // attention, doc/performance.md). Results do not depend on any of this (see Determinism above).
+static void gemm(int M, int N, int K, const float* A, long sam, long sak, const float* Bm, long sbk,
+                 long sbn, float* Cm, long ldc, int accumulate) {
+    // The threads split Cm into units. Splitting the columns makes every unit read all of A;
+    // splitting the rows makes every unit pack all of Bm. So a wide product (M <= N; the forward
+    // pass, where Bm is the weight) is cut into column units of equal width (a multiple of NR, at
+    // most NC, at least two per thread), and a tall one (dW, and dinp when B*T exceeds the width)
+    // into two row units per thread. Unit u belongs to thread u % threads, which therefore knows
+    // its next unit and prefetches it. Called inside a parallel region (attention, one head per
+    // thread), gemm runs on the calling thread alone, without opening a parallel region of its own:
+    // attention calls it about 2000 times per layer, and even a region of one thread costs a call
+    // into the OpenMP runtime (5% of cfgS's attention, doc/performance.md). Results do not depend
+    // on any of this (see Determinism above).
     int nested = in_parallel(), threads = nested ? 1 : thread_count(), tall = M > N;
-    int want = threads == 1 ? 1 : 2 * threads;                 // enough units to balance the threads
-    int cap = tall ? (M + MR - 1) / MR : (N + NR - 1) / NR;   // units of at least MR rows or NR columns
+    // enough units to balance the threads
+    int want = threads == 1 ? 1 : 2 * threads;
+    // units of at least MR rows or NR columns
+    int cap = tall ? (M + MR - 1) / MR : (N + NR - 1) / NR;
     int units = tall ? want : (N + NC - 1) / NC;               // a column unit is at most NC wide
     if (units < want) units = want;
     if (units > cap) units = cap;
     int span = tall ? M : N, step = tall ? MR : NR;
-    GemmPlan g = {M, N, K, tall, threads, units, ((span + units - 1) / units + step - 1) / step * step,
-                  A, Bm, NULL, sam, sak, sbk, sbn, ldc, Cm, accumulate};
-    g.packed = tall && !nested && packed_size(K, N) <= PACK_ALL_MAX ? pack_all(Bm, sbk, sbn, K, N) : NULL;
+    int unit_span = ((span + units - 1) / units + step - 1) / step * step;
+    GemmPlan g = {M, N, K, tall, threads, units, unit_span, A, Bm, NULL,
+                  sam, sak, sbk, sbn, ldc, Cm, accumulate};
+    g.packed = tall && !nested && packed_size(K, N) <= PACK_ALL_MAX ? pack_all(Bm, sbk, sbn, K, N)
+                                                                    : NULL;
     if (threads == 1) {
         for (int u = 0; u < units; u++) gemm_plan_unit(&g, u);
     } else {
@@ -2883,24 +2873,236 @@ static void gemm(int M, int N, int K, const float* A, long sam, long sak, const 
     }
 }
 
-// ---- the gradient norm, kept by the backward -------------------------------------------------------
-// grad_norm (section 7) reads every gradient once more after the backward, from DRAM: 500 MB on GPT-2
-// 124M. The training step keeps the norm instead: right after a dW product has written a weight's
-// gradient, while it is still in cache, kept_weight sums its squares; grad_norm_kept adds the sums
-// up. What no dW product wrote is summed there: the vectors (biases, norm gains), wpe, and the
-// token embedding. Untied, wte's gradient is zero except in the rows of the batch's tokens, so only
-// those rows are read; tied, the LM head's dW product wrote it and embedding_backward then added to
-// the tokens' rows, so the chunks holding those rows are summed again. Every partial belongs to a
-// fixed chunk or row and they are added in a fixed order: the norm does not depend on the number of
-// threads, and differs from grad_norm's summation order by rounding only (test_grad_norm_kept).
-// The CPU engine keeps them: cpu_backward opens the bookkeeping around its model_backward
-// (kept_begin, kept_end), and the next grad_norm_kept uses it once; cpu_update drops it. Other
-// callers of model_backward get nothing kept, and grad_norm_kept falls back to grad_norm.
+// ---- the fast layers: section 1's loops, threaded over rows (or over channels, where rows would
+// collide) and vectorized. A sum along a row is marked `omp simd reduction`, which lets it keep
+// one partial sum per vector lane: a different order than left to right, but a fixed one, so
+// results do not depend on the number of threads. Where a loop has no sum, its fast path only
+// threads it, and its numbers are the definition's to the bit.
+static void embedding_forward_fast(float* out, const int* tok, const float* wte, const float* wpe,
+                              int B, int T, int C) {
+    #pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T; bt++) {
+        const float* e = wte + (long)tok[bt] * C;
+        const float* p = wpe ? wpe + (long)(bt % T) * C : NULL;
+        for (int c = 0; c < C; c++) out[(long)bt * C + c] = e[c] + (p ? p[c] : 0.0f);
+    }
+}
+
+// Rows of dwte can repeat (the same token twice), so the sum over positions runs in one
+// fixed order per channel block: parallel over channels, sequential over positions.
+static void embedding_backward_fast(float* dwte, float* dwpe, const float* dout, const int* tok,
+                               int B, int T, int C) {
+    #pragma omp parallel for schedule(static)
+    for (int c0 = 0; c0 < C; c0 += 16) {
+        int c1 = c0 + 16 < C ? c0 + 16 : C;
+        for (int bt = 0; bt < B * T; bt++) {
+            const float* d = dout + (long)bt * C;
+            float* ew = dwte + (long)tok[bt] * C;
+            float* pw = dwpe ? dwpe + (long)(bt % T) * C : NULL;
+            for (int c = c0; c < c1; c++) {
+                ew[c] += d[c];
+                if (pw) pw[c] += d[c];
+            }
+        }
+    }
+}
+
+static void norm_forward_fast(float* out, float* mean, float* rstd, const float* inp,
+                              const float* w, const float* b, int rms, float eps, int N, int C) {
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float* x = inp + (long)n * C;
+        float m = 0.0f, v = 0.0f;
+        if (!rms) {
+            #pragma omp simd reduction(+ : m)
+            for (int c = 0; c < C; c++) m += x[c];
+            m /= C;
+        }
+        #pragma omp simd reduction(+ : v)
+        for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
+        v /= C;
+        float s = 1.0f / sqrtf(v + eps);
+        float* y = out + (long)n * C;
+        for (int c = 0; c < C; c++) y[c] = (x[c] - m) * s * w[c] + (b ? b[c] : 0.0f);
+        if (mean) mean[n] = m;
+        rstd[n] = s;
+    }
+}
+
+// dw, db are summed in a second, channel-parallel pass so that their order is fixed.
+static void norm_backward_fast(float* dinp, float* dw, float* db, const float* dout,
+                               const float* inp, const float* w, const float* mean,
+                               const float* rstd, int rms, int N, int C) {
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float* x = inp + (long)n * C;
+        const float* d = dout + (long)n * C;
+        float m = rms ? 0.0f : mean[n], s = rstd[n];
+        float g_mean = 0.0f, gx_mean = 0.0f;
+        #pragma omp simd reduction(+ : g_mean, gx_mean)
+        for (int c = 0; c < C; c++) {
+            float g = d[c] * w[c];
+            g_mean += g;
+            gx_mean += g * (x[c] - m) * s;
+        }
+        g_mean = rms ? 0.0f : g_mean / C;
+        gx_mean /= C;
+        float* dx = dinp + (long)n * C;
+        for (int c = 0; c < C; c++) dx[c] += s * (d[c] * w[c] - g_mean - (x[c] - m) * s * gx_mean);
+    }
+    #pragma omp parallel for schedule(static)
+    for (int c0 = 0; c0 < C; c0 += 16) {
+        int c1 = c0 + 16 < C ? c0 + 16 : C;
+        for (int n = 0; n < N; n++) {
+            float m = rms ? 0.0f : mean[n], s = rstd[n];
+            for (int c = c0; c < c1; c++) {
+                float dv = dout[(long)n * C + c];
+                dw[c] += dv * (inp[(long)n * C + c] - m) * s;
+                if (db) db[c] += dv;
+            }
+        }
+    }
+}
+
+static void rope_apply_fast(float* x, const float* cs, int B, int T, int nh, int hd, float sign) {
+    #pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T; bt++) {
+        const float* ct = cs + (long)(bt % T) * hd;
+        for (int h = 0; h < nh; h++) {
+            float* v = x + ((long)bt * nh + h) * hd;
+            for (int j = 0; j < hd / 2; j++) {
+                float c = ct[2 * j], sn = sign * ct[2 * j + 1];
+                float a = v[2 * j], b = v[2 * j + 1];
+                v[2 * j] = a * c - b * sn;
+                v[2 * j + 1] = a * sn + b * c;
+            }
+        }
+    }
+}
+
+static void attn_gate_forward_fast(float* out, float* gate, const float* y, int BT, int H, int hd) {
+    #pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < BT; bt++)
+        for (int h = 0; h < H; h++) {
+            float g = sigmoid_of(gate[(long)bt * H + h]);
+            gate[(long)bt * H + h] = g;
+            for (int i = 0; i < hd; i++)
+                out[((long)bt * H + h) * hd + i] = g * y[((long)bt * H + h) * hd + i];
+        }
+}
+
+static void attn_gate_backward_fast(float* dy, float* dgate, const float* dout, const float* y,
+                                    const float* gate, int BT, int H, int hd) {
+    #pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < BT; bt++)
+        for (int h = 0; h < H; h++) {
+            float g = gate[(long)bt * H + h], s = 0.0f;
+            #pragma omp simd reduction(+ : s)
+            for (int i = 0; i < hd; i++) {
+                long j = ((long)bt * H + h) * hd + i;
+                s += dout[j] * y[j];
+                dy[j] = g * dout[j];
+            }
+            dgate[(long)bt * H + h] = s * g * (1.0f - g);
+        }
+}
+
+static void gelu_forward_fast(float* out, const float* inp, long N) {
+    #pragma omp parallel for schedule(static)
+    for (long i = 0; i < N; i++) out[i] = gelu_of(inp[i]);
+}
+
+static void gelu_backward_fast(float* dinp, const float* inp, const float* dout, long N) {
+    #pragma omp parallel for schedule(static)
+    for (long i = 0; i < N; i++) dinp[i] = gelu_grad_of(inp[i]) * dout[i];
+}
+
+static void swiglu_forward_fast(float* out, const float* a, const float* u, long N) {
+    #pragma omp parallel for schedule(static)
+    for (long i = 0; i < N; i++) out[i] = swiglu_of(a[i], u[i]);
+}
+
+static void swiglu_backward_fast(float* da, float* du, const float* a, const float* u,
+                                 const float* dout, long N) {
+    #pragma omp parallel for schedule(static)
+    for (long i = 0; i < N; i++) swiglu_grad_of(a[i], u[i], dout[i], &da[i], &du[i]);
+}
+
+static void residual_forward_fast(float* out, const float* a, const float* b, long N) {
+    #pragma omp parallel for schedule(static)
+    for (long i = 0; i < N; i++) out[i] = a[i] + b[i];
+}
+
+static void softmax_forward_fast(float* logits, float* losses, const int* targets, int BT, int V) {
+    #pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < BT; bt++) {
+        float* z = logits + (long)bt * V;
+        float mx = -FLT_MAX;
+        #pragma omp simd reduction(max : mx)
+        for (int i = 0; i < V; i++) mx = z[i] > mx ? z[i] : mx;
+        float zt = targets ? z[targets[bt]] - mx : 0.0f;
+        for (int i = 0; i < V; i++) z[i] = vexpf(z[i] - mx);
+        // (a separate loop: GCC leaves an exp loop with a double reduction scalar)
+        double sum = 0.0;
+        #pragma omp simd reduction(+ : sum)
+        for (int i = 0; i < V; i++) sum += z[i];
+        float inv = (float)(1.0 / sum);
+        for (int i = 0; i < V; i++) z[i] *= inv;
+        // -log p = log(sum) - (z_t - max): exact even where p itself underflows
+        if (targets) losses[bt] = (float)(log(sum) - zt);
+    }
+}
+
+
+// ---- the gradient norm and AdamW, fast ----------------------------------------------------------
+// sum x[i]^2 in double (each vector lane its own partial sum), and a plain sum of n doubles
+static double sumsq(const float* x, size_t n) {
+    double s = 0.0;
+    #pragma omp simd reduction(+ : s)
+    for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+    return s;
+}
+
+static double sum_of(const double* part, size_t n) {
+    double total = 0.0;
+    for (size_t i = 0; i < n; i++) total += part[i];
+    return total;
+}
+
+// grad_norm's pass, threaded: sqrt(sum g^2) summed in GN_CHUNKS fixed chunks (each in vector-lane
+// partial sums) and then in chunk order, so the result does not depend on the number of threads.
+// The training step gets the same number, to rounding, without this pass over every gradient:
+// from the sums its backward kept (grad_norm_fast, below).
+#define GN_CHUNKS 256
+static double grad_norm_chunked(const Model* m) {
+    double partial[GN_CHUNKS];
+    size_t n = m->num_params, chunk = (n + GN_CHUNKS - 1) / GN_CHUNKS;
+    #pragma omp parallel for schedule(static)
+    for (int ci = 0; ci < GN_CHUNKS; ci++) {
+        size_t i0 = ci * chunk < n ? ci * chunk : n, i1 = i0 + chunk < n ? i0 + chunk : n;
+        partial[ci] = sumsq(m->grads + i0, i1 - i0);
+    }
+    return sqrt(sum_of(partial, GN_CHUNKS));
+}
+
+// ---- the gradient norm, kept by the backward ----------------------------------------------------
+// grad_norm (section 4) reads every gradient once more after the backward, from DRAM: 500 MB on
+// GPT-2 124M. The training step keeps the norm instead: right after a dW product has written a
+// weight's gradient, while it is still in cache, kept_weight sums its squares; grad_norm_fast adds
+// the sums up. What no dW product wrote is summed there: the vectors (biases, norm gains), wpe, and
+// the token embedding. Untied, wte's gradient is zero except in the rows of the batch's tokens, so
+// only those rows are read; tied, the LM head's dW product wrote it and embedding_backward then
+// added to the tokens' rows, so the chunks holding those rows are summed again. Every partial
+// belongs to a fixed chunk or row and they are added in a fixed order: the norm does not depend on
+// the number of threads, and differs from grad_norm's summation order by rounding only
+// (test_grad_norm_kept). The CPU engine keeps them: cpu_backward opens the bookkeeping around its
+// model_backward (kept_begin, kept_end), and the next grad_norm_fast uses it once; cpu_update drops
+// it. Other callers of model_backward get nothing kept, and grad_norm_fast falls back to grad_norm.
 // With gradient accumulation (-d) each micro-batch's backward starts the bookkeeping afresh and the
-// last one's sums are used. They are of the accumulated gradients: a dW product writes the sum of every
-// micro-batch so far. Tied, the head's product wrote wte's gradient with the earlier micro-batches'
-// token rows in it, and the chunks of this one's rows are summed again; untied, the gradient was not
-// zero when the last backward began (from_zero is 0), so wte is summed whole.
+// last one's sums are used. They are of the accumulated gradients: a dW product writes the sum of
+// every micro-batch so far. Tied, the head's product wrote wte's gradient with the earlier
+// micro-batches' token rows in it, and the chunks of this one's rows are summed again; untied, the
+// gradient was not zero when the last backward began (from_zero is 0), so wte is summed whole.
 #define KEPT_CHUNK 4096   // floats per partial sum
 static struct {
     const Model* model;       // whose gradients the sums are of; NULL: none
@@ -2913,7 +3115,8 @@ static struct {
     unsigned char* mark;      // scratch: a flag per chunk or row of wte
     int* list;                // scratch: the marked chunks or rows
     double* partial;          // scratch: the untied wte's row sums, one per distinct token
-    size_t chunks_cap, off_cap, written_cap, mark_cap, list_cap, partial_cap;   // their bytes (grown)
+    // their bytes (grown)
+    size_t chunks_cap, off_cap, written_cap, mark_cap, list_cap, partial_cap;
 } kept;
 
 // p, or a new buffer in its place if it holds fewer than `bytes` (*cap: what it holds). The sizes
@@ -2942,7 +3145,8 @@ static void chunks_sumsq(const float* g, size_t n, double* part) {
 
 // Called before each backward of the engine: forget the last backward's sums, size the buffers.
 static void kept_begin(Model* m, int BT) {
-    size_t nc = 0, np = (size_t)BT, nm = (size_t)m->cfg.V;   // nm: wte's rows, or its chunks if more
+    // nm: wte's rows, or its chunks if more
+    size_t nc = 0, np = (size_t)BT, nm = (size_t)m->cfg.V;
     for (int i = 0; i < m->num_tensors; i++) {
         size_t ci = chunks_of(m->tensors[i].numel);
         nc += ci;
@@ -2955,9 +3159,11 @@ static void kept_begin(Model* m, int BT) {
     kept.list = (int*)grown(kept.list, &kept.list_cap, nm * sizeof(int));
     kept.chunk_off = (size_t*)grown(kept.chunk_off, &kept.off_cap, nt * sizeof(size_t));
     kept.written = (unsigned char*)grown(kept.written, &kept.written_cap, nt);
-    for (int i = 0; i < m->num_tensors; i++) kept.chunk_off[i] = i ? kept.chunk_off[i - 1] + chunks_of(m->tensors[i - 1].numel) : 0;
+    for (int i = 0; i < m->num_tensors; i++)
+        kept.chunk_off[i] = i ? kept.chunk_off[i - 1] + chunks_of(m->tensors[i - 1].numel) : 0;
     memset(kept.written, 0, m->num_tensors);
-    kept.model = m, kept.tokens = m->tokens, kept.BT = BT, kept.from_zero = m->grads_zero, kept.open = 1;
+    kept.model = m, kept.tokens = m->tokens, kept.BT = BT, kept.from_zero = m->grads_zero,
+    kept.open = 1;
 }
 
 static void kept_end(void) { kept.open = 0; }
@@ -2983,7 +3189,9 @@ static int token_list(int rows, size_t row_floats) {
         size_t r = (size_t)kept.tokens[bt];
         if (!row_floats) kept.mark[r] = 1;
         else
-            for (size_t ci = r * row_floats / KEPT_CHUNK; ci <= ((r + 1) * row_floats - 1) / KEPT_CHUNK; ci++) kept.mark[ci] = 1;
+            for (size_t ci = r * row_floats / KEPT_CHUNK;
+                 ci <= ((r + 1) * row_floats - 1) / KEPT_CHUNK; ci++)
+                kept.mark[ci] = 1;
     }
     for (size_t i = 0; i < n_marks; i++)
         if (kept.mark[i]) kept.list[n++] = (int)i;
@@ -3003,16 +3211,18 @@ static double sumsq_embedding(const Tensor* t, const float* g, double* chunks, i
     return tied ? sum_of(chunks, chunks_of(t->numel)) : sum_of(part, n);
 }
 
-// sqrt(sum g^2), as grad_norm, from the sums the backward kept; grad_norm itself where there are none
-static double grad_norm_kept(const Model* m) {
-    if (kept.model != m || kept.open) return grad_norm(m);
+// sqrt(sum g^2), as grad_norm, from the sums the backward kept; grad_norm itself where there are
+// none
+static double grad_norm_fast(const Model* m) {
+    if (kept.model != m || kept.open) return grad_norm_chunked(m);
     kept.model = NULL;   // used once
     double total = 0.0;
     for (int i = 0; i < m->num_tensors; i++) {
         const Tensor* t = &m->tensors[i];
         const float* g = m->grads + t->offset;
         double* chunks = kept.chunks + kept.chunk_off[i];
-        int tied_rows = t->kind == K_WTE && kept.written[i];   // the LM head's product, then the tokens' rows
+        // the LM head's product, then the tokens' rows
+        int tied_rows = t->kind == K_WTE && kept.written[i];
         int token_rows = t->kind == K_WTE && !m->cfg.tied && kept.from_zero;
         if (tied_rows || token_rows) {
             total += sumsq_embedding(t, g, chunks, tied_rows);
@@ -3024,12 +3234,35 @@ static double grad_norm_kept(const Model* m) {
     return sqrt(total);
 }
 
-// ---- the fast matmul: the loops of matmul_forward / matmul_backward (section 4) as gemm calls ----
-// out[BT,OC] = inp[BT,C] W[OC,C]^T + bias[OC]: the bias is written first and the products added to it.
-static void matmul_forward_fast(float* out, const float* inp, const float* W, const float* bias, int BT, int C, int OC) {
+// AdamW, threaded: all tensors go through one parallel region, each split into one contiguous
+// range per thread, with no barrier between tensors. adamw_update's loop is one pass over four
+// arrays (memory-bound on a large model); it vectorizes when sqrtf may skip setting errno
+// (-fno-math-errno, in the Makefile; v is never negative, so it never would). The numbers are
+// the definition's: each parameter's update reads only its own four values.
+static void adamw_step_fast(Model* m, const OptConfig* o, float sched_lr, int t, float grad_scale) {
+    #pragma omp parallel
+    {
+        size_t nt = thread_team(), id = thread_id();
+        for (int i = 0; i < m->num_tensors; i++) {
+            const Tensor* tn = &m->tensors[i];
+            size_t i0 = tn->numel * id / nt, i1 = tn->numel * (id + 1) / nt, at = tn->offset + i0;
+            adamw_update(m->params + at, m->grads + at, m->adam_m + at, m->adam_v + at, i1 - i0,
+                         adamw_scalars(o, tn, sched_lr, t), o, grad_scale);
+        }
+    }
+    m->grads_zero = 1;
+    kept.model = NULL;   // the kept sums were of the gradients AdamW has just zeroed
+}
+
+// ---- the fast matmul: the loops of matmul_forward / matmul_backward (section 1) as gemm calls ---
+// out[BT,OC] = inp[BT,C] W[OC,C]^T + bias[OC]: the bias is written first and the products added to
+// it.
+static void matmul_forward_fast(float* out, const float* inp, const float* W, const float* bias,
+                                int BT, int C, int OC) {
     if (bias) {
         #pragma omp parallel for schedule(static)
-        for (int bt = 0; bt < BT; bt++) memcpy(out + (long)bt * OC, bias, (size_t)OC * sizeof(float));
+        for (int bt = 0; bt < BT; bt++)
+            memcpy(out + (long)bt * OC, bias, (size_t)OC * sizeof(float));
     }
     gemm(BT, OC, C, inp, C, 1, W, 1, C, out, OC, bias != NULL);
 }
@@ -3051,19 +3284,21 @@ static void matmul_backward_fast(float* dinp, float* dW, float* dbias, const flo
 }
 
 // lm_head_backward without dlogits. Writing dlogits = s (P - Y) over the probabilities P (Y the
-// one-hot targets, s = logit_scale / BT) is a pass that reads and writes all B*T*V of them (824 MB on
-// cfgS, about 1% of its step). The products can take P as it is, and the rest is B*T rows:
+// one-hot targets, s = logit_scale / BT) is a pass that reads and writes all B*T*V of them (824 MB
+// on cfgS, about 1% of its step). The products can take P as it is, and the rest is B*T rows:
 //   dinp += s (P W - W[targets])                   (P W into scratch first)
 //   dW   += P^T (s inp) - (s inp)[bt] at row targets[bt]
 // Same sums, in another order: the step's losses move in the last bits, not beyond the PyTorch
 // fixtures' tolerance (test_fixtures checks both paths).
-static void lm_head_backward_fast(float* dinp, float* dW, const float* P, const int* targets, const float* inp,
-                                  const float* W, float* scratch, int BT, int C, int V, float s) {
+static void lm_head_backward_fast(float* dinp, float* dW, const float* P, const int* targets,
+                                  const float* inp, const float* W, float* scratch, int BT, int C,
+                                  int V, float s) {
     gemm(BT, C, V, P, V, 1, W, C, 1, scratch, C, 0);   // P W
     #pragma omp parallel for schedule(static)
     for (int bt = 0; bt < BT; bt++) {
         const float* wt = W + (long)targets[bt] * C;
-        for (int c = 0; c < C; c++) dinp[(long)bt * C + c] += s * (scratch[(long)bt * C + c] - wt[c]);
+        for (int c = 0; c < C; c++)
+            dinp[(long)bt * C + c] += s * (scratch[(long)bt * C + c] - wt[c]);
     }
     #pragma omp parallel for schedule(static)
     for (long i = 0; i < (long)BT * C; i++) scratch[i] = s * inp[i];
@@ -3074,12 +3309,36 @@ static void lm_head_backward_fast(float* dinp, float* dW, const float* P, const 
     kept_weight(dW);
 }
 
-// ---- the fast attention: section 4's loops as matrix products --------------------------------
-// Per head, attention is two matrix products, done by gemm on one thread (the heads are the parallel
-// loop). Queries go in blocks of ATT_QB rows: the rows [t0, t0+n) see only the keys [0, t0+n), so
-// the products skip the masked upper triangle of A except inside the diagonal blocks.
-static void attention_forward_fast(float* y, float* att, const float* q, const float* k, const float* v,
-                                   int B, int T, int H, int KVH, int hd, float scale) {
+// The fast attention's block of query rows, and the scratch its backward needs: one ATT_QB x T
+// block of dP per thread.
+#define ATT_QB 64
+static long attention_scratch_per_thread(int T) { return (long)(T < ATT_QB ? T : ATT_QB) * T; }
+static long attention_scratch_floats(int T) {
+    return thread_count() * attention_scratch_per_thread(T);
+}
+
+// Row t of A in place: softmax over keys 0..t of scale * (the scores there), zeros after t.
+static void causal_softmax_row(float* a, int t, int T, float scale) {
+    float mx = -FLT_MAX, sum = 0.0f;
+    #pragma omp simd reduction(max : mx)
+    for (int s = 0; s <= t; s++) mx = a[s] * scale > mx ? a[s] * scale : mx;
+    #pragma omp simd reduction(+ : sum)
+    for (int s = 0; s <= t; s++) {
+        a[s] = vexpf(a[s] * scale - mx);
+        sum += a[s];
+    }
+    float inv = 1.0f / sum;
+    for (int s = 0; s <= t; s++) a[s] *= inv;
+    for (int s = t + 1; s < T; s++) a[s] = 0.0f;
+}
+
+// ---- the fast attention: section 1's loops as matrix products --------------------------------
+// Per head, attention is two matrix products, done by gemm on one thread (the heads are the
+// parallel loop). Queries go in blocks of ATT_QB rows: the rows [t0, t0+n) see only the keys [0,
+// t0+n), so the products skip the masked upper triangle of A except inside the diagonal blocks.
+static void attention_forward_fast(float* y, float* att, const float* q, const float* k,
+                                   const float* v, int B, int T, int H, int KVH, int hd,
+                                   float scale) {
     int group = H / KVH, qd = H * hd, kvd = KVH * hd;
     #pragma omp parallel for collapse(2) schedule(dynamic)
     for (int b = 0; b < B; b++)
@@ -3092,9 +3351,11 @@ static void attention_forward_fast(float* y, float* att, const float* q, const f
             float* yb = y + (long)b * T * qd + h * hd;
             for (int t0 = 0; t0 < T; t0 += ATT_QB) {
                 int n = T - t0 < ATT_QB ? T - t0 : ATT_QB, keys = t0 + n;
-                gemm(n, keys, hd, qb + (long)t0 * qd, qd, 1, kb, 1, kvd, ab + (long)t0 * T, T, 0);   // q k^T
+                // q k^T
+                gemm(n, keys, hd, qb + (long)t0 * qd, qd, 1, kb, 1, kvd, ab + (long)t0 * T, T, 0);
                 for (int t = t0; t < t0 + n; t++) causal_softmax_row(ab + (long)t * T, t, T, scale);
-                gemm(n, hd, keys, ab + (long)t0 * T, T, 1, vb, kvd, 1, yb + (long)t0 * qd, qd, 0);   // A v
+                // A v
+                gemm(n, hd, keys, ab + (long)t0 * T, T, 1, vb, kvd, 1, yb + (long)t0 * qd, qd, 0);
             }
         }
 }
@@ -3104,9 +3365,10 @@ static void attention_forward_fast(float* y, float* att, const float* q, const f
 //   dq += scale * dP k ;  dk += scale * dP^T q ;  dv += A^T dy
 // dA and dP share one block of scratch per thread, never a [B,H,T,T] buffer. Heads that share a kv
 // head write the same dk/dv, so one thread owns each (b, kv head).
-static void attention_backward_fast(float* dq, float* dk, float* dv, float* scratch, const float* dy,
-                               const float* att, const float* q, const float* k, const float* v,
-                                    int B, int T, int H, int KVH, int hd, float scale) {
+static void attention_backward_fast(float* dq, float* dk, float* dv, float* scratch,
+                                    const float* dy, const float* att, const float* q,
+                                    const float* k, const float* v, int B, int T, int H, int KVH,
+                                    int hd, float scale) {
     int group = H / KVH, qd = H * hd, kvd = KVH * hd;
     #pragma omp parallel for collapse(2) schedule(dynamic)
     for (int b = 0; b < B; b++)
@@ -3123,7 +3385,8 @@ static void attention_backward_fast(float* dq, float* dk, float* dv, float* scra
                 float* dqb = dq + (long)b * T * qd + h * hd;
                 for (int t0 = 0; t0 < T; t0 += ATT_QB) {
                     int n = T - t0 < ATT_QB ? T - t0 : ATT_QB, keys = t0 + n;
-                    gemm(n, keys, hd, dyb + (long)t0 * qd, qd, 1, vb, 1, kvd, dp, keys, 0);      // dA = dy v^T
+                    // dA = dy v^T
+                    gemm(n, keys, hd, dyb + (long)t0 * qd, qd, 1, vb, 1, kvd, dp, keys, 0);
                     for (int r = 0; r < n; r++) {
                         int t = t0 + r;
                         const float* a = ab + (long)t * T;
@@ -3134,31 +3397,37 @@ static void attention_backward_fast(float* dq, float* dk, float* dv, float* scra
                         for (int s = 0; s <= t; s++) d[s] = a[s] * (d[s] - adot) * scale;
                         for (int s = t + 1; s < keys; s++) d[s] = 0.0f;
                     }
-                    gemm(n, hd, keys, dp, keys, 1, kb, kvd, 1, dqb + (long)t0 * qd, qd, 1);      // dq += dP k
-                    gemm(keys, hd, n, dp, 1, keys, qb + (long)t0 * qd, qd, 1, dkb, kvd, 1);      // dk += dP^T q
-                    gemm(keys, hd, n, ab + (long)t0 * T, 1, T, dyb + (long)t0 * qd, qd, 1, dvb, kvd, 1); // dv += A^T dy
+                    // dq += dP k
+                    gemm(n, hd, keys, dp, keys, 1, kb, kvd, 1, dqb + (long)t0 * qd, qd, 1);
+                    // dk += dP^T q
+                    gemm(keys, hd, n, dp, 1, keys, qb + (long)t0 * qd, qd, 1, dkb, kvd, 1);
+                    gemm(keys, hd, n, ab + (long)t0 * T, 1, T, dyb + (long)t0 * qd, qd, 1, dvb, kvd,
+                         1); // dv += A^T dy
                 }
             }
         }
 }
 
 // ============================================================================================
-// 11. Probes: the quantities the papers measure inside a network (PROBES_SECTION)
+// 9. Probes: the quantities the papers measure inside a network
 //     Each probe reads what the forward and backward pass of a training step left behind (Acts,
 //     gradients, weights) and writes JSON lines to the log. None writes to the model, so a run is
 //     the same with probes on or off; off (-p 0, the default) they cost a few integer tests a step.
 //     doc/probes.md lists every probe, its log fields and its cost.
 // ============================================================================================
 
-enum { P_ACT, P_GRAD, P_WEIGHT, P_NORMSCALE, P_RESFLOW, P_SINK, P_RANK, P_CONDENSE, P_EMBCOS, P_GRADACT,
-       P_ATTNLOGIT, P_SAT, P_SPIKE, P_COORD, P_HIST, NUM_PROBES };
-static const char* probe_names[NUM_PROBES] = {
-    "act", "grad", "weight", "normscale", "resflow", "sink", "rank", "condense", "embcos", "gradact", "attnlogit",
-    "sat", "spike", "coord", "hist"
+enum {
+    P_ACT, P_GRAD, P_WEIGHT, P_NORMSCALE, P_RESFLOW, P_SINK, P_RANK, P_CONDENSE, P_EMBCOS,
+    P_GRADACT, P_ATTNLOGIT, P_SAT, P_SPIKE, P_COORD, P_HIST, NUM_PROBES
 };
-#define PROBES_ALL ((1u << P_COORD) - 1)   // "all": every probe but coord (--coord-check runs it) and hist
+static const char* probe_names[NUM_PROBES] = {
+        "act",    "grad",    "weight",    "normscale", "resflow", "sink",  "rank", "condense",
+        "embcos", "gradact", "attnlogit", "sat",       "spike",   "coord", "hist"};
+// "all": every probe but coord (--coord-check runs it) and hist
+#define PROBES_ALL ((1u << P_COORD) - 1)
 
-#define POWER_TOL 1e-6          // rank: power iteration stops when sigma_max moves by less than this fraction
+// rank: power iteration stops when sigma_max moves by less than this fraction
+#define POWER_TOL 1e-6
 #define POWER_MAX_ITERS 1000
 #define JACOBI_MAX_SWEEPS 60
 #define EMBCOS_K 50             // embcos: the K most frequent training tokens
@@ -3172,14 +3441,17 @@ struct Probes {
     int every, step;            // -p N; the probe step being written
     void (*emit)(void* ctx, const char* fields);    // writes one log line (main: log_event)
     void* ctx;
-    float* before;              // grad: the parameters before the update (allocated at the first probe step)
-    double* grad_rms;           // grad: each tensor's gradient RMS, taken before the update zeroes them
+    // grad: the parameters before the update (allocated at the first probe step)
+    float* before;
+    // grad: each tensor's gradient RMS, taken before the update zeroes them
+    double* grad_rms;
     int* top_tok;               // embcos: the most frequent training tokens
     float** dres_kept;          // gradact: the model's Acts.dres_kept, allocated here
     int ntop;
     const Tensor* cossim;       // --cossim-dump
     const char* out_dir;
-    Ema* spike;                 // spike: the run's statistics of the loss and the gradient norm (Run.spike)
+    // spike: the run's statistics of the loss and the gradient norm (Run.spike)
+    Ema* spike;
     float spike_z;
     int spike_skip;
 };
@@ -3194,8 +3466,11 @@ static int json_num(char* s, size_t cap, double x) {
 // "event":"probe", the step, the probe's name, layer (-1: not one layer's), tensor, the headline
 // value, then the probe's named fields (doc/probes.md).
 // The fields every probe line starts with, into s; returns their length.
-static int probe_line_start(const Probes* pr, char* s, size_t cap, int probe, int layer, const char* tensor, double value) {
-    int n = snprintf(s, cap, "\"event\":\"probe\",\"step\":%d,\"probe\":\"%s\",\"layer\":%d,\"tensor\":\"%s\",\"value\":",
+static int probe_line_start(const Probes* pr, char* s, size_t cap, int probe, int layer,
+                            const char* tensor, double value) {
+    int n = snprintf(s, cap,
+                     "\"event\":\"probe\",\"step\":%d,\"probe\":\"%s\",\"layer\":%d,\"tensor\":\"%"
+                     "s\",\"value\":",
                      pr->step, probe_names[probe], layer, tensor);
     return n + json_num(s + n, cap - n, value);
 }
@@ -3216,14 +3491,14 @@ static const char* layer_name(char* buf, size_t cap, int l, const char* what) {
     return buf;
 }
 
-// ---- the measurements ----------------------------------------------------------------------------
+// ---- the measurements ---------------------------------------------------------------------------
 typedef struct {
     double mean, std, rms, abs_mean, min, max, zero_frac;
 } Stats;
 
-// Statistics of a - b over n elements (b NULL: of a), in double, the std in a second pass. A sublayer's
-// output is not stored, only the stream before and after it, so it is measured as a difference:
-// attention out = resmid - res, MLP out = res[l+1] - resmid.
+// Statistics of a - b over n elements (b NULL: of a), in double, the std in a second pass. A
+// sublayer's output is not stored, only the stream before and after it, so it is measured as a
+// difference: attention out = resmid - res, MLP out = res[l+1] - resmid.
 static Stats stats_of(const float* a, const float* b, long n) {
     Stats s = {.min = INFINITY, .max = -INFINITY};
     double sum = 0.0, sq = 0.0, ab = 0.0, dev = 0.0;
@@ -3252,8 +3527,8 @@ static Stats stats_of(const float* a, const float* b, long n) {
 // [SmallInit §2.1, Fig. 1c]: a norm multiplies each row h by (sigma^2(h) + eps)^(-1/2), sigma^2 the
 // variance over the C channels (LayerNorm, eq. 1) or the mean square (RMSNorm, eq. 2). Once sigma^2
 // falls below eps, eps sets the factor and the scale of h no longer reaches the output.
-// out: [0] mean factor, [1] mean eps-free factor 1/sigma(h), [2] fraction of rows where eps > sigma^2,
-// [3] mean sigma^2.
+// out: [0] mean factor, [1] mean eps-free factor 1/sigma(h), [2] fraction of rows where eps >
+// sigma^2, [3] mean sigma^2.
 static void norm_scale(const float* x, long rows, int C, int rms, double eps, double out[4]) {
     double f = 0.0, free = 0.0, dom = 0.0, var = 0.0;
     for (long r = 0; r < rows; r++) {
@@ -3278,8 +3553,8 @@ static void norm_scale(const float* x, long rows, int C, int rms, double eps, do
 
 // [SmallInit §2.4, App. A]: the residual flow h - e against the embedding stream e, per token
 // ||h - e||_2 / ||e||_2, averaged over the rows. With h = h_L it grows like d^(1-gamma) (App. A),
-// with a constant that grows with the depth L: like sqrt(L) for the MLP branch alone, faster for the
-// attention branch and the whole model [Errata 000-5f].
+// with a constant that grows with the depth L: like sqrt(L) for the MLP branch alone, faster for
+// the attention branch and the whole model [Errata 000-5f].
 static double resflow_ratio(const float* e, const float* h, long rows, int C) {
     double sum = 0.0;
     for (long r = 0; r < rows; r++) {
@@ -3294,8 +3569,9 @@ static double resflow_ratio(const float* e, const float* h, long rows, int C) {
     return sum / rows;
 }
 
-// [SmallInit eq. 5]: S(l,h) = (1/T) sum_i A_h(i, 1), the attention mass the T queries put on the first
-// key, averaged over the B sequences. att is [B,H,T,T]: row i is query i, column 0 the first key.
+// [SmallInit eq. 5]: S(l,h) = (1/T) sum_i A_h(i, 1), the attention mass the T queries put on the
+// first key, averaged over the B sequences. att is [B,H,T,T]: row i is query i, column 0 the first
+// key.
 static void sink_scores(const float* att, int B, int H, int T, double* S) {
     for (int h = 0; h < H; h++) {
         double s = 0.0;
@@ -3306,10 +3582,11 @@ static void sink_scores(const float* att, int B, int H, int T, double* S) {
 }
 
 // ||W||_2 = sigma_max by power iteration on W^T W: v <- W^T (W v) / ||W^T (W v)||. sigma = ||W v||
-// for unit v rises monotonically to sigma_max; the loop stops when one iteration moves it by less than
-// POWER_TOL of itself. The error left is then about POWER_TOL / (1 - (sigma_2 / sigma_1)^2), so the
-// stable rank is good to ~1e-4 for random matrices (test_gpt2.c compares with the Jacobi SVD).
-// The start vector comes from a generator of its own, so training's generators are not touched.
+// for unit v rises monotonically to sigma_max; the loop stops when one iteration moves it by less
+// than POWER_TOL of itself. The error left is then about POWER_TOL / (1 - (sigma_2 / sigma_1)^2),
+// so the stable rank is good to ~1e-4 for random matrices (test_gpt2.c compares with the Jacobi
+// SVD). The start vector comes from a generator of its own, so training's generators are not
+// touched.
 static double sigma_max(const float* W, int rows, int cols, int* iters) {
     double* v = xmalloc((size_t)cols * sizeof(double));
     double* u = xmalloc((size_t)rows * sizeof(double));
@@ -3345,8 +3622,9 @@ static double sigma_max(const float* W, int rows, int cols, int* iters) {
     return sigma;
 }
 
-// [SmallInit eq. 7]: the stable rank ||W||_F^2 / ||W||_2^2 = sum_i sigma_i^2 / sigma_max^2, n for an
-// orthogonal n x n matrix, 1 for rank one. *smax and *iters receive sigma_max and the iterations.
+// [SmallInit eq. 7]: the stable rank ||W||_F^2 / ||W||_2^2 = sum_i sigma_i^2 / sigma_max^2, n for
+// an orthogonal n x n matrix, 1 for rank one. *smax and *iters receive sigma_max and the
+// iterations.
 static double stable_rank(const float* W, int rows, int cols, double* smax, int* iters) {
     double fro2 = 0.0;
     for (size_t j = 0; j < (size_t)rows * cols; j++) fro2 += (double)W[j] * W[j];
@@ -3396,9 +3674,9 @@ static int cmp_desc(const void* a, const void* b) {
     return (x < y) - (x > y);
 }
 
-// All min(rows, cols) singular values of W, largest first: square roots of the eigenvalues of the Gram
-// matrix of the smaller side (W^T W or W W^T), formed in double. Squaring loses the singular values
-// below ~1e-8 sigma_max, which the sum in D_s cannot notice.
+// All min(rows, cols) singular values of W, largest first: square roots of the eigenvalues of the
+// Gram matrix of the smaller side (W^T W or W W^T), formed in double. Squaring loses the singular
+// values below ~1e-8 sigma_max, which the sum in D_s cannot notice.
 static void singular_values(const float* W, int rows, int cols, double* sv) {
     int n = rows < cols ? rows : cols, by_rows = rows >= cols;
     double* G = xcalloc((size_t)n * n, sizeof(double));
@@ -3412,7 +3690,8 @@ static void singular_values(const float* W, int rows, int cols, double* sv) {
         for (int i = 0; i < n; i++)
             for (int j = i; j < n; j++) {
                 double d = 0.0;
-                for (int c = 0; c < cols; c++) d += (double)W[(size_t)i * cols + c] * W[(size_t)j * cols + c];
+                for (int c = 0; c < cols; c++)
+                    d += (double)W[(size_t)i * cols + c] * W[(size_t)j * cols + c];
                 G[i * n + j] = d;
             }
     }
@@ -3425,9 +3704,9 @@ static void singular_values(const float* W, int rows, int cols, double* sv) {
 }
 
 // [ComplexCtl eq. 2], with the 1/n^2 normalization of [Errata 003-3]: D_c is the mean cosine
-// over all n^2 ordered pairs of the n rows (neurons) of the (out, in) weight, diagonal included: 1 when
-// every row points the same way, 1/n for orthogonal rows. sum_ij cos(w_i, w_j) = ||sum_i w_i/||w_i|| ||^2,
-// so it costs one pass. A zero row has cosine 0 with everything.
+// over all n^2 ordered pairs of the n rows (neurons) of the (out, in) weight, diagonal included: 1
+// when every row points the same way, 1/n for orthogonal rows. sum_ij cos(w_i, w_j) = ||sum_i
+// w_i/||w_i|| ||^2, so it costs one pass. A zero row has cosine 0 with everything.
 static double condensation_degree(const float* W, int rows, int cols) {
     double* s = xcalloc(cols, sizeof(double));
     for (int r = 0; r < rows; r++) {
@@ -3443,8 +3722,8 @@ static double condensation_degree(const float* W, int rows, int cols) {
     return ss / ((double)rows * rows);
 }
 
-// [ComplexCtl eq. 2]: the low-rank degree D_s = sigma_max / sum_i sigma_i, from 1/min(rows, cols) (all
-// singular values equal) to 1 (rank one) [Errata 003-4].
+// [ComplexCtl eq. 2]: the low-rank degree D_s = sigma_max / sum_i sigma_i, from 1/min(rows, cols)
+// (all singular values equal) to 1 (rank one) [Errata 003-4].
 static double lowrank_degree(const float* W, int rows, int cols) {
     int n = rows < cols ? rows : cols;
     double* sv = xmalloc((size_t)n * sizeof(double));
@@ -3456,8 +3735,8 @@ static double lowrank_degree(const float* W, int rows, int cols) {
     return ds;
 }
 
-// [SmallInit eq. 6]: C_ij = <w_i, w_j> / (||w_i||_2 ||w_j||_2) for the rows idx[0..n-1] of W (all rows
-// when idx is NULL), 0 where a row is zero. Cout is n x n, row-major.
+// [SmallInit eq. 6]: C_ij = <w_i, w_j> / (||w_i||_2 ||w_j||_2) for the rows idx[0..n-1] of W (all
+// rows when idx is NULL), 0 where a row is zero. Cout is n x n, row-major.
 static void row_cosines(const float* W, const int* idx, int n, int cols, float* Cout) {
     double* norm = xmalloc((size_t)n * sizeof(double));
     for (int i = 0; i < n; i++) {
@@ -3513,7 +3792,7 @@ static double ema_z_update(Ema* e, double x) {
     return z;
 }
 
-// ---- the probes ----------------------------------------------------------------------------------
+// ---- the probes ---------------------------------------------------------------------------------
 // They read the activations of the last forward pass, which in training is the full B x T batch of
 // the probe step (the per-layer strides of Acts are m->B * m->T rows).
 
@@ -3522,7 +3801,9 @@ static void emit_stats(Probes* pr, int probe, int layer, const char* name, Stats
     double v[] = {s.mean, s.std, s.rms, s.abs_mean, s.min, s.max, s.zero_frac};
     probe_emit(pr, probe, layer, name, s.std, 7, keys, v);
 }
-static void emit_act(Probes* pr, int layer, const char* name, Stats s) { emit_stats(pr, P_ACT, layer, name, s); }
+static void emit_act(Probes* pr, int layer, const char* name, Stats s) {
+    emit_stats(pr, P_ACT, layer, name, s);
+}
 
 // act: statistics of every activation, stored or derived [InitGuide ch. 0], [VarDyn E1].
 static void probe_act(Probes* pr, const Model* m) {
@@ -3533,37 +3814,42 @@ static void probe_act(Probes* pr, const Model* m) {
     emit_act(pr, -1, "emb", stats_of(a->res, NULL, sc));
     for (int l = 0; l < c->L; l++) {
         const float *x = a->res + l * sc, *xmid = a->resmid + l * sc, *xout = a->res + (l + 1) * sc;
-        emit_act(pr, l, layer_name(name, sizeof(name), l, "ln1"), stats_of(a->ln1 + l * sc, NULL, sc));
-        if (c->gate)
-            emit_act(pr, l, layer_name(name, sizeof(name), l, "gate"), stats_of(a->gate + l * BT * c->H, NULL, BT * c->H));
+        emit_act(pr, l, layer_name(name, sizeof(name), l, "ln1"),
+                 stats_of(a->ln1 + l * sc, NULL, sc));
+        if (c->attn_gate)
+            emit_act(pr, l, layer_name(name, sizeof(name), l, "gate"),
+                     stats_of(a->attn_gate + l * BT * c->H, NULL, BT * c->H));
         emit_act(pr, l, layer_name(name, sizeof(name), l, "attn_out"), stats_of(xmid, x, sc));
-        emit_act(pr, l, layer_name(name, sizeof(name), l, "ln2"), stats_of(a->ln2 + l * sc, NULL, sc));
-        emit_act(pr, l, layer_name(name, sizeof(name), l, "mlp_act"), stats_of(a->hact + l * BT * c->F, NULL, BT * c->F));
+        emit_act(pr, l, layer_name(name, sizeof(name), l, "ln2"),
+                 stats_of(a->ln2 + l * sc, NULL, sc));
+        emit_act(pr, l, layer_name(name, sizeof(name), l, "mlp_act"),
+                 stats_of(a->hact + l * BT * c->F, NULL, BT * c->F));
         emit_act(pr, l, layer_name(name, sizeof(name), l, "mlp_out"), stats_of(xout, xmid, sc));
         emit_act(pr, l, layer_name(name, sizeof(name), l, "res"), stats_of(xout, NULL, sc));
     }
     emit_act(pr, -1, "lnf", stats_of(a->lnf, NULL, sc));
 }
 
-// gradact: the backward signal, d loss / d x at the input x of every block (h.l.in) and of the final
-// norm (lnf.in). Xavier's backward condition [Xavier], [InitFP §2] keeps its variance the same from
-// layer to layer, as the forward condition keeps the activations'; "value" is its std. model_backward
-// keeps a copy of each layer's gradient while this probe is on (Acts.dres_kept).
+// gradact: the backward signal, d loss / d x at the input x of every block (h.l.in) and of the
+// final norm (lnf.in). Xavier's backward condition [Xavier], [InitFP §2] keeps its variance the
+// same from layer to layer, as the forward condition keeps the activations'; "value" is its std.
+// model_backward keeps a copy of each layer's gradient while this probe is on (Acts.dres_kept).
 static void probe_gradact(Probes* pr, const Model* m) {
     const Config* c = &m->cfg;
     long sc = (long)m->B * m->T * c->C;
     char name[48];
     for (int l = 0; l < c->L; l++)
-        emit_stats(pr, P_GRADACT, l, layer_name(name, sizeof(name), l, "in"), stats_of(m->a.dres_kept + l * sc, NULL, sc));
+        emit_stats(pr, P_GRADACT, l, layer_name(name, sizeof(name), l, "in"),
+                   stats_of(m->a.dres_kept + l * sc, NULL, sc));
     emit_stats(pr, P_GRADACT, -1, "lnf.in", stats_of(m->a.dres_kept + c->L * sc, NULL, sc));
 }
 
-// sat: the fraction of saturated units. [InitGuide ch. 2]: under a too-large initialization tanh units
-// crowd near +-1, where the function is flat, and pass almost no gradient back. Here a unit is saturated
-// where its nonlinearity's slope is below SAT_FRACTION of the steepest slope it has: the MLP's hidden
-// units, GELU'(u) of the pre-activation u (SwiGLU: SiLU'(a) of the gate pre-activation a), and with -G 1
-// the attention gates, sigmoid' = s (1 - s) of the gate value s. "value": the fraction; "slope_below":
-// the threshold.
+// sat: the fraction of saturated units. [InitGuide ch. 2]: under a too-large initialization tanh
+// units crowd near +-1, where the function is flat, and pass almost no gradient back. Here a unit
+// is saturated where its nonlinearity's slope is below SAT_FRACTION of the steepest slope it has:
+// the MLP's hidden units, GELU'(u) of the pre-activation u (SwiGLU: SiLU'(a) of the gate
+// pre-activation a), and with -G 1 the attention gates, sigmoid' = s (1 - s) of the gate value s.
+// "value": the fraction; "slope_below": the threshold.
 #define SAT_FRACTION 0.05
 #define GELU_MAX_SLOPE 1.1289       // max of gelu_grad_of, at u = 1.42 (the test checks both peaks)
 #define SILU_MAX_SLOPE 1.0998       // max of s (1 + a (1 - s)), at a = 2.40
@@ -3573,7 +3859,7 @@ static void probe_sat(Probes* pr, const Model* m) {
     long BT = (long)m->B * m->T, n = BT * c->F;
     char name[48];
     for (int l = 0; l < c->L; l++) {
-        const float* pre = (c->swiglu ? m->a.gpre : m->a.up) + l * n;
+        const float* pre = (c->swiglu ? m->a.mlp_gate : m->a.up) + l * n;
         double below = SAT_FRACTION * (c->swiglu ? SILU_MAX_SLOPE : GELU_MAX_SLOPE);
         long flat = 0;
         for (long i = 0; i < n; i++) {
@@ -3581,25 +3867,29 @@ static void probe_sat(Probes* pr, const Model* m) {
             float slope = c->swiglu ? sg * (1.0f + u * (1.0f - sg)) : gelu_grad_of(u);
             flat += fabsf(slope) < below;
         }
-        probe_emit(pr, P_SAT, l, layer_name(name, sizeof(name), l, "mlp"), (double)flat / n, 1, keys, &below);
-        if (!c->gate) continue;
-        const float* g = m->a.gate + l * BT * c->H;
+        probe_emit(pr, P_SAT, l, layer_name(name, sizeof(name), l, "mlp"), (double)flat / n, 1,
+                   keys, &below);
+        if (!c->attn_gate) continue;
+        const float* g = m->a.attn_gate + l * BT * c->H;
         below = SAT_FRACTION * 0.25;
         flat = 0;
         for (long i = 0; i < BT * c->H; i++) flat += g[i] * (1.0f - g[i]) < below;
-        probe_emit(pr, P_SAT, l, layer_name(name, sizeof(name), l, "gate"), (double)flat / (BT * c->H), 1, keys, &below);
+        probe_emit(pr, P_SAT, l, layer_name(name, sizeof(name), l, "gate"),
+                   (double)flat / (BT * c->H), 1, keys, &below);
     }
 }
 
 // hist: histograms, the pictures of [InitGuide ch. 2] (activations at layers 1, 5 and 10) for each
-// block: its MLP's hidden activations (h.L.mlp_act), its output on the residual stream (h.L.res) and the
-// gradient of each of its weight matrices (TENSOR.grad). HIST_BINS equal bins over mean +- 4 std ("lo",
-// "hi"); a value outside goes to the first or last bin; "counts" the bins, "nonfinite" NaN and inf.
+// block: its MLP's hidden activations (h.L.mlp_act), its output on the residual stream (h.L.res)
+// and the gradient of each of its weight matrices (TENSOR.grad). HIST_BINS equal bins over mean +-
+// 4 std ("lo", "hi"); a value outside goes to the first or last bin; "counts" the bins, "nonfinite"
+// NaN and inf.
 #define HIST_BINS 40
-// The histogram of x in `bins` equal bins over mean +- 4 std: counts[bins], the range's low end *lo and
-// the bin *width, *nonfinite NaN and inf (in no bin); returns x's statistics. Also the histograms of the
-// diag lab (dev/labs/mlp_lab.c).
-static Stats hist_of(const float* x, long n, int bins, long* counts, double* lo, double* width, long* nonfinite) {
+// The histogram of x in `bins` equal bins over mean +- 4 std: counts[bins], the range's low end *lo
+// and the bin *width, *nonfinite NaN and inf (in no bin); returns x's statistics. Also the
+// histograms of the diag lab (dev/labs/mlp_lab.c).
+static Stats hist_of(const float* x, long n, int bins, long* counts, double* lo, double* width,
+                     long* nonfinite) {
     Stats st = stats_of(x, NULL, n);
     *lo = st.mean - 4.0 * st.std;
     *width = 8.0 * st.std / bins;
@@ -3624,7 +3914,8 @@ static void emit_hist(Probes* pr, int layer, const char* name, const float* x, l
     k += snprintf(s + k, sizeof(s) - k, ",\"hi\":");
     k += json_num(s + k, sizeof(s) - k, lo + HIST_BINS * width);
     k += snprintf(s + k, sizeof(s) - k, ",\"nonfinite\":%ld,\"counts\":[", nonfinite);
-    for (int b = 0; b < HIST_BINS; b++) k += snprintf(s + k, sizeof(s) - k, "%s%ld", b ? "," : "", counts[b]);
+    for (int b = 0; b < HIST_BINS; b++)
+        k += snprintf(s + k, sizeof(s) - k, "%s%ld", b ? "," : "", counts[b]);
     snprintf(s + k, sizeof(s) - k, "]");
     pr->emit(pr->ctx, s);
 }
@@ -3634,7 +3925,8 @@ static void probe_hist(Probes* pr, const Model* m) {
     long BT = (long)m->B * m->T, sc = BT * c->C;
     char name[64];
     for (int l = 0; l < c->L; l++) {
-        emit_hist(pr, l, layer_name(name, sizeof(name), l, "mlp_act"), m->a.hact + l * BT * c->F, BT * c->F);
+        emit_hist(pr, l, layer_name(name, sizeof(name), l, "mlp_act"), m->a.hact + l * BT * c->F,
+                  BT * c->F);
         emit_hist(pr, l, layer_name(name, sizeof(name), l, "res"), m->a.res + (l + 1) * sc, sc);
     }
     for (int i = 0; i < m->num_tensors; i++) {
@@ -3646,10 +3938,11 @@ static void probe_hist(Probes* pr, const Model* m) {
 }
 
 // The attention logits scale * q_t . k_s of every head and every pair s <= t of a layer's forward
-// pass (q and k after RoPE): their statistics. [InitFP §1.2]: with q, k entries of variance 1, q . k
-// sums d_head products of variance 1, so its variance is d_head; scale = 1/sqrt(d_head) brings the
-// logits back to variance 1, where the softmax neither saturates nor stays uniform.
-static Stats attn_logit_stats(const float* q, const float* k, int B, int T, int H, int KVH, int hd, float scale) {
+// pass (q and k after RoPE): their statistics. [InitFP §1.2]: with q, k entries of variance 1, q .
+// k sums d_head products of variance 1, so its variance is d_head; scale = 1/sqrt(d_head) brings
+// the logits back to variance 1, where the softmax neither saturates nor stays uniform.
+static Stats attn_logit_stats(const float* q, const float* k, int B, int T, int H, int KVH, int hd,
+                              float scale) {
     long n = (long)B * H * T * (T + 1) / 2;
     float* z = xmalloc(n * sizeof(float));
     long at = 0;
@@ -3676,8 +3969,8 @@ static void probe_attnlogit(Probes* pr, const Model* m) {
     char name[48];
     for (int l = 0; l < c->L; l++)
         emit_stats(pr, P_ATTNLOGIT, l, layer_name(name, sizeof(name), l, "attn.logits"),
-                   attn_logit_stats(m->a.q + l * BT * c->H * hd, m->a.k + l * BT * c->KVH * hd, m->B, m->T, c->H,
-                                    c->KVH, (int)hd, c->attn_scale));
+                   attn_logit_stats(m->a.q + l * BT * c->H * hd, m->a.k + l * BT * c->KVH * hd,
+                                    m->B, m->T, c->H, c->KVH, (int)hd, c->attn_scale));
 }
 
 // normscale: the norm factor of every norm on the input it normalized [SmallInit §2.1, Fig. 1c].
@@ -3697,13 +3990,16 @@ static void probe_normscale(Probes* pr, const Model* m) {
     probe_emit(pr, P_NORMSCALE, -1, "lnf", o[0], 4, keys, o);
 }
 
-// resflow: ||h - e|| / ||e|| after every block l, and for h_L (layer -1), the quantity of [SmallInit §2.4].
+// resflow: ||h - e|| / ||e|| after every block l, and for h_L (layer -1), the quantity of
+// [SmallInit §2.4].
 static void probe_resflow(Probes* pr, const Model* m) {
     const Config* c = &m->cfg;
     long BT = (long)m->B * m->T, sc = BT * c->C;
     for (int l = 0; l < c->L; l++)
-        probe_emit(pr, P_RESFLOW, l, "res", resflow_ratio(m->a.res, m->a.res + (l + 1) * sc, BT, c->C), 0, NULL, NULL);
-    probe_emit(pr, P_RESFLOW, -1, "res", resflow_ratio(m->a.res, m->a.res + c->L * sc, BT, c->C), 0, NULL, NULL);
+        probe_emit(pr, P_RESFLOW, l, "res",
+                   resflow_ratio(m->a.res, m->a.res + (l + 1) * sc, BT, c->C), 0, NULL, NULL);
+    probe_emit(pr, P_RESFLOW, -1, "res", resflow_ratio(m->a.res, m->a.res + c->L * sc, BT, c->C), 0,
+               NULL, NULL);
 }
 
 // sink: the sink score of every head, and the layer's average over heads (head -1), which is what
@@ -3728,11 +4024,12 @@ static void probe_sink(Probes* pr, const Model* m) {
     free(S);
 }
 
-// coord: the mean |x| of the embedding output, of every attention and MLP sublayer output and of the
-// logits, the coordinates of mup's coord check [InitFP §5.6]; with gated attention also the gate's
-// pre-activation x W_g (recovered from g = sigmoid(x W_g) as log(g / (1 - g))). --coord-check runs it
-// at several widths: under muP the curves do not move with the width; under the standard
-// parameterization the logits and the sublayer outputs after the first updates grow with it.
+// coord: the mean |x| of the embedding output, of every attention and MLP sublayer output and of
+// the logits, the coordinates of mup's coord check [InitFP §5.6]; with gated attention also the
+// gate's pre-activation x W_g (recovered from g = sigmoid(x W_g) as log(g / (1 - g))).
+// --coord-check runs it at several widths: under muP the curves do not move with the width; under
+// the standard parameterization the logits and the sublayer outputs after the first updates grow
+// with it.
 static void probe_coord(Probes* pr, Model* m) {
     static const char* keys[] = {"width"};
     const Config* c = &m->cfg;
@@ -3744,18 +4041,23 @@ static void probe_coord(Probes* pr, Model* m) {
     for (int l = 0; l < c->L; l++) {
         Stats at = stats_of(a->resmid + l * sc, a->res + l * sc, sc);
         Stats ml = stats_of(a->res + (l + 1) * sc, a->resmid + l * sc, sc);
-        probe_emit(pr, P_COORD, l, layer_name(name, sizeof(name), l, "attn_out"), at.abs_mean, 1, keys, &width);
-        probe_emit(pr, P_COORD, l, layer_name(name, sizeof(name), l, "mlp_out"), ml.abs_mean, 1, keys, &width);
-        if (c->gate) {
-            const float* g = a->gate + l * BT * c->H;
+        probe_emit(pr, P_COORD, l, layer_name(name, sizeof(name), l, "attn_out"), at.abs_mean, 1,
+                   keys, &width);
+        probe_emit(pr, P_COORD, l, layer_name(name, sizeof(name), l, "mlp_out"), ml.abs_mean, 1,
+                   keys, &width);
+        if (c->attn_gate) {
+            const float* g = a->attn_gate + l * BT * c->H;
             double s = 0.0;
             for (long i = 0; i < BT * c->H; i++) s += fabs(log((double)g[i] / (1.0 - g[i])));
-            probe_emit(pr, P_COORD, l, layer_name(name, sizeof(name), l, "gate_pre"), s / (BT * c->H), 1, keys, &width);
+            probe_emit(pr, P_COORD, l, layer_name(name, sizeof(name), l, "gate_pre"),
+                       s / (BT * c->H), 1, keys, &width);
         }
     }
-    // by now the logits buffer holds their gradient, so the logits are recomputed from the final norm
+    // by now the logits buffer holds their gradient, so the logits are recomputed from the final
+    // norm
     float* logits = xmalloc((size_t)BT * c->V * sizeof(float));
-    matmul_forward(logits, a->lnf, c->tied ? m->p[K_WTE] : m->p[K_LMHEAD], NULL, (int)BT, c->C, c->V);
+    matmul_forward(logits, a->lnf, c->tied ? m->p[K_WTE] : m->p[K_LMHEAD], NULL, (int)BT, c->C,
+                   c->V);
     double v = stats_of(logits, NULL, BT * c->V).abs_mean * fabs(c->logit_scale);
     probe_emit(pr, P_COORD, -1, "logits", v, 1, keys, &width);
     free(logits);
@@ -3799,8 +4101,8 @@ static void probe_grad(Probes* pr, const Model* m) {
 }
 
 // rank and condense: the stable rank ||W||_F^2 / ||W||_2^2 [SmallInit eq. 7] and D_c, D_s
-// [ComplexCtl eq. 2] of every matrix. One matrix per thread: each is computed serially, so the numbers do not
-// depend on the thread count.
+// [ComplexCtl eq. 2] of every matrix. One matrix per thread: each is computed serially, so the
+// numbers do not depend on the thread count.
 static void probe_matrices(Probes* pr, const Model* m) {
     static const char* rank_keys[] = {"sigma_max", "fro", "iters"};
     static const char* cond_keys[] = {"dc", "ds"};
@@ -3836,8 +4138,8 @@ static void probe_matrices(Probes* pr, const Model* m) {
 }
 
 // embcos: the mean cosine similarity between the embeddings of the most frequent training tokens,
-// over the K(K-1)/2 pairs ([ComplexCtl Fig. 6], which shows the K x K matrix for K = 350): near 0 when
-// the embeddings are orthogonal, higher when small complexity makes them condense.
+// over the K(K-1)/2 pairs ([ComplexCtl Fig. 6], which shows the K x K matrix for K = 350): near 0
+// when the embeddings are orthogonal, higher when small complexity makes them condense.
 static void probe_embcos(Probes* pr, const Model* m) {
     static const char* keys[] = {"mean", "abs_mean", "k"};
     int K = pr->ntop;
@@ -3866,14 +4168,15 @@ static void cossim_dump(Probes* pr, const Model* m) {
     FILE* f = fopen(path, "wb");
     if (!f) fatal("cannot write %s (%s)", path, strerror(errno));
     int32_t n32 = n;
-    int ok = fwrite(&n32, sizeof(n32), 1, f) == 1 && fwrite(Cm, sizeof(float), (size_t)n * n, f) == (size_t)n * n;
+    int ok = fwrite(&n32, sizeof(n32), 1, f) == 1 &&
+            fwrite(Cm, sizeof(float), (size_t)n * n, f) == (size_t)n * n;
     if (fclose(f) != 0 || !ok) fatal("writing %s failed (%s)", path, strerror(errno));
     free(Cm);
 }
 
 // spike: the loss and gradient norm of every step scored against their moving statistics
-// ([ComplexCtl §6.1 and App. D] see loss spikes at small initialization). A z-score above --spike-z flags a spike;
-// with --spike-skip 1 the caller then skips the update. Returns 1 when it should.
+// ([ComplexCtl §6.1 and App. D] see loss spikes at small initialization). A z-score above --spike-z
+// flags a spike; with --spike-skip 1 the caller then skips the update. Returns 1 when it should.
 static int probe_spike(Probes* pr, int step, double loss, double norm) {
     static const char* keys[] = {"loss", "loss_z", "grad_norm", "grad_z", "spike", "skipped"};
     if (!(pr->sel >> P_SPIKE & 1)) return 0;
@@ -3886,7 +4189,7 @@ static int probe_spike(Probes* pr, int step, double loss, double norm) {
     return skip;
 }
 
-// ---- the schedule ---------------------------------------------------------------------------------------
+// ---- the schedule -------------------------------------------------------------------------------
 
 static unsigned parse_probe_list(const char* list) {
     char buf[512];
@@ -3898,7 +4201,10 @@ static unsigned parse_probe_list(const char* list) {
         while (p < NUM_PROBES && strcmp(probe_names[p], tok) != 0) p++;
         if (strcmp(tok, "all") == 0) sel |= PROBES_ALL;
         else if (p < NUM_PROBES) sel |= 1u << p;
-        else fatal("unknown probe '%s' in --probes (probes: all act grad weight normscale resflow sink rank condense embcos gradact attnlogit sat spike coord hist)", tok);
+        else
+            fatal("unknown probe '%s' in --probes (probes: all act grad weight normscale resflow "
+                  "sink rank condense embcos gradact attnlogit sat spike coord hist)",
+                  tok);
     }
     if (!sel) fatal("empty --probes");
     return sel;
@@ -3906,8 +4212,9 @@ static unsigned parse_probe_list(const char* list) {
 
 // Checks the probe flags against the model and prepares what the probes need for the whole run
 // (the most frequent tokens for embcos); emit writes one log line.
-static void probes_init(Probes* pr, const ProbeOptions* po, Model* m, const uint16_t* train_tok, size_t n_tok,
-                        const char* out_dir, Ema* spike, void (*emit)(void*, const char*), void* ctx) {
+static void probes_init(Probes* pr, const ProbeOptions* po, Model* m, const uint16_t* train_tok,
+                        size_t n_tok, const char* out_dir, Ema* spike,
+                        void (*emit)(void*, const char*), void* ctx) {
     memset(pr, 0, sizeof(*pr));
     pr->spike = spike;
     pr->every = po->every;
@@ -3917,21 +4224,29 @@ static void probes_init(Probes* pr, const ProbeOptions* po, Model* m, const uint
     pr->spike_z = po->spike_z;
     pr->spike_skip = po->spike_skip;
     if (!po->every) {
-        if (po->list || po->cossim || po->spike_skip) fatal("--probes, --cossim-dump and --spike-skip need -p N");
+        if (po->list || po->cossim || po->spike_skip)
+            fatal("--probes, --cossim-dump and --spike-skip need -p N");
         return;
     }
     if (!out_dir) fatal("-p needs -o DIR: the probes write to DIR/log.jsonl");
     pr->sel = po->list ? parse_probe_list(po->list) : PROBES_ALL;
-    if (po->spike_skip && !(pr->sel >> P_SPIKE & 1)) fatal("--spike-skip needs the spike probe (see --probes)");
+    if (po->spike_skip && !(pr->sel >> P_SPIKE & 1))
+        fatal("--spike-skip needs the spike probe (see --probes)");
     if (po->cossim) {
         pr->cossim = model_find(m, po->cossim);
-        if (!pr->cossim) fatal("--cossim-dump: no tensor named '%s' (names as in doc/model.md, e.g. h.0.attn.wq)", po->cossim);
-        if (pr->cossim->cols < 2) fatal("--cossim-dump: %s is a vector; it has no rows to compare", po->cossim);
+        if (!pr->cossim)
+            fatal("--cossim-dump: no tensor named '%s' (names as in doc/model.md, e.g. "
+                  "h.0.attn.wq)",
+                  po->cossim);
+        if (pr->cossim->cols < 2)
+            fatal("--cossim-dump: %s is a vector; it has no rows to compare", po->cossim);
         if (pr->cossim->rows > COSSIM_MAX_ROWS)
-            fatal("--cossim-dump: %s has %d rows; the matrix would be %d x %d (at most %d rows)", po->cossim,
-                  pr->cossim->rows, pr->cossim->rows, pr->cossim->rows, COSSIM_MAX_ROWS);
+            fatal("--cossim-dump: %s has %d rows; the matrix would be %d x %d (at most %d rows)",
+                  po->cossim, pr->cossim->rows, pr->cossim->rows, pr->cossim->rows,
+                  COSSIM_MAX_ROWS);
     }
-    if (pr->sel >> P_GRADACT & 1) {      // model_backward keeps each layer's d loss / d res from now on
+    // model_backward keeps each layer's d loss / d res from now on
+    if (pr->sel >> P_GRADACT & 1) {
         pr->dres_kept = &m->a.dres_kept;
         *pr->dres_kept = xcalloc((size_t)(m->cfg.L + 1) * m->B * m->T * m->cfg.C, sizeof(float));
     }
@@ -3943,7 +4258,8 @@ static void probes_init(Probes* pr, const ProbeOptions* po, Model* m, const uint
     char names[256] = "";
     for (int p = 0; p < NUM_PROBES; p++)
         if (pr->sel >> p & 1)
-            snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s", names[0] ? "," : "", probe_names[p]);
+            snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s",
+                     names[0] ? "," : "", probe_names[p]);
     printf("probes: %s every %d steps -> %s/log.jsonl\n", names, po->every, out_dir);
 }
 
@@ -3971,7 +4287,8 @@ static void probes_before_update(Probes* pr, Model* m, int step) {
         if (!pr->grad_rms) pr->grad_rms = xmalloc((size_t)m->num_tensors * sizeof(double));
         memcpy(pr->before, m->params, m->num_params * sizeof(float));
         for (int i = 0; i < m->num_tensors; i++)
-            pr->grad_rms[i] = stats_of(m->grads + m->tensors[i].offset, NULL, (long)m->tensors[i].numel).rms;
+            pr->grad_rms[i] =
+                    stats_of(m->grads + m->tensors[i].offset, NULL, (long)m->tensors[i].numel).rms;
     }
 }
 
@@ -3991,7 +4308,8 @@ static void probes_free(Probes* pr) {
 }
 // For the training loop: probes_init on a new allocation, and its release.
 static Probes* probes_new(const ProbeOptions* po, Model* m, const uint16_t* train_tok, size_t n_tok,
-                          const char* out_dir, Ema* spike, void (*emit)(void*, const char*), void* ctx) {
+                          const char* out_dir, Ema* spike, void (*emit)(void*, const char*),
+                          void* ctx) {
     Probes* pr = xmalloc(sizeof(*pr));
     probes_init(pr, po, m, train_tok, n_tok, out_dir, spike, emit, ctx);
     return pr;
@@ -4001,19 +4319,19 @@ static void probes_delete(Probes* pr) {
     probes_free(pr);
     free(pr);
 }
-// PROBES_SECTION_END
 
-// ---- the probes' hooks: the parts that need the data, the log and the options (section 11 measures) ----
+// ---- the probes' hooks: the parts that need the data, the log and the options (section 9 measure
 
 // The probes write their lines through this, into the run's log beside every other event.
 static void probe_log_line(void* lg, const char* fields) { log_event((Log*)lg, "%s", fields); }
 
-// --dump-token-losses: the validation batches evaluate() reads, one CSV row per position: the target's
-// position in the validation data, its id, its loss -log p and p (the softmax probability). The mean of
-// the loss column is evaluate()'s validation loss. Two runs' dumps compare token by token
+// --dump-token-losses: the validation batches evaluate() reads, one CSV row per position: the
+// target's position in the validation data, its id, its loss -log p and p (the softmax
+// probability). The mean of the loss column is evaluate()'s validation loss. Two runs' dumps
+// compare token by token
 // ([SmallInit §2.5 and §4.7]; dev/plot/compare_tokens.py).
-static void dump_token_losses(Model* m, const Dataset* val, int batches, int B, int T, int* inp, int* tgt,
-                              const char* path) {
+static void dump_token_losses(Model* m, const Dataset* val, int batches, int B, int T, int* inp,
+                              int* tgt, const char* path) {
     int avail = dataset_num_val_batches(val, B, T);
     if (batches > avail) batches = avail;
     FILE* f = fopen(path, "w");
@@ -4023,17 +4341,68 @@ static void dump_token_losses(Model* m, const Dataset* val, int batches, int B, 
         dataset_val_batch(val, i, inp, tgt, B, T);
         model_forward(m, inp, tgt, B, T);
         for (int bt = 0; bt < B * T; bt++)
-            fprintf(f, "%zu,%d,%.9g,%.9g\n", ((size_t)i * B + bt / T) * T + bt % T + 1, tgt[bt], m->a.losses[bt],
-                    m->a.logits[(size_t)bt * m->cfg.V + tgt[bt]]);
+            fprintf(f, "%zu,%d,%.9g,%.9g\n", ((size_t)i * B + bt / T) * T + bt % T + 1, tgt[bt],
+                    m->a.losses[bt], m->a.logits[(size_t)bt * m->cfg.V + tgt[bt]]);
     }
     if (fclose(f) != 0) fatal("writing token dump %s failed (%s)", path, strerror(errno));
     printf("token losses of %d validation batches written to %s\n", batches, path);
 }
 
 // ============================================================================================
-// 12. The command line, text out (tokens, the run header, the log), --init-report
+// 10. The command line, text out (tokens, the run header, the log), --init-report
 // ============================================================================================
 
+
+// The catalogue: name, numeric arguments accepted, whether it needs fans (a matrix), the -h line.
+static const struct {
+    const char* name;
+    int min_args, max_args, fans;
+    const char* help;
+} schemes[] = {
+        {"zeros", 0, 0, 0, "all 0 (nn.init.zeros_)"},
+        {"ones", 0, 0, 0, "all 1 (nn.init.ones_)"},
+        {"constant", 1, 1, 0, "constant:C, all C (nn.init.constant_)"},
+        {"normal", 0, 2, 0,
+         "normal[:STD] or normal:MEAN:STD, N(MEAN, STD^2) (default N(0,1); normal_)"},
+        {"uniform", 0, 2, 0, "uniform[:A] U(-A,A), uniform:A:B U(A,B) (default U(0,1); uniform_)"},
+        {"trunc_normal", 0, 3, 0,
+         "trunc_normal[:STD[:A:B]], N(0,STD^2) cut at the ABSOLUTE A,B (default +-2; "
+         "trunc_normal_)"},
+        {"trunc_sigma", 1, 2, 0, "trunc_sigma:STD[:K], N(0,STD^2) cut at +-K STD (default K=2)"},
+        {"eye", 0, 0, 1, "identity matrix (nn.init.eye_)"},
+        {"sparse", 1, 2, 1,
+         "sparse:S[:STD], N(0,STD^2) with a fraction S of each column 0 (default STD 0.01; "
+         "sparse_)"},
+        {"lecun_normal", 0, 0, 1, "N(0, 1/fan_in) (LeCun 1998; = kaiming_normal:linear)"},
+        {"lecun_uniform", 0, 0, 1, "U(-a,a), a = sqrt(3/fan_in)"},
+        {"xavier_normal", 0, 1, 1,
+         "xavier_normal[:GAIN], N(0, GAIN^2 2/(fan_in+fan_out)) (xavier_normal_)"},
+        {"xavier_uniform", 0, 1, 1,
+         "xavier_uniform[:GAIN], bound GAIN sqrt(6/(fan_in+fan_out)) (xavier_uniform_)"},
+        {"kaiming_normal", 0, 1, 1,
+         "kaiming_normal[:NONLIN[:PARAM]][:fan_out], N(0, gain^2/fan) (kaiming_normal_)"},
+        {"kaiming_uniform", 0, 1, 1,
+         "kaiming_uniform[:NONLIN[:PARAM]][:fan_out], bound gain sqrt(3/fan)"},
+        {"torch_linear", 0, 0, 1,
+         "nn.Linear's default: kaiming_uniform a=sqrt(5), bound 1/sqrt(fan_in)"},
+        {"orthogonal", 0, 1, 1,
+         "orthogonal[:GAIN], GAIN x a random orthogonal matrix (orthogonal_)"},
+        {"sigma", 0, 1, 0, "sigma[:S], sigma-init N(0, S^2), S = 0.02 by default [VarDyn]"},
+        {"gamma", 1, 1, 1, "gamma:G, N(0, fan_in^-2G) [SmallInit §4.2], [ComplexCtl §3]"},
+        {"small_init", 0, 0, 1, "N(0, 2/(5d)), d the model width (Nguyen & Salazar 2019)"},
+        {"trunc_lecun", 0, 1, 1,
+         "trunc_lecun[:K], N(0, 1/fan_in) cut at +-K sigma (default 3; OLMo mitchell)"},
+};
+#define NUM_SCHEMES ((int)(sizeof(schemes) / sizeof(schemes[0])))
+
+static int scheme_index(const char* name) {
+    for (int i = 0; i < NUM_SCHEMES; i++)
+        if (strcmp(schemes[i].name, name) == 0) return i;
+    return -1;
+}
+
+
+static int scheme_needs_fans(const char* name) { return schemes[scheme_index(name)].fans; }
 
 #define OUT_DIR_MAX 3800     // -o's length: file names inside it go into 4096-byte buffers
 
@@ -4046,7 +4415,11 @@ static void options_default(Options* o) {
     o->bias = o->tie = o->gate = -1;
     o->L = 4; o->C = 128; o->H = 4;
     o->B = 12; o->T = 64; o->micro = 1; o->steps = 2000; o->seed = 1337;
-    o->val_every = 250; o->val_batches = 20; o->sample_every = 0; o->sample_len = 200; o->ckpt_every = 500;
+    o->val_every = 250;
+    o->val_batches = 20;
+    o->sample_every = 0;
+    o->sample_len = 200;
+    o->ckpt_every = 500;
     o->gamma = -1.0;
     o->resid_scale = -1;
     o->eps = 1e-5f;
@@ -4063,85 +4436,109 @@ static void usage(void) {
            "data and output\n"
            "  -i FILE   training data: byte text, or an llm.c uint16 token shard (default %s)\n"
            "  -j FILE   validation data (default %s)\n"
-           "  -o DIR    output dir, made with its parents: DIR/log.jsonl, checkpoints DIR/ckpt_STEP.bin\n"
+           "  -o DIR    output dir, made with its parents: DIR/log.jsonl, checkpoints "
+           "DIR/ckpt_STEP.bin\n"
            "  -y FILE   resume from this checkpoint (the model flags must match it)\n"
-           "  --decode FILE  decode table for token shards (default: beside -i, PREFIX_decode.bin)\n"
-           "  --load-llmc FILE  start from the weights of an llm.c model file (gpt2 preset; AdamW from 0)\n"
-           "  --save-llmc FILE  after the run, write the weights as an llm.c model file (-x 0: the init)\n"
+           "  --decode FILE  decode table for token shards (default: beside -i, "
+           "PREFIX_decode.bin)\n"
+           "  --load-llmc FILE  start from the weights of an llm.c model file (gpt2 preset; AdamW "
+           "from 0)\n"
+           "  --save-llmc FILE  after the run, write the weights as an llm.c model file (-x 0: the "
+           "init)\n"
            "model\n"
            "  -a NAME   preset: gpt2 (LayerNorm, GELU, learned positions, biases, tied head)\n"
            "            or llama (RMSNorm, SwiGLU, RoPE, no biases, untied head) (default %s)\n"
-           "  -L N      blocks (default %d)    -C N  width d (default %d)    -H N  heads (default %d)\n"
+           "  -L N      blocks (default %d)    -C N  width d (default %d)    -H N  heads (default "
+           "%d)\n"
            "  -K N      key/value heads, divides -H (default: = heads)\n"
            "  -F N      MLP hidden width (default 4 x width)\n"
            "  -T N      longest sequence the model takes (default: = -t)\n"
            "  -V N      vocabulary of token shards (default 50257; byte text is always 256)\n"
            "  -G 0|1    gated attention, [SmallInit eqs. 3-4] (default 0)\n"
            "  -e EPS    norm eps inside the square root, [SmallInit eqs. 1-2] (default %g)\n"
-           "  --norm layernorm|rmsnorm  --mlp gelu|swiglu  --pos learned|rope  --bias 0|1  --tie 0|1\n"
+           "  --norm layernorm|rmsnorm  --mlp gelu|swiglu  --pos learned|rope  --bias 0|1  --tie "
+           "0|1\n"
            "            override one switch of the preset\n"
            "  --rope-theta X  RoPE base (default %g)\n"
            "initialization (doc/initializers.md; the recipes and schemes are listed below)\n"
-           "  -I SPEC   RECIPE_OR_SCHEME[,GROUP=SCHEME...] (default %s): the scheme applies to every\n"
-           "            weight group, GROUP=SCHEME overrides one group; norms start at 1, biases at 0\n"
+           "  -I SPEC   RECIPE_OR_SCHEME[,GROUP=SCHEME...] (default %s): the scheme applies to "
+           "every\n"
+           "            weight group, GROUP=SCHEME overrides one group; norms start at 1, biases "
+           "at 0\n"
            "            unless overridden. Groups: emb pos qkv gate out up down head norm bias\n"
-           "  -g G      gamma-init, = -I gamma:G [SmallInit §4.2]: N(0, fan_in^-2G), wte/wpe (n, d): d^-2G\n"
+           "  -g G      gamma-init, = -I gamma:G [SmallInit §4.2]: N(0, fan_in^-2G), wte/wpe (n, "
+           "d): d^-2G\n"
            "  --resid-scale 0|1  multiply attn.wo and mlp.wdown by 1/sqrt(2L), with any scheme\n"
            "            (default: as the recipe says; 0 also turns off a recipe's depth factors)\n"
            "  --mup-base N  muP's base width, width_mult = C/N (default %d; needs -I mup)\n"
-           "  --init-report 1  print every tensor's scheme, expected and measured statistics and the\n"
+           "  --init-report 1  print every tensor's scheme, expected and measured statistics and "
+           "the\n"
            "            blocks' variance ratios on one batch, then exit without training\n"
            "  -r SEED   seed of initialization, data order and sampling (default %d)\n"
            "training\n"
            "  -b N      batch size (default %d)    -t N  sequence length (default %d)\n"
-           "  -d N      tokens per update (default B x T): N / (B x T) micro-batches of B x T, whose\n"
-           "            gradients are averaged before each AdamW step (gradient accumulation, as llm.c's -d)\n"
+           "  -d N      tokens per update (default B x T): N / (B x T) micro-batches of B x T, "
+           "whose\n"
+           "            gradients are averaged before each AdamW step (gradient accumulation, as "
+           "llm.c's -d)\n"
            "  -x N      steps (default %d)\n"
            "  -l LR     peak learning rate (default %g)   -u N  warmup steps (default %d)\n"
            "  -q F      cosine floor as a fraction of the peak (default %g)\n"
-           "  -c L      decoupled weight decay lambda, [ComplexCtl eq. 1] (default %g); applies to\n"
-           "            weight matrices only: not to norms, biases, or wte/wpe unless --decay-emb 1\n"
+           "  -c L      decoupled weight decay lambda, [ComplexCtl eq. 1] (default %g); applies "
+           "to\n"
+           "            weight matrices only: not to norms, biases, or wte/wpe unless --decay-emb "
+           "1\n"
            "  --decay-emb 0|1  decay the embeddings too (default 0)\n"
            "  -z X      clip the global gradient norm at X, 0 = off (default %g)\n"
            "  --beta1 X --beta2 X --adam-eps X  AdamW constants (default %g %g %g)\n"
            "evaluation\n"
-           "  -v N      validation loss every N steps (default %d)   -m N  batches of it (default %d)\n"
+           "  -v N      validation loss every N steps (default %d)   -m N  batches of it (default "
+           "%d)\n"
            "  -s N      sample every N steps, 0 = only at the end (default %d)\n"
            "  -S N      sample length in tokens (default %d)\n"
            "  -n N      checkpoint every N steps when -o is given (default %d; always at the end,\n"
            "            and with -x 0 at step 0)\n"
            "  -h        this help\n"
            "threads: OMP_NUM_THREADS. Same seed, flags and thread count give the same losses.\n",
-           d.train_path, d.val_path, d.preset, d.L, d.C, d.H, (double)d.eps, (double)d.rope_theta, d.init,
-           MUP_BASE_DEFAULT, d.seed, d.B, d.T, d.steps, (double)d.opt.lr, d.opt.warmup, (double)d.opt.lr_floor,
-           (double)d.opt.weight_decay, (double)d.opt.clip, (double)d.opt.beta1, (double)d.opt.beta2,
-           (double)d.opt.adam_eps, d.val_every, d.val_batches, d.sample_every, d.sample_len, d.ckpt_every);
+           d.train_path, d.val_path, d.preset, d.L, d.C, d.H, (double)d.eps, (double)d.rope_theta,
+           d.init, MUP_BASE_DEFAULT, d.seed, d.B, d.T, d.steps, (double)d.opt.lr, d.opt.warmup,
+           (double)d.opt.lr_floor, (double)d.opt.weight_decay, (double)d.opt.clip,
+           (double)d.opt.beta1, (double)d.opt.beta2, (double)d.opt.adam_eps, d.val_every,
+           d.val_batches, d.sample_every, d.sample_len, d.ckpt_every);
     printf("-I recipes\n");
     for (int i = 0; i < NUM_RECIPES; i++) printf("  %-15s %s\n", recipes[i].name, recipes[i].help);
-    printf("-I schemes (fan_in = columns, fan_out = rows of a (out, in) weight; PyTorch's nn.init, bit for bit)\n");
+    printf("-I schemes (fan_in = columns, fan_out = rows of a (out, in) weight; PyTorch's nn.init, "
+           "bit for bit)\n");
     for (int i = 0; i < NUM_SCHEMES; i++) printf("  %-15s %s\n", schemes[i].name, schemes[i].help);
-    printf("  kaiming NONLIN: linear sigmoid tanh relu (default) leaky_relu selu gelu silu; PARAM: leaky_relu's slope\n");
+    printf("  kaiming NONLIN: linear sigmoid tanh relu (default) leaky_relu selu gelu silu; PARAM: "
+           "leaky_relu's slope\n");
     printf("probes (doc/probes.md; they do not change training, except --spike-skip 1)\n"
-           "  -p N      run the probes at step 0 and every N steps, into DIR/log.jsonl (default 0 = off)\n"
-           "  --probes LIST  comma-separated subset (default all): act grad weight normscale resflow\n"
-           "            sink rank condense embcos gradact attnlogit sat spike (spike: every step);\n"
+           "  -p N      run the probes at step 0 and every N steps, into DIR/log.jsonl (default 0 "
+           "= off)\n"
+           "  --probes LIST  comma-separated subset (default all): act grad weight normscale "
+           "resflow\n"
+           "            sink rank condense embcos gradact attnlogit sat spike (spike: every "
+           "step);\n"
            "            not in all: hist (histograms per layer), coord (see --coord-check)\n"
-           "  --cossim-dump NAME  at every probe step write the row cosine matrix C(W) of tensor NAME\n"
+           "  --cossim-dump NAME  at every probe step write the row cosine matrix C(W) of tensor "
+           "NAME\n"
            "            (e.g. h.0.attn.wq) to DIR/cossim_NAME_stepSTEP.bin\n"
            "  --dump-token-losses FILE  after training, write target, loss and p(target) of every\n"
            "            position of the -m validation batches to FILE (CSV)\n"
-           "  --spike-z Z      the spike probe flags a loss or grad-norm z-score above Z (default %g)\n"
+           "  --spike-z Z      the spike probe flags a loss or grad-norm z-score above Z (default "
+           "%g)\n"
            "  --spike-skip 0|1 skip the update of a flagged step (default 0)\n"
            "  --coord-check 0|1  muP coordinate check: train --coord-steps steps at each width of\n"
-           "            --coord-widths (other flags as given), log mean |x| per sublayer, print a table\n"
+           "            --coord-widths (other flags as given), log mean |x| per sublayer, print a "
+           "table\n"
            "  --coord-widths LIST (default %s)   --coord-steps N (default %d)\n",
            (double)d.probe.spike_z, d.probe.coord_widths, d.probe.coord_steps);
 }
 
-// ---- initializer text: schemes (section 6) and -I ----------------------------------------------
-// The numbers a scheme takes, in the ranges where torch's call is defined: a std, bound or gain that
-// torch would refuse (normal_ with std < 0, uniform_ with a > b), and sparse's fraction, which sizes
-// a count of zeros per column, are refused here rather than drawn from.
+// ---- initializer text: schemes (section 3) and -I ----------------------------------------------
+// The numbers a scheme takes, in the ranges where torch's call is defined: a std, bound or gain
+// that torch would refuse (normal_ with std < 0, uniform_ with a > b), and sparse's fraction, which
+// sizes a count of zeros per column, are refused here rather than drawn from.
 static void scheme_check_ranges(const Scheme* s) {
     const char* n = s->name;
     const double* a = s->arg;
@@ -4150,14 +4547,19 @@ static void scheme_check_ranges(const Scheme* s) {
     if (!strcmp(n, "normal") && k && a[k - 1] < 0) bad = "the std must be >= 0";
     if (!strcmp(n, "uniform") && k == 1 && a[0] < 0) bad = "the bound A of U(-A, A) must be >= 0";
     if (!strcmp(n, "uniform") && k == 2 && a[0] > a[1]) bad = "U(A, B) needs A <= B";
-    if ((!strcmp(n, "trunc_normal") || !strcmp(n, "trunc_sigma") || !strcmp(n, "sigma")) && k && a[0] < 0) bad = "the std must be >= 0";
+    if ((!strcmp(n, "trunc_normal") || !strcmp(n, "trunc_sigma") || !strcmp(n, "sigma")) && k &&
+        a[0] < 0)
+        bad = "the std must be >= 0";
     if (!strcmp(n, "trunc_normal") && k == 3 && !(a[1] < a[2])) bad = "the bounds need A < B";
-    if ((!strcmp(n, "trunc_sigma") && k == 2 && !(a[1] > 0)) || (!strcmp(n, "trunc_lecun") && k && !(a[0] > 0)))
+    if ((!strcmp(n, "trunc_sigma") && k == 2 && !(a[1] > 0)) ||
+        (!strcmp(n, "trunc_lecun") && k && !(a[0] > 0)))
         bad = "the cut K must be > 0";
-    if (!strcmp(n, "sparse") && !(a[0] >= 0 && a[0] <= 1)) bad = "the fraction of zeros must be in [0, 1]";
+    if (!strcmp(n, "sparse") && !(a[0] >= 0 && a[0] <= 1))
+        bad = "the fraction of zeros must be in [0, 1]";
     if (!strcmp(n, "sparse") && k == 2 && a[1] < 0) bad = "the std must be >= 0";
     if (!strncmp(n, "xavier_", 7) && k && a[0] < 0) bad = "the gain must be >= 0";
-    if (!strcmp(n, "gamma") && !(a[0] >= 0 && a[0] <= 10)) bad = "the rate G must be in [0, 10], as for -g";
+    if (!strcmp(n, "gamma") && !(a[0] >= 0 && a[0] <= 10))
+        bad = "the rate G must be in [0, 10], as for -g";
     if (bad) fatal("initializer '%s': %s", s->text, bad);
 }
 
@@ -4230,13 +4632,17 @@ static void parse_init_text(InitSpec* spec, const char* text, int recipes_on) {
         *eq = 0;
         int g = 0;
         while (g < NUM_GROUPS && strcmp(group_names[g], tok) != 0) g++;
-        if (g == NUM_GROUPS) fatal("unknown parameter group '%s' in -I (groups: emb pos qkv gate out up down head norm bias)", tok);
+        if (g == NUM_GROUPS)
+            fatal("unknown parameter group '%s' in -I (groups: emb pos qkv gate out up down head "
+                  "norm bias)",
+                  tok);
         parse_scheme(&spec->rule[g], eq + 1);
     }
     if (first) fatal("empty -I");
 }
 
-// -I text and -g gamma (>= 0: gamma-init for every matrix and embedding, [SmallInit §4.2]; replaces -I).
+// -I text and -g gamma (>= 0: gamma-init for every matrix and embedding, [SmallInit §4.2]; replaces
+// -I).
 static void parse_init(InitSpec* spec, const char* text, double gamma) {
     memset(spec, 0, sizeof(*spec));
     spec->mup_base = MUP_BASE_DEFAULT;
@@ -4268,7 +4674,8 @@ static double parse_float(const char* flag, const char* v, double lo, double hi)
 }
 
 static const char* parse_choice(const char* flag, const char* v, const char* a, const char* b) {
-    if (strcmp(v, a) != 0 && strcmp(v, b) != 0) fatal("%s must be %s or %s, got '%s'", flag, a, b, v);
+    if (strcmp(v, a) != 0 && strcmp(v, b) != 0)
+        fatal("%s must be %s or %s, got '%s'", flag, a, b, v);
     return v;
 }
 
@@ -4338,24 +4745,32 @@ static void parse_args(Options* o, int argc, char** argv) {
         else if (strcmp(f, "--spike-skip") == 0) o->probe.spike_skip = parse_int(f, v, 0, 1);
         else if (strcmp(f, "--coord-check") == 0) o->probe.coord_check = parse_int(f, v, 0, 1);
         else if (strcmp(f, "--coord-widths") == 0) o->probe.coord_widths = v;
-        else if (strcmp(f, "--coord-steps") == 0) o->probe.coord_steps = parse_int(f, v, 1, 1 << 20);
+        else if (strcmp(f, "--coord-steps") == 0)
+            o->probe.coord_steps = parse_int(f, v, 1, 1 << 20);
         else fatal("unknown flag %s (see -h)", f);
     }
     o->opt.steps = o->steps;
     long batch_tokens = (long)o->B * o->T;
     if (tokens_per_update % batch_tokens)
-        fatal("-d %ld is not a multiple of -b %d x -t %d = %ld tokens", tokens_per_update, o->B, o->T, batch_tokens);
+        fatal("-d %ld is not a multiple of -b %d x -t %d = %ld tokens", tokens_per_update, o->B,
+              o->T, batch_tokens);
     if (tokens_per_update / batch_tokens > 1 << 16)
-        fatal("-d %ld is %ld micro-batches of -b x -t; at most 65536", tokens_per_update, tokens_per_update / batch_tokens);
+        fatal("-d %ld is %ld micro-batches of -b x -t; at most 65536", tokens_per_update,
+              tokens_per_update / batch_tokens);
     o->micro = tokens_per_update ? (int)(tokens_per_update / batch_tokens) : 1;
-    if (o->probe.dump_tokens && o->val_batches == 0) fatal("--dump-token-losses needs validation batches (-m N > 0)");
+    if (o->probe.dump_tokens && o->val_batches == 0)
+        fatal("--dump-token-losses needs validation batches (-m N > 0)");
     if (init_given && o->gamma >= 0.0)
-        fatal("-g and -I together: -g G means -I gamma:G; to combine, write -I gamma:G,GROUP=SCHEME (got -I %s)", init_given);
+        fatal("-g and -I together: -g G means -I gamma:G; to combine, write -I "
+              "gamma:G,GROUP=SCHEME (got -I %s)",
+              init_given);
     if (o->llmc_load && o->resume) fatal("--load-llmc and -y both give the weights; use one");
     if (o->out_dir && strpbrk(o->out_dir, "\"\\\n"))
-        fatal("-o: the path holds a quote, backslash or newline, which the JSON log's strings do not escape");
+        fatal("-o: the path holds a quote, backslash or newline, which the JSON log's strings do "
+              "not escape");
     if (o->out_dir && strlen(o->out_dir) > OUT_DIR_MAX)
-        fatal("-o: the path is %zu characters, longer than %d (the files inside it need room)", strlen(o->out_dir), OUT_DIR_MAX);
+        fatal("-o: the path is %zu characters, longer than %d (the files inside it need room)",
+              strlen(o->out_dir), OUT_DIR_MAX);
 }
 
 // The model configuration the options describe, checked for consistency.
@@ -4372,19 +4787,20 @@ static Config config_from_options(const Options* o, int V) {
     c.rope = o->pos ? strcmp(o->pos, "rope") == 0 : llama;
     c.bias = o->bias >= 0 ? o->bias : !llama;
     c.tied = o->tie >= 0 ? o->tie : !llama;
-    c.gate = o->gate >= 0 ? o->gate : 0;
+    c.attn_gate = o->gate >= 0 ? o->gate : 0;
     c.eps = o->eps;
     c.rope_theta = o->rope_theta;
     if (c.C % c.H) fatal("heads (-H %d) must divide the width (-C %d)", c.H, c.C);
     if (c.H % c.KVH) fatal("key/value heads (-K %d) must divide the heads (-H %d)", c.KVH, c.H);
     if (c.rope && (c.C / c.H) % 2) fatal("RoPE needs an even head size, got %d", c.C / c.H);
-    if (o->T > c.maxT) fatal("sequence length -t %d exceeds the model's maximum -T %d", o->T, c.maxT);
+    if (o->T > c.maxT)
+        fatal("sequence length -t %d exceeds the model's maximum -T %d", o->T, c.maxT);
     c.attn_scale = 1.0f / sqrtf((float)(c.C / c.H));
     c.logit_scale = 1.0f;
     return c;
 }
 
-// -I, -g, --resid-scale and --mup-base into an InitSpec (section 6).
+// -I, -g, --resid-scale and --mup-base into an InitSpec (section 3).
 static void init_spec_from_options(InitSpec* spec, const Options* o) {
     parse_init(spec, o->init, o->gamma);
     if (o->resid_scale >= 0) spec->resid = o->resid_scale ? RESID_SQRT2L : RESID_NONE;
@@ -4392,17 +4808,19 @@ static void init_spec_from_options(InitSpec* spec, const Options* o) {
     if (o->mup_base) spec->mup_base = o->mup_base;
 }
 
-// ---- text out: tokens, the run's header, the JSON-lines log ------------------------------------------
-// Sampling: feed the last T tokens, draw the next from softmax(logits / 1) with the sample generator
-// (the inverse-CDF walk over the 24-bit uniform). The prompt is the first token of the validation data.
-static void sample_text(const Engine* e, Rng* g, const Decoder* dec, int V, int T, int first_tok, int length) {
+// ---- text out: tokens, the run's header, the JSON-lines log -------------------------------------
+// Sampling: feed the last T tokens, draw the next from softmax(logits / 1) with the sample
+// generator (the inverse-CDF walk over the 24-bit uniform). The prompt is the first token of the
+// validation data.
+static void sample_text(Model* m, Rng* g, const Decoder* dec, int T, int first_tok, int length) {
+    int V = m->cfg.V;
     int* ctx = xmalloc((size_t)(length + 1) * sizeof(int));
     ctx[0] = first_tok;
     print_token(dec, first_tok);
     for (int n = 1; n <= length; n++) {
         int start = n > T ? n - T : 0, len = n - start;
-        e->forward(e->ctx, ctx + start, NULL, 1, len);
-        const float* p = e->probs(e->ctx, len - 1, V);
+        model_forward(m, ctx + start, NULL, 1, len);
+        const float* p = model_probs(m, len - 1);
         float u = (rng_u32(g) >> 8) * (1.0f / 16777216.0f), cdf = 0.0f;
         int next = V - 1;
         for (int i = 0; i < V; i++) {
@@ -4424,7 +4842,8 @@ static void decoder_read(Decoder* dec, FILE* f, long size, const char* path) {
     if (fread(h, sizeof(int32_t), 256, f) != 256 || h[0] != 20240328 || h[1] != 2)
         fatal("%s is not a decode table (bad header)", path);
     if (h[2] < 1 || h[2] > 65536 || (long)h[2] > size - (long)sizeof(h))
-        fatal("%s: decode table vocabulary %d does not fit [1, 65536] and the file's %ld bytes", path, h[2], size);
+        fatal("%s: decode table vocabulary %d does not fit [1, 65536] and the file's %ld bytes",
+              path, h[2], size);
     dec->V = h[2];
     dec->piece = xcalloc(dec->V, sizeof(char*));
     for (int i = 0; i < dec->V; i++) {
@@ -4462,7 +4881,8 @@ static void output_file_check(const char* path, const char* flag) {
     struct stat st;
     if (stat(path, &st) == 0) {
         if (!S_ISREG(st.st_mode)) fatal("%s %s is not a regular file", flag, path);
-        if (access(path, W_OK) != 0) fatal("%s %s is not writable (%s)", flag, path, strerror(errno));
+        if (access(path, W_OK) != 0)
+            fatal("%s %s is not writable (%s)", flag, path, strerror(errno));
         return;
     }
     char dir[4096];
@@ -4470,7 +4890,8 @@ static void output_file_check(const char* path, const char* flag) {
     char* slash = strrchr(dir, '/');
     if (slash) slash[slash == dir] = 0;     // "/x" -> "/", "a/b" -> "a"
     else snprintf(dir, sizeof(dir), ".");
-    if (access(dir, W_OK) != 0) fatal("%s %s: cannot write in directory %s (%s)", flag, path, dir, strerror(errno));
+    if (access(dir, W_OK) != 0)
+        fatal("%s %s: cannot write in directory %s (%s)", flag, path, dir, strerror(errno));
 }
 
 // -o DIR is made with its missing parents, as `mkdir -p` would: out/ex/run1 needs no out/ first.
@@ -4480,17 +4901,21 @@ static void output_dir_create(const char* dir) {
     for (char* p = path + 1; *p; p++) {
         if (*p != '/') continue;
         *p = 0;
-        if (mkdir(path, 0755) != 0 && errno != EEXIST) fatal("cannot create output dir %s (%s)", path, strerror(errno));
+        if (mkdir(path, 0755) != 0 && errno != EEXIST)
+            fatal("cannot create output dir %s (%s)", path, strerror(errno));
         *p = '/';
     }
-    if (mkdir(path, 0755) != 0 && errno != EEXIST) fatal("cannot create output dir %s (%s)", dir, strerror(errno));
+    if (mkdir(path, 0755) != 0 && errno != EEXIST)
+        fatal("cannot create output dir %s (%s)", dir, strerror(errno));
     struct stat st;
-    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) fatal("output dir %s is not a directory", dir);
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+        fatal("output dir %s is not a directory", dir);
 }
 
-// DIR (made by output_dir_create): ckpt_*.bin.tmp files that a killed run left are removed (a checkpoint
-// is only ever renamed from one when complete). On a resume into DIR, the log is cut back to the end of
-// the line of the checkpoint it resumes from: the lines after it belong to steps that run again.
+// DIR (made by output_dir_create): ckpt_*.bin.tmp files that a killed run left are removed (a
+// checkpoint is only ever renamed from one when complete). On a resume into DIR, the log is cut
+// back to the end of the line of the checkpoint it resumes from: the lines after it belong to steps
+// that run again.
 static void log_open(Log* lg, const char* dir, const char* resume, int start_step) {
     lg->f = NULL;
     if (!dir) return;
@@ -4498,7 +4923,9 @@ static void log_open(Log* lg, const char* dir, const char* resume, int start_ste
     if (!d) fatal("cannot open output dir %s (%s)", dir, strerror(errno));
     for (struct dirent* de; (de = readdir(d)) != NULL;) {
         size_t n = strlen(de->d_name);
-        if (strncmp(de->d_name, "ckpt_", 5) != 0 || n < 9 || strcmp(de->d_name + n - 8, ".bin.tmp") != 0) continue;
+        if (strncmp(de->d_name, "ckpt_", 5) != 0 || n < 9 ||
+            strcmp(de->d_name + n - 8, ".bin.tmp") != 0)
+            continue;
         char stale[4400];
         snprintf(stale, sizeof(stale), "%s/%s", dir, de->d_name);
         if (unlink(stale) == 0) printf("removed %s, left by an interrupted run\n", stale);
@@ -4516,14 +4943,18 @@ static void log_open(Log* lg, const char* dir, const char* resume, int start_ste
         }
         if (f) fclose(f);
     }
-    if (keep >= 0 && truncate(lg->path, keep) != 0) fatal("cannot cut back log %s (%s)", lg->path, strerror(errno));
-    if (dropped) printf("log %s: %ld lines after step %d's checkpoint removed; those steps run again\n", lg->path, dropped, start_step);
+    if (keep >= 0 && truncate(lg->path, keep) != 0)
+        fatal("cannot cut back log %s (%s)", lg->path, strerror(errno));
+    if (dropped)
+        printf("log %s: %ld lines after step %d's checkpoint removed; those steps run again\n",
+               lg->path, dropped, start_step);
     lg->f = fopen(lg->path, resume ? "a" : "w");
     if (!lg->f) fatal("cannot open log %s (%s)", lg->path, strerror(errno));
 }
 
-// One object per line; fields as printf fragments, e.g. log_event(&lg, "\"step\":%d,\"val_loss\":%.6f", ...).
-// A non-finite number that reaches a line as nan or inf becomes null, so every line is valid JSON.
+// One object per line; fields as printf fragments, e.g. log_event(&lg,
+// "\"step\":%d,\"val_loss\":%.6f", ...). A non-finite number that reaches a line as nan or inf
+// becomes null, so every line is valid JSON.
 static void log_event(Log* lg, const char* fmt, ...) {
     if (!lg->f) return;
     va_list ap, again;
@@ -4537,9 +4968,11 @@ static void log_event(Log* lg, const char* fmt, ...) {
     int ok = fputc('{', lg->f) != EOF, in_string = 0;
     for (char* p = text; *p; p++) {
         in_string ^= *p == '"';                 // the log's strings hold no escaped quotes
-        char* v = p + (!in_string && (*p == ':' || *p == ',' || *p == '['));   // a value starts after these
+        // a value starts after these
+        char* v = p + (!in_string && (*p == ':' || *p == ',' || *p == '['));
         char* w = v + (*v == '-');
-        int token = v != p && (!strncmp(w, "nan", 3) || !strncmp(w, "inf", 3)) && strchr(",]}", w[3] ? w[3] : '}');
+        int token = v != p && (!strncmp(w, "nan", 3) || !strncmp(w, "inf", 3)) &&
+                strchr(",]}", w[3] ? w[3] : '}');
         ok = ok && fputc(*p, lg->f) != EOF;
         if (token) { ok = ok && fputs("null", lg->f) != EOF; p = w + 2; }
     }
@@ -4566,53 +4999,70 @@ static size_t memory_available(void) {
 
 static void memory_check(const Config* c, const Options* o, int host_acts) {
     size_t P = model_param_count(c), MiB = 1 << 20;
-    // activations: the host's (when it runs the model or the probes) and the update's tokens, inputs and
-    // targets of its -d micro-batches (a few KiB, unless -d is very large)
+    // activations: the host's (when it runs the model or the probes) and the update's tokens,
+    // inputs and targets of its -d micro-batches (a few KiB, unless -d is very large)
     double tokens = 2.0 * o->micro * o->B * o->T * sizeof(int);
-    double params = 4.0 * P * sizeof(float), acts = (host_acts ? (double)acts_bytes(c, o->B, o->T) : 0.0) + tokens;
-    double probes = o->probe.every ? (double)P * sizeof(float) + (double)(c->L + 1) * o->B * o->T * c->C * sizeof(float) : 0.0;
+    double params = 4.0 * P * sizeof(float),
+           acts = (host_acts ? (double)acts_bytes(c, o->B, o->T) : 0.0) + tokens;
+    double probes = o->probe.every
+            ? (double)P * sizeof(float) + (double)(c->L + 1) * o->B * o->T * c->C * sizeof(float)
+            : 0.0;
     double total = params + acts + probes;
     size_t avail = memory_available();
-    printf("memory: %.1f MiB (parameters, gradients and AdamW moments %.1f MiB, activations %.1f MiB, probes %.1f MiB)",
+    printf("memory: %.1f MiB (parameters, gradients and AdamW moments %.1f MiB, activations %.1f "
+           "MiB, probes %.1f MiB)",
            total / MiB, params / MiB, acts / MiB, probes / MiB);
     if (avail) printf(" of %zu MiB available", avail / MiB);
     printf("\n");
     if (avail && total > (double)avail)
-        fatal("the run needs about %.0f MiB but %zu MiB are available: use a smaller model, -b or -t", total / MiB, avail / MiB);
+        fatal("the run needs about %.0f MiB but %zu MiB are available: use a smaller model, -b or "
+              "-t",
+              total / MiB, avail / MiB);
 }
 
-static void run_header(Run* r, const Engine* e) {
+static void run_header(Run* r) {
+    const char* device = model_device(&r->model);
     const Options* o = &r->o;
     const Config* c = &r->model.cfg;
     int threads = thread_count();
     printf("model: %s preset, L=%d C=%d H=%d KVH=%d F=%d V=%d maxT=%d, %s, %s, %s%s%s, eps=%g\n",
-           o->preset, c->L, c->C, c->H, c->KVH, c->F, c->V, c->maxT, c->rmsnorm ? "RMSNorm" : "LayerNorm",
-           c->swiglu ? "SwiGLU" : "GELU", c->rope ? "RoPE" : "learned positions", c->tied ? ", tied head" : "",
-           c->gate ? ", gated attention" : "", (double)c->eps);
+           o->preset, c->L, c->C, c->H, c->KVH, c->F, c->V, c->maxT,
+           c->rmsnorm ? "RMSNorm" : "LayerNorm", c->swiglu ? "SwiGLU" : "GELU",
+           c->rope ? "RoPE" : "learned positions", c->tied ? ", tied head" : "",
+           c->attn_gate ? ", gated attention" : "", (double)c->eps);
     char accum[64] = "";
-    if (o->micro > 1) snprintf(accum, sizeof(accum), " x %d micro-batches (%ld tokens per update)", o->micro, (long)o->micro * o->B * o->T);
-    printf("parameters: %zu | data: %s %zu tokens, val %zu tokens | B=%d T=%d%s steps=%d | %s, %d threads\n",
-           r->model.num_params, r->train.is_shard ? "token shard" : "bytes", r->train.n, r->val.n, o->B, o->T,
-           accum, o->steps, e->device, threads);
+    if (o->micro > 1)
+        snprintf(accum, sizeof(accum), " x %d micro-batches (%ld tokens per update)", o->micro,
+                 (long)o->micro * o->B * o->T);
+    printf("parameters: %zu | data: %s %zu tokens, val %zu tokens | B=%d T=%d%s steps=%d | %s, %d "
+           "threads\n",
+           r->model.num_params, r->train.is_shard ? "token shard" : "bytes", r->train.n, r->val.n,
+           o->B, o->T, accum, o->steps, device, threads);
     printf("init: %s, residual scaling %s%s, seed %d\n", r->spec.first, resid_names[r->spec.resid],
            r->spec.mup ? ", muP" : "", o->seed);
     if (o->resume) printf("resumed from %s at step %d\n", o->resume, r->start_step);
-    log_event(&r->lg, "\"event\":\"config\",\"preset\":\"%s\",\"L\":%d,\"C\":%d,\"H\":%d,\"KVH\":%d,\"F\":%d,"
-              "\"V\":%d,\"T\":%d,\"B\":%d,\"micro_batches\":%d,\"steps\":%d,\"lr\":%g,\"weight_decay\":%g,\"eps\":%g,\"gamma\":%g,\"init\":\"%s\","
-              "\"gate\":%d,\"seed\":%d,\"params\":%zu,\"device\":\"%s\",\"threads\":%d,\"start_step\":%d,\"ln_V\":%.6f",
-              o->preset, c->L, c->C, c->H, c->KVH, c->F, c->V, o->T, o->B, o->micro, o->steps, (double)o->opt.lr,
-              (double)o->opt.weight_decay, (double)c->eps, o->gamma, o->init, c->gate, o->seed, r->model.num_params,
-              e->device, threads, r->start_step, log((double)c->V));
+    log_event(
+            &r->lg,
+            "\"event\":\"config\",\"preset\":\"%s\",\"L\":%d,\"C\":%d,\"H\":%d,\"KVH\":%d,\"F\":%d,"
+            "\"V\":%d,\"T\":%d,\"B\":%d,\"micro_batches\":%d,\"steps\":%d,\"lr\":%g,\"weight_"
+            "decay\":%g,\"eps\":%g,\"gamma\":%g,\"init\":\"%s\","
+            "\"gate\":%d,\"seed\":%d,\"params\":%zu,\"device\":\"%s\",\"threads\":%d,\"start_"
+            "step\":%d,\"ln_V\":%.6f",
+            o->preset, c->L, c->C, c->H, c->KVH, c->F, c->V, o->T, o->B, o->micro, o->steps,
+            (double)o->opt.lr, (double)o->opt.weight_decay, (double)c->eps, o->gamma, o->init,
+            c->attn_gate, o->seed, r->model.num_params, device, threads, r->start_step,
+            log((double)c->V));
 }
 
 // ---- --init-report ----------------------------------------------------------------------------
 // --init-report: [InitFP §6.1]'s table of every tensor (expected against measured statistics), then
 // each block's effect on the residual stream's variance for one batch, Var(out)/Var(in), with a
-// warning outside [0.5, 2]. It flags the symmetry trap of [InitGuide ch. 7]: when the MLP's hidden units
-// all have the same incoming weights (rows of up/gate, and biases) and the same outgoing weights
-// (columns of down), they compute the same thing, receive the same gradient, and no step can ever
-// separate them: the layer acts as one unit (-I zeros shows it). Equal rows alone are harmless when
-// the units' gradients differ, e.g. a zero readout or zero out/down projections (zero_resid, muP).
+// warning outside [0.5, 2]. It flags the symmetry trap of [InitGuide ch. 7]: when the MLP's hidden
+// units all have the same incoming weights (rows of up/gate, and biases) and the same outgoing
+// weights (columns of down), they compute the same thing, receive the same gradient, and no step
+// can ever separate them: the layer acts as one unit (-I zeros shows it). Equal rows alone are
+// harmless when the units' gradients differ, e.g. a zero readout or zero out/down projections
+// (zero_resid, muP).
 static int columns_equal(const float* w, int rows, int cols) {
     for (int r = 0; r < rows; r++)
         for (int k = 1; k < cols; k++)
@@ -4624,8 +5074,8 @@ static void init_report(Model* m, const InitSpec* spec, const int* tokens, int B
     const Config* c = &m->cfg;
     printf("init: %s, residual scaling %s%s; L=%d C=%d\n", spec->first, resid_names[spec->resid],
            spec->mup ? ", muP" : "", c->L, c->C);
-    printf("%-18s %-10s %-30s %6s %10s | %10s %10s %10s %10s\n", "tensor", "shape", "scheme", "lr x",
-           "expect std", "mean", "std", "min", "max");
+    printf("%-18s %-10s %-30s %6s %10s | %10s %10s %10s %10s\n", "tensor", "shape", "scheme",
+           "lr x", "expect std", "mean", "std", "min", "max");
     int symmetric = 0;
     for (int i = 0; i < m->num_tensors; i++) {
         const Tensor* t = &m->tensors[i];
@@ -4639,26 +5089,32 @@ static void init_report(Model* m, const InitSpec* spec, const int* tokens, int B
         if (f != 1.0) snprintf(desc, sizeof(desc), "%s x%.4g", sc.text, f);
         else snprintf(desc, sizeof(desc), "%s", sc.text);
         Stats st = stats_of(w, NULL, (long)t->numel);
-        printf("%-18s %-10s %-30.30s %6.4g %10.4g | %10.3e %10.4g %10.4g %10.4g\n", t->name, shape, desc,
-               (double)t->lr_mult, dist_std(&d, t->rows, t->cols), st.mean, st.std, st.min, st.max);
+        printf("%-18s %-10s %-30.30s %6.4g %10.4g | %10.3e %10.4g %10.4g %10.4g\n", t->name, shape,
+               desc, (double)t->lr_mult, dist_std(&d, t->rows, t->cols), st.mean, st.std, st.min,
+               st.max);
     }
-    // the MLP's hidden units: rows of up (and gate, and their biases) = columns of down (transposed)
+    // the MLP's hidden units: rows of up (and gate, and their biases) = columns of down
+    // (transposed)
     for (int l = 0; l < c->L; l++) {
         int equal = columns_equal(param_of(m, K_WDOWN, l), c->C, c->F);
         int in_kinds[4] = {K_WUP, K_BUP, K_WGATE, K_BGATE};
         for (int k = 0; k < 4 && equal; k++) {
             const float* w = param_of(m, in_kinds[k], l);
             int cols = in_kinds[k] == K_WUP || in_kinds[k] == K_WGATE ? c->C : 1;
-            for (int r = 1; w && r < c->F && equal; r++) equal = !memcmp(w, w + (size_t)r * cols, cols * sizeof(float));
+            for (int r = 1; w && r < c->F && equal; r++)
+                equal = !memcmp(w, w + (size_t)r * cols, cols * sizeof(float));
         }
         if (equal) {
-            printf("warning: h.%d.mlp: all %d hidden units have identical weights in and out: they get identical "
-                   "gradients and stay identical [InitGuide ch. 7]\n", l, c->F);
+            printf("warning: h.%d.mlp: all %d hidden units have identical weights in and out: they "
+                   "get identical "
+                   "gradients and stay identical [InitGuide ch. 7]\n",
+                   l, c->F);
             symmetric++;
         }
     }
     if (spec->mup)
-        printf("muP: attention scale %.6g (1/d_head), logit multiplier %.6g (1/width_mult, base width %d)\n",
+        printf("muP: attention scale %.6g (1/d_head), logit multiplier %.6g (1/width_mult, base "
+               "width %d)\n",
                (double)c->attn_scale, (double)c->logit_scale, spec->mup_base);
     model_forward(m, tokens, NULL, B, T);
     long n = (long)B * T * c->C, stride = (long)m->B * m->T * c->C;
@@ -4666,20 +5122,31 @@ static void init_report(Model* m, const InitSpec* spec, const int* tokens, int B
     printf("%-8s %12s %12s %10s\n", "block", "Var(in)", "Var(out)", "out/in");
     int warned = 0;
     for (int l = 0; l < c->L; l++) {
-        Stats a = stats_of(m->a.res + l * stride, NULL, n), b = stats_of(m->a.res + (l + 1) * stride, NULL, n);
+        Stats a = stats_of(m->a.res + l * stride, NULL, n),
+              b = stats_of(m->a.res + (l + 1) * stride, NULL, n);
         double ratio = (b.std * b.std) / (a.std * a.std);
         int off = !(ratio >= 0.5 && ratio <= 2.0);
         warned += off;
         printf("h.%-6d %12.4e %12.4e %10.4g%s\n", l, a.std * a.std, b.std * b.std, ratio,
-               a.std == 0.0 ? "   warning: the stream is exactly 0" : off ? "   warning: outside [0.5, 2]" : "");
+               a.std == 0.0  ? "   warning: the stream is exactly 0"
+                       : off ? "   warning: outside [0.5, 2]"
+                             : "");
     }
     if (warned) printf("warning: %d of %d blocks outside [0.5, 2]\n", warned, c->L);
-    if (symmetric) printf("warning: %d of %d MLPs are symmetric: each trains as a single hidden unit\n", symmetric, c->L);
+    if (symmetric)
+        printf("warning: %d of %d MLPs are symmetric: each trains as a single hidden unit\n",
+               symmetric, c->L);
 }
 
+// ============================================================================================
+// 11. Checkpoints and llm.c model files
+// ============================================================================================
+
 // ---- checkpoints (format: doc/checkpoint.md) ----------------------------------------------------
-// header: "IGPTCKPT", int32 version, int32 step, Config, Rng data_rng, Rng sample_rng, uint64 num_params,
-//         the spike probe's two Ema, uint32 CRC-32, uint32 0; then params, AdamW m, AdamW v as float32.
+// header: "IGPTCKPT", int32 version, int32 step, Config, Rng data_rng, Rng sample_rng, uint64
+// num_params,
+//         the spike probe's two Ema, uint32 CRC-32, uint32 0; then params, AdamW m, AdamW v as
+//         float32.
 #define CKPT_MAGIC "IGPTCKPT"
 #define CKPT_VERSION 2
 typedef struct {
@@ -4693,7 +5160,8 @@ typedef struct {
     uint32_t crc;           // CRC-32 of the whole file, computed with this field 0
     uint32_t zero;
 } CkptHeader;
-typedef char ckpt_header_is_5176_bytes[sizeof(CkptHeader) == 5176 ? 1 : -1];   // the layout doc/checkpoint.md gives
+// the layout doc/checkpoint.md gives
+typedef char ckpt_header_is_5176_bytes[sizeof(CkptHeader) == 5176 ? 1 : -1];
 
 // CRC-32 as zlib, gzip and PNG compute it (reflected polynomial 0xEDB88320), so Python's zlib.crc32
 // checks a file independently; eight bytes per step through eight tables (about 2 GB/s).
@@ -4706,15 +5174,20 @@ static uint32_t crc32_update(uint32_t crc, const void* data, size_t n) {
             crc_table[0][i] = c;
         }
         for (int i = 0; i < 256; i++)
-            for (int t = 1; t < 8; t++) crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
+            for (int t = 1; t < 8; t++)
+                crc_table[t][i] =
+                        (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
     }
     const unsigned char* p = (const unsigned char*)data;
     crc = ~crc;
     for (; n >= 8; p += 8, n -= 8) {
-        uint32_t lo = (p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24) ^ crc;
+        uint32_t lo =
+                (p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24) ^ crc;
         uint32_t hi = p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
-        crc = crc_table[7][lo & 0xFF] ^ crc_table[6][lo >> 8 & 0xFF] ^ crc_table[5][lo >> 16 & 0xFF] ^ crc_table[4][lo >> 24] ^
-              crc_table[3][hi & 0xFF] ^ crc_table[2][hi >> 8 & 0xFF] ^ crc_table[1][hi >> 16 & 0xFF] ^ crc_table[0][hi >> 24];
+        crc = crc_table[7][lo & 0xFF] ^ crc_table[6][lo >> 8 & 0xFF] ^
+                crc_table[5][lo >> 16 & 0xFF] ^ crc_table[4][lo >> 24] ^ crc_table[3][hi & 0xFF] ^
+                crc_table[2][hi >> 8 & 0xFF] ^ crc_table[1][hi >> 16 & 0xFF] ^
+                crc_table[0][hi >> 24];
     }
     while (n--) crc = crc_table[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
     return ~crc;
@@ -4723,7 +5196,7 @@ static uint32_t crc32_update(uint32_t crc, const void* data, size_t n) {
 // The first parameter or AdamW moment that is NaN or inf, named ("h.0.attn.wq holds nan in its
 // weights"); 0 when all are finite. A checkpoint is only ever written from a finite state.
 static int model_nonfinite(const Model* m, char* what, size_t cap) {
-    const float* arrays[3] = {m->params, m->m, m->v};
+    const float* arrays[3] = {m->params, m->adam_m, m->adam_v};
     const char* names[3] = {"weights", "AdamW first moment", "AdamW second moment"};
     for (int a = 0; a < 3; a++)
         for (int i = 0; i < m->num_tensors; i++) {
@@ -4731,16 +5204,17 @@ static int model_nonfinite(const Model* m, char* what, size_t cap) {
             for (size_t j = 0; j < t->numel; j++) {
                 float x = arrays[a][t->offset + j];
                 if (isfinite(x)) continue;
-                snprintf(what, cap, "%s holds %s in its %s", t->name, isnan(x) ? "nan" : "inf", names[a]);
+                snprintf(what, cap, "%s holds %s in its %s", t->name, isnan(x) ? "nan" : "inf",
+                         names[a]);
                 return 1;
             }
         }
     return 0;
 }
 
-// Files the run writes whole (checkpoints, llm.c model files) go to PATH.tmp, are flushed to disk and
-// renamed: a crash at any moment leaves the previous file or the new one at PATH, never half of one.
-// `what` names the file in messages; ok: every write into f succeeded.
+// Files the run writes whole (checkpoints, llm.c model files) go to PATH.tmp, are flushed to disk
+// and renamed: a crash at any moment leaves the previous file or the new one at PATH, never half of
+// one. `what` names the file in messages; ok: every write into f succeeded.
 static FILE* tmp_open(const char* path, char* tmp, size_t cap, const char* what) {
     snprintf(tmp, cap, "%s.tmp", path);
     FILE* f = fopen(tmp, "wb");
@@ -4756,8 +5230,8 @@ static void tmp_commit(FILE* f, int ok, const char* tmp, const char* path, const
     if (rename(tmp, path) != 0) fatal("cannot rename %s to %s (%s)", tmp, path, strerror(errno));
 }
 
-static void checkpoint_save(const Model* m, const char* path, int step, const Rng* data_rng, const Rng* sample_rng,
-                            const Ema spike[2]) {
+static void checkpoint_save(const Model* m, const char* path, int step, const Rng* data_rng,
+                            const Rng* sample_rng, const Ema spike[2]) {
     CkptHeader h;
     memset(&h, 0, sizeof(h));
     memcpy(h.magic, CKPT_MAGIC, 8);
@@ -4769,24 +5243,30 @@ static void checkpoint_save(const Model* m, const char* path, int step, const Rn
     h.num_params = m->num_params;
     h.spike[0] = spike[0];
     h.spike[1] = spike[1];
-    const float* body[3] = {m->params, m->m, m->v};
+    const float* body[3] = {m->params, m->adam_m, m->adam_v};
     uint32_t crc = crc32_update(0, &h, sizeof(h));
     for (int a = 0; a < 3; a++) crc = crc32_update(crc, body[a], m->num_params * sizeof(float));
     h.crc = crc;
     char tmp[4200];
     FILE* f = tmp_open(path, tmp, sizeof(tmp), "checkpoint");
     int ok = fwrite(&h, sizeof(h), 1, f) == 1;
-    for (int a = 0; a < 3; a++) ok = ok && fwrite(body[a], sizeof(float), m->num_params, f) == m->num_params;
+    for (int a = 0; a < 3; a++)
+        ok = ok && fwrite(body[a], sizeof(float), m->num_params, f) == m->num_params;
     tmp_commit(f, ok, tmp, path, "checkpoint");
 }
 
 // Names the first config field that differs, so the user knows which flag to fix.
 static void config_check_match(const Config* a, const Config* b, const char* path) {
-#define CHECK_FIELD(f, flag) if (a->f != b->f) fatal("checkpoint %s has %s=%g but the flags give %g (%s)", path, #f, (double)a->f, (double)b->f, flag)
+#define CHECK_FIELD(f, flag)                                                                  \
+    if (a->f != b->f)                                                                         \
+        fatal("checkpoint %s has %s=%g but the flags give %g (%s)", path, #f, (double)a->f,   \
+              (double)b->f, flag)
     CHECK_FIELD(V, "vocabulary comes from the data"); CHECK_FIELD(maxT, "-T"); CHECK_FIELD(L, "-L");
     CHECK_FIELD(C, "-C"); CHECK_FIELD(H, "-H"); CHECK_FIELD(KVH, "-K"); CHECK_FIELD(F, "-F");
-    CHECK_FIELD(rmsnorm, "-a/--norm"); CHECK_FIELD(swiglu, "-a/--mlp"); CHECK_FIELD(rope, "-a/--pos");
-    CHECK_FIELD(bias, "-a/--bias"); CHECK_FIELD(tied, "-a/--tie"); CHECK_FIELD(gate, "-G");
+    CHECK_FIELD(rmsnorm, "-a/--norm");
+    CHECK_FIELD(swiglu, "-a/--mlp");
+    CHECK_FIELD(rope, "-a/--pos");
+    CHECK_FIELD(bias, "-a/--bias"); CHECK_FIELD(tied, "-a/--tie"); CHECK_FIELD(attn_gate, "-G");
     CHECK_FIELD(eps, "-e"); CHECK_FIELD(rope_theta, "--rope-theta"); CHECK_FIELD(attn_scale, "muP");
     CHECK_FIELD(logit_scale, "muP");
 #undef CHECK_FIELD
@@ -4795,41 +5275,59 @@ static void config_check_match(const Config* a, const Config* b, const char* pat
 // Every header field in its range before anything is used: a generator index outside [0, 624] would
 // read past the state, a negative step would restart the schedule.
 static void ckpt_header_check(const CkptHeader* h, const Model* m, long size, const char* path) {
-    if (h->version == 1) fatal("checkpoint %s has version 1 (no checksum), which this trainer no longer reads; version %d expected", path, CKPT_VERSION);
-    if (h->version != CKPT_VERSION) fatal("checkpoint %s has version %d, expected %d", path, h->version, CKPT_VERSION);
-    if (h->step < 0 || h->step > (1 << 30)) fatal("checkpoint %s: step %d is outside [0, 2^30] (corrupt header)", path, h->step);
+    if (h->version == 1)
+        fatal("checkpoint %s has version 1 (no checksum), which this trainer no longer reads; "
+              "version %d expected",
+              path, CKPT_VERSION);
+    if (h->version != CKPT_VERSION)
+        fatal("checkpoint %s has version %d, expected %d", path, h->version, CKPT_VERSION);
+    if (h->step < 0 || h->step > (1 << 30))
+        fatal("checkpoint %s: step %d is outside [0, 2^30] (corrupt header)", path, h->step);
     config_check_match(&h->cfg, &m->cfg, path);
     if (h->num_params != m->num_params)
-        fatal("checkpoint %s holds %llu parameters, the model %zu", path, (unsigned long long)h->num_params, m->num_params);
+        fatal("checkpoint %s holds %llu parameters, the model %zu", path,
+              (unsigned long long)h->num_params, m->num_params);
     const Rng* rngs[2] = {&h->data_rng, &h->sample_rng};
     for (int i = 0; i < 2; i++)
-        if (rngs[i]->mti < 0 || rngs[i]->mti > RNG_MT_N || (rngs[i]->has_next_normal & ~1) || !isfinite(rngs[i]->next_normal))
-            fatal("checkpoint %s: the %s generator's state is invalid (mti %d, has_next_normal %d; corrupt header)", path,
-                  i ? "sampling" : "data", rngs[i]->mti, rngs[i]->has_next_normal);
+        if (rngs[i]->mti < 0 || rngs[i]->mti > RNG_MT_N || (rngs[i]->has_next_normal & ~1) ||
+            !isfinite(rngs[i]->next_normal))
+            fatal("checkpoint %s: the %s generator's state is invalid (mti %d, has_next_normal %d; "
+                  "corrupt header)",
+                  path, i ? "sampling" : "data", rngs[i]->mti, rngs[i]->has_next_normal);
     for (int i = 0; i < 2; i++)
-        if (!isfinite(h->spike[i].mean) || !(h->spike[i].var >= 0.0 && isfinite(h->spike[i].var)) || h->spike[i].n < 0)
+        if (!isfinite(h->spike[i].mean) || !(h->spike[i].var >= 0.0 && isfinite(h->spike[i].var)) ||
+            h->spike[i].n < 0)
             fatal("checkpoint %s: the spike probe's statistics are invalid (corrupt header)", path);
     long want = (long)sizeof(CkptHeader) + 3 * (long)(m->num_params * sizeof(float));
-    if (size < want) fatal("checkpoint %s is truncated (%ld bytes, %ld expected)", path, size, want);
-    if (size > want) fatal("checkpoint %s has trailing bytes (%ld bytes, %ld expected)", path, size, want);
+    if (size < want)
+        fatal("checkpoint %s is truncated (%ld bytes, %ld expected)", path, size, want);
+    if (size > want)
+        fatal("checkpoint %s has trailing bytes (%ld bytes, %ld expected)", path, size, want);
 }
 
 // The header, checked, then the body into the model, checked against the CRC. Returns the step.
-static int checkpoint_read(Model* m, FILE* f, long size, const char* path, Rng* data_rng, Rng* sample_rng, Ema spike[2]) {
+static int checkpoint_read(Model* m, FILE* f, long size, const char* path, Rng* data_rng,
+                           Rng* sample_rng, Ema spike[2]) {
     CkptHeader h;
-    if (size < 8 || fread(h.magic, 1, 8, f) != 8 || memcmp(h.magic, CKPT_MAGIC, 8) != 0) fatal("%s is not a checkpoint (bad magic)", path);
-    if (fread((char*)&h + 8, sizeof(h) - 8, 1, f) != 1) fatal("checkpoint %s is truncated (no header)", path);
+    if (size < 8 || fread(h.magic, 1, 8, f) != 8 || memcmp(h.magic, CKPT_MAGIC, 8) != 0)
+        fatal("%s is not a checkpoint (bad magic)", path);
+    if (fread((char*)&h + 8, sizeof(h) - 8, 1, f) != 1)
+        fatal("checkpoint %s is truncated (no header)", path);
     ckpt_header_check(&h, m, size, path);
     uint32_t stored = h.crc;
     h.crc = 0;
     uint32_t crc = crc32_update(0, &h, sizeof(h));
-    float* body[3] = {m->params, m->m, m->v};
+    float* body[3] = {m->params, m->adam_m, m->adam_v};
     for (int a = 0; a < 3; a++) {
-        if (fread(body[a], sizeof(float), m->num_params, f) != m->num_params) fatal("checkpoint %s is truncated", path);
+        if (fread(body[a], sizeof(float), m->num_params, f) != m->num_params)
+            fatal("checkpoint %s is truncated", path);
         crc = crc32_update(crc, body[a], m->num_params * sizeof(float));
     }
-    if (crc != stored) fatal("checkpoint %s is corrupt: its CRC-32 is %08x, the bytes give %08x", path, stored, crc);
-    char what[256];     // a file with a valid CRC from another writer: still never a non-finite state
+    if (crc != stored)
+        fatal("checkpoint %s is corrupt: its CRC-32 is %08x, the bytes give %08x", path, stored,
+              crc);
+    // a file with a valid CRC from another writer: still never a non-finite state
+    char what[256];
     if (model_nonfinite(m, what, sizeof(what))) fatal("checkpoint %s: %s", path, what);
     *data_rng = h.data_rng;
     *sample_rng = h.sample_rng;
@@ -4838,7 +5336,8 @@ static int checkpoint_read(Model* m, FILE* f, long size, const char* path, Rng* 
     return h.step;
 }
 
-static int checkpoint_load(Model* m, const char* path, Rng* data_rng, Rng* sample_rng, Ema spike[2]) {
+static int checkpoint_load(Model* m, const char* path, Rng* data_rng, Rng* sample_rng,
+                           Ema spike[2]) {
     long size;
     FILE* f = open_regular(path, "checkpoint", "", &size);
     int step = checkpoint_read(m, f, size, path, data_rng, sample_rng, spike);
@@ -4847,25 +5346,34 @@ static int checkpoint_load(Model* m, const char* path, Rng* data_rng, Rng* sampl
 }
 
 // ---- llm.c's model file: the GPT-2 preset's weights out and in ----------------------------------
-// 256 int32 (magic 20240326, version 3 = float32, maxT, V, L, heads, C, Vp = V padded to a multiple of
-// 128), then float32 tensors in llm.c's order, each over all layers: wte (Vp rows, the padding 0), wpe,
-// ln1 w, b, qkv w (per layer the rows of wq, wk, wv), qkv b, attention out w, b, ln2 w, b, fc w, b,
-// fc proj w, b, lnf w, b. The GPT-2 preset is llm.c's model (LayerNorm eps 1e-5, tanh GELU, tied head),
-// so the loss of the same weights on the same tokens agrees.
+// 256 int32 (magic 20240326, version 3 = float32, maxT, V, L, heads, C, Vp = V padded to a multiple
+// of 128), then float32 tensors in llm.c's order, each over all layers: wte (Vp rows, the padding
+// 0), wpe, ln1 w, b, qkv w (per layer the rows of wq, wk, wv), qkv b, attention out w, b, ln2 w, b,
+// fc w, b, fc proj w, b, lnf w, b. The GPT-2 preset is llm.c's model (LayerNorm eps 1e-5, tanh
+// GELU, tied head), so the loss of the same weights on the same tokens agrees.
 #define LLMC_MAGIC 20240326
 static const int llmc_order[16][3] = {
-    {K_WTE, -1, -1}, {K_WPE, -1, -1}, {K_LN1W, -1, -1}, {K_LN1B, -1, -1}, {K_WQ, K_WK, K_WV}, {K_BQ, K_BK, K_BV},
-    {K_WO, -1, -1}, {K_BO, -1, -1}, {K_LN2W, -1, -1}, {K_LN2B, -1, -1}, {K_WUP, -1, -1}, {K_BUP, -1, -1},
-    {K_WDOWN, -1, -1}, {K_BDOWN, -1, -1}, {K_LNFW, -1, -1}, {K_LNFB, -1, -1}};
+        {K_WTE, -1, -1},    {K_WPE, -1, -1},    {K_LN1W, -1, -1}, {K_LN1B, -1, -1},
+        {K_WQ, K_WK, K_WV}, {K_BQ, K_BK, K_BV}, {K_WO, -1, -1},   {K_BO, -1, -1},
+        {K_LN2W, -1, -1},   {K_LN2B, -1, -1},   {K_WUP, -1, -1},  {K_BUP, -1, -1},
+        {K_WDOWN, -1, -1},  {K_BDOWN, -1, -1},  {K_LNFW, -1, -1}, {K_LNFB, -1, -1}};
 
 static int llmc_padded_vocab(int V) { return (V + 127) / 128 * 128; }
 
 static void llmc_check(const Config* c, const InitSpec* spec, const char* flag) {
-    const char* bad = c->rmsnorm ? "RMSNorm" : c->swiglu ? "SwiGLU" : c->rope ? "RoPE" : !c->bias ? "no biases"
-                    : !c->tied ? "an untied head" : c->gate ? "gated attention" : c->KVH != c->H ? "grouped key/value heads"
-                    : c->F != 4 * c->C ? "an MLP width other than 4 x width" : c->eps != 1e-5f ? "a norm eps other than 1e-5"
-                    : spec->mup ? "muP's attention and logit scales" : NULL;
-    if (bad) fatal("%s: llm.c's model file holds the gpt2 preset only; this model has %s", flag, bad);
+    const char* bad = c->rmsnorm ? "RMSNorm"
+            : c->swiglu          ? "SwiGLU"
+            : c->rope            ? "RoPE"
+            : !c->bias           ? "no biases"
+            : !c->tied           ? "an untied head"
+            : c->attn_gate       ? "gated attention"
+            : c->KVH != c->H     ? "grouped key/value heads"
+            : c->F != 4 * c->C   ? "an MLP width other than 4 x width"
+            : c->eps != 1e-5f    ? "a norm eps other than 1e-5"
+            : spec->mup          ? "muP's attention and logit scales"
+                                 : NULL;
+    if (bad)
+        fatal("%s: llm.c's model file holds the gpt2 preset only; this model has %s", flag, bad);
 }
 
 // Writes the model to f (save) or reads it from f, tensor by tensor in llm.c's order.
@@ -4879,11 +5387,14 @@ static int llmc_transfer(Model* m, FILE* f, int save) {
                 int kind = llmc_order[e][j];
                 float* p = layered ? param_of(m, kind, l) : m->p[kind];
                 size_t n = m->kind_numel[kind];
-                ok = save ? fwrite(p, sizeof(float), n, f) == n : fread(p, sizeof(float), n, f) == n;
+                ok = save ? fwrite(p, sizeof(float), n, f) == n
+                          : fread(p, sizeof(float), n, f) == n;
             }
-        for (long pad = 0; e == 0 && ok && pad < (long)(llmc_padded_vocab(c->V) - c->V) * c->C; pad++) {
+        for (long pad = 0; e == 0 && ok && pad < (long)(llmc_padded_vocab(c->V) - c->V) * c->C;
+             pad++) {
             float zero = 0.0f;
-            ok = save ? fwrite(&zero, sizeof(float), 1, f) == 1 : fread(&zero, sizeof(float), 1, f) == 1;
+            ok = save ? fwrite(&zero, sizeof(float), 1, f) == 1
+                      : fread(&zero, sizeof(float), 1, f) == 1;
         }
     }
     return ok;
@@ -4904,16 +5415,26 @@ static void llmc_read(Model* m, FILE* f, long size, const char* path) {
     int32_t h[256];
     if (size < (long)sizeof(h) || fread(h, sizeof(h), 1, f) != 1 || h[0] != LLMC_MAGIC)
         fatal("%s is not an llm.c model file (bad magic; expected %d)", path, LLMC_MAGIC);
-    if (h[1] == 5) fatal("llm.c model file %s holds bfloat16 (version 5); only float32 files (version 3) are read", path);
+    if (h[1] == 5)
+        fatal("llm.c model file %s holds bfloat16 (version 5); only float32 files (version 3) are "
+              "read",
+              path);
     if (h[1] != 3) fatal("llm.c model file %s has version %d, expected 3 (float32)", path, h[1]);
     const char* flags[5] = {"-T", "vocabulary comes from the data", "-L", "-H", "-C"};
     int want[5] = {c->maxT, c->V, c->L, c->H, c->C};
     const char* names[5] = {"maxT", "V", "L", "heads", "C"};
     for (int i = 0; i < 5; i++)
-        if (h[2 + i] != want[i]) fatal("llm.c model file %s has %s=%d but the flags give %d (%s)", path, names[i], h[2 + i], want[i], flags[i]);
-    if (h[7] != llmc_padded_vocab(c->V)) fatal("llm.c model file %s has padded vocabulary %d, expected %d", path, h[7], llmc_padded_vocab(c->V));
-    long expect = (long)sizeof(h) + (long)((m->num_params + (size_t)(h[7] - c->V) * c->C) * sizeof(float));
-    if (size != expect) fatal("llm.c model file %s holds %ld bytes, %ld expected (truncated or not this model)", path, size, expect);
+        if (h[2 + i] != want[i])
+            fatal("llm.c model file %s has %s=%d but the flags give %d (%s)", path, names[i],
+                  h[2 + i], want[i], flags[i]);
+    if (h[7] != llmc_padded_vocab(c->V))
+        fatal("llm.c model file %s has padded vocabulary %d, expected %d", path, h[7],
+              llmc_padded_vocab(c->V));
+    long expect = (long)sizeof(h) +
+            (long)((m->num_params + (size_t)(h[7] - c->V) * c->C) * sizeof(float));
+    if (size != expect)
+        fatal("llm.c model file %s holds %ld bytes, %ld expected (truncated or not this model)",
+              path, size, expect);
     if (!llmc_transfer(m, f, 0)) fatal("llm.c model file %s: short read", path);
     char what[256];
     if (model_nonfinite(m, what, sizeof(what))) fatal("llm.c model file %s: %s", path, what);
@@ -4927,12 +5448,251 @@ static void llmc_load(Model* m, const char* path) {
     printf("weights from %s (llm.c model file); AdamW starts from zero\n", path);
 }
 
+// ============================================================================================
+// 12. A run: set-up, the loop's hooks, the end of a run, main
+// ============================================================================================
+
+// Loads the data, builds and initializes the model (or resumes it), opens the output dir and the
+// log, and fills in the Trainer. Everything the flags name is checked first: nothing is written,
+// and nothing large allocated, before the whole run is known to be possible. host_engine: the
+// forward and backward run on this Model.
+static void run_setup(Run* r, int host_engine) {
+    Options* o = &r->o;
+    if (o->opt.warmup > o->steps && o->steps > 0) o->opt.warmup = o->steps;
+    int shard_V = o->V ? o->V : 50257;
+    memset(&r->train, 0, sizeof(r->train));
+    memset(&r->val, 0, sizeof(r->val));
+    memset(&r->dec, 0, sizeof(r->dec));
+    memset(r->spike, 0, sizeof(r->spike));
+    dataset_load(&r->train, o->train_path, shard_V);
+    dataset_load(&r->val, o->val_path, shard_V);
+    if (r->train.is_shard != r->val.is_shard)
+        fatal("-i and -j must both be text or both token shards");
+    int V = r->train.is_shard ? shard_V : 256;
+    if (r->train.is_shard) {
+        char path[4096];
+        const char* p = o->decode_path;
+        if (!p) {   // data/x_train.bin -> data/x_decode.bin
+            snprintf(path, sizeof(path), "%s", o->train_path);
+            char* us = strrchr(path, '_');
+            if (us) {
+                *us = 0;
+                strncat(path, "_decode.bin", sizeof(path) - strlen(path) - 1);
+                p = path;
+            }
+        }
+        if (p && access(p, R_OK) == 0) decoder_load(&r->dec, p);
+    }
+    Config cfg = config_from_options(o, V);
+    if (r->train.n < (size_t)o->T + 2)
+        fatal("training data %s has %zu tokens, fewer than -t %d + 2", o->train_path, r->train.n,
+              o->T);
+    int validating = (o->val_every && o->val_batches) || o->probe.dump_tokens;
+    if (r->val.n < (size_t)o->T + 2 ||
+        (validating && dataset_num_val_batches(&r->val, o->B, o->T) == 0))
+        fatal("validation data %s has %zu tokens, fewer than one batch (-b %d x -t %d + 1)",
+              o->val_path, r->val.n, o->B, o->T);
+    init_spec_from_options(&r->spec, o);
+    int host_acts = host_engine || o->probe.every || o->probe.dump_tokens || o->init_report;
+    memory_check(&cfg, o, host_acts);
+    if (o->llmc_save) llmc_check(&cfg, &r->spec, "--save-llmc");
+    if (o->llmc_load) llmc_check(&cfg, &r->spec, "--load-llmc");
+
+    model_build(&r->model, &cfg);
+    for (int i = 0; i < r->model.num_tensors; i++)
+        if (o->decay_emb &&
+            (r->model.tensors[i].group == G_TOK_EMB || r->model.tensors[i].group == G_POS_EMB))
+            r->model.tensors[i].decay = 1;
+    model_init(&r->model, &r->spec, (uint64_t)o->seed);
+    // the file's weights replace the initializer's
+    if (o->llmc_load) llmc_load(&r->model, o->llmc_load);
+    if (host_acts) acts_alloc(&r->model, o->B, o->T);
+
+    Trainer* tr = &r->tr;
+    tr->inp = xmalloc((size_t)o->micro * o->B * o->T * sizeof(int));
+    tr->tgt = xmalloc((size_t)o->micro * o->B * o->T * sizeof(int));
+
+    rng_seed(&r->data_rng, (uint64_t)o->seed + 1);
+    rng_seed(&r->sample_rng, (uint64_t)o->seed + 2);
+    if (o->init_report) {       // a batch of the training data, the one step 1 would see
+        dataset_random_batch(&r->train, &r->data_rng, tr->inp, tr->tgt, o->B, o->T);
+        init_report(&r->model, &r->spec, tr->inp, o->B, o->T);
+        exit(0);
+    }
+    r->start_step = o->resume
+            ? checkpoint_load(&r->model, o->resume, &r->data_rng, &r->sample_rng, r->spike)
+            : 0;
+    if (o->resume && (r->start_step > o->steps || (r->start_step == o->steps && !o->llmc_save)))
+        fatal("checkpoint %s is at step %d and -x is %d: nothing to train (give -x larger than %d, "
+              "or -x %d with "
+              "--save-llmc to convert it)",
+              o->resume, r->start_step, o->steps, r->start_step, r->start_step);
+    r->probes = probes_new(&o->probe, &r->model, r->train.tok, r->train.n, o->out_dir, r->spike,
+                           probe_log_line, &r->lg);
+    if (o->out_dir) output_dir_create(o->out_dir);      // files written at the end may go in it
+    if (o->probe.dump_tokens) output_file_check(o->probe.dump_tokens, "--dump-token-losses");
+    if (o->llmc_save) output_file_check(o->llmc_save, "--save-llmc");
+    log_open(&r->lg, o->out_dir, o->resume, r->start_step);
+
+    tr->model = &r->model;
+    tr->train = &r->train;
+    tr->data_rng = &r->data_rng;
+    tr->opt = o->opt;
+    tr->B = o->B, tr->T = o->T, tr->micro = o->micro;
+    tr->first_step = r->start_step, tr->steps = o->steps;
+    snprintf(r->last_ckpt, sizeof(r->last_ckpt), "%s", o->resume ? o->resume : "none written");
+    r->last_val = NAN;
+    r->probing = 0;
+}
+
+// The mean loss over the first `batches` validation batches (fixed: consecutive windows from the
+// start of the validation data), on whatever computes the model's forward.
+static double evaluate(Model* m, const Dataset* val, int batches, int B, int T, int* inp,
+                       int* tgt) {
+    int avail = dataset_num_val_batches(val, B, T);
+    if (batches > avail) batches = avail;
+    double sum = 0.0;
+    for (int i = 0; i < batches; i++) {
+        dataset_val_batch(val, i, inp, tgt, B, T);
+        sum += model_forward(m, inp, tgt, B, T);
+    }
+    return batches ? sum / batches : NAN;
+}
+
+// ---- the loop's hooks (train, section 5) --------------------------------------------------------
+// Before step `step` (and once after the last): the validation loss every -v steps, a sample
+// every -s steps and at the end, a checkpoint every -n steps and at the end. -x 0 writes the
+// initialization as a step-0 checkpoint; a resumed run's first validation was logged before.
+static void run_before_step(Run* r, int step) {
+    Options* o = &r->o;
+    Model* m = &r->model;
+    int last = step == o->steps;
+    if (o->val_every && (step % o->val_every == 0 || last) && o->val_batches > 0 &&
+        !(o->resume && step == r->start_step)) {
+        r->last_val = evaluate(m, &r->val, o->val_batches, o->B, o->T, r->tr.inp, r->tr.tgt);
+        printf("step %d | val loss %.6f\n", step, r->last_val);
+        log_event(&r->lg, "\"event\":\"val\",\"step\":%d,\"val_loss\":%.6f", step, r->last_val);
+    }
+    if ((o->sample_every && step % o->sample_every == 0 && step > r->start_step) ||
+        (last && o->sample_len > 0)) {
+        printf("---- sample at step %d ----\n", step);
+        int sample_T = o->T < m->cfg.maxT ? o->T : m->cfg.maxT;
+        sample_text(m, &r->sample_rng, &r->dec, sample_T, r->val.tok[0], o->sample_len);
+        printf("----\n");
+    }
+    if (o->out_dir && (step > r->start_step || (last && !o->resume)) &&
+        (last || (o->ckpt_every && step % o->ckpt_every == 0))) {
+        model_to_host(m);
+        char what[256];
+        if (model_nonfinite(m, what, sizeof(what))) {
+            log_event(&r->lg, "\"event\":\"blowup\",\"step\":%d", step);
+            fatal("after step %d %s: training stopped, checkpoint not written; last good "
+                  "checkpoint: %s",
+                  step, what, r->last_ckpt);
+        }
+        snprintf(r->last_ckpt, sizeof(r->last_ckpt), "%s/ckpt_%06d.bin", o->out_dir, step);
+        checkpoint_save(m, r->last_ckpt, step, &r->data_rng, &r->sample_rng, r->spike);
+        log_event(&r->lg, "\"event\":\"checkpoint\",\"step\":%d,\"path\":\"%s\"", step,
+                  r->last_ckpt);
+    }
+}
+
+// The probes read the host Model's activations and gradients. With an engine, the parameters come
+// back and the host recomputes the probe step's forward and backward on the same micro-batches:
+// probes cost a host step every -p N steps, and nothing when off.
+static void host_recompute(Run* r) {
+    Model* m = &r->model;
+    Engine* e = m->engine;
+    model_to_host(m);
+    m->engine = NULL;
+    compute_gradients(m, r->tr.inp, r->tr.tgt, r->o.B, r->o.T, r->o.micro);
+    m->engine = e;
+}
+
+// After the gradient of step `step`: a NaN or inf loss or norm stops the run (the log says where);
+// the first step's loss is set against ln V; the spike check; the probes of a probe step.
+static int run_inspect(Run* r, int step, float loss, double norm) {
+    Model* m = &r->model;
+    if (!isfinite(loss) || !isfinite(norm)) {
+        log_event(&r->lg, "\"event\":\"blowup\",\"step\":%d", step + 1);
+        fatal("loss is %s (grad norm %s) at step %d: training stopped; last good checkpoint: %s",
+              isnan(loss) ? "nan" : "inf",
+              isnan(norm)           ? "nan"
+                      : isinf(norm) ? "inf"
+                                    : "finite",
+              step + 1, r->last_ckpt);
+    }
+    // the first check of an initialization: a uniform guess over V tokens scores ln V
+    if (step == 0)
+        printf("initial loss %.4f against ln V = %.4f, a uniform prediction's\n", loss,
+               log((double)m->cfg.V));
+    int skip = probe_spike(r->probes, step, loss, norm);
+    r->probing = probes_due(r->probes, step);
+    if (r->probing) {
+        if (m->engine) host_recompute(r);
+        probes_before_update(r->probes, m, step);
+    }
+    return skip;
+}
+
+// After the update: the probes' update-to-weight ratios, then the log's train event.
+static void run_after_step(Run* r, int step, float loss, float lr, double norm, double ms) {
+    if (r->probing) {
+        model_to_host(&r->model);
+        probes_after_update(r->probes, &r->model);
+    }
+    double tok_s = r->o.micro * (double)r->o.B * r->o.T / (ms / 1e3);
+    log_event(&r->lg,
+              "\"event\":\"train\",\"step\":%d,\"train_loss\":%.6f,\"lr\":%.6e,\"grad_norm\":%.6f,"
+              "\"ms\":%.3f,\"tok_s\":%.1f",
+              step + 1, loss, lr, norm, ms, tok_s);
+}
+
+// After the loop: the last validation loss, then the files written at the end, from the host.
+static void run_finish(Run* r) {
+    Options* o = &r->o;
+    Model* m = &r->model;
+    if (isfinite(r->last_val)) printf("final val loss %.6f\n", r->last_val);
+    if (o->probe.dump_tokens || o->llmc_save) model_to_host(m);
+    Engine* e = m->engine;
+    m->engine = NULL;           // the token losses are the host's forward, as with probes
+    if (o->probe.dump_tokens)
+        dump_token_losses(m, &r->val, o->val_batches, o->B, o->T, r->tr.inp, r->tr.tgt,
+                          o->probe.dump_tokens);
+    if (o->llmc_save) llmc_save(m, o->llmc_save);
+    m->engine = e;
+}
+
+static void run_free(Run* r) {
+    if (r->lg.f) fclose(r->lg.f);
+    probes_delete(r->probes);
+    model_free(&r->model);
+    decoder_free(&r->dec);
+    free(r->train.tok);
+    free(r->val.tok);
+    free(r->tr.inp);
+    free(r->tr.tgt);
+}
+
+// One training run on the CPU with the options o: what main does once, and --coord-check per width.
+static void train_on_cpu(const Options* o, void* unused) {
+    (void)unused;
+    Run r;
+    r.o = *o;
+    run_setup(&r, 1);
+    run_header(&r);
+    train(&r.tr, &r);
+    run_finish(&r);
+    run_free(&r);
+}
+
 // ---- the coordinate check ---------------------------------------------------------------------
-// --coord-check ([InitFP §5.6], the protocol of mup's coord check): for every width of --coord-widths,
-// a run of --coord-steps steps with the other flags as given (so -I mup is checked as it trains) and
-// the coord probe at every step. The widths train one after another in this process, each by
-// train(options, ctx) (the CPU or the GPU trainer) into DIR/coord_wWIDTH/log.jsonl (its checkpoint is
-// removed); then the coord lines are collected into DIR/log.jsonl and the table is printed.
+// --coord-check ([InitFP §5.6], the protocol of mup's coord check): for every width of
+// --coord-widths, a run of --coord-steps steps with the other flags as given (so -I mup is checked
+// as it trains) and the coord probe at every step. The widths train one after another in this
+// process, each by train(options, ctx) (the CPU or the GPU trainer) into DIR/coord_wWIDTH/log.jsonl
+// (its checkpoint is removed); then the coord lines are collected into DIR/log.jsonl and the table
+// is printed.
 static void coord_check(const Options* o, void (*train)(const Options* o, void* ctx), void* ctx) {
     if (!o->out_dir) fatal("--coord-check needs -o DIR");
     if (o->resume) fatal("--coord-check trains from initialization; it cannot resume (-y)");
@@ -4961,8 +5721,8 @@ static void coord_check(const Options* o, void (*train)(const Options* o, void* 
         snprintf(ckpt, sizeof(ckpt), "%s/ckpt_%06d.bin", dir, S);
         unlink(ckpt);
     }
-    // the table: width x step x {emb, attn, mlp, logits, gate pre-activation} (attn, mlp, gate: mean
-    // over the layers)
+    // the table: width x step x {emb, attn, mlp, logits, gate pre-activation} (attn, mlp, gate:
+    // mean over the layers)
     Log lg;
     log_open(&lg, o->out_dir, NULL, 0);
     double* tab = xcalloc((size_t)nw * S * 5, sizeof(double));
@@ -4973,23 +5733,32 @@ static void coord_check(const Options* o, void (*train)(const Options* o, void* 
         FILE* f = fopen(path, "r");
         if (!f) fatal("--coord-check: cannot read %s (%s)", path, strerror(errno));
         while (fgets(line, sizeof(line), f)) {
-            char *ps = strstr(line, "\"step\":"), *pt = strstr(line, "\"tensor\":\""), *pv = strstr(line, "\"value\":");
+            char *ps = strstr(line, "\"step\":"), *pt = strstr(line, "\"tensor\":\""),
+                 *pv = strstr(line, "\"value\":");
             if (!strstr(line, "\"probe\":\"coord\"") || !ps || !pt || !pv) continue;
             int step = atoi(ps + 7);
             char name[64] = "";
             sscanf(pt + 10, "%63[^\"]", name);
-            int col = strcmp(name, "emb") == 0 ? 0 : strstr(name, "attn_out") ? 1 : strstr(name, "mlp_out") ? 2
-                    : strstr(name, "gate_pre") ? 4 : 3;
+            int col = strcmp(name, "emb") == 0 ? 0
+                    : strstr(name, "attn_out") ? 1
+                    : strstr(name, "mlp_out")  ? 2
+                    : strstr(name, "gate_pre") ? 4
+                                               : 3;
             gate |= col == 4;
-            if (step >= 0 && step < S) tab[((size_t)i * S + step) * 5 + col] += atof(pv + 8) / (col == 3 || col == 0 ? 1 : o->L);
+            if (step >= 0 && step < S)
+                tab[((size_t)i * S + step) * 5 + col] +=
+                        atof(pv + 8) / (col == 3 || col == 0 ? 1 : o->L);
             line[strcspn(line, "\n")] = 0;
-            log_event(&lg, "%.*s", (int)strlen(line) - 2, line + 1);      // the line without its braces
+            // the line without its braces
+            log_event(&lg, "%.*s", (int)strlen(line) - 2, line + 1);
         }
         fclose(f);
     }
-    printf("coord check: mean |x| at each step (attn, mlp: mean over the %d layers); log in %s/log.jsonl\n",
+    printf("coord check: mean |x| at each step (attn, mlp: mean over the %d layers); log in "
+           "%s/log.jsonl\n",
            o->L, o->out_dir);
-    printf("%5s %6s %11s %11s %11s %11s%s\n", "step", "width", "emb", "attn", "mlp", "logits", gate ? "    gate_pre" : "");
+    printf("%5s %6s %11s %11s %11s %11s%s\n", "step", "width", "emb", "attn", "mlp", "logits",
+           gate ? "    gate_pre" : "");
     for (int s = 0; s < S; s++)
         for (int i = 0; i < nw; i++) {
             const double* r = tab + ((size_t)i * S + s) * 5;
@@ -5001,25 +5770,12 @@ static void coord_check(const Options* o, void (*train)(const Options* o, void* 
     if (lg.f) fclose(lg.f);
 }
 
-// ---- the CPU engine: the host Model itself (section 8 defines Engine) ---------------------------
-// (Model*) casts: the file also compiles as C++ inside train_gpt2.cu
-static float cpu_forward(void* m, const int* inp, const int* tgt, int B, int T) {
-    return model_forward((Model*)m, inp, tgt, B, T);
+#ifndef TRAIN_GPT2_NO_MAIN
+int main(int argc, char** argv) {
+    Options o;
+    parse_args(&o, argc, argv);
+    if (o.probe.coord_check) coord_check(&o, train_on_cpu, NULL);    // every width, then the table
+    else train_on_cpu(&o, NULL);
+    return 0;
 }
-static const float* cpu_probs(void* m, int bt, int V) { return ((Model*)m)->a.logits + (size_t)bt * V; }
-static void cpu_backward(void* m, int B, int T, float dloss, int accumulate) {
-    if (!accumulate) model_zero_grad((Model*)m);
-    kept_begin((Model*)m, B * T);
-    model_backward((Model*)m, B, T, dloss);
-    kept_end();
-}
-static double cpu_grad_norm(void* m) { return grad_norm_kept((Model*)m); }
-static void cpu_update(void* m, const OptConfig* o, float lr, int t, float grad_scale) {
-    adamw_step((Model*)m, o, lr, t, grad_scale);
-    kept.model = NULL;   // the kept sums were of the gradients AdamW has just zeroed
-}
-
-static Engine cpu_engine(Model* m) {
-    return (Engine){"cpu", m, cpu_forward, cpu_probs, cpu_backward, cpu_grad_norm, cpu_update, NULL};
-}
-
+#endif

@@ -1376,16 +1376,17 @@ typedef struct { size_t offset; float lr_mult; int decay; } AdamwTensor;
 // Device mirrors of Acts (train_gpt2.c section 3), the same shapes, plus what the kernels need.
 typedef struct {
     // att is not Acts' [L, B, H, T, T] probabilities but the fused attention's row log-sum-exp
-    // [L, B, H, T]: gpu_layer calls LAYER_ACTS with maxT = 1, which makes la.att the layer's slice of it
-    float *res, *resmid, *ln1, *ln1_mean, *ln1_rstd, *q, *k, *v, *att, *yatt, *gate, *ygated;
-    float *ln2, *ln2_mean, *ln2_rstd, *up, *gpre, *hact, *lnf, *lnf_mean, *lnf_rstd, *logits, *losses;
-    float *dres, *dln, *dq, *dk, *dv, *attD, *dy, *dy2, *dgate, *dup, *dgpre, *dh, *tmp;   // attD [B, H, T]
+    // [L, B, H, T]: gpu_layer calls layer_acts with maxT = 1, which makes la.att the layer's slice of it
+    float *res, *resmid, *ln1, *ln1_mean, *ln1_rstd, *q, *k, *v, *att, *yatt, *attn_gate, *ygated;
+    float *ln2, *ln2_mean, *ln2_rstd, *up, *mlp_gate, *hact, *lnf, *lnf_mean, *lnf_rstd, *logits, *losses;
+    float *dres, *dln, *dq, *dk, *dv, *dyg, *dyatt, *dattn_gate, *dup, *dmlp_gate, *dhact, *tmp;
+    float* attD;                          // attention's row sums D = dy . y [B, H, T]
     float* scratch;                       // partial column sums (bias and norm-weight gradients)
     float* loss;                          // the mean of losses[], reduced on the device
     float* rope_cs;                       // RoPE's cos/sin table [T, hd/2, 2] (rope_table), or NULL
     // Activations (section 2, "--dtype bf16"), bf16 values with --dtype bf16: ln1, q, k, v, yatt, ygated,
-    // ln2, up, gpre, hact, lnf, tmp (the output projections), and the gradients dq, dk, dv, dy, dy2, dgate,
-    // dup, dgpre, dh. The rest is float32 in every mode. With --dtype bf16 only: the logits' gradient and
+    // ln2, up, mlp_gate, hact, lnf, tmp (the output projections), and the gradients dq, dk, dv, dyg,
+    // dyatt, dattn_gate, dup, dmlp_gate, dhact. The rest is float32 in every mode. With --dtype bf16 only: the logits' gradient and
     // dres in bf16, written beside their float32 sources for the GEMMs that read them (NULL without).
     __nv_bfloat16 *dlogits16, *dres16;
     // One int buffer, uploaded in one copy per step (gpu_forward): the batch and, with targets, the
@@ -1420,15 +1421,25 @@ static float* gpu_grad_of(const GpuModel* gm, int kind, int l) {
     return gm->g[kind] ? gm->g[kind] + (size_t)l * gm->host->kind_numel[kind] : NULL;
 }
 
-// Layer l's slices of the activation buffers: LAYER_ACTS, which counts in floats, with each activation's
+// GpuActs' per-layer buffers as an Acts, so that layer_acts (train_gpt2.c section 2) slices them
+static Acts acts_view(const GpuActs* a) {
+    Acts v = {};
+    v.res = a->res, v.resmid = a->resmid, v.ln1 = a->ln1, v.ln1_mean = a->ln1_mean, v.ln1_rstd = a->ln1_rstd;
+    v.q = a->q, v.k = a->k, v.v = a->v, v.att = a->att, v.yatt = a->yatt, v.attn_gate = a->attn_gate;
+    v.ygated = a->ygated, v.ln2 = a->ln2, v.ln2_mean = a->ln2_mean, v.ln2_rstd = a->ln2_rstd;
+    v.up = a->up, v.mlp_gate = a->mlp_gate, v.hact = a->hact;
+    return v;
+}
+
+// Layer l's slices of the activation buffers: layer_acts, which counts in floats, with each activation's
 // slice moved to the same element offset in bf16 with --dtype bf16 (gpu_act: 2-byte elements)
 static LayerActs gpu_layer(const GpuModel* gm, int l) {
     const GpuActs* a = &gm->a;
-    LayerActs la;
-    LAYER_ACTS(la, a, &gm->host->cfg, l, (long)gm->B * gm->T, 1);
+    Acts view = acts_view(a);
+    LayerActs la = layer_acts(&view, &gm->host->cfg, l, (long)gm->B * gm->T, 1);
     if (g_bf16.on) {                     // yg last: without the gate it is la.yatt's float offset in yatt
-        float** acts[] = {&la.ln1, &la.q, &la.k, &la.v, &la.yatt, &la.ln2, &la.up, &la.gpre, &la.hact, &la.yg};
-        float* bases[] = {a->ln1, a->q, a->k, a->v, a->yatt, a->ln2, a->up, a->gpre, a->hact, a->ygated};
+        float** acts[] = {&la.ln1, &la.q, &la.k, &la.v, &la.yatt, &la.ln2, &la.up, &la.mlp_gate, &la.hact, &la.yg};
+        float* bases[] = {a->ln1, a->q, a->k, a->v, a->yatt, a->ln2, a->up, a->mlp_gate, a->hact, a->ygated};
         for (int i = 0; i < 10; i++)
             if (*acts[i]) *acts[i] = (float*)((__nv_bfloat16*)bases[i] + (*acts[i] - bases[i]));
     }
@@ -1454,8 +1465,8 @@ static void gpu_upload_state(GpuModel* gm) {       // host params, m, v, tensor 
     const Model* hm = gm->host;
     size_t bytes = hm->num_params * sizeof(float);
     cudaCheck(cudaMemcpy(gm->params, hm->params, bytes, cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(gm->m, hm->m, bytes, cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(gm->v, hm->v, bytes, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(gm->m, hm->adam_m, bytes, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(gm->v, hm->adam_v, bytes, cudaMemcpyHostToDevice));
     if (g_bf16.on) bf16_round(g_bf16.w16, gm->params, (long)hm->num_params);    // the weights' bf16 copy
     // the table in offset order (the host's is layer-major, the block kind-major), for the binary search
     AdamwTensor* tab = xmalloc((size_t)hm->num_tensors * sizeof(AdamwTensor));
@@ -1472,8 +1483,8 @@ static void gpu_upload_state(GpuModel* gm) {       // host params, m, v, tensor 
 static void gpu_download_state(GpuModel* gm) {     // device params, m, v -> host (checkpoints)
     size_t bytes = gm->host->num_params * sizeof(float);
     cudaCheck(cudaMemcpy(gm->host->params, gm->params, bytes, cudaMemcpyDeviceToHost));
-    cudaCheck(cudaMemcpy(gm->host->m, gm->m, bytes, cudaMemcpyDeviceToHost));
-    cudaCheck(cudaMemcpy(gm->host->v, gm->v, bytes, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(gm->host->adam_m, gm->m, bytes, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(gm->host->adam_v, gm->v, bytes, cudaMemcpyDeviceToHost));
 }
 
 static float* gpu_f32(size_t* count, size_t n) { return (float*)gpu_buf(count, n, sizeof(float)); }
@@ -1500,13 +1511,13 @@ static void gpu_acts_layout(GpuActs* a, const Config* c, int B, int T, size_t* c
     a->v = gpu_act(count, L * BT * kvd);
     a->att = gpu_f32(count, L * BT * H);
     a->yatt = gpu_act(count, L * BT * qd);
-    a->gate = gpu_f32(count, L * BT * H);
-    a->ygated = c->gate ? gpu_act(count, L * BT * qd) : a->yatt;
+    a->attn_gate = gpu_f32(count, L * BT * H);
+    a->ygated = c->attn_gate ? gpu_act(count, L * BT * qd) : a->yatt;
     a->ln2 = gpu_act(count, L * BT * C);
     a->ln2_mean = gpu_f32(count, L * BT);
     a->ln2_rstd = gpu_f32(count, L * BT);
     a->up = gpu_act(count, L * BT * F);
-    a->gpre = c->swiglu ? gpu_act(count, L * BT * F) : NULL;
+    a->mlp_gate = c->swiglu ? gpu_act(count, L * BT * F) : NULL;
     a->hact = gpu_act(count, L * BT * F);
     a->lnf = gpu_act(count, BT * C);
     a->lnf_mean = gpu_f32(count, BT);
@@ -1520,12 +1531,12 @@ static void gpu_acts_layout(GpuActs* a, const Config* c, int B, int T, size_t* c
     a->dk = gpu_act(count, BT * kvd);
     a->dv = gpu_act(count, BT * kvd);
     a->attD = gpu_f32(count, BT * H);
-    a->dy = gpu_act(count, BT * qd);
-    a->dy2 = gpu_act(count, BT * qd);
-    a->dgate = gpu_act(count, BT * H);
+    a->dyg = gpu_act(count, BT * qd);
+    a->dyatt = gpu_act(count, BT * qd);
+    a->dattn_gate = gpu_act(count, BT * H);
     a->dup = gpu_act(count, BT * F);
-    a->dgpre = gpu_act(count, BT * F);
-    a->dh = gpu_act(count, BT * F);
+    a->dmlp_gate = gpu_act(count, BT * F);
+    a->dhact = gpu_act(count, BT * F);
     a->tmp = gpu_act(count, BT * (C > qd ? C : qd));
     long col_sums = 2L * ceil_div(BT, ROWS_PER_CHUNK) * widest, norm_sums = 3L * ceil_div(BT, NORM_ROWS) * C;
     a->scratch = gpu_f32(count, col_sums > norm_sums ? col_sums : norm_sums);
@@ -1612,9 +1623,9 @@ static void gpu_model_create(GpuModel* gm, Model* host, int B, int T) {
 static void gpu_model_free(GpuModel* gm) {
     GpuActs* a = &gm->a;
     float* bufs[] = {a->res, a->resmid, a->ln1, a->ln1_mean, a->ln1_rstd, a->q, a->k, a->v, a->att, a->yatt,
-                     a->gate, a->ln2, a->ln2_mean, a->ln2_rstd, a->up, a->gpre, a->hact, a->lnf, a->lnf_mean,
-                     a->lnf_rstd, a->logits, a->losses, a->loss, a->dres, a->dln, a->dq, a->dk, a->dv, a->attD, a->dy,
-                     a->dy2, a->dgate, a->dup, a->dgpre, a->dh, a->tmp, a->scratch,
+                     a->attn_gate, a->ln2, a->ln2_mean, a->ln2_rstd, a->up, a->mlp_gate, a->hact, a->lnf, a->lnf_mean,
+                     a->lnf_rstd, a->logits, a->losses, a->loss, a->dres, a->dln, a->dq, a->dk, a->dv, a->attD, a->dyg,
+                     a->dyatt, a->dattn_gate, a->dup, a->dmlp_gate, a->dhact, a->tmp, a->scratch,
                      gm->params, gm->grads, gm->m, gm->v};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) cudaCheck(cudaFree(bufs[i]));
     if (a->ygated != a->yatt) cudaCheck(cudaFree(a->ygated));
@@ -1709,9 +1720,9 @@ static float gpu_forward(GpuModel* gm, const int* tokens, const int* targets, in
             gpu_rope(la.k, gpu_param_of(gm, K_BK, l), a->rope_cs, BT, T, KVH, hd, 1.0f);
         }
         gpu_attention_forward(la.yatt, la.att, gpu_qkv(gm, &la, l), B, T, H, KVH, hd, c->attn_scale);
-        if (c->gate) {                   // the gate's pre-activation is float32 in every mode
-            gpu_matmul_forward(la.gate, NULL, ln1, ln1_16, gpu_param_of(gm, K_WG, l), BT, C, H);
-            gpu_gate_forward(la.yg, la.gate, gpu_param_of(gm, K_BG, l), la.yatt, BT, H, hd);
+        if (c->attn_gate) {                   // the gate's pre-activation is float32 in every mode
+            gpu_matmul_forward(la.attn_gate, NULL, ln1, ln1_16, gpu_param_of(gm, K_WG, l), BT, C, H);
+            gpu_gate_forward(la.yg, la.attn_gate, gpu_param_of(gm, K_BG, l), la.yatt, BT, H, hd);
         }
         gpu_matmul_forward(f32_of(a->tmp), bf16_of(a->tmp), f32_of(la.yg), bf16_of(la.yg), gpu_param_of(gm, K_WO, l),
                            BT, qd, C);
@@ -1720,8 +1731,8 @@ static float gpu_forward(GpuModel* gm, const int* tokens, const int* targets, in
         // MLP sublayer: xout = xmid + MLP(Norm2(xmid)); then Norm1 of the next layer (or the final norm)
         gpu_matmul_forward(f32_of(la.up), bf16_of(la.up), ln2, ln2_16, gpu_param_of(gm, K_WUP, l), BT, C, F);
         if (c->swiglu)
-            gpu_matmul_forward(f32_of(la.gpre), bf16_of(la.gpre), ln2, ln2_16, gpu_param_of(gm, K_WGATE, l), BT, C, F);
-        gpu_mlp_activation_forward(la.hact, la.gpre, la.up, gpu_param_of(gm, K_BGATE, l), gpu_param_of(gm, K_BUP, l),
+            gpu_matmul_forward(f32_of(la.mlp_gate), bf16_of(la.mlp_gate), ln2, ln2_16, gpu_param_of(gm, K_WGATE, l), BT, C, F);
+        gpu_mlp_activation_forward(la.hact, la.mlp_gate, la.up, gpu_param_of(gm, K_BGATE, l), gpu_param_of(gm, K_BUP, l),
                                    (long)BT * F, F);
         gpu_matmul_forward(f32_of(a->tmp), bf16_of(a->tmp), f32_of(la.hact), bf16_of(la.hact),
                            gpu_param_of(gm, K_WDOWN, l), BT, F, C);
@@ -1801,29 +1812,29 @@ static void gpu_backward(GpuModel* gm, int B, int T, float dloss) {
         float *ln1 = f32_of(la.ln1), *ln2 = f32_of(la.ln2);
         __nv_bfloat16 *ln1_16 = bf16_of(la.ln1), *ln2_16 = bf16_of(la.ln2);
         // MLP sublayer
-        gpu_matmul_backward(f32_of(a->dh), bf16_of(a->dh), GRAD_SET, gpu_grad_of(gm, K_WDOWN, l), NULL, a->dres,
+        gpu_matmul_backward(f32_of(a->dhact), bf16_of(a->dhact), GRAD_SET, gpu_grad_of(gm, K_WDOWN, l), NULL, a->dres,
                             a->dres16, f32_of(la.hact), bf16_of(la.hact), gpu_param_of(gm, K_WDOWN, l), BT, F, C, sc);
         // the activation's backward also adds b_up's and b_gate's gradients (so the GEMMs get no dbias)
-        gpu_mlp_activation_backward(a->dgpre, a->dup, gpu_grad_of(gm, K_BGATE, l), gpu_grad_of(gm, K_BUP, l), la.gpre,
-                                    la.up, gpu_param_of(gm, K_BGATE, l), gpu_param_of(gm, K_BUP, l), a->dh, BT, F, sc);
+        gpu_mlp_activation_backward(a->dmlp_gate, a->dup, gpu_grad_of(gm, K_BGATE, l), gpu_grad_of(gm, K_BUP, l), la.mlp_gate,
+                                    la.up, gpu_param_of(gm, K_BGATE, l), gpu_param_of(gm, K_BUP, l), a->dhact, BT, F, sc);
         if (c->swiglu)
-            gpu_matmul_backward(a->dln, NULL, GRAD_SET, gpu_grad_of(gm, K_WGATE, l), NULL, f32_of(a->dgpre),
-                                bf16_of(a->dgpre), ln2, ln2_16, gpu_param_of(gm, K_WGATE, l), BT, C, F, sc);
+            gpu_matmul_backward(a->dln, NULL, GRAD_SET, gpu_grad_of(gm, K_WGATE, l), NULL, f32_of(a->dmlp_gate),
+                                bf16_of(a->dmlp_gate), ln2, ln2_16, gpu_param_of(gm, K_WGATE, l), BT, C, F, sc);
         gpu_matmul_backward(a->dln, NULL, c->swiglu ? GRAD_ADD : GRAD_SET, gpu_grad_of(gm, K_WUP, l), NULL,
                             f32_of(a->dup), bf16_of(a->dup), ln2, ln2_16, gpu_param_of(gm, K_WUP, l), BT, C, F, sc);
         gpu_norm_backward(a->dres, GRAD_ADD, a->dres16, gpu_grad_of(gm, K_LN2W, l), gpu_grad_of(gm, K_LN2B, l),
                           gpu_grad_of(gm, K_BO, l), a->dln, la.xmid, gpu_param_of(gm, K_LN2W, l), la.ln2_mean,
                           la.ln2_rstd, c->rmsnorm, BT, C, sc);
         // attention sublayer
-        gpu_matmul_backward(f32_of(a->dy), bf16_of(a->dy), GRAD_SET, gpu_grad_of(gm, K_WO, l), NULL, a->dres,
+        gpu_matmul_backward(f32_of(a->dyg), bf16_of(a->dyg), GRAD_SET, gpu_grad_of(gm, K_WO, l), NULL, a->dres,
                             a->dres16, f32_of(la.yg), bf16_of(la.yg), gpu_param_of(gm, K_WO, l), BT, qd, C, sc);
-        float* dyatt = a->dy;
-        if (c->gate) {
-            gpu_gate_backward(a->dy2, a->dgate, a->dy, la.yatt, la.gate, BT, H, hd);
+        float* dyatt = a->dyg;
+        if (c->attn_gate) {
+            gpu_gate_backward(a->dyatt, a->dattn_gate, a->dyg, la.yatt, la.attn_gate, BT, H, hd);
             gpu_matmul_backward(a->dln, NULL, GRAD_SET, gpu_grad_of(gm, K_WG, l), gpu_grad_of(gm, K_BG, l),
-                                f32_of(a->dgate), bf16_of(a->dgate), ln1, ln1_16, gpu_param_of(gm, K_WG, l), BT, C, H,
+                                f32_of(a->dattn_gate), bf16_of(a->dattn_gate), ln1, ln1_16, gpu_param_of(gm, K_WG, l), BT, C, H,
                                 sc);
-            dyatt = a->dy2;
+            dyatt = a->dyatt;
         }
         // Without RoPE, b_k's gradient is zero in exact arithmetic (a constant added to every key moves each
         // query's scores by one constant, which the softmax ignores; RoPE turns the bias with the key, by an
@@ -1837,7 +1848,7 @@ static void gpu_backward(GpuModel* gm, int B, int T, float dloss) {
             gpu_rope(a->dq, NULL, a->rope_cs, BT, T, H, hd, -1.0f);
             gpu_rope(a->dk, NULL, a->rope_cs, BT, T, KVH, hd, -1.0f);
         }
-        gpu_matmul_backward(a->dln, NULL, c->gate ? GRAD_ADD : GRAD_SET, gpu_grad_of(gm, K_WQ, l),
+        gpu_matmul_backward(a->dln, NULL, c->attn_gate ? GRAD_ADD : GRAD_SET, gpu_grad_of(gm, K_WQ, l),
                             gpu_grad_of(gm, K_BQ, l), f32_of(a->dq), bf16_of(a->dq), ln1, ln1_16,
                             gpu_param_of(gm, K_WQ, l), BT, C, qd, sc);
         gpu_matmul_backward(a->dln, NULL, GRAD_ADD, gpu_grad_of(gm, K_WK, l), gpu_grad_of(gm, K_BK, l), f32_of(a->dk),
@@ -1986,7 +1997,8 @@ static void gpu_init(int tf32) {
     gpu_set_tf32(tf32);
 }
 
-// The Engine of train_gpt2.c's training loop (section 8 there), on the device.
+// The Engine of train_gpt2.c (section 7 there): Part I's model_forward, model_zero_grad,
+// model_backward, grad_norm and adamw_step hand their work to these when the Model's engine is set.
 static float gpu_engine_forward(void* gm, const int* inp, const int* tgt, int B, int T) {
     return gpu_forward((GpuModel*)gm, inp, tgt, B, T);
 }
@@ -1995,12 +2007,10 @@ static const float* gpu_engine_probs(void* ctx, int bt, int V) {
     cudaCheck(cudaMemcpy(gm->probs_h, gm->a.logits + (size_t)bt * V, (size_t)V * sizeof(float), cudaMemcpyDeviceToHost));
     return gm->probs_h;
 }
-static void gpu_engine_backward(void* gm, int B, int T, float dloss, int accumulate) {
-    if (!accumulate) gpu_zero_grad((GpuModel*)gm);
-    gpu_backward((GpuModel*)gm, B, T, dloss);
-}
+static void gpu_engine_zero_grad(void* gm) { gpu_zero_grad((GpuModel*)gm); }
+static void gpu_engine_backward(void* gm, int B, int T, float dloss) { gpu_backward((GpuModel*)gm, B, T, dloss); }
 static double gpu_engine_grad_norm(void* gm) { return gpu_grad_norm((GpuModel*)gm); }
-// grad_scale is run_train's clipping factor from the norm it printed; adamw_kernel computes the same
+// grad_scale is the loop's clipping factor from the norm it printed; adamw_kernel computes the same
 // factor from the same norm on the device, so it is not sent down again.
 static void gpu_engine_update(void* gm, const OptConfig* o, float lr, int t, float grad_scale) {
     (void)grad_scale;
@@ -2010,8 +2020,8 @@ static void gpu_engine_update(void* gm, const OptConfig* o, float lr, int t, flo
 static void gpu_engine_to_host(void* gm) { gpu_download_state((GpuModel*)gm); }
 
 static Engine gpu_engine(GpuModel* gm, const char* device) {
-    return (Engine){device, gm, gpu_engine_forward, gpu_engine_probs, gpu_engine_backward, gpu_engine_grad_norm,
-                    gpu_engine_update, gpu_engine_to_host};
+    return (Engine){device, gm, gpu_engine_forward, gpu_engine_probs, gpu_engine_zero_grad, gpu_engine_backward,
+                    gpu_engine_grad_norm, gpu_engine_update, gpu_engine_to_host};
 }
 
 // Flags of this binary only, taken out of argv before the shared parse_args sees it.
@@ -2065,7 +2075,11 @@ static void train_on_gpu(const Options* o, void* ctx) {
     snprintf(device, sizeof(device), "%s, %s", prop.name,
              g_bf16.on ? "bf16 matmuls" : tf32 ? "TF32 matmuls" : "float32 matmuls");
     Engine e = gpu_engine(&gm, device);
-    run_train(&r, &e);
+    r.model.engine = &e;
+    run_header(&r);
+    train(&r.tr, &r);
+    run_finish(&r);
+    r.model.engine = NULL;
     gpu_model_free(&gm);
     run_free(&r);
 }

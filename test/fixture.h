@@ -112,7 +112,7 @@ static void fixture_model(Fixture* fx, const char* base, Model* m, int* B, int* 
     Config c;
     memset(&c, 0, sizeof(c));
     c.V = ci[0]; c.maxT = ci[1]; c.L = ci[2]; c.C = ci[3]; c.H = ci[4]; c.KVH = ci[5]; c.F = ci[6];
-    c.rmsnorm = ci[7]; c.swiglu = ci[8]; c.rope = ci[9]; c.bias = ci[10]; c.tied = ci[11]; c.gate = ci[12];
+    c.rmsnorm = ci[7]; c.swiglu = ci[8]; c.rope = ci[9]; c.bias = ci[10]; c.tied = ci[11]; c.attn_gate = ci[12];
     c.eps = (float)hp[0]; c.rope_theta = (float)hp[10]; c.logit_scale = 1.0f;
     c.attn_scale = 1.0f / sqrtf((float)(c.C / c.H));
     *B = ci[13];
@@ -189,30 +189,31 @@ static int fixture_check_after(Fixture* fx, const Model* m, int steps, float lr,
 }
 
 // The fixture's AdamW steps on its batch, with the schedule, clipping and decoupled weight decay, run
-// through an Engine (test_gpt2.c: the CPU model; test_gpt2.cu: the GPU): the learning rate, loss and
-// gradient norm of every step, then every parameter after the last, against the reference. With
-// micro > 1 each step is run as the training loop runs -d (update_gradients): the batch's rows in `micro`
-// micro-batches of B / micro rows, each backward adding 1/micro of its mean loss's gradient. Their mean loss is the
-// batch's, so PyTorch's single-batch steps are the reference for gradient accumulation too.
-static void fixture_check_steps(Fixture* fx, const char* base, const char* who, const Engine* e, Model* m,
+// as the training loop runs them (test_gpt2.c: on the CPU; test_gpt2.cu: on the GPU, the Model's
+// engine): the learning rate, loss and gradient norm of every step, then every parameter after the
+// last, against the reference. With micro > 1 each step is run as the loop runs -d
+// (compute_gradients): the batch's rows in `micro` micro-batches of B / micro rows, each backward
+// adding 1/micro of its mean loss's gradient. Their mean loss is the batch's, so PyTorch's
+// single-batch steps are the reference for gradient accumulation too.
+static void fixture_check_steps(Fixture* fx, const char* base, const char* who, Model* m,
                                 const int* inp, const int* tgt, int B, int T, const OptConfig* o, int micro) {
     FixtureEntry *sl = fixture_get(fx, "step_loss"), *slr = fixture_get(fx, "step_lr"), *sg = fixture_get(fx, "step_gradnorm");
     int steps = (int)sl->count, sched_ok = 1, loss_ok = 1, norm_ok = 1;
     if (B % micro) { check(0, "%s: %d rows do not split into %d micro-batches", base, B, micro); return; }
     for (int s = 0; s < steps; s++) {
-        float l = update_gradients(e, inp, tgt, B / micro, T, micro);
-        double norm = e->grad_norm(e->ctx);
+        float l = compute_gradients(m, inp, tgt, B / micro, T, micro);
+        double norm = grad_norm(m);
         float scale = (o->clip > 0 && norm > o->clip) ? (float)(o->clip / (norm + 1e-6)) : 1.0f;
         float lr = lr_at(o, s);
         loss_ok &= fabs(l - entry_at(sl, s)) <= FX_ATOL + FX_RTOL * fabs(entry_at(sl, s));
         sched_ok &= fabs(lr - entry_at(slr, s)) <= 1e-7 * entry_at(slr, s) + 1e-12;
         norm_ok &= fabs(norm - entry_at(sg, s)) <= FX_ATOL + FX_RTOL * entry_at(sg, s);
-        e->update(e->ctx, o, lr, s + 1, scale);
+        adamw_step(m, o, lr, s + 1, scale);
     }
     check(sched_ok, "%s: %slearning-rate schedule (warmup, cosine, floor) equals the reference", base, who);
     check(loss_ok, "%s: %slosses of %d AdamW steps track the reference", base, who, steps);
     check(norm_ok, "%s: %sgradient norms (clipping input) track the reference", base, who);
-    if (e->to_host) e->to_host(e->ctx);
+    model_to_host(m);
     double worst;
     int bad = fixture_check_after(fx, m, steps, o->lr, FX_ATOL, FX_RTOL, &worst);
     check(bad == 0, "%s: %severy parameter after %d AdamW steps within tolerance (worst diff %.2e)", base, who, steps, worst);

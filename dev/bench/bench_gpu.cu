@@ -146,14 +146,14 @@ static std::vector<PlanOp> plan_micro_batch(const Config* c, int B, int T) {
     plan_add(&ops, "norm_forward (layer 0)", 1, 8 * BT * C, BT * C, BT * C, OP_CUDA_CORES);
     for (int l = 0; l < c->L; l++) {
         // the backward's order: the gate's product (if any) sets dln, then q, k, v add to it
-        plan_matmul(&ops, BT, C, qd, bias, c->gate, F32_DINP);
+        plan_matmul(&ops, BT, C, qd, bias, c->attn_gate, F32_DINP);
         plan_matmul(&ops, BT, C, kvd, bias, 1, F32_DINP);
         plan_matmul(&ops, BT, C, kvd, bias, 1, F32_DINP);
         // their biases: added by the tile loads of the attention (or by RoPE), at no bytes of their own
         if (c->rope) plan_add(&ops, "rope (forward and backward)", 4, 2 * 6 * BT * (qd + kvd) / 2,
                               4 * BT * (qd + kvd), 0, OP_CUDA_CORES);
         plan_attention(&ops, BT, qd, kvd, H, hd, pairs);
-        if (c->gate) {
+        if (c->attn_gate) {
             plan_matmul(&ops, BT, C, H, bias, 0, F32_OUT | F32_DINP);
             plan_add(&ops, "gate forward and backward", 2, 6 * BT * qd, 6 * BT * qd, 3 * BT * H, OP_CUDA_CORES);
         }
@@ -364,7 +364,7 @@ static double measured_peak(int n, int bf16) {
     return 2.0 * n * n * n / (best / 1e3);
 }
 
-// bm's training step in the current mode, `micro` micro-batches of B x T per update as run_train runs
+// bm's training step in the current mode, `micro` micro-batches of B x T per update as train() runs
 // -d (micro 1: the plain step): ms/step, tokens/s, MFU, and the per-kernel table of one profiled step
 static void bench_gpu(const BenchModel* bm, const char* mode, int warmup, int steps, double peak, int micro) {
     Model host;
@@ -382,7 +382,7 @@ static void bench_gpu(const BenchModel* bm, const char* mode, int warmup, int st
         inp[i] = (int)(rng_u32(&g) % (unsigned)bm->V);
         tgt[i] = (int)(rng_u32(&g) % (unsigned)bm->V);
     }
-    // one step as run_train runs it: the loss and the norm come back to the host
+    // one step as train() runs it: the loss and the norm come back to the host
     auto step = [&](int s) {
         for (int mb = 0; mb < micro; mb++) {
             gpu_forward(&gm, inp, tgt, B, T);

@@ -21,14 +21,14 @@ many times per step as model_forward and model_backward call them:
   softmax+loss softmax_forward (and the muP logit scale, if any); the loss's backward is in the
                matmuls, inside the LM head's (lm_head_backward reads the probabilities as they are)
   embeddings   embedding_forward and embedding_backward
-  memsets      the zeroing of the activation gradients (dln, dres, dh, dy, dq, dk, dv) in model_backward
-  optimizer    the CPU engine after the backward: e.grad_norm (mostly from the sums of squares the
-               matmuls phase kept, as cpu_backward's dW products do), then e.update (AdamW)
-  zero grads   model_zero_grad (what cpu_backward does before model_backward; a no-op in training,
+  memsets      the zeroing of the activation gradients (dln, dres, dhact, dyg, dq, dk, dv) in model_backward
+  optimizer    after the backward: grad_norm (mostly from the sums of squares the matmuls phase
+               kept, as model_backward's dW products do), then adamw_step
+  zero grads   model_zero_grad (what compute_gradients does before model_backward; a no-op in training,
                where AdamW zeroed the gradients as it read them)
 
 The program runs rounds: each round runs every phase once and then a full step (forward, backward
-with the gradient zeroing, gradient norm, AdamW, through the CPU engine: what the trainer's progress
+with the gradient zeroing, gradient norm, AdamW, as train() runs them: what the trainer's progress
 line times, less drawing the batch), so that the machine's noise falls on the phases and the step
 alike. One untimed warm-up round (which also counts each phase's calls, FLOPs and bytes), then
 --reps rounds (default 5); the table gives the MEDIAN over the rounds, in ms per step, of each phase
@@ -151,13 +151,13 @@ static void swiglu_b(float* da, float* du, const float* a, const float* u, const
 
 // gate forward: reads y [BT,H*hd], the gate's input [BT,H]; writes out [BT,H*hd], the gate [BT,H] (in place)
 static void gate_f(float* out, float* gate, const float* y, int BT, int H, int hd) {
-    gate_forward(out, gate, y, BT, H, hd);
+    attn_gate_forward(out, gate, y, BT, H, hd);
     count(0, 2.0 * BT * H * hd + 2.0 * BT * H);
 }
 
 // gate backward: reads dout, y [BT,H*hd], gate [BT,H]; writes dy [BT,H*hd], dgpre [BT,H]
 static void gate_b(float* dy, float* dgpre, const float* dout, const float* y, const float* gate, int BT, int H, int hd) {
-    gate_backward(dy, dgpre, dout, y, gate, BT, H, hd);
+    attn_gate_backward(dy, dgpre, dout, y, gate, BT, H, hd);
     count(0, 3.0 * BT * H * hd + 2.0 * BT * H);
 }
 
@@ -202,7 +202,7 @@ static void zero(float* x, long n) {
 }
 
 // ---- the phases of one step: the calls of model_forward and model_backward, grouped -----------------
-static Engine eng;
+static Model* bench;          // the model full_step trains
 static OptConfig opt;
 static int opt_t;
 
@@ -214,21 +214,20 @@ static int opt_t;
     long rows = (long)m->B * m->T;                                                    \
     (void)BT; (void)C; (void)H; (void)KVH; (void)hd; (void)F; (void)V; (void)qd; (void)kvd; (void)a; (void)rows
 
-// As in cpu_backward, the backward's dW products keep their sums of squares for the gradient norm
+// As in model_backward, the dW products keep their sums of squares for the gradient norm
 // (kept_begin ... kept_end), which the optimizer phase then uses.
 static void phase_matmuls(Model* m, int B, int T) {
     STEP_SHAPES;
     kept_begin(m, BT);
     for (int l = 0; l < c->L; l++) {
-        LayerActs la;
-        LAYER_ACTS(la, a, c, l, rows, m->T);
+        LayerActs la = layer_acts(a, c, l, rows, m->T);
         mm_fwd(la.q, la.ln1, param_of(m, K_WQ, l), param_of(m, K_BQ, l), BT, C, qd);
         mm_fwd(la.k, la.ln1, param_of(m, K_WK, l), param_of(m, K_BK, l), BT, C, kvd);
         mm_fwd(la.v, la.ln1, param_of(m, K_WV, l), param_of(m, K_BV, l), BT, C, kvd);
-        if (c->gate) mm_fwd(la.gate, la.ln1, param_of(m, K_WG, l), param_of(m, K_BG, l), BT, C, H);
+        if (c->attn_gate) mm_fwd(la.attn_gate, la.ln1, param_of(m, K_WG, l), param_of(m, K_BG, l), BT, C, H);
         mm_fwd(a->tmp, la.yg, param_of(m, K_WO, l), param_of(m, K_BO, l), BT, qd, C);
         mm_fwd(la.up, la.ln2, param_of(m, K_WUP, l), param_of(m, K_BUP, l), BT, C, F);
-        if (c->swiglu) mm_fwd(la.gpre, la.ln2, param_of(m, K_WGATE, l), param_of(m, K_BGATE, l), BT, C, F);
+        if (c->swiglu) mm_fwd(la.mlp_gate, la.ln2, param_of(m, K_WGATE, l), param_of(m, K_BGATE, l), BT, C, F);
         mm_fwd(a->tmp, la.hact, param_of(m, K_WDOWN, l), param_of(m, K_BDOWN, l), BT, F, C);
     }
     const float* head = c->tied ? m->p[K_WTE] : m->p[K_LMHEAD];
@@ -236,14 +235,13 @@ static void phase_matmuls(Model* m, int B, int T) {
     mm_fwd(a->logits, a->lnf, head, NULL, BT, C, V);
     head_b(a->dln, dhead, a->logits, m->targets, a->lnf, head, a->tmp, BT, C, V, c->logit_scale);
     for (int l = c->L - 1; l >= 0; l--) {
-        LayerActs la;
-        LAYER_ACTS(la, a, c, l, rows, m->T);
-        mm_bwd(a->dh, grad_of(m, K_WDOWN, l), grad_of(m, K_BDOWN, l), a->dres, la.hact, param_of(m, K_WDOWN, l), BT, F, C);
+        LayerActs la = layer_acts(a, c, l, rows, m->T);
+        mm_bwd(a->dhact, grad_of(m, K_WDOWN, l), grad_of(m, K_BDOWN, l), a->dres, la.hact, param_of(m, K_WDOWN, l), BT, F, C);
         if (c->swiglu)
-            mm_bwd(a->dln, grad_of(m, K_WGATE, l), grad_of(m, K_BGATE, l), a->dgpre, la.ln2, param_of(m, K_WGATE, l), BT, C, F);
+            mm_bwd(a->dln, grad_of(m, K_WGATE, l), grad_of(m, K_BGATE, l), a->dmlp_gate, la.ln2, param_of(m, K_WGATE, l), BT, C, F);
         mm_bwd(a->dln, grad_of(m, K_WUP, l), grad_of(m, K_BUP, l), a->dup, la.ln2, param_of(m, K_WUP, l), BT, C, F);
-        mm_bwd(a->dy, grad_of(m, K_WO, l), grad_of(m, K_BO, l), a->dres, la.yg, param_of(m, K_WO, l), BT, qd, C);
-        if (c->gate) mm_bwd(a->dln, grad_of(m, K_WG, l), grad_of(m, K_BG, l), a->dgate, la.ln1, param_of(m, K_WG, l), BT, C, H);
+        mm_bwd(a->dyg, grad_of(m, K_WO, l), grad_of(m, K_BO, l), a->dres, la.yg, param_of(m, K_WO, l), BT, qd, C);
+        if (c->attn_gate) mm_bwd(a->dln, grad_of(m, K_WG, l), grad_of(m, K_BG, l), a->dattn_gate, la.ln1, param_of(m, K_WG, l), BT, C, H);
         mm_bwd(a->dln, grad_of(m, K_WQ, l), grad_of(m, K_BQ, l), a->dq, la.ln1, param_of(m, K_WQ, l), BT, C, qd);
         mm_bwd(a->dln, grad_of(m, K_WK, l), grad_of(m, K_BK, l), a->dk, la.ln1, param_of(m, K_WK, l), BT, C, kvd);
         mm_bwd(a->dln, grad_of(m, K_WV, l), grad_of(m, K_BV, l), a->dv, la.ln1, param_of(m, K_WV, l), BT, C, kvd);
@@ -254,8 +252,7 @@ static void phase_matmuls(Model* m, int B, int T) {
 static void phase_attention(Model* m, int B, int T) {
     STEP_SHAPES;
     for (int l = 0; l < c->L; l++) {
-        LayerActs la;
-        LAYER_ACTS(la, a, c, l, rows, m->T);
+        LayerActs la = layer_acts(a, c, l, rows, m->T);
         if (c->rope) {
             rope(la.q, a->rope_cs, B, T, H, hd, 1.0f);
             rope(la.k, a->rope_cs, B, T, KVH, hd, 1.0f);
@@ -263,9 +260,8 @@ static void phase_attention(Model* m, int B, int T) {
         att_fwd(la.yatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd, c->attn_scale);
     }
     for (int l = c->L - 1; l >= 0; l--) {
-        LayerActs la;
-        LAYER_ACTS(la, a, c, l, rows, m->T);
-        att_bwd(a->dq, a->dk, a->dv, a->datt, c->gate ? a->dy2 : a->dy, la.att, la.q, la.k, la.v, B, T, H, KVH, hd,
+        LayerActs la = layer_acts(a, c, l, rows, m->T);
+        att_bwd(a->dq, a->dk, a->dv, a->att_scratch, c->attn_gate ? a->dyatt : a->dyg, la.att, la.q, la.k, la.v, B, T, H, KVH, hd,
                 c->attn_scale);
         if (c->rope) {
             rope(a->dq, a->rope_cs, B, T, H, hd, -1.0f);
@@ -277,8 +273,7 @@ static void phase_attention(Model* m, int B, int T) {
 static void phase_norms(Model* m, int B, int T) {
     STEP_SHAPES;
     for (int l = 0; l < c->L; l++) {
-        LayerActs la;
-        LAYER_ACTS(la, a, c, l, rows, m->T);
+        LayerActs la = layer_acts(a, c, l, rows, m->T);
         nrm_fwd(la.ln1, la.ln1_mean, la.ln1_rstd, la.x, param_of(m, K_LN1W, l), param_of(m, K_LN1B, l), c->rmsnorm, c->eps, BT, C);
         nrm_fwd(la.ln2, la.ln2_mean, la.ln2_rstd, la.xmid, param_of(m, K_LN2W, l), param_of(m, K_LN2B, l), c->rmsnorm, c->eps, BT, C);
     }
@@ -286,8 +281,7 @@ static void phase_norms(Model* m, int B, int T) {
     nrm_fwd(a->lnf, a->lnf_mean, a->lnf_rstd, xL, m->p[K_LNFW], m->p[K_LNFB], c->rmsnorm, c->eps, BT, C);
     nrm_bwd(a->dres, m->g[K_LNFW], m->g[K_LNFB], a->dln, xL, m->p[K_LNFW], a->lnf_mean, a->lnf_rstd, c->rmsnorm, BT, C);
     for (int l = c->L - 1; l >= 0; l--) {
-        LayerActs la;
-        LAYER_ACTS(la, a, c, l, rows, m->T);
+        LayerActs la = layer_acts(a, c, l, rows, m->T);
         nrm_bwd(a->dres, grad_of(m, K_LN2W, l), grad_of(m, K_LN2B, l), a->dln, la.xmid, param_of(m, K_LN2W, l),
                 la.ln2_mean, la.ln2_rstd, c->rmsnorm, BT, C);
         nrm_bwd(a->dres, grad_of(m, K_LN1W, l), grad_of(m, K_LN1B, l), a->dln, la.x, param_of(m, K_LN1W, l),
@@ -298,20 +292,18 @@ static void phase_norms(Model* m, int B, int T) {
 static void phase_act_resid(Model* m, int B, int T) {
     STEP_SHAPES;
     for (int l = 0; l < c->L; l++) {
-        LayerActs la;
-        LAYER_ACTS(la, a, c, l, rows, m->T);
-        if (c->gate) gate_f(la.yg, la.gate, la.yatt, BT, H, hd);
+        LayerActs la = layer_acts(a, c, l, rows, m->T);
+        if (c->attn_gate) gate_f(la.yg, la.attn_gate, la.yatt, BT, H, hd);
         resid(la.xmid, la.x, a->tmp, (long)BT * C);
-        if (c->swiglu) swiglu_f(la.hact, la.gpre, la.up, (long)BT * F);
+        if (c->swiglu) swiglu_f(la.hact, la.mlp_gate, la.up, (long)BT * F);
         else gelu_f(la.hact, la.up, (long)BT * F);
         resid(la.xout, la.xmid, a->tmp, (long)BT * C);
     }
     for (int l = c->L - 1; l >= 0; l--) {
-        LayerActs la;
-        LAYER_ACTS(la, a, c, l, rows, m->T);
-        if (c->swiglu) swiglu_b(a->dgpre, a->dup, la.gpre, la.up, a->dh, (long)BT * F);
-        else gelu_b(a->dup, la.up, a->dh, (long)BT * F);
-        if (c->gate) gate_b(a->dy2, a->dgate, a->dy, la.yatt, la.gate, BT, H, hd);
+        LayerActs la = layer_acts(a, c, l, rows, m->T);
+        if (c->swiglu) swiglu_b(a->dmlp_gate, a->dup, la.mlp_gate, la.up, a->dhact, (long)BT * F);
+        else gelu_b(a->dup, la.up, a->dhact, (long)BT * F);
+        if (c->attn_gate) gate_b(a->dyatt, a->dattn_gate, a->dyg, la.yatt, la.attn_gate, BT, H, hd);
     }
 }
 
@@ -334,9 +326,9 @@ static void phase_memsets(Model* m, int B, int T) {
     zero(a->dln, (long)BT * C);
     zero(a->dres, (long)BT * C);
     for (int l = c->L - 1; l >= 0; l--) {
-        zero(a->dh, (long)BT * F);
+        zero(a->dhact, (long)BT * F);
         zero(a->dln, (long)BT * C);
-        zero(a->dy, (long)BT * qd);
+        zero(a->dyg, (long)BT * qd);
         zero(a->dln, (long)BT * C);
         zero(a->dq, (long)BT * qd);
         zero(a->dk, (long)BT * kvd);
@@ -346,12 +338,12 @@ static void phase_memsets(Model* m, int B, int T) {
 
 // AdamW reads parameters, gradients and both moments and writes all four (the gradients as zeros):
 // 8 P floats. The gradient norm adds little: the matmuls phase kept the sums of the weights'
-// gradients, and grad_norm_kept reads only the vectors, wpe and the tokens' rows of wte.
+// gradients, and grad_norm_fast reads only the vectors, wpe and the tokens' rows of wte.
 static void phase_optimizer(Model* m, int B, int T) {
     (void)B; (void)T;
-    double norm = eng.grad_norm(eng.ctx);
+    double norm = grad_norm(m);
     opt_t++;
-    eng.update(eng.ctx, &opt, lr_at(&opt, opt_t - 1), opt_t, clip_scale(opt.clip, norm));
+    adamw_step(m, &opt, lr_at(&opt, opt_t - 1), opt_t, clip_scale(opt.clip, norm));
     if (counting) {
         counting->calls += 2;
         counting->bytes += 4.0 * 8.0 * (double)m->num_params;
@@ -376,15 +368,14 @@ static double median(double* v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// One full training step through the engine (model_forward; cpu_backward: model_zero_grad +
+// One full training step as train() runs it (compute_gradients: model_zero_grad, model_forward,
 // model_backward; the gradient norm; AdamW with the trainer's clipping), in ms.
 static double full_step(const int* inp, const int* tgt, int B, int T) {
     double t0 = now_ms();
-    eng.forward(eng.ctx, inp, tgt, B, T);
-    eng.backward(eng.ctx, B, T, 1.0f, 0);
-    double norm = eng.grad_norm(eng.ctx);
+    compute_gradients(bench, inp, tgt, B, T, 1);
+    double norm = grad_norm(bench);
     opt_t++;
-    eng.update(eng.ctx, &opt, lr_at(&opt, opt_t - 1), opt_t, clip_scale(opt.clip, norm));
+    adamw_step(bench, &opt, lr_at(&opt, opt_t - 1), opt_t, clip_scale(opt.clip, norm));
     return now_ms() - t0;
 }
 
@@ -455,7 +446,7 @@ int main(int argc, char** argv) {
     model_build(&m, &cfg);
     model_init(&m, &spec, (uint64_t)o.seed);
     acts_alloc(&m, B, T);
-    eng = cpu_engine(&m);
+    bench = &m;
     opt = o.opt;
     opt.steps = 1000;
 
@@ -468,8 +459,7 @@ int main(int argc, char** argv) {
         inp[i] = (int)(rng_u32(&g) % (uint32_t)cfg.V);
         tgt[i] = (int)(rng_u32(&g) % (uint32_t)cfg.V);
     }
-    float loss = eng.forward(eng.ctx, inp, tgt, B, T);
-    eng.backward(eng.ctx, B, T, 1.0f, 0);
+    float loss = compute_gradients(&m, inp, tgt, B, T, 1);
     fprintf(stderr, "phases: first loss %.4f (ln V = %.4f)\n", loss, log((double)cfg.V));
 
     Phase ph[] = {{"matmuls", 0, 0, 0, 0}, {"attention", 0, 0, 0, 0}, {"norms", 0, 0, 0, 0},
@@ -486,7 +476,7 @@ int main(int argc, char** argv) {
         "softmax_forward; its backward is lm_head_backward's, in the matmuls",
         "embedding_forward + embedding_backward",
         "memset of the activation gradients in model_backward",
-        "e.grad_norm + e.update (AdamW)",
+        "grad_norm + adamw_step",
         "model_zero_grad",
     };
     int nph = (int)(sizeof(ph) / sizeof(ph[0]));

@@ -27,7 +27,7 @@ static void one(const uint8_t* data, size_t size) {
     const Model* m = fuzz_model(FUZZ_CKPT);
     size_t bytes = m->num_params * sizeof(float);
     FUZZ_CHECK(size == sizeof(CkptHeader) + 3 * bytes);
-    const float* body[3] = {m->params, m->m, m->v};
+    const float* body[3] = {m->params, m->adam_m, m->adam_v};
     for (int a = 0; a < 3; a++) FUZZ_CHECK(memcmp(body[a], data + sizeof(CkptHeader) + a * bytes, bytes) == 0);
 }
 

@@ -43,8 +43,8 @@ static void fill(Model* m, uint64_t seed) {
     Rng g;
     rng_seed(&g, seed);
     init_normal_d(&g, m->params, m->num_params, 0.0, 0.02);
-    init_uniform(&g, m->m, m->num_params, -1e-3f, 1e-3f);
-    init_uniform(&g, m->v, m->num_params, 0.0f, 1e-6f);
+    init_uniform(&g, m->adam_m, m->num_params, -1e-3f, 1e-3f);
+    init_uniform(&g, m->adam_v, m->num_params, 0.0f, 1e-6f);
 }
 
 static void set_i32(uint8_t* b, size_t off, int32_t v) { memcpy(b + off, &v, 4); }

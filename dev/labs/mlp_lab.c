@@ -237,7 +237,7 @@ static float mlp_forward(MLP* n, const float* x, const int* y, int B) {
 static void mlp_backward(MLP* n, int B) {
     const MLPConfig* c = &n->cfg;
     float* dcur = n->out[c->L - 1];                  // the probabilities become dlogits in place
-    crossentropy_softmax_backward(dcur, n->y, B, c->dims[c->L]);
+    crossentropy_backward(dcur, n->y, B, c->dims[c->L], 1.0f);
     float* spare[2] = {n->d0, n->d1};
     for (int l = c->L - 1; l >= 0; l--) {
         int C = c->dims[l], OC = c->dims[l + 1];

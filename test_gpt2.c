@@ -918,12 +918,12 @@ static void test_reference_paths(void) {
     free(a.q); free(a.k); free(a.v); free(a.dy); free(outs); free(a.scratch); free(dgrads);
 }
 
-// The gradient norm the training step keeps (section 10: the dW products' sums of squares, the
-// embedding's rows summed again) against grad_norm's full pass, through the CPU engine as the trainer
-// calls it: tied (the LM head's product and then the tokens' rows of wte) and untied (only the tokens'
-// rows), biases and the gate on and off, 1 and 2 threads. wte spans several KEPT_CHUNKs, and the batch
-// repeats tokens. With the engine's update in between, and on the reference path, the kept norm is
-// grad_norm's own.
+// The gradient norm the training step keeps (section 8: the dW products' sums of squares, the
+// embedding's rows summed again) against the full pass over every gradient (grad_norm_chunked) and
+// the definition (grad_norm's plain sum), as the trainer calls them: tied (the LM head's product and
+// then the tokens' rows of wte) and untied (only the tokens' rows), biases and the gate on and off,
+// 1 and 2 threads. wte spans several KEPT_CHUNKs, and the batch repeats tokens. After an update, and
+// after a reference backward (nothing kept), the fast norm is the full pass's own.
 static void set_threads(int n) {
 #ifdef _OPENMP
     omp_set_num_threads(n);
@@ -1948,7 +1948,7 @@ static void test_schemes_train(void) {
     free(out);
 }
 
-// ---- 4. probes (train_gpt2.c section 11) on inputs whose answer is known -------------------------------
+// ---- 4. probes (train_gpt2.c section 9) on inputs whose answer is known -------------------------------
 // The probes' lines are captured here instead of going to a log.
 static char captured[1 << 16];
 static size_t captured_len;
@@ -2745,7 +2745,7 @@ static void test_device_engine(void) {
         int probes = 0;
         for (char* p = la; p && (p = strstr(p, "\"event\":\"probe\"")); p++) probes++;
         check(la && lb && probes > 50 && strcmp(la, lb) == 0,
-              "%s: losses and all %d probe lines equal the CPU engine's, to the last digit", presets[pi], probes);
+              "%s: losses and all %d probe lines equal the CPU run's, to the last digit", presets[pi], probes);
         free(la);
         free(lb);
         snprintf(a, sizeof(a), "%s/engine%d_0", tmpdir, pi);

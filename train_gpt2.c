@@ -168,11 +168,11 @@ static void kept_end(void);                  // and stops
 static double grad_norm_fast(const Model* m);         // grad_norm from the kept sums
 static void adamw_step_fast(Model* m, const OptConfig* o, float sched_lr, int t, float grad_scale);
 
-// ---- a device in place of the host (section 7): train_gpt2.cu's GPU ---------------------------
+// ---- a device in place of the host (section 7): train_gpt2.cu's GPU, each the function named ---
 static float engine_forward(Model* m, const int* tokens, const int* targets, int B, int T);
-static void engine_zero_grad(Model* m);
-static void engine_backward(Model* m, int B, int T, float dloss);
-static double engine_grad_norm(const Model* m);
+static void engine_zero_grad(Model* m);                   // model_zero_grad on the device
+static void engine_backward(Model* m, int B, int T, float dloss);   // model_backward there
+static double engine_grad_norm(const Model* m);           // grad_norm there
 static void engine_update(Model* m, const OptConfig* o, float sched_lr, int t, float grad_scale);
 
 // ---- a run's extras around the loop (section 12) ------------------------------------------------
@@ -420,12 +420,13 @@ static void attention_backward(float* dq, float* dk, float* dv, float* scratch, 
         }
 }
 
+// sigmoid(a) = 1 / (1 + exp(-a)): the attention gate below and SwiGLU
+HOSTDEV static inline float sigmoid_of(float a) { return 1.0f / (1.0f + vexpf(-a)); }
+
 // ---- the attention gate -------------------------------------------------------------------------
 // [SmallInit eqs. 3-4] GAttn(x) = Concat(g_1(x) * head_1, ..., g_H(x) * head_H) W_O,
 //                      g_h(x) = sigmoid(x W_h^g)
 // gate [BT,H] holds the pre-activation x W^g (+ b^g) on entry and the gate g on return.
-HOSTDEV static inline float sigmoid_of(float a) { return 1.0f / (1.0f + vexpf(-a)); }
-
 static void attn_gate_forward(float* out, float* gate, const float* y, int BT, int H, int hd) {
     if (!use_reference) { attn_gate_forward_fast(out, gate, y, BT, H, hd); return; }
     for (int bt = 0; bt < BT; bt++)
@@ -1353,18 +1354,11 @@ HOSTDEV static inline float clip_scale(float clip, double norm) {
     return clip > 0 && norm > clip ? (float)(clip / (norm + 1e-6)) : 1.0f;
 }
 
-// One AdamW step (t counts from 1), PyTorch's operation order:
-//   theta <- theta (1 - lr lambda)                        decoupled weight decay [ComplexCtl eq. 1]
-//   m <- b1 m + (1-b1) g ;  v <- b2 v + (1-b2) g^2
-//   theta <- theta - lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
-// [ComplexCtl eq. 1] writes the decay as theta - lambda C theta without defining C; C = lr (the
-// scheduled learning rate) is the only reading under which its lambda = 1 makes sense
-// [Errata 003-2]. lr is the scheduled rate times the tensor's multiplier (muP, [InitFP §5]), for
-// both terms. Which tensors decay (Tensor.decay): every weight matrix; the embeddings wte, wpe
-// only with --decay-emb 1; never norm gains or biases, which are scales and offsets rather than
-// the weights whose size [ComplexCtl] controls.
-// The constants of step t for one tensor: its decay factor 1 - lr lambda (1 if it does not
-// decay), lr / (1 - b1^t) and sqrt(1 - b2^t).
+// The constants of step t (counted from 1) for one tensor: its decay factor 1 - lr lambda (1 if
+// it does not decay), lr / (1 - b1^t) and sqrt(1 - b2^t). lr is the scheduled rate times the
+// tensor's multiplier (muP, [InitFP §5]), for both terms. Which tensors decay (Tensor.decay): every
+// weight matrix; the embeddings wte, wpe only with --decay-emb 1; never norm gains or biases,
+// which are scales and offsets rather than the weights whose size [ComplexCtl] controls.
 typedef struct { float decay, step_size, b2c; } AdamwScalars;
 static AdamwScalars adamw_scalars(const OptConfig* o, const Tensor* tn, float sched_lr, int t) {
     float lr = sched_lr * tn->lr_mult;
@@ -1375,8 +1369,14 @@ static AdamwScalars adamw_scalars(const OptConfig* o, const Tensor* tn, float sc
     return k;
 }
 
-// The update of n consecutive parameters of one tensor, with its step's constants k. grad_scale
-// is clipping's factor. Each gradient is zeroed once read: the next backward starts from zeros
+// One AdamW step of n consecutive parameters of one tensor, PyTorch's operation order, with g the
+// gradient times clipping's factor grad_scale:
+//   theta <- theta (1 - lr lambda)                        decoupled weight decay [ComplexCtl eq. 1]
+//   m <- b1 m + (1-b1) g ;  v <- b2 v + (1-b2) g^2
+//   theta <- theta - lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
+// [ComplexCtl eq. 1] writes the decay as theta - lambda C theta without defining C; C = lr (the
+// scheduled learning rate) is the only reading under which its lambda = 1 makes sense
+// [Errata 003-2]. Each gradient is zeroed once read: the next backward starts from zeros
 // (model_zero_grad then has nothing to do).
 static void adamw_update(float* p, float* g, float* mom, float* var, size_t n, AdamwScalars k,
                          const OptConfig* o, float grad_scale) {
@@ -1390,6 +1390,7 @@ static void adamw_update(float* p, float* g, float* mom, float* var, size_t n, A
     }
 }
 
+// AdamW over every tensor of the model.
 static void adamw_step(Model* m, const OptConfig* o, float sched_lr, int t, float grad_scale) {
     if (m->engine) { engine_update(m, o, sched_lr, t, grad_scale); return; }
     if (!use_reference) { adamw_step_fast(m, o, sched_lr, t, grad_scale); return; }

@@ -14,7 +14,7 @@ so a checkpoint written by one trainer resumes in the other) and the JSON-lines 
 New here are only the device parts:
   1. CUDA utilities: error checks, the no-GPU message, block reductions
   2. layers: one kernel (or two) per layer, each forward followed by its backward, the same
-     formulas as section 4 of train_gpt2.c; matmuls through cuBLAS; attention fused and tiled
+     formulas as section 1 of train_gpt2.c; matmuls through cuBLAS; attention fused and tiled
      (online softmax, no T x T matrix), each residual fused with the norm after it, the MLP's bias
      with its activation, most bias and norm-weight gradients with the pass that writes what they sum
   3. the model on the device: parameter/gradient/moment blocks (one cudaMalloc each, the host
@@ -144,7 +144,7 @@ template <typename T> __device__ T block_sum(T v) {
 #define ROWS_PER_CHUNK 256      // deterministic column sums: rows summed per partial
 
 // ============================================================================================
-// 2. Layers. Same shapes and formulas as section 4 of train_gpt2.c; backward kernels ACCUMULATE
+// 2. Layers. Same shapes and formulas as section 1 of train_gpt2.c; backward kernels ACCUMULATE
 //    (+=) into parameter gradients like the CPU ones. Pointers are device pointers.
 // ============================================================================================
 
@@ -1373,7 +1373,7 @@ __global__ void softmax_crossentropy_kernel(const float* logits, float* losses, 
 // the parameter block, its learning-rate multiplier and whether it decays.
 typedef struct { size_t offset; float lr_mult; int decay; } AdamwTensor;
 
-// Device mirrors of Acts (train_gpt2.c section 3), the same shapes, plus what the kernels need.
+// Device mirrors of Acts (train_gpt2.c section 2), the same shapes, plus what the kernels need.
 typedef struct {
     // att is not Acts' [L, B, H, T, T] probabilities but the fused attention's row log-sum-exp
     // [L, B, H, T]: gpu_layer calls layer_acts with maxT = 1, which makes la.att the layer's slice of it
@@ -1546,7 +1546,7 @@ static void gpu_acts_layout(GpuActs* a, const Config* c, int B, int T, size_t* c
 
 // Allocates the device model for batches up to B x T and uploads the host's params, m and v.
 // The host model must be built (model_build) and initialized or loaded.
-// The device's share of the memory estimate (section 12's memory_check does the host's): the four
+// The device's share of the memory estimate (train_gpt2.c section 10's memory_check does the host's): the four
 // parameter-sized blocks, the activations (gpu_acts_layout) and, with --dtype bf16, the weights' bf16
 // copy, refused before the first cudaMalloc when the device has less free; 5% on top for
 // cuBLAS's workspace and the small buffers left out (the RoPE table, the batch, the norm's partials).
@@ -1921,7 +1921,7 @@ static double gpu_grad_norm(GpuModel* gm) {
 // search (about 8 steps for GPT-2 124M's 148 tensors: nothing next to the 28 bytes it moves). The
 // constants are adamw_scalars' own expressions (bc1 = 1 - b1^t in double, b2c = sqrt(1 - b2^t)), so
 // the update is the CPU's bit for bit up to FMA contraction. The clipping factor is clip_scale's
-// (section 7 of train_gpt2.c) on the device's norm.
+// (section 4 of train_gpt2.c) on the device's norm.
 // In bf16 mode (w16 not NULL) it also writes the new weight's bf16 copy, which the next GEMMs read.
 
 __global__ void adamw_kernel(float* p, __nv_bfloat16* w16, const float* g, float* m, float* v, size_t n,

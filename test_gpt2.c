@@ -22,6 +22,7 @@ The last line is "N passed, N failed"; the exit status is non-zero on any failur
 #include <fcntl.h>
 #include <malloc.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <sys/wait.h>
 
 // fatal() in train_gpt2.c jumps back here instead of exiting, so refusals can be tested in-process
@@ -1203,12 +1204,40 @@ static const char* trainer_binary(void) {
 
 // Runs the trainer with the given flags; stdout and stderr go to tmpdir/stdout.txt and stderr.txt.
 // Returns the exit status.
-static int run_trainer_threads(const char* flags, int threads) {
+// The tests write a base of flags and then the ones a case changes; the trainer refuses a flag
+// given twice, so each flag is passed once, with its last value (a lone last word stays last).
+static void flags_last_wins(const char* in, char* out, size_t cap) {
+    char buf[4096], *word[512];
+    int n = 0;
+    snprintf(buf, sizeof(buf), "%s", in);
+    for (char* t = strtok(buf, " "); t && n < 512; t = strtok(NULL, " ")) word[n++] = t;
+    size_t k = 0;
+    out[0] = 0;
+    for (int i = 0; i < n; i += 2) {
+        int later = 0;
+        for (int j = i + 2; j + 1 < n && i + 1 < n; j += 2) later |= strcmp(word[j], word[i]) == 0;
+        if (later) continue;
+        k += snprintf(out + k, cap - k, "%s%s", k ? " " : "", word[i]);
+        if (i + 1 < n) k += snprintf(out + k, cap - k, " %s", word[i + 1]);
+    }
+}
+
+// The trainer with `threads` as OMP_NUM_THREADS and the flags as given.
+static int run_trainer_cmd(const char* flags, const char* threads) {
     char cmd[8192];
-    snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=%d %s -i %s/train.txt -j %s/val.txt %s > %s/stdout.txt 2> %s/stderr.txt",
-             threads, trainer_binary(), tmpdir, tmpdir, flags, tmpdir, tmpdir);
+    snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=%s %s %s > %s/stdout.txt 2> %s/stderr.txt", threads,
+             trainer_binary(), flags, tmpdir, tmpdir);
     int st = system(cmd);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static int run_trainer_threads(const char* flags, int threads) {
+    char all[4096], merged[4096];
+    snprintf(all, sizeof(all), "-i %s/train.txt -j %s/val.txt %s", tmpdir, tmpdir, flags);
+    flags_last_wins(all, merged, sizeof(merged));
+    char n[16];
+    snprintf(n, sizeof(n), "%d", threads);
+    return run_trainer_cmd(merged, n);
 }
 static int run_trainer(const char* flags) { return run_trainer_threads(flags, 2); }
 
@@ -1367,6 +1396,53 @@ static void test_accumulation(void) {
     }
 }
 
+// --data-order sequential is llm.c's order: a loader that starts at token 0, reads B T + 1 tokens
+// (inputs and, one token on, targets), moves on by B T, and starts again at 0 when the next read
+// would pass the end. Simulated here from that description, over three passes through a file that
+// does not divide into batches, against next_batch. Then the trainer: 2 micro-batches of 2 rows
+// are one batch of 4 in this order too, a resumed run continues it, and it is not the random order.
+static void test_data_order(void) {
+    printf("trainer: --data-order sequential (llm.c's batches)\n");
+    Dataset d = {.n = 1000};
+    d.tok = xmalloc(d.n * sizeof(uint16_t));
+    for (size_t i = 0; i < d.n; i++) d.tok[i] = (uint16_t)(i * 7 % 50000);
+    Trainer tr = {.train = &d, .B = 3, .T = 7, .sequential = 1};
+    int BT = tr.B * tr.T, inp[21], tgt[21], same = 1, wraps = 0;
+    size_t pos = 0;
+    for (long k = 0; k < 150; k++) {
+        next_batch(&tr, k, inp, tgt);
+        for (int i = 0; i < BT; i++) same &= inp[i] == d.tok[pos + i] && tgt[i] == d.tok[pos + i + 1];
+        pos += BT;
+        if (pos + BT + 1 > d.n) pos = 0, wraps++;
+    }
+    check(same && wraps == 3, "150 batches of 3 x 7 from 1000 tokens: llm.c's positions, %d times back to 0", wraps);
+    free(d.tok);
+    char flags[1024], a[512], b[512];
+    snprintf(flags, sizeof(flags), SMALL " --data-order sequential -x 6 -n 3 -o %s/seq_big0", tmpdir);
+    int st = run_trainer(flags);
+    snprintf(flags, sizeof(flags), SMALL " --data-order sequential -b 2 -d 64 -m 4 -x 6 -n 3 -o %s/seq_micro0", tmpdir);
+    st |= run_trainer(flags);
+    snprintf(a, sizeof(a), "%s/seq_big0/log.jsonl", tmpdir);
+    snprintf(b, sizeof(b), "%s/seq_micro0/log.jsonl", tmpdir);
+    char *la = losses_of_log(a), *lb = losses_of_log(b), *lg = read_text(a, NULL);
+    int n;
+    double rel = losses_rel_diff(lb, la, &n);
+    check(st == 0 && rel < 1e-5 && n >= 14, "sequential: 2 micro-batches of 2 rows = one batch of 4: %d losses "
+          "and norms within %.1e relative (exit %d)", n, rel, st);
+    check(lg && strstr(lg, "\"data_order\":\"sequential\""), "the log's config line says \"data_order\":\"sequential\"");
+    snprintf(flags, sizeof(flags), SMALL " -x 6 -n 3 -o %s/seq_random0", tmpdir);
+    run_trainer(flags);
+    snprintf(b, sizeof(b), "%s/seq_random0/log.jsonl", tmpdir);
+    char* lr = losses_of_log(b);
+    check(la && lr && strcmp(la, lr) != 0, "sequential and random orders train on different batches");
+    free(la); free(lb); free(lg); free(lr);
+    snprintf(flags, sizeof(flags), SMALL " --data-order sequential -x 6 -n 3 -o %s/seq_res0 -y %s/seq_big0/ckpt_000003.bin",
+             tmpdir, tmpdir);
+    st = run_trainer(flags);
+    check(st == 0, "sequential: resumed from the step-3 checkpoint (exit %d)", st);
+    check_resumed("seq_big", "seq_res", 0, "ckpt_000006.bin", "sequential, steps 4-6");
+}
+
 // ---- 3b. reliability: checked inputs, checkpoints that prove themselves, models that travel ---------------
 static char* log_without_timing(const char* path);    // a log without the config line, timings and paths
 
@@ -1434,6 +1510,22 @@ static void write_bad_files(void) {
     write_file(dst, lh, sizeof(lh));
     snprintf(dst, sizeof(dst), "%s/val_short.txt", tmpdir);
     write_file(dst, "a short validation text, fewer tokens than one batch of 4 x 16", 62);
+    // a shard longer than its header says, and llm.c's Llama 3 format (32-bit tokens)
+    snprintf(dst, sizeof(dst), "%s/long.bin", tmpdir);
+    write_shard(dst, 100, toks, 200);
+    int32_t l3[256 + 100] = {20240801, 7, 100};
+    snprintf(dst, sizeof(dst), "%s/llama3.bin", tmpdir);
+    write_file(dst, l3, sizeof(l3));
+    // where the run's files go, something that is not a file: a checkpoint's name and the
+    // temporary file --save-llmc writes first
+    snprintf(dst, sizeof(dst), "%s/ckdir", tmpdir);
+    mkdir(dst, 0755);
+    snprintf(dst, sizeof(dst), "%s/ckdir/ckpt_000001.bin", tmpdir);
+    mkdir(dst, 0755);
+    snprintf(dst, sizeof(dst), "%s/llmcdir", tmpdir);
+    mkdir(dst, 0755);
+    snprintf(dst, sizeof(dst), "%s/llmcdir/m.bin.tmp", tmpdir);
+    mkdir(dst, 0755);
 }
 
 // The CRC-32 is zlib's: the standard check value, and the same sum in pieces as at once.
@@ -1451,6 +1543,46 @@ static void test_crc32(void) {
 
 // A refused run leaves the previous run's files as they were: flags checked late used to truncate
 // the log before refusing.
+// One run per output directory: a second trainer started on a directory in use is refused with one
+// line naming the first one's pid, and the first's files are left alone; the lock goes with the
+// process, even one killed with SIGKILL.
+static void test_output_lock(void) {
+    printf("trainer: one run per output directory\n");
+    char cmd[4096], path[512], pid[64] = "", first[2048], merged[2048];
+    snprintf(first, sizeof(first), "-i %s/train.txt -j %s/val.txt " SMALL " -x 100000 -v 0 -S 0 -n 0 -o %s/busy",
+             tmpdir, tmpdir, tmpdir);
+    flags_last_wins(first, merged, sizeof(merged));
+    snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 %s %s > /dev/null 2>&1 & echo $! > %s/busy_pid", trainer_binary(),
+             merged, tmpdir);
+    if (system(cmd) != 0) { check(0, "cannot start a trainer in the background"); return; }
+    snprintf(path, sizeof(path), "%s/busy/.lock", tmpdir);
+    for (int i = 0; i < 200 && !pid[0]; i++) {        // until the first run holds the lock
+        usleep(50000);
+        char* t = read_text(path, NULL);
+        if (t) snprintf(pid, sizeof(pid), "%.*s", (int)strcspn(t, "\n"), t);
+        free(t);
+    }
+    char flags[1024], expect[256];
+    snprintf(flags, sizeof(flags), SMALL " -x 2 -o %s/busy", tmpdir);
+    int st = run_trainer(flags);
+    snprintf(path, sizeof(path), "%s/stderr.txt", tmpdir);
+    char* err = read_text(path, NULL);
+    snprintf(expect, sizeof(expect), "is in use by another run (pid %s)", pid);
+    snprintf(path, sizeof(path), "%s/busy/log.jsonl", tmpdir);
+    char* log = read_text(path, NULL);
+    check(pid[0] && st == 1 && err && strstr(err, expect) && strchr(err, '\n') == err + strlen(err) - 1 &&
+          log && strstr(log, "\"event\":\"config\""), "a second run into a busy -o: %.*s; the first's log kept",
+          err ? (int)strcspn(err, "\n") : 0, err ? err : "");
+    free(err);
+    free(log);
+    snprintf(path, sizeof(path), "%s/busy_pid", tmpdir);
+    char* bg = read_text(path, NULL);
+    if (bg) kill((pid_t)atol(bg), SIGKILL);
+    free(bg);
+    for (int i = 0; i < 50 && (st = run_trainer(flags)) == 1; i++) usleep(100000);
+    check(st == 0, "once the first run is killed (SIGKILL), the directory is free again (exit %d)", st);
+}
+
 static void test_refusal_keeps_files(void) {
     printf("trainer: a refused run writes nothing\n");
     char flags[2048], log[512], before_ck[512];
@@ -1815,8 +1947,19 @@ static void test_bad_input(void) {
         {"-o @/pp -p 2 --probes nosuch", "unknown probe 'nosuch'"},
         {"-o @/pp -p 2 --cossim-dump h.7.attn.wq", "--cossim-dump: no tensor named 'h.7.attn.wq'"},
         {"--spike-skip 1", "need -p N"},
-        {"--dump-token-losses /nonexistent/dir/t.csv", "cannot write in directory /nonexistent/dir"},
+        {"--dump-token-losses /nonexistent/dir/t.csv", "cannot write /nonexistent/dir/t.csv (No such file"},
         {"--dump-token-losses @/adir", "adir is not a regular file"},
+        {"-o @/ckdir", "ckpt_000001.bin is a directory, and the run writes its log and checkpoints there"},
+        {"-K 4 --save-llmc @/llmcdir/m.bin", "m.bin.tmp is in the way (not a regular file)"},
+        // a shard longer than its header says, llm.c's Llama 3 shards
+        {"-i @/long.bin -j @/long.bin", "longer than its header says"},
+        {"-i @/llama3.bin -j @/llama3.bin", "is an llm.c Llama 3 token shard (magic 20240801, 32-bit tokens)"},
+        // a flag whose value is missing, -I with empty parts or a group given twice
+        {"-o -x 5", "flag -o needs a value, and the next word is the flag -x"},
+        {"-I normal:", "initializer 'normal:' has an empty argument"},
+        {"-I normal::1", "initializer 'normal::1' has an empty argument"},
+        {"-I normal,,out=zeros", "has an empty entry between its commas"},
+        {"-I normal,out=normal:0.02,out=zeros", "gives the group 'out' twice"},
         {"-o @/short.bin/sub", "cannot create output dir"},
         // llm.c model files
         {"-K 4 --load-llmc @/llmc_bf16.bin", "holds bfloat16 (version 5)"},
@@ -1834,6 +1977,31 @@ static void test_bad_input(void) {
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         expect_refusal(strstr(cases[i].flags, "-y") || strstr(cases[i].flags, "-I zeros") || strstr(cases[i].flags, "--adam-eps 0")
                        ? SMALL " -x 12" : SMALL " -x 1", cases[i].flags, cases[i].expect);
+    // inputs the flags alone do not show: a flag given twice (the runner above passes each once),
+    // OMP_NUM_THREADS that OpenMP would crash on or take minutes to start. A value libgomp cannot
+    // read at all it reports itself, on loading, before main: its line may come first
+    struct { const char* threads; const char* flags; const char* expect; } raw[] = {
+        {"2", "-x 1 -b 4 -b 2", "flag -b is given twice (4, then 2): give each flag once"},
+        {"100000", "-x 1", "OMP_NUM_THREADS=100000 asks for 100000 threads; at most"},
+        {"abc", "-x 1", "OMP_NUM_THREADS=abc is not a thread count"},
+        {"0", "-x 1", "OMP_NUM_THREADS=0 is not a thread count"},
+    };
+    for (size_t i = 0; i < sizeof(raw) / sizeof(raw[0]); i++) {
+        char all[1024];
+        snprintf(all, sizeof(all), "-i %s/train.txt -j %s/val.txt %s", tmpdir, tmpdir, raw[i].flags);
+        int st = run_trainer_cmd(all, raw[i].threads);
+        snprintf(path, sizeof(path), "%s/stderr.txt", tmpdir);
+        char* err = read_text(path, NULL);
+        const char* ours = err ? strstr(err, "error: ") : NULL;
+        int lines = 0, others = 0;
+        for (char* p = err; p && *p; p++) lines += *p == '\n';
+        for (char* l = err; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l))
+            others += *l != '\n' && strncmp(l, "error: ", 7) && strncmp(l, "libgomp: ", 9);
+        check(st == 1 && ours && !strstr(ours + 1, "error: ") && !others && strstr(ours, raw[i].expect),
+              "OMP_NUM_THREADS=%s %s -> %.*s", raw[i].threads, raw[i].flags,
+              ours ? (int)strcspn(ours, "\n") : 0, ours ? ours : "");
+        free(err);
+    }
     // an output path too long for the names of the files inside it
     char longdir[4100] = "-o ";
     for (int i = 3; i < 4003; i++) longdir[i] = i % 100 == 0 ? '/' : 'd';
@@ -2846,9 +3014,11 @@ static void test_trainer(void) {
     if (access(trainer_binary(), X_OK) != 0) { check(0, "%s is missing: run `make test`", trainer_binary()); return; }
     test_resume_and_determinism();
     test_accumulation();
+    test_data_order();
     write_bad_files();
     test_bad_input();
     test_refusal_keeps_files();
+    test_output_lock();
     test_log_lines();
     test_resume_log_and_spike();
     test_llmc();

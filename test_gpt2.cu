@@ -221,6 +221,15 @@ static void test_gpu_fixture(const char* path, int mode) {
         for (size_t i = 0; i < m.num_params; i++) differ += m.grads[i] != 0.5f * full[i];
         check(differ == 0, "%s: GPU backward with dloss 0.5 gives half of every gradient, bit for bit (%zu of %zu "
               "differ)", base, differ, m.num_params);
+        // Accumulation (-d's second micro-batch): another dloss-0.5 backward added onto the first gives
+        // every gradient of dloss 1, bit for bit, the two halves being exact
+        gpu_forward(&gm, inp, tgt, B, T);
+        gpu_backward(&gm, B, T, 0.5f);
+        gpu_download_grads(&gm);
+        differ = 0;
+        for (size_t i = 0; i < m.num_params; i++) differ += m.grads[i] != full[i];
+        check(differ == 0, "%s: a second backward with dloss 0.5 adds onto the first: every gradient is dloss 1's, "
+              "bit for bit (%zu of %zu differ)", base, differ, m.num_params);
         memcpy(m.grads, full, m.num_params * sizeof(float));
         free(full);
     }
@@ -708,6 +717,20 @@ static void write_bytes(const char* path, const unsigned char* bytes, size_t n) 
     fclose(f);
 }
 
+// A whole text file, or NULL
+static char* read_file_text(const char* path) {
+    FILE* f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char* buf = (char*)xmalloc((size_t)n + 1);
+    size_t got = fread(buf, 1, (size_t)n, f);
+    buf[got] = 0;
+    fclose(f);
+    return buf;
+}
+
 // Both binaries train on the same synthetic corpus with the same flags, every probe on (-p 2): the
 // losses of every step, and every number of every probe line, must agree. The GPU run computes its
 // probes on the host from the weights it downloads, so this shows that the weights track the CPU's
@@ -716,7 +739,9 @@ static void write_bytes(const char* path, const unsigned char* bytes, size_t n) 
 // noise near 1e-11 in both trainers; AdamW divides by sqrt(v), so that noise moves bk by lr-sized
 // steps in directions that differ between the two. The loss does not depend on bk at all. The llama
 // run takes its 4 rows per update as 2 micro-batches of 2 (-d): the GPU engine accumulates, and its
-// probe steps replay both micro-batches on the host.
+// probe steps replay both micro-batches on the host. Each run ends with a sample of 24 tokens, which
+// must be the same text in both; the third run is muP's, whose logit and attention scales change the
+// forward that sampling runs.
 static void test_binaries(void) {
     if (access("./train_gpt2", X_OK) != 0 || access(GPU_TRAINER, X_OK) != 0) {
 #ifdef CUDA_CPU_RUNTIME
@@ -739,17 +764,32 @@ static void test_binaries(void) {
     write_bytes(path, bytes, ds.n / 10);
     free(bytes);
     free(ds.tok);
-    const char* presets[] = {"-a gpt2 -b 4", "-a llama -G 1 -K 2 -b 2 -d 128"};
-    for (int pi = 0; pi < 2; pi++) {
-        char flags[256], logs[2][300];
-        snprintf(flags, sizeof(flags), "%s -L 2 -C 64 -H 4 -t 32 -x 4 -v 0 -S 0 -n 0 -p 2", presets[pi]);
+    // muP changes the forward (the logits' and attention's scales): its samples are compared too
+    const char* presets[] = {"-a gpt2 -b 4", "-a llama -G 1 -K 2 -b 2 -d 128", "-a gpt2 -b 4 -I mup --tie 0"};
+    for (int pi = 0; pi < 3; pi++) {
+        char flags[256], logs[2][300], outs[2][300];
+        snprintf(flags, sizeof(flags), "%s -L 2 -C 64 -H 4 -t 32 -x 4 -v 0 -S 24 -n 0 -p 2", presets[pi]);
         int st[2];
         for (int g = 0; g < 2; g++) {
             snprintf(cmd, sizeof(cmd), "%s%s -i %s/train.txt -j %s/val.txt -o %s/run%d%d %s > %s/run%d%d.txt 2>&1",
                      g ? GPU_TRAINER : "./train_gpt2", g ? " --tf32 0" : "", dir, dir, dir, pi, g, flags, dir, pi, g);
             st[g] = system(cmd);
             snprintf(logs[g], sizeof(logs[g]), "%s/run%d%d/log.jsonl", dir, pi, g);
+            snprintf(outs[g], sizeof(outs[g]), "%s/run%d%d.txt", dir, pi, g);
         }
+        // the samples at the end: the same tokens from both trainers (float32 on the GPU, the same seed)
+        char* text[2];
+        const char* sample[2];
+        for (int g = 0; g < 2; g++) {
+            text[g] = read_file_text(outs[g]);
+            sample[g] = text[g] ? strstr(text[g], "---- sample at step 4 ----") : NULL;
+        }
+        size_t len = sample[0] ? strcspn(sample[0] + 27, "\n") : 0;
+        check(sample[0] && sample[1] && len == 25 && !strncmp(sample[0], sample[1], 27 + len),
+              "%s: the two trainers sample the same 24 tokens after the prompt (%s)", presets[pi],
+              sample[0] && sample[1] && !strncmp(sample[0], sample[1], 27 + len) ? "equal" : "they differ");
+        free(text[0]);
+        free(text[1]);
         double lc[4], lg[4], worst_loss, worst_probe;
         char where_probe[300];
         int nc = read_losses(logs[0], lc, 4), ng = read_losses(logs[1], lg, 4);

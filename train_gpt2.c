@@ -42,6 +42,7 @@ them that are wrong, with the right values). Comments cite them by key, e.g. [Sm
 Only libc, libm and OpenMP are used. doc/model.md is the model's exact contract.
 */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <float.h>
 #include <limits.h>
@@ -53,6 +54,8 @@ Only libc, libm and OpenMP are used. doc/model.md is the model's exact contract.
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -672,7 +675,7 @@ typedef struct {
     float *dyg, *dyatt;                   // of the gated output and of the attention output
     float *dattn_gate;                    // of the attention gate's pre-activation
     float *dup, *dmlp_gate, *dhact;       // of up, of SwiGLU's gate pre-activation, of hact
-    float *tmp;                           // the output projections' product before the residual
+    float *tmp;                           // the output projections before the residual; scratch
     float *att_scratch;                   // attention_backward's scratch
     float *rope_cs;                       // T x hd/2 x (cos, sin) of RoPE (rope_table), or NULL
     float *dres_kept;                     // (L+1) x BT x C: dres at each block's input and at the
@@ -1429,6 +1432,48 @@ static void dataset_random_batch(const Dataset* d, Rng* g, int* inp, int* tgt, i
     }
 }
 
+// What the loop needs. run_setup (section 12) fills it in from the flags, after loading the data
+// and initializing the model (or resuming it from a checkpoint).
+typedef struct {
+    Model* model;
+    const Dataset* train;
+    Rng* data_rng;          // draws the random batches
+    int sequential;         // --data-order sequential: llm.c's order, no random draws
+    OptConfig opt;          // learning rate, schedule, AdamW's constants, clipping
+    int B, T, micro;        // micro-batches of B x T per update (-b, -t, -d)
+    int first_step, steps;  // from 0, or from a checkpoint's step, to -x
+    int *inp, *tgt;         // one update's micro-batches, micro x B x T
+} Trainer;
+
+// The data cut into consecutive batches from its start: batch i holds the B x T tokens from
+// i B T on as inputs and the next token of each as targets, row b the window from (i B + b) T. The
+// validation loss is the mean over the first batches; --data-order sequential trains on them in
+// turn (llm.c's order).
+static void dataset_batch_at(const Dataset* d, long i, int* inp, int* tgt, int B, int T) {
+    for (int b = 0; b < B; b++) {
+        size_t off = ((size_t)i * B + b) * T;
+        for (int t = 0; t < T; t++) {
+            inp[b * T + t] = d->tok[off + t];
+            tgt[b * T + t] = d->tok[off + t + 1];
+        }
+    }
+}
+
+// How many such batches the data holds (the last target must exist).
+static long dataset_num_batches(const Dataset* d, int B, int T) {
+    return (long)((d->n - 1) / ((size_t)B * T));
+}
+
+// Batch k of a run (k = step x micro + micro-batch): random windows, or with --data-order
+// sequential the consecutive batches in turn, from the start again when they run out.
+static void next_batch(const Trainer* tr, long k, int* inp, int* tgt) {
+    if (tr->sequential)
+        dataset_batch_at(tr->train, k % dataset_num_batches(tr->train, tr->B, tr->T), inp, tgt,
+                         tr->B, tr->T);
+    else
+        dataset_random_batch(tr->train, tr->data_rng, inp, tgt, tr->B, tr->T);
+}
+
 // One update's gradient: the forward and backward passes of `micro` micro-batches of B x T, the
 // i-th at inp + i B T, each backward adding 1/micro of its batch's mean-loss gradient (gradient
 // accumulation, -d; micro 1 is the plain step). Returns their mean loss, the update's.
@@ -1443,17 +1488,6 @@ static float compute_gradients(Model* m, const int* inp, const int* tgt, int B, 
     return (float)(loss_sum / micro);
 }
 
-// What the loop needs. run_setup (section 12) fills it in from the flags, after loading the data
-// and initializing the model (or resuming it from a checkpoint).
-typedef struct {
-    Model* model;
-    const Dataset* train;
-    Rng* data_rng;          // draws the batches
-    OptConfig opt;          // learning rate, schedule, AdamW's constants, clipping
-    int B, T, micro;        // micro-batches of B x T per update (-b, -t, -d)
-    int first_step, steps;  // from 0, or from a checkpoint's step, to -x
-    int *inp, *tgt;         // one update's micro-batches, micro x B x T
-} Trainer;
 
 // The training loop: draw a batch, forward, backward, clip, AdamW, print. The run's extras sit in
 // three calls (section 12): validation, samples and checkpoints before a step; the NaN stop, the
@@ -1466,8 +1500,7 @@ static void train(const Trainer* tr, Run* run) {
         if (step == tr->steps) break;
         double t0 = now_ms();
         for (int mb = 0; mb < tr->micro; mb++)
-            dataset_random_batch(tr->train, tr->data_rng, tr->inp + mb * BT, tr->tgt + mb * BT,
-                                 tr->B, tr->T);
+            next_batch(tr, (long)step * tr->micro + mb, tr->inp + mb * BT, tr->tgt + mb * BT);
         float loss = compute_gradients(m, tr->inp, tr->tgt, tr->B, tr->T, tr->micro);
         double norm = grad_norm(m);
         int skip = run_inspect(run, step, loss, norm);
@@ -2057,6 +2090,7 @@ static void* (xcalloc)(size_t count, size_t size) {
 //  - llm.c token shards: 256 int32 header (magic 20240520, version 1, token count), then uint16
 //    tokens (GPT-2 BPE, written by dev/data/tokenize_gpt2.sh).
 #define SHARD_MAGIC 20240520
+#define SHARD_MAGIC_LLAMA3 20240801     // llm.c's Llama 3 shards: uint32 tokens, refused
 
 // The loaders read from a FILE* whose size is known (a file, or memory in dev/fuzz), and check
 // every size a header states against the bytes really there before allocating anything.
@@ -2064,15 +2098,20 @@ static void dataset_read(Dataset* d, FILE* f, long size, const char* path, int V
     int32_t header[256] = {0};
     size_t got = size >= (long)sizeof(header) ? fread(header, sizeof(int32_t), 256, f) : 0;
     d->is_shard = got == 256 && header[0] == SHARD_MAGIC;
+    if (got == 256 && header[0] == SHARD_MAGIC_LLAMA3)
+        fatal("%s is an llm.c Llama 3 token shard (magic %d, 32-bit tokens); this trainer reads "
+              "GPT-2 shards (magic %d, 16-bit tokens) and byte text: tokenize with GPT-2 "
+              "(make data-gpt2)", path, SHARD_MAGIC_LLAMA3, SHARD_MAGIC);
     size_t plen = strlen(path);
     if (!d->is_shard && plen > 4 && strcmp(path + plen - 4, ".bin") == 0)
         fatal("%s is not a token shard (bad magic; expected %d)", path, SHARD_MAGIC);
     if (d->is_shard) {
         if (header[1] != 1) fatal("%s: token shard version %d, expected 1", path, header[1]);
         d->n = (size_t)(uint32_t)header[2];
-        if ((long)(sizeof(header) + d->n * sizeof(uint16_t)) != size)
-            fatal("%s: header says %zu tokens but the file holds %ld bytes (truncated?)", path,
-                  d->n, size);
+        long want = (long)(sizeof(header) + d->n * sizeof(uint16_t));
+        if (want != size)
+            fatal("%s: header says %zu tokens (%ld bytes) but the file holds %ld bytes: %s", path,
+                  d->n, want, size, size < want ? "truncated" : "longer than its header says");
         d->tok = xmalloc(d->n * sizeof(uint16_t));
         if (fread(d->tok, sizeof(uint16_t), d->n, f) != d->n) fatal("%s: short read", path);
         for (size_t i = 0; i < d->n; i++)
@@ -2112,20 +2151,6 @@ static void dataset_load(Dataset* d, const char* path, int V) {
 }
 
 
-// Validation batches are fixed: consecutive windows from the start of the validation data.
-static void dataset_val_batch(const Dataset* d, int batch_index, int* inp, int* tgt, int B, int T) {
-    for (int b = 0; b < B; b++) {
-        size_t off = ((size_t)batch_index * B + b) * T;
-        for (int t = 0; t < T; t++) {
-            inp[b * T + t] = d->tok[off + t];
-            tgt[b * T + t] = d->tok[off + t + 1];
-        }
-    }
-}
-
-static int dataset_num_val_batches(const Dataset* d, int B, int T) {
-    return (int)((d->n - 1) / ((size_t)B * T));
-}
 
 // Decoding tokens for printing: bytes print as themselves; GPT-2 tokens through the decode table
 // written by dev/data/tokenize_gpt2.sh (int32 header: 20240328, version 2, vocab, eot; 256 int32
@@ -2262,6 +2287,7 @@ typedef struct {
     int B, T, steps, seed;
     // micro-batches of B x T per update: -d TOKENS / (B x T) (gradient accumulation)
     int micro;
+    int sequential;                // --data-order sequential (llm.c's order); 0: random windows
     int val_every, val_batches, sample_every, sample_len, ckpt_every;
     int decay_emb;
     double gamma;                  // < 0: not given
@@ -2363,9 +2389,10 @@ static void init_spec_from_options(InitSpec* spec, const Options* o);
 static void init_report(Model* m, const InitSpec* spec, const int* tokens, int B, int T);
 // prints the memory the run will take and refuses one that does not fit in the memory available
 static void memory_check(const Config* c, const Options* o, int host_acts);
-static void output_file_check(const char* path, const char* flag);   // can a file be written there?
-// -o DIR: made, with its parents, if missing
-static void output_dir_create(const char* dir);
+// -o DIR made and claimed (one run per directory), every output path proven writable; the lock
+static int outputs_claim(const Options* o);
+// -o DIR made and claimed by this process alone (DIR/.lock); the lock's descriptor
+static int output_dir_claim(const char* dir);
 // a checkpoint: config, step, both generators, the spike state, parameters and AdamW moments, with
 // a CRC-32 (doc/checkpoint.md); save refuses a model holding NaN or inf
 static void checkpoint_save(const Model* m, const char* path, int step, const Rng* data_rng,
@@ -2409,6 +2436,7 @@ struct Run {
     char last_ckpt[4096];         // named in the error when training stops
     double last_val;              // the last validation loss, printed at the end
     int probing;                  // this step is a probe step
+    int lock;                     // the output dir's lock (output_dir_claim), or -1
 };
 
 // ============================================================================================
@@ -4333,13 +4361,13 @@ static void probe_log_line(void* lg, const char* fields) { log_event((Log*)lg, "
 // ([SmallInit §2.5 and §4.7]; dev/plot/compare_tokens.py).
 static void dump_token_losses(Model* m, const Dataset* val, int batches, int B, int T, int* inp,
                               int* tgt, const char* path) {
-    int avail = dataset_num_val_batches(val, B, T);
+    int avail = dataset_num_batches(val, B, T);
     if (batches > avail) batches = avail;
     FILE* f = fopen(path, "w");
     if (!f) fatal("cannot write token dump %s (%s)", path, strerror(errno));
     fprintf(f, "pos,target,loss,p\n");
     for (int i = 0; i < batches; i++) {
-        dataset_val_batch(val, i, inp, tgt, B, T);
+        dataset_batch_at(val, i, inp, tgt, B, T);
         model_forward(m, inp, tgt, B, T);
         for (int bt = 0; bt < B * T; bt++)
             fprintf(f, "%zu,%d,%.9g,%.9g\n", ((size_t)i * B + bt / T) * T + bt % T + 1, tgt[bt],
@@ -4482,6 +4510,9 @@ static void usage(void) {
            "whose\n"
            "            gradients are averaged before each AdamW step (gradient accumulation, as "
            "llm.c's -d)\n"
+           "  --data-order random|sequential  random windows (default), or llm.c's order:\n"
+           "            the training file in consecutive batches of B x T tokens from its\n"
+           "            start, again from the start when they run out\n"
            "  -x N      steps (default %d)\n"
            "  -l LR     peak learning rate (default %g)   -u N  warmup steps (default %d)\n"
            "  -q F      cosine floor as a fraction of the peak (default %g)\n"
@@ -4500,7 +4531,8 @@ static void usage(void) {
            "  -n N      checkpoint every N steps when -o is given (default %d; always at the end,\n"
            "            and with -x 0 at step 0)\n"
            "  -h        this help\n"
-           "threads: OMP_NUM_THREADS. Same seed, flags and thread count give the same losses.\n",
+           "threads: OMP_NUM_THREADS (at most 4 per core, or 64). Same seed, flags and thread\n"
+           "count give the same losses. Each flag is given once.\n",
            d.train_path, d.val_path, d.preset, d.L, d.C, d.H, (double)d.eps, (double)d.rope_theta,
            d.init, MUP_BASE_DEFAULT, d.seed, d.B, d.T, d.steps, (double)d.opt.lr, d.opt.warmup,
            (double)d.opt.lr_floor, (double)d.opt.weight_decay, (double)d.opt.clip,
@@ -4569,6 +4601,9 @@ static void parse_scheme(Scheme* s, const char* text) {
     memset(s, 0, sizeof(*s));
     char buf[sizeof(s->text)];
     if (strlen(text) >= sizeof(buf)) fatal("initializer '%.40s...' is too long", text);
+    size_t len = strlen(text);
+    if (!len || text[0] == ':' || text[len - 1] == ':' || strstr(text, "::"))
+        fatal("initializer '%s' has an empty argument (NAME[:ARG...], see -h)", text);
     snprintf(s->text, sizeof(s->text), "%s", text);
     snprintf(buf, sizeof(buf), "%s", text);
     char* save = NULL;
@@ -4607,8 +4642,11 @@ static void parse_init_text(InitSpec* spec, const char* text, int recipes_on) {
     char buf[512];
     if (strlen(text) >= sizeof(buf)) fatal("-I is too long");
     snprintf(buf, sizeof(buf), "%s", text);
+    size_t len = strlen(text);
+    if (len && (text[0] == ',' || text[len - 1] == ',' || strstr(text, ",,")))
+        fatal("-I '%s' has an empty entry between its commas", text);
     char* save = NULL;
-    int first = 1;
+    int first = 1, given[NUM_GROUPS] = {0};
     for (char* tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save), first = 0) {
         char* eq = strchr(tok, '=');
         if (first && !eq) {
@@ -4637,6 +4675,7 @@ static void parse_init_text(InitSpec* spec, const char* text, int recipes_on) {
             fatal("unknown parameter group '%s' in -I (groups: emb pos qkv gate out up down head "
                   "norm bias)",
                   tok);
+        if (given[g]++) fatal("-I '%s' gives the group '%s' twice", text, tok);
         parse_scheme(&spec->rule[g], eq + 1);
     }
     if (first) fatal("empty -I");
@@ -4680,8 +4719,30 @@ static const char* parse_choice(const char* flag, const char* v, const char* a, 
     return v;
 }
 
+// OMP_NUM_THREADS, checked before the first parallel region reads it: OpenMP crashes on an absurd
+// count and takes minutes to start a very large one. More than 4 threads a core only slows a run;
+// up to 64 are allowed anywhere.
+static void threads_check(void) {
+    const char* env = getenv("OMP_NUM_THREADS");
+    if (!env) return;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN), most = 4 * cores > 64 ? 4 * cores : 64;
+    for (const char* p = env; *p;) {                // OpenMP takes a list, "4,2", one per level
+        char* end;
+        errno = 0;
+        long n = strtol(p, &end, 10);
+        if (end == p || errno || n < 1 || (*end && *end != ','))
+            fatal("OMP_NUM_THREADS=%s is not a thread count (a positive integer, or a list of "
+                  "them)", env);
+        if (n > most)
+            fatal("OMP_NUM_THREADS=%s asks for %ld threads; at most %ld on this machine's %ld "
+                  "cores (4 per core, or 64): unset it to use one per core", env, n, most, cores);
+        p = *end ? end + 1 : end;
+    }
+}
+
 static void parse_args(Options* o, int argc, char** argv) {
     options_default(o);
+    threads_check();
     const char* init_given = NULL;
     long tokens_per_update = 0;        // -d; 0: one batch
     for (int i = 1; i < argc; i++) {
@@ -4690,6 +4751,12 @@ static void parse_args(Options* o, int argc, char** argv) {
         if (f[0] != '-' || !f[1]) fatal("unexpected argument '%s' (see -h)", f);
         if (i + 1 >= argc) fatal("flag %s needs a value", f);
         const char* v = argv[++i];
+        if (v[0] == '-' && (isalpha((unsigned char)v[1]) || v[1] == '-'))
+            fatal("flag %s needs a value, and the next word is the flag %s (see -h)", f, v);
+        for (int j = 1; j < i - 1; j += 2)
+            if (strcmp(argv[j], f) == 0)
+                fatal("flag %s is given twice (%s, then %s): give each flag once", f, argv[j + 1],
+                      v);
         const long BIG = 1L << 30;
         if (strcmp(f, "-i") == 0) o->train_path = v;
         else if (strcmp(f, "-j") == 0) o->val_path = v;
@@ -4723,6 +4790,8 @@ static void parse_args(Options* o, int argc, char** argv) {
         else if (strcmp(f, "-b") == 0) o->B = parse_int(f, v, 1, 1 << 20);
         else if (strcmp(f, "-t") == 0) o->T = parse_int(f, v, 1, 1 << 16);
         else if (strcmp(f, "-d") == 0) tokens_per_update = parse_int(f, v, 1, BIG);
+        else if (strcmp(f, "--data-order") == 0)
+            o->sequential = !strcmp(parse_choice(f, v, "random", "sequential"), "sequential");
         else if (strcmp(f, "-x") == 0) o->steps = parse_int(f, v, 0, BIG);
         else if (strcmp(f, "-l") == 0) o->opt.lr = parse_float(f, v, 0.0, 10.0);
         else if (strcmp(f, "-u") == 0) o->opt.warmup = parse_int(f, v, 0, BIG);
@@ -4876,23 +4945,22 @@ static void decoder_free(Decoder* dec) {
     memset(dec, 0, sizeof(*dec));
 }
 
-// A file the run will write at its end (--dump-token-losses, --save-llmc) is checked at its start:
-// an existing one must be a writable regular file, a new one needs a writable directory.
-static void output_file_check(const char* path, const char* flag) {
+// A file the run will write at its end (--dump-token-losses, --save-llmc), through `probe` (the
+// file itself, or the temporary file it is written to first), is checked at its start: an existing
+// one must be a regular file, and probe is opened for writing (and removed again if it was not
+// there), which proves the directory writable even where access() would say yes (root, a read-only
+// mount).
+static void output_file_check(const char* path, const char* probe, const char* flag) {
     struct stat st;
-    if (stat(path, &st) == 0) {
-        if (!S_ISREG(st.st_mode)) fatal("%s %s is not a regular file", flag, path);
-        if (access(path, W_OK) != 0)
-            fatal("%s %s is not writable (%s)", flag, path, strerror(errno));
-        return;
-    }
-    char dir[4096];
-    snprintf(dir, sizeof(dir), "%s", path);
-    char* slash = strrchr(dir, '/');
-    if (slash) slash[slash == dir] = 0;     // "/x" -> "/", "a/b" -> "a"
-    else snprintf(dir, sizeof(dir), ".");
-    if (access(dir, W_OK) != 0)
-        fatal("%s %s: cannot write in directory %s (%s)", flag, path, dir, strerror(errno));
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        fatal("%s %s is not a regular file", flag, path);
+    int existed = stat(probe, &st) == 0;
+    if (existed && !S_ISREG(st.st_mode))
+        fatal("%s: %s is in the way (not a regular file)", flag, probe);
+    FILE* f = fopen(probe, "ab");
+    if (!f) fatal("%s %s: cannot write %s (%s)", flag, path, probe, strerror(errno));
+    fclose(f);
+    if (!existed) unlink(probe);
 }
 
 // -o DIR is made with its missing parents, as `mkdir -p` would: out/ex/run1 needs no out/ first.
@@ -4911,6 +4979,62 @@ static void output_dir_create(const char* dir) {
     struct stat st;
     if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
         fatal("output dir %s is not a directory", dir);
+}
+
+// One run per output directory: DIR/.lock, held with flock() for as long as the process lives (the
+// kernel releases it when the process ends, however it ends) and holding the run's pid. A second
+// run into DIR is refused with the first one's pid, before it writes anything. Creating the lock
+// also proves DIR writable. Returns the lock's descriptor.
+static int output_dir_claim(const char* dir) {
+    output_dir_create(dir);
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/.lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) fatal("cannot write in output dir %s (%s)", dir, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        char pid[32] = "";
+        ssize_t n = pread(fd, pid, sizeof(pid) - 1, 0);
+        pid[n > 0 ? n : 0] = 0;
+        pid[strcspn(pid, "\n")] = 0;
+        fatal("output dir %s is in use by another run (pid %s): one run per directory; wait for "
+              "it to end or give another -o", dir, pid[0] ? pid : "unknown");
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n)
+        fatal("cannot write in output dir %s (%s)", dir, strerror(errno));
+    return fd;
+}
+
+// Every path a run writes, checked at its start, before anything is computed: -o DIR is made and
+// claimed (output_dir_claim), no directory may sit where the log and the checkpoints go, and the
+// files written at the end must be writable (output_file_check). Returns
+// the output dir's lock, or -1 without -o.
+static int outputs_claim(const Options* o) {
+    int lock = -1;
+    if (o->out_dir) {
+        lock = output_dir_claim(o->out_dir);
+        DIR* d = opendir(o->out_dir);
+        if (!d) fatal("cannot open output dir %s (%s)", o->out_dir, strerror(errno));
+        for (struct dirent* de; (de = readdir(d)) != NULL;) {
+            const char* n = de->d_name;
+            if (strcmp(n, "log.jsonl") != 0 && strncmp(n, "ckpt_", 5) != 0) continue;
+            char path[4400];
+            struct stat st;
+            snprintf(path, sizeof(path), "%s/%s", o->out_dir, n);
+            if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+                fatal("%s is a directory, and the run writes its log and checkpoints there", path);
+        }
+        closedir(d);
+    }
+    char tmp[4200];
+    if (o->probe.dump_tokens)
+        output_file_check(o->probe.dump_tokens, o->probe.dump_tokens, "--dump-token-losses");
+    if (o->llmc_save) {
+        snprintf(tmp, sizeof(tmp), "%s.tmp", o->llmc_save);     // llmc_save writes it first
+        output_file_check(o->llmc_save, tmp, "--save-llmc");
+    }
+    return lock;
 }
 
 // DIR (made by output_dir_create): ckpt_*.bin.tmp files that a killed run left are removed (a
@@ -5039,17 +5163,18 @@ static void run_header(Run* r) {
            "threads\n",
            r->model.num_params, r->train.is_shard ? "token shard" : "bytes", r->train.n, r->val.n,
            o->B, o->T, accum, o->steps, device, threads);
+    if (o->sequential) printf("batches: sequential, llm.c's order (--data-order)\n");
     printf("init: %s, residual scaling %s%s, seed %d\n", r->spec.first, resid_names[r->spec.resid],
            r->spec.mup ? ", muP" : "", o->seed);
     if (o->resume) printf("resumed from %s at step %d\n", o->resume, r->start_step);
-    log_event(
-            &r->lg,
-            "\"event\":\"config\",\"preset\":\"%s\",\"L\":%d,\"C\":%d,\"H\":%d,\"KVH\":%d,\"F\":%d,"
-            "\"V\":%d,\"T\":%d,\"B\":%d,\"micro_batches\":%d,\"steps\":%d,\"lr\":%g,\"weight_"
-            "decay\":%g,\"eps\":%g,\"gamma\":%g,\"init\":\"%s\","
-            "\"gate\":%d,\"seed\":%d,\"params\":%zu,\"device\":\"%s\",\"threads\":%d,\"start_"
-            "step\":%d,\"ln_V\":%.6f",
-            o->preset, c->L, c->C, c->H, c->KVH, c->F, c->V, o->T, o->B, o->micro, o->steps,
+    log_event(&r->lg,
+              "\"event\":\"config\",\"preset\":\"%s\",\"L\":%d,\"C\":%d,\"H\":%d,\"KVH\":%d,"
+              "\"F\":%d,\"V\":%d,\"T\":%d,\"B\":%d,\"micro_batches\":%d,\"data_order\":\"%s\","
+              "\"steps\":%d,\"lr\":%g,\"weight_decay\":%g,\"eps\":%g,\"gamma\":%g,\"init\":\"%s\","
+              "\"gate\":%d,\"seed\":%d,\"params\":%zu,\"device\":\"%s\",\"threads\":%d,"
+              "\"start_step\":%d,\"ln_V\":%.6f",
+            o->preset, c->L, c->C, c->H, c->KVH, c->F, c->V, o->T, o->B, o->micro,
+            o->sequential ? "sequential" : "random", o->steps,
             (double)o->opt.lr, (double)o->opt.weight_decay, (double)c->eps, o->gamma, o->init,
             c->attn_gate, o->seed, r->model.num_params, device, threads, r->start_step,
             log((double)c->V));
@@ -5488,9 +5613,12 @@ static void run_setup(Run* r, int host_engine) {
     if (r->train.n < (size_t)o->T + 2)
         fatal("training data %s has %zu tokens, fewer than -t %d + 2", o->train_path, r->train.n,
               o->T);
+    if (o->sequential && dataset_num_batches(&r->train, o->B, o->T) == 0)
+        fatal("--data-order sequential: training data %s has %zu tokens, fewer than one batch "
+              "(-b %d x -t %d + 1)", o->train_path, r->train.n, o->B, o->T);
     int validating = (o->val_every && o->val_batches) || o->probe.dump_tokens;
     if (r->val.n < (size_t)o->T + 2 ||
-        (validating && dataset_num_val_batches(&r->val, o->B, o->T) == 0))
+        (validating && dataset_num_batches(&r->val, o->B, o->T) == 0))
         fatal("validation data %s has %zu tokens, fewer than one batch (-b %d x -t %d + 1)",
               o->val_path, r->val.n, o->B, o->T);
     init_spec_from_options(&r->spec, o);
@@ -5516,7 +5644,8 @@ static void run_setup(Run* r, int host_engine) {
     rng_seed(&r->data_rng, (uint64_t)o->seed + 1);
     rng_seed(&r->sample_rng, (uint64_t)o->seed + 2);
     if (o->init_report) {       // a batch of the training data, the one step 1 would see
-        dataset_random_batch(&r->train, &r->data_rng, tr->inp, tr->tgt, o->B, o->T);
+        if (o->sequential) dataset_batch_at(&r->train, 0, tr->inp, tr->tgt, o->B, o->T);
+        else dataset_random_batch(&r->train, &r->data_rng, tr->inp, tr->tgt, o->B, o->T);
         init_report(&r->model, &r->spec, tr->inp, o->B, o->T);
         exit(0);
     }
@@ -5530,9 +5659,7 @@ static void run_setup(Run* r, int host_engine) {
               o->resume, r->start_step, o->steps, r->start_step, r->start_step);
     r->probes = probes_new(&o->probe, &r->model, r->train.tok, r->train.n, o->out_dir, r->spike,
                            probe_log_line, &r->lg);
-    if (o->out_dir) output_dir_create(o->out_dir);      // files written at the end may go in it
-    if (o->probe.dump_tokens) output_file_check(o->probe.dump_tokens, "--dump-token-losses");
-    if (o->llmc_save) output_file_check(o->llmc_save, "--save-llmc");
+    r->lock = outputs_claim(o);     // before the log: files written at the end may go in -o
     log_open(&r->lg, o->out_dir, o->resume, r->start_step);
 
     tr->model = &r->model;
@@ -5540,6 +5667,7 @@ static void run_setup(Run* r, int host_engine) {
     tr->data_rng = &r->data_rng;
     tr->opt = o->opt;
     tr->B = o->B, tr->T = o->T, tr->micro = o->micro;
+    tr->sequential = o->sequential;
     tr->first_step = r->start_step, tr->steps = o->steps;
     snprintf(r->last_ckpt, sizeof(r->last_ckpt), "%s", o->resume ? o->resume : "none written");
     r->last_val = NAN;
@@ -5550,11 +5678,11 @@ static void run_setup(Run* r, int host_engine) {
 // start of the validation data), on whatever computes the model's forward.
 static double evaluate(Model* m, const Dataset* val, int batches, int B, int T, int* inp,
                        int* tgt) {
-    int avail = dataset_num_val_batches(val, B, T);
+    int avail = dataset_num_batches(val, B, T);
     if (batches > avail) batches = avail;
     double sum = 0.0;
     for (int i = 0; i < batches; i++) {
-        dataset_val_batch(val, i, inp, tgt, B, T);
+        dataset_batch_at(val, i, inp, tgt, B, T);
         sum += model_forward(m, inp, tgt, B, T);
     }
     return batches ? sum / batches : NAN;
@@ -5666,6 +5794,7 @@ static void run_finish(Run* r) {
 
 static void run_free(Run* r) {
     if (r->lg.f) fclose(r->lg.f);
+    if (r->lock >= 0) close(r->lock);
     probes_delete(r->probes);
     model_free(&r->model);
     decoder_free(&r->dec);
@@ -5697,7 +5826,7 @@ static void train_on_cpu(const Options* o, void* unused) {
 static void coord_check(const Options* o, void (*train)(const Options* o, void* ctx), void* ctx) {
     if (!o->out_dir) fatal("--coord-check needs -o DIR");
     if (o->resume) fatal("--coord-check trains from initialization; it cannot resume (-y)");
-    output_dir_create(o->out_dir);
+    int lock = output_dir_claim(o->out_dir);
     int widths[64], nw = 0, S = o->probe.coord_steps;
     char list[512], *save = NULL;
     snprintf(list, sizeof(list), "%s", o->probe.coord_widths);
@@ -5769,6 +5898,7 @@ static void coord_check(const Options* o, void (*train)(const Options* o, void* 
         }
     free(tab);
     if (lg.f) fclose(lg.f);
+    close(lock);
 }
 
 #ifndef TRAIN_GPT2_NO_MAIN

@@ -19,7 +19,7 @@ cd "$(dirname "$0")/../.." || exit 2
 CXX=${CUDA_CPU_CXX:-g++ -O2 -march=native -std=c++17 -fopenmp -fno-math-errno -Wno-unused-function}
 TIMEOUT=600
 GEN=dev/cuda_cpu/gen/mutants
-ALL="syncthreads attn-sync transposed causal-skip grid reduction bounds adamw-table bf16-stale tc-rescale tc-diagonal tc-skip tc-sync bf16-input classifier grad-set tf32-round norm-bias gelu-bias qkv-bias rope-bias accum-zero head-dloss"
+ALL="syncthreads attn-sync transposed causal-skip grid reduction bounds adamw-table bf16-stale tc-rescale tc-diagonal tc-skip tc-sync bf16-input classifier grad-set tf32-round norm-bias gelu-bias qkv-bias rope-bias accum-zero head-dloss accum-bf16 sample-scale"
 
 # mutate NAME: print the sed script of mutant NAME, then (second line) how many lines of
 # `diff original mutant` start with < or > when it applies as intended.
@@ -89,7 +89,13 @@ mutate() {
         echo '/^__global__ void rope_kernel(/,/^}$/s/    if (bias) {/    if (0) {/'
         echo 2 ;;
     accum-zero)   # gpu_engine_backward: every micro-batch of an update (-d) zeroes the gradients, only the last one's kept
-        echo '/^static void gpu_engine_backward(/,/^}$/s/    if (!accumulate) gpu_zero_grad((GpuModel\*)gm);/    gpu_zero_grad((GpuModel*)gm);/'
+        echo 's/^static void gpu_engine_backward(void\* gm, int B, int T, float dloss) { gpu_backward(/static void gpu_engine_backward(void* gm, int B, int T, float dloss) { gpu_zero_grad((GpuModel*)gm); gpu_backward(/'
+        echo 2 ;;
+    accum-bf16)   # gpu_matmul_backward: with --dtype bf16 only, dW overwritten instead of added to (a second micro-batch replaces the first's)
+        echo '/^static void gpu_matmul_backward(/,/^}$/s/alpha, inp16, C, dout16, OC, 1.0f, dW, CUDA_R_32F, C);/alpha, inp16, C, dout16, OC, 0.0f, dW, CUDA_R_32F, C);/'
+        echo 2 ;;
+    sample-scale) # gpu_forward: sampling's softmax (no targets) without muP's logit scale: garbage samples under -I mup only
+        echo '/^static float gpu_forward(/,/^}$/s/softmax_forward_kernel<<<BT, ROW_THREADS>>>(a->logits, c->V, c->logit_scale);/softmax_forward_kernel<<<BT, ROW_THREADS>>>(a->logits, c->V, 1.0f);/'
         echo 2 ;;
     head-dloss)   # gpu_backward: the LM head's products without the micro-batch's share dloss (each micro-batch at full weight)
         echo '/^static void gpu_backward(/,/^}$/s/head, BT, C, c->V, sc, dloss);/head, BT, C, c->V, sc);/'

@@ -75,6 +75,8 @@ convention for a skipped test): non-zero, because nothing was shown, but not a f
 #define TRAIN_RTOL FX_RTOL
 #define GRAD_RTOL 1e-5
 #define GRAD_ATOL 1e-7
+// two halves of a backward accumulated against the whole: float32 rounding of the sums only
+#define ACCUM_RTOL 1e-6
 // CPU (float32) vs GPU with --dtype bf16, the same 20 steps: losses are means over B T = 192 rows, so
 // the rounding averages down further than in the fixtures' 14 rows (loss ~0.15 u there): u / 4 = 9.8e-4.
 // Measured 4.1e-5 (gpt2) and 6.2e-5 (llama); a bf16 weight copy that AdamW does not refresh gives 0.59 (gpt2).
@@ -222,14 +224,21 @@ static void test_gpu_fixture(const char* path, int mode) {
         check(differ == 0, "%s: GPU backward with dloss 0.5 gives half of every gradient, bit for bit (%zu of %zu "
               "differ)", base, differ, m.num_params);
         // Accumulation (-d's second micro-batch): another dloss-0.5 backward added onto the first gives
-        // every gradient of dloss 1, bit for bit, the two halves being exact
+        // every gradient of dloss 1, to the rounding of the sums that add their pieces onto what is
+        // there (each tensor within ACCUM_RTOL relative L2; a backward that overwrote would be off by 1/2)
         gpu_forward(&gm, inp, tgt, B, T);
         gpu_backward(&gm, B, T, 0.5f);
         gpu_download_grads(&gm);
-        differ = 0;
-        for (size_t i = 0; i < m.num_params; i++) differ += m.grads[i] != full[i];
-        check(differ == 0, "%s: a second backward with dloss 0.5 adds onto the first: every gradient is dloss 1's, "
-              "bit for bit (%zu of %zu differ)", base, differ, m.num_params);
+        double worst = 0.0;
+        const char* worst_name = "";
+        for (int i = 0; i < m.num_tensors; i++) {
+            const Tensor* t = &m.tensors[i];
+            double ref = 0.0, err = l2_diff(m.grads + t->offset, full + t->offset, t->numel, &ref);
+            double r = err / (ACCUM_RTOL * ref + GRAD_ATOL * sqrt((double)t->numel));
+            if (!(r <= worst)) worst = r, worst_name = t->name;
+        }
+        check(worst <= 1.0, "%s: a second backward with dloss 0.5 adds onto the first: every gradient within %.0e "
+              "relative L2 of dloss 1's (worst %.2f of the bound, %s)", base, ACCUM_RTOL, worst, worst_name);
         memcpy(m.grads, full, m.num_params * sizeof(float));
         free(full);
     }
@@ -351,16 +360,17 @@ static void check_first_gradients(const Model* cpu, GpuModel* gm, const char* na
 }
 
 // Sampling's forward (no targets: softmax_forward_kernel) on the same batch: the GPU's probabilities,
-// all B T rows, within GRAD_RTOL relative L2 of the CPU's
-static void check_probabilities(Model* cpu, GpuModel* gm, const int* inp, int B, int T, const char* name) {
+// all B T rows, within rtol relative L2 of the CPU's (the mode's bound: sampling runs in every mode)
+static void check_probabilities(Model* cpu, GpuModel* gm, const int* inp, int B, int T, const char* name,
+                                double rtol) {
     size_t n = (size_t)B * T * cpu->cfg.V;
     model_forward(cpu, inp, NULL, B, T);
     gpu_forward(gm, inp, NULL, B, T);
     float* p = xmalloc(n * sizeof(float));
     cudaCheck(cudaMemcpy(p, gm->a.logits, n * sizeof(float), cudaMemcpyDeviceToHost));
     double ref = 0.0, err = l2_diff(p, cpu->a.logits, n, &ref);
-    check(err <= GRAD_RTOL * ref, "%s: sampling's probabilities (no targets) within %.0e relative L2 of the CPU's "
-          "(%.2e)", name, GRAD_RTOL, err / ref);
+    check(err <= rtol * ref, "%s: sampling's probabilities (no targets) within %.0e relative L2 of the CPU's "
+          "(%.2e)", name, rtol, err / ref);
     free(p);
 }
 
@@ -415,7 +425,8 @@ static void test_cpu_vs_gpu(const char* preset, int gate, int KVH, int mode) {
     }
     check(worst < rtol, "%s: %d training steps, GPU losses track the CPU's (worst relative diff %.2e; "
           "CPU loss %.4f -> %.4f; grad norms within %.2e)", name, STEPS, worst, first_c, last_c, worst_norm);
-    if (mode == MM_FP32) check_probabilities(&cpu, &gm, inp, B, T, name);
+    check_probabilities(&cpu, &gm, inp, B, T, name,
+                        mode == MM_BF16 ? BF16_REL_L2 : mode == MM_TF32 ? TF32_REL_L2 : GRAD_RTOL);
     // the GPU state through the shared checkpoint code into the CPU model; both take one more step
     char path[] = "/tmp/test_gpt2cu_ckpt.XXXXXX";
     int fd = mkstemp(path);

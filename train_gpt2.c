@@ -1488,7 +1488,6 @@ static float compute_gradients(Model* m, const int* inp, const int* tgt, int B, 
     return (float)(loss_sum / micro);
 }
 
-
 // The training loop: draw a batch, forward, backward, clip, AdamW, print. The run's extras sit in
 // three calls (section 12): validation, samples and checkpoints before a step; the NaN stop, the
 // probes and the spike check after the gradient; the probes' update ratios and the log after.

@@ -374,6 +374,51 @@ static void check_probabilities(Model* cpu, GpuModel* gm, const int* inp, int B,
     free(p);
 }
 
+// Sampling under a recipe that changes the forward: muP multiplies the logits by 1/width_mult and
+// q.k by 1/hd (mup_configure), and sampling's softmax (no targets) must apply both, in both presets
+// and every mode. muP's readout starts at zero, which would make every row uniform whatever the
+// scales; it gets small random values here, the same in both models.
+static void test_sampling_recipes(void) {
+    const int B = 2, T = 16;
+    const char* presets[] = {"gpt2", "llama"};
+    for (int pi = 0; pi < 2; pi++)
+        for (int mode = MM_FP32; mode <= MM_BF16; mode++) {
+            Options op;
+            options_default(&op);
+            op.preset = presets[pi];
+            op.L = 2; op.C = 64; op.H = 4; op.T = T; op.tie = 0; op.init = "mup";
+            Config cfg = config_from_options(&op, 256);
+            InitSpec spec;
+            init_spec_from_options(&spec, &op);
+            Model cpu, host;
+            Model* both[2] = {&cpu, &host};
+            for (int k = 0; k < 2; k++) {
+                model_build(both[k], &cfg);
+                model_init(both[k], &spec, 11);
+                Rng g;
+                rng_seed(&g, 12);
+                init_normal(&g, both[k]->p[K_LMHEAD], both[k]->kind_numel[K_LMHEAD], 0.0f, 0.5f);
+            }
+            gpu_set_dtype(mode == MM_BF16);
+            gpu_set_tf32(mode == MM_TF32);
+            acts_alloc(&cpu, B, T);
+            GpuModel gm;
+            gpu_model_create(&gm, &host, B, T);
+            int inp[B * T];
+            for (int i = 0; i < B * T; i++) inp[i] = (i * 37 + 5) % 256;
+            char name[96];
+            snprintf(name, sizeof(name), "%s -I mup (logits x %.2f)%s", presets[pi], (double)cpu.cfg.logit_scale,
+                     mm_suffix[mode]);
+            check_probabilities(&cpu, &gm, inp, B, T, name,
+                                mode == MM_BF16 ? BF16_REL_L2 : mode == MM_TF32 ? TF32_REL_L2 : GRAD_RTOL);
+            gpu_model_free(&gm);
+            gpu_set_dtype(0);
+            gpu_set_tf32(0);
+            model_free(&cpu);
+            model_free(&host);
+        }
+}
+
 // T = 48: the attention kernels' blocks of 128 threads then have scores and outputs in more than
 // one warp, so their cross-warp reductions and barriers are exercised (and race-checked).
 static void test_cpu_vs_gpu(const char* preset, int gate, int KVH, int mode) {
@@ -878,6 +923,8 @@ int main(void) {
     printf("CPU (float32) and GPU (TF32: matmuls and attention on the tensor cores) trainers side by side\n");
     test_cpu_vs_gpu("gpt2", 0, 0, MM_TF32);
     test_cpu_vs_gpu("llama", 1, 2, MM_TF32);
+    printf("sampling under muP, whose scales change the forward, in every mode\n");
+    test_sampling_recipes();
     printf("the fused attention at wider heads and longer rows\n");
     test_attention();
 #ifdef CUDA_CPU_RUNTIME

@@ -1359,9 +1359,9 @@ HOSTDEV static inline float clip_scale(float clip, double norm) {
 
 // The constants of step t (counted from 1) for one tensor: its decay factor 1 - lr lambda (1 if
 // it does not decay), lr / (1 - b1^t) and sqrt(1 - b2^t). lr is the scheduled rate times the
-// tensor's multiplier (muP, [InitFP §5]), for both terms. Which tensors decay (Tensor.decay): every
-// weight matrix; the embeddings wte, wpe only with --decay-emb 1; never norm gains or biases,
-// which are scales and offsets rather than the weights whose size [ComplexCtl] controls.
+// tensor's multiplier (muP, [InitFP §5]), for both terms. Which tensors decay (Tensor.decay):
+// every weight matrix; the embeddings wte, wpe only with --decay-emb 1; never norm gains or
+// biases, which are scales and offsets rather than the weights whose size [ComplexCtl] controls.
 typedef struct { float decay, step_size, b2c; } AdamwScalars;
 static AdamwScalars adamw_scalars(const OptConfig* o, const Tensor* tn, float sched_lr, int t) {
     float lr = sched_lr * tn->lr_mult;

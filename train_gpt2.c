@@ -3008,15 +3008,16 @@ static void rope_apply_fast(float* x, const float* cs, int B, int T, int nh, int
     }
 }
 
+// One parallel loop over the BT x H gates, each scaling its head's row of hd outputs.
 static void attn_gate_forward_fast(float* out, float* gate, const float* y, int BT, int H, int hd) {
     #pragma omp parallel for schedule(static)
-    for (int bt = 0; bt < BT; bt++)
-        for (int h = 0; h < H; h++) {
-            float g = sigmoid_of(gate[(long)bt * H + h]);
-            gate[(long)bt * H + h] = g;
-            for (int i = 0; i < hd; i++)
-                out[((long)bt * H + h) * hd + i] = g * y[((long)bt * H + h) * hd + i];
-        }
+    for (long r = 0; r < (long)BT * H; r++) {
+        float g = sigmoid_of(gate[r]);
+        gate[r] = g;
+        const float* yr = y + r * hd;
+        float* o = out + r * hd;
+        for (int i = 0; i < hd; i++) o[i] = g * yr[i];
+    }
 }
 
 static void attn_gate_backward_fast(float* dy, float* dgate, const float* dout, const float* y,

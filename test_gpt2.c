@@ -2606,6 +2606,8 @@ int main(void) {
         run_suite("this file's tests under ASan, LeakSanitizer and UBSan", "dev/sanitize.sh", "");
         run_suite("the labs' numbers against doc/labs (make lab-check)", "dev/labs/lab_check_ci.sh", "");
         run_suite("make test with clang hidden (a laptop with gcc alone)", "dev/test_no_clang.sh", "");
+        run_suite("the labs' handouts, run and checked against the code", "dev/labs/py_suite.sh",
+                  "dev/labs/handout_check.py");
     }
     printf("%d passed, %d failed\n", n_passed, n_failed);
     return n_failed ? 1 : 0;

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Classroom labs II (doc/labs/README_llm.md): small initialization, complexity control and muP in the
 transformer of train_gpt2.c. Each lab trains the runs it needs (cached, see llm_runs.py), then writes
 llm_NAME.csv and llm_NAME*.png into out/labs/NAME/ (git-ignored; NAME with dashes, as in make lab-NAME);
@@ -25,7 +25,12 @@ import shutil
 import subprocess
 import sys
 
-import numpy as np
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "dev", "plot"))
+import figstyle  # noqa: E402  (dev/plot: the one figure style)
+
+if __name__ == "__main__":
+    figstyle.need_plotting()      # re-executes under a python3 that has numpy and matplotlib
+import numpy as np  # noqa: E402
 
 import llm_runs
 from llm_runs import (ROOT, Runner, flags, final_val, fmt, label_axes, last_probe_step, log, mean_sd, plt, probe, save,

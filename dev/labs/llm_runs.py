@@ -16,10 +16,14 @@ import subprocess
 import sys
 import time
 
-import matplotlib
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "dev", "plot"))
+import figstyle  # noqa: E402  (dev/plot: the one figure style)
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+figstyle.apply()
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "dev", "plot"))

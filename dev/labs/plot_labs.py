@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Figures and write-up of one classroom lab (labs I, issue 7) from its own CSV.
 
     /usr/bin/python3 dev/labs/plot_labs.py LAB [--dir DIR]    reads DIR/LAB.csv, writes DIR/LAB*.png, DIR/LAB.md
@@ -19,11 +19,18 @@ import math
 import os
 import sys
 
-import numpy as np
-import matplotlib
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "dev", "plot"))
+import figstyle  # noqa: E402  (dev/plot: the one figure style)
+
+if __name__ == "__main__":
+    figstyle.need_plotting()      # re-executes under a python3 that has numpy and matplotlib
+import numpy as np  # noqa: E402
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+figstyle.apply()
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DOC = os.path.join(ROOT, "out", "labs")  # where this run reads and writes: set from --dir in main

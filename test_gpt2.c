@@ -2608,6 +2608,8 @@ int main(void) {
         run_suite("make test with clang hidden (a laptop with gcc alone)", "dev/test_no_clang.sh", "");
         run_suite("the labs' handouts, run and checked against the code", "dev/labs/py_suite.sh",
                   "dev/labs/handout_check.py");
+        run_suite("the numbers the labs' pages quote, against their CSVs", "dev/labs/py_suite.sh",
+                  "dev/labs/quote_check.py");
     }
     printf("%d passed, %d failed\n", n_passed, n_failed);
     return n_failed ? 1 : 0;

@@ -90,7 +90,7 @@ help:
 	@echo "make labs-variance  classroom labs I (MLPs; doc/labs/README.md); one lab: make lab-sweep"
 	@echo "make labs-llm     classroom labs II (transformer; doc/labs/README_llm.md); one lab: make lab-mup"
 	@echo "                  (labs write into out/labs/NAME/; LAB_OUT=DIR elsewhere)"
-	@echo "make lab-check LAB=sweep  a lab into a scratch dir, its numbers compared with the committed doc/labs/"
+	@echo "make lab-check LAB=sweep  a lab into a scratch dir, its numbers compared with the committed doc/labs/ (LAB_CHECK_FLAGS=--all: every row)"
 	@echo "make lab-publish LAB=sweep  rewrite a lab's committed results in doc/labs/ (labs-publish: all)"
 	@echo "make lab-deps     install what the labs need: numpy and matplotlib (Debian; else see doc/labs/README.md)"
 	@echo "make deps         install the Debian packages the dev/ tools use (torch, numpy, matplotlib)"
@@ -291,10 +291,12 @@ dev/labs/llm_compose: dev/labs/llm_compose.c
 # ---- checking a lab against the committed numbers; publishing -------------------------------------
 # make lab-check LAB=NAME runs the lab into the scratch directory out/labs/check/NAME/ (emptied first;
 # a lab of labs II trains its runs again there, in runs/), then dev/labs/lab_check.py compares its CSV
-# with the committed doc/labs/ one row by row: PASS or DIFFERS with the tolerance (the measured seed
-# spread), exit 1 on any DIFFERS. A labs-I check draws no figures and needs python3 alone (no numpy, no
-# matplotlib). LAB_CHECK_FLAGS=--quiet prints only the rows that differ. dev/labs/lab_check_ci.sh (run
-# by make test) checks two labs that need no data.
+# with the committed doc/labs/ one: every row within its tolerance (a seed's worth of spread), and every
+# quantity as a whole within its seed spread (lab_check.py's QUANTITIES); it prints the rows and quantities
+# that DIFFER and a summary, exit 1 on any DIFFERS (LAB_CHECK_FLAGS=--all prints every row). A labs-I check
+# draws no figures and needs python3 alone (no numpy, no matplotlib). dev/labs/lab_check_ci.sh (run by make
+# test) checks two labs that need no data; dev/labs/lab_check_broken.py (make test too) checks that every
+# lab's check fails on a broken run.
 # make lab-publish LAB=NAME and make labs-publish (everything, both groups) are the only targets that
 # rewrite doc/labs/: a lab's CSV and figures, for labs I its page and the index README.md (the
 # write-ups of labs II, llm_NAME.md, are by hand).

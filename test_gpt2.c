@@ -2610,6 +2610,7 @@ int main(void) {
                   "dev/labs/handout_check.py");
         run_suite("the numbers the labs' pages quote, against their CSVs", "dev/labs/py_suite.sh",
                   "dev/labs/quote_check.py");
+        run_suite("make lab-check on a broken run of every lab", "dev/labs/py_suite.sh", "dev/labs/lab_check_broken.py");
     }
     printf("%d passed, %d failed\n", n_passed, n_failed);
     return n_failed ? 1 : 0;

@@ -52,7 +52,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "dev", "plot"))
 import figstyle  # noqa: E402  (stdlib only until its plotting functions are called)
 
-MARK = re.compile(r"^\s*<!--\s*check:\s*(run|skip)\b(.*?)-->\s*$")
+MARK = re.compile(r"^<!--\s*check:\s*(run|skip)\b(.*?)-->\s*$")
 INLINE = re.compile(r"`((?:\./train_gpt2|dev/|make |python3 |/usr/bin/python3 )[^`]*)`")
 RUN_TIMEOUT = 120
 
@@ -277,6 +277,9 @@ class Checker:
             k = 0
             while k < len(args):
                 a = args[k]
+                if a == "-h":
+                    k += 1
+                    continue
                 if a.startswith("-") and not re.match(r"^-\d", a):
                     if a not in c.train_flags:
                         self.err(f"./train_gpt2 has no flag {a} (./train_gpt2 -h)")

@@ -120,9 +120,7 @@ def write_csv(path, rows):
 def save(fig, path, dpi=90, colors=None):
     """colors: store the PNG with a palette of that many colours (PIL, a matplotlib dependency), for
     noisy images such as heatmaps that would otherwise take half a megabyte."""
-    fig.tight_layout()
-    fig.savefig(path, dpi=dpi)
-    plt.close(fig)
+    figstyle.save(fig, path, dpi=max(dpi, 80))
     if colors:
         from PIL import Image
         Image.open(path).convert("RGB").quantize(colors=colors).save(path, optimize=True)

@@ -79,9 +79,7 @@ class Table:
 
 
 def savefig(fig, name, dpi=110):
-    fig.tight_layout()
-    fig.savefig(os.path.join(DOC, name), dpi=dpi)
-    plt.close(fig)
+    figstyle.save(fig, os.path.join(DOC, name), dpi=max(dpi, 80))
 
 
 def g(x, digits=4):
@@ -201,7 +199,7 @@ def grad_panel(a, t, lines, n, title):
         broken = grad_broken(t, sec, s)
         if broken:
             a.axvline(broken[0], color=c, ls=":", label=f"{lab}: dL/dh = {broken[1]} from layer {broken[0]} down")
-            a.axvspan(x[~ok].min(), broken[0], color=c, alpha=0.08, lw=0)
+            figstyle.mark_band(a.axvspan(x[~ok].min(), broken[0], color=c, alpha=0.08, lw=0), "shaded: layers where dL/dh is 0 or NaN")
     pad = 0.05 * (hi - lo)
     a.set_xlim(lo - pad, hi + pad)
     label_axes(a, "Var(dL/dh_l)", title, xlabel="layer l (the gradient enters at the top layer)", logy=True, legend=7,
@@ -396,7 +394,7 @@ def lab_xavier(t):
         with np.errstate(invalid="ignore"):
             ok = np.all(np.isfinite(v) & (v > 0), axis=0)
         a.semilogy(x[ok], v[:, ok].mean(0), "-", color=c, label=f"{s}: mean of {nb} seeds")
-        a.fill_between(x[ok], v[:, ok].min(0), v[:, ok].max(0), color=c, alpha=0.25)
+        figstyle.mark_band(a.fill_between(x[ok], v[:, ok].min(0), v[:, ok].max(0), color=c, alpha=0.25), "band: min to max over the seeds")
     a.axhline(FP32_MAX, color="k", lw=1, label="fp32 max")
     a.set_xlabel("layer")
     a.set_ylabel("h.var() (band = min..max over seeds)")
@@ -862,8 +860,8 @@ def lab_sweep(t):
     ax[1].loglog(sig, [np.mean(c[np.isfinite(c)]) if np.isfinite(c).any() else np.nan for c in tl_plot.T], "o-",
                  label="final training loss (finite runs)")
     ax[1].loglog(sig, l0.mean(0), "s--", label="loss at init")
-    for i in np.where(div.any(0))[0]:
-        ax[1].axvline(sig[i], color="C3", alpha=0.3)
+    for k, i in enumerate(np.where(div.any(0))[0]):
+        ax[1].axvline(sig[i], color="C3", alpha=0.3, label="a seed diverged to NaN" if k == 0 else None)
     ax[1].set_xlabel("sigma")
     ax[1].set_title("loss (red lines: a run diverged to NaN)")
     ax[1].legend(fontsize=7)
@@ -941,7 +939,7 @@ def lab_xavier_kaiming(t):
         x = curves[0][0]
         ys = np.array([cv[1] for cv in curves])
         ax[0].semilogy(x, np.median(ys, 0), color=c, label=f"{s} (median of {len(ys)})")
-        ax[0].fill_between(x, ys.min(0), ys.max(0), color=c, alpha=0.15)
+        figstyle.mark_band(ax[0].fill_between(x, ys.min(0), ys.max(0), color=c, alpha=0.15), "band: min to max over the seeds")
     ax[0].axhline(0.05, color="k", ls=":", lw=1, label="target 0.05")
     ax[0].set_xlabel("SGD step")
     ax[0].set_ylabel("training loss")
@@ -1057,7 +1055,7 @@ def lab_orthogonal(t):
             _, lo = t.get(sec, s, "ratio_min")
             _, hi = t.get(sec, s, "ratio_max")
             ax[i].plot(x, m, color=c, label=s)
-            ax[i].fill_between(x, lo, hi, color=c, alpha=0.2)
+            figstyle.mark_band(ax[i].fill_between(x, lo, hi, color=c, alpha=0.2), "band: min to max over the 64 inputs")
         ax[i].set_yscale("log")
         ax[i].set_xlabel("layer")
         ax[i].set_ylabel("||h_l|| / ||h_0|| (mean; band = min..max over 64 inputs)")
@@ -1070,7 +1068,7 @@ def lab_orthogonal(t):
         _, lo = t.get("relu64", s, "ratio_mean_min")
         _, hi = t.get("relu64", s, "ratio_mean_max")
         ax[2].plot(x, m, color=c, label=f"{s}: mean of {n} seeds")
-        ax[2].fill_between(x, lo, hi, color=c, alpha=0.2)
+        figstyle.mark_band(ax[2].fill_between(x, lo, hi, color=c, alpha=0.2), "band: min to max over the seeds")
     ax[2].set_yscale("log")
     ax[2].set_xlabel("layer")
     ax[2].set_ylabel("mean ||h_l|| / ||h_0|| (band = min..max over seeds)")
@@ -1191,12 +1189,14 @@ def lab_gains(t):
             x, q = t.get("stack", f"{a}|{gname}", "q")
             _, lo = t.get("stack", f"{a}|{gname}", "q_min")
             _, hi = t.get("stack", f"{a}|{gname}", "q_max")
-            ax[1].semilogy(x, q, ls, color=c, label=f"{a}, gain {gname}")
-            ax[1].fill_between(x, lo, hi, color=c, alpha=0.08)
+            ax[1].semilogy(x, q, ls, color=c, label=(a if gname == gnames[0] else None))
+            ax[1].fill_between(x, lo, hi, color=c, alpha=0.08)      # in the style key below
     ax[1].set_xlabel("layer")
     ax[1].set_ylabel("pre-activation second moment q_l")
     ax[1].set_title(f"{depth}-layer stacks, width 512, q_1 = 1: mean of {n} seeds, band = min..max")
-    ax[1].legend(fontsize=6, ncol=2)
+    ax[1].legend(loc="lower left", ncol=2)      # the colours: the activation
+    figstyle.style_key(ax[1], [(f"gain {gn}", dict(ls=ls)) for gn, ls in zip(gnames, ("-", ":", "--"))]
+                       + [("band: min to max over the seeds", dict(lw=8, alpha=0.3))], loc="upper left")
     stacks = [(a, gn) for a in acts for gn in ("quadrature", "sqrt2")]
     for k, (a, gn) in enumerate(stacks):
         s = f"{a}|{gn}"
@@ -1363,7 +1363,7 @@ def diag_curve(a, t, section, series, metric, color, label, ls="-"):
     _, sd = t.get(section, series, metric + "_sd")
     ok = np.isfinite(m)
     a.plot(x[ok], m[ok], ls, color=color, marker="o" if ok.sum() == 1 else None, ms=4, label=label)
-    a.fill_between(x[ok], (m - sd)[ok], (m + sd)[ok], color=color, alpha=0.2, lw=0)
+    figstyle.mark_band(a.fill_between(x[ok], (m - sd)[ok], (m + sd)[ok], color=color, alpha=0.2, lw=0), "band: ± sd over the seeds")
 
 
 def lab_diag(t):
@@ -1407,12 +1407,19 @@ def lab_diag(t):
             diag_curve(a, t, "sat", f"{s}|L{mid}", "abs97", col(s), None, ":")
     label_axes(a, "fraction saturated", f"(c) saturated units of layer {mid}: slope < 5% of the steepest "
                "(tanh dotted: |h| > 0.97)", xlabel="SGD step", legend=7)
+    a.legend(loc="center right")
     a = ax[1][1]
     for s in runs:
         diag_curve(a, t, "ud", f"{s}|W{mid}", "log10_ratio", col(s), name(s), ls(s))
     a.axhline(-3, color="k", ls=":", lw=1, label="-3: a rule of thumb [Makemore], not a law")
     label_axes(a, "log10 std(ΔW) / std(W)", f"(d) update-to-data ratio of W{mid} (layer {mid - 1} → {mid})",
                xlabel="SGD step", legend=7)
+    lo, hi = a.get_ylim()
+    a.set_ylim(lo, hi + 0.45 * (hi - lo))
+    a.legend(loc="upper right", ncol=2)
+    figstyle.caption(fig, "A lone dot (gelu, N(0,1)): the run diverged at its first SGD step; from step 1 on its values are "
+                     "NaN and are not drawn. Bands: ± sd over the seeds. A log10 ratio of -inf (in the CSV) means an update of "
+                     "exactly 0; it cannot be drawn (none in these runs; the deeper nets of exercise 4 have some).")
     savefig(fig, "diag.png", dpi=90)
 
     whats = [("act0", "activations, step 0"), ("act_end", f"activations, step {steps - 1}"),
@@ -1444,10 +1451,18 @@ def lab_diag(t):
             diag_curve(ax[r][1], t, "ud", f"{s}|W{l}", "log10_ratio", cmap((l - 1) / hidden), f"W{l}")
         ax[r][1].axhline(-3, color="k", ls=":", lw=1)
         label_axes(ax[r][0], "saturated", f"{name(s)}: per layer" + (" (dotted: |h| > 0.97)" if s.startswith("tanh") else ""),
-                   xlabel="SGD step", legend=6)
-        label_axes(ax[r][1], "log10 update ratio", f"{name(s)}: per weight matrix", xlabel="SGD step", legend=6)
+                   xlabel="SGD step", legend=6 if r == 0 else 0)
+        label_axes(ax[r][1], "log10 update ratio", f"{name(s)}: per weight matrix", xlabel="SGD step",
+                   legend=6 if r == 0 else 0)
         for a in ax[r]:
             a.set_xlim(-steps / 40, steps * 1.025)
+            if r == 0:        # one legend per column, outside, for every row (the colours are the same)
+                a.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+            elif a.get_legend() is not None:
+                a.get_legend().remove()
+    figstyle.caption(fig, "Colours: the layer or the weight matrix, as the first row's legends say; bands: ± sd over the "
+                     "seeds; dotted black: the rule of thumb -3. Lone dots (gelu, N(0,1)): the run diverged at its first step, "
+                     "its later values are NaN. A log10 ratio of -inf (an update of exactly 0) cannot be drawn.")
     savefig(fig, "diag_time.png", dpi=60)
 
     # ---- the page

@@ -19,6 +19,7 @@ script run as a program, it re-executes the script with the first of $PYTHON, th
 whatever python3 comes first; where none does, it says so in one line and exits 3.
 """
 import os
+import re
 import subprocess
 import sys
 
@@ -139,6 +140,76 @@ def style_key(ax, entries, loc="best", title=None):
     return leg
 
 
-def caption(fig, text, y=None):
-    """A note under the figure: what a special mark means, which convention the data use."""
-    fig.text(0.5, -0.01 if y is None else y, text, ha="center", va="top", fontsize=10, wrap=True)
+def caption(fig, text, y=None, fontsize=10):
+    """A note under the figure, wrapped to its width: what a special mark means, which convention the
+    data use."""
+    import textwrap
+    width = max(40, int(fig.get_figwidth() * 72 / (fontsize * 0.56)))
+    fig.text(0.5, -0.01 if y is None else y, textwrap.fill(text, width), ha="center", va="top", fontsize=fontsize)
+
+
+# Text no smaller than this many pixels in the saved PNG, whatever the figure's dpi (9 pt at 100 dpi).
+MIN_TEXT_PX = 12.5
+MIN_TITLE_PX = 14.0
+LAYER_AXIS = re.compile(r"\b(layers?|depth|blocks?|sublayers?)\b", re.I)
+
+
+def mark_band(artist, meaning):
+    """Give a shaded band (fill_between, axvspan) the meaning its legend entry states, for finalize()."""
+    artist.set_gid("band:" + meaning)
+    return artist
+
+
+def finalize(fig, dpi=100):
+    """What every figure gets before it is saved (the savefig helpers of every script call this):
+    text at least MIN_TEXT_PX high at the saved dpi (explicit small fontsize= arguments included); integer
+    ticks on every axis labelled layer/depth/block; a legend entry for every kind of shaded band
+    (mark_band); and a warning on stderr for a colour bar without a label."""
+    import matplotlib.text as mtext
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
+    for ax in fig.axes:
+        for axis, label in ((ax.xaxis, ax.get_xlabel()), (ax.yaxis, ax.get_ylabel())):
+            if LAYER_AXIS.search(label or "") and axis.get_scale() == "linear":
+                axis.set_major_locator(MaxNLocator(integer=True))
+        bands = []
+        for c in list(ax.collections) + list(ax.patches):
+            gid = c.get_gid() or ""
+            if gid.startswith("band:") and gid[5:] not in bands:
+                bands.append(gid[5:])
+        old = ax.get_legend()
+        if bands and old is not None:        # an axes without a legend (its figure's caption says it) gets none
+            h, l = ax.get_legend_handles_labels()
+            kw = dict(loc=old._loc, ncol=getattr(old, "_ncols", getattr(old, "_ncol", 1)))
+            anchor = getattr(old, "_bbox_to_anchor", None)
+            if anchor is not None and hasattr(anchor, "_bbox"):       # kept where the script put it
+                kw.update(bbox_to_anchor=tuple(anchor._bbox.bounds), bbox_transform=anchor._transform)
+            h += [Patch(facecolor="0.55", alpha=0.35, label=b) for b in bands]
+            ax.legend(h, l + bands, **kw)
+        if hasattr(ax, "_colorbar") and not (ax.get_ylabel() or ax.get_xlabel()):
+            sys.stderr.write("figstyle: a colour bar without a label\n")
+    body, title = MIN_TEXT_PX * 72.0 / dpi, MIN_TITLE_PX * 72.0 / dpi
+    titles = {id(ax.title) for ax in fig.axes} | ({id(fig._suptitle)} if getattr(fig, "_suptitle", None) else set())
+    for t in fig.findobj(mtext.Text):
+        if t.get_text():
+            t.set_fontsize(max(t.get_fontsize(), title if id(t) in titles else body))
+    # a legend that no longer fits inside its axes at the readable size: said on stderr, for the script to fix
+    try:
+        fig.canvas.draw()
+        for ax in fig.axes:
+            leg = ax.get_legend()
+            if leg is not None and leg.get_bbox_to_anchor() is not None:
+                lb, ab = leg.get_window_extent(), ax.get_window_extent()
+                if lb.y0 < ab.y0 - 2 or lb.y1 > ab.y1 + 2:
+                    sys.stderr.write(f"figstyle: the legend of '{ax.get_title()[:50]}' is taller than its axes\n")
+    except Exception:  # noqa: BLE001  (a layout check: never fail a figure for it)
+        pass
+
+
+def save(fig, path, dpi=100):
+    """finalize(), tight layout, save, close."""
+    import matplotlib.pyplot as plt
+    finalize(fig, dpi)
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)

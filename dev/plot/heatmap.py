@@ -62,6 +62,7 @@ def main():
     if not out:
         m = re.match(r"cossim_(.*)_step", os.path.basename(files[0]))
         out = os.path.join(os.path.dirname(files[0]), f"heatmap_{m.group(1) if m else 'cossim'}.png")
+    figstyle.finalize(fig, 110)
     fig.savefig(out, dpi=110)
     print("wrote", out)
 

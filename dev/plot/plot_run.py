@@ -97,9 +97,7 @@ def label_axes(ax, ylabel, title, xlabel="step", logy=False, legend=8, title_siz
 
 def save(fig, outdir, name):
     path = os.path.join(outdir, name)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    figstyle.save(fig, path, dpi=110)
     print("wrote", path)
 
 

@@ -78,7 +78,13 @@ class Table:
         return tuple(self.at(section, series, metric + k, x) for k in ("", "_sd", "_min", "_max"))
 
 
+PAGE_ONLY = False     # --page-only: write the page, draw no figure (dev/labs/quote_check.py --pages)
+
+
 def savefig(fig, name, dpi=110):
+    if PAGE_ONLY:
+        plt.close(fig)
+        return
     figstyle.save(fig, os.path.join(DOC, name), dpi=max(dpi, 80))
 
 
@@ -1651,11 +1657,65 @@ and pages committed here are rewritten only by `make lab-publish LAB=NAME` (one 
 `make labs-publish` (all labs I and II, and this index); `make lab-NAME LAB_OUT=doc/labs` is refused.
 `dev/labs/plot_labs.py NAME --dir DIR` redraws a lab's figures and page from DIR/NAME.csv.
 
+**Handouts that run as written.** `make test` runs `dev/labs/handout_check.py`, which reads every
+command of these indexes, of the handouts and of the answer keys (indented blocks, and inline commands
+that start with `./train_gpt2`, `dev/`, `make` or `python3`) and checks it against the code: every
+`./train_gpt2` flag is one that `./train_gpt2 -h` lists, every `dev/labs/mlp_lab` lab and flag one that it
+has, every `make` target and variable one the Makefile has, every script a page runs as a program is
+executable with a `#!` line, a script run by a bare `python3` works with the first `python3` on the PATH,
+here-documents given to `python3` compile, and every path a command names exists or is made by make or by an
+earlier command of the same page (the page of its handout, for an answer key). The blocks marked cheap are
+then run, in order, in a scratch copy of the working tree (with the built binaries and a small synthetic
+`data/moby_*.txt`) under `bash -e -o pipefail`, so a `grep` that finds nothing fails. The mark is an HTML
+comment, invisible on the rendered page, on the line before the block (or before the blank line above it):
+<!-- check: skip: the marks themselves, not commands -->
+
+    <!-- check: run -->                          run the block as written
+    <!-- check: run; sub -x 200 => -x 2 -->      run it with these replacements (a long run made short)
+    <!-- check: run; before CMD -->              run CMD first (a lab's output the block reads)
+    <!-- check: run; needs plotting -->          skipped, in one line, where no python3 has numpy and matplotlib
+    <!-- check: skip REASON -->                  not a command block: not parsed
+
+A block without a mark is parsed and checked, not run. Mark a new block `run` when it takes a second or
+two; with `sub` when a shorter run exercises the same commands (the whole check takes about 45 s on 2
+cores). The Python the labs use: every plotting script (`dev/plot/*.py`, `dev/labs/plot_labs.py`,
+`dev/labs/llm_labs.py`) works with whatever `python3` comes first on the PATH: where that one lacks numpy
+or matplotlib, it re-runs itself with `$PYTHON`, `.venv/bin/python3` or `/usr/bin/python3`, the first
+that has both, and where none has them it says so in one line (`dev/plot/figstyle.py`).
+
+**Figures.** Every plotting script (`dev/plot/*.py`, `dev/labs/plot_labs.py`, `dev/labs/llm_labs.py`)
+draws with one style, `dev/plot/figstyle.py`: before a figure is saved its text is made at least 12.5 pixels
+high at the saved resolution (9 pt at 100 dpi; explicit small font sizes included), every axis labelled
+layer, depth or block gets integer ticks, every kind of shaded band gets a legend entry that says what it
+spans (min to max over the seeds, ± sd, the layers where a gradient is 0 or NaN), and a colour bar without
+a label is reported; panels that show one quantity share one colour scale (`figstyle.shared_norm`), and a
+caption under the figure explains special marks (a lone dot: a run that diverged after step 0). The
+conventions the CSVs use are stated in each handout ("Conventions of the output"): −1 for a step or layer
+means never (explode's `first_inf_layer`, the race's and sweep's `diverged_step`), a log10 update ratio of
+−inf means an update of exactly 0, NaN a diverged run, 301 iterations to target never reaching it. The
+figures of labs I are redrawn from their committed CSVs by `dev/labs/plot_labs.py NAME --dir doc/labs`
+(the pages come out the same); of labs II, the qkv lab's by `dev/labs/llm_labs.py qkv --replot --out
+doc/labs` (the others are drawn from the runs' logs, so they change with the next `make lab-publish`).
+
 **Checking your numbers.** `make lab-check LAB=NAME` runs the lab into the scratch directory
 `out/labs/check/NAME/` (emptied first; no figures, so it needs python3 but not numpy or matplotlib) and
-`dev/labs/lab_check.py` compares its CSV with the committed one, row by row: PASS or DIFFERS, your value,
-the committed value and the tolerance, then a summary line; the exit status is 1 if any row DIFFERS
-(`LAB_CHECK_FLAGS=--quiet` prints only those). The tolerances are measured, not guessed. Rerun with the
+`dev/labs/lab_check.py` compares its CSV with the committed one twice. Row by row: a row may differ by
+what a change of seed moves it (below); it prints only the rows that DIFFER, with your value, the
+committed value and the tolerance (`LAB_CHECK_FLAGS=--all` prints every row, PASS or DIFFERS). And
+quantity by quantity, where the verdict rests: one seed's worth of band on every row lets a broken run
+pass most rows (a qkv run in which no weight moves passes 99.7 % of them), so for each quantity (a column
+of a labs-II CSV, a section/metric of labs I) every difference is divided by its seed spread (labs II: the
+difference of the means over the seeds, over the spread of such a mean), and the quantity DIFFERS when
+the root mean square of these z exceeds 3: a rerun that differs like a new draw of seeds gives about 1,
+a broken run 4 to millions. Then one summary line,
+`lab-check NAME: N rows, N PASS, N DIFFERS; N quantities, N agree, N DIFFER`; the exit status is 1 if
+any row or quantity DIFFERS. `make test` proves that this catches broken runs:
+`dev/labs/lab_check_broken.py` checks every lab on a broken run, made from its committed CSV the way the
+bug would change it (the lab's setting never reaching the trainer, so every run gets the first init; the
+qkv lab at learning rate 0, where every std stays at its step-0 value), and requires a quantity that
+DIFFERS; and, as a control, that a change of seed (the last seed's rows replaced by the first's) has
+none. A real rerun of explode with other seeds (`mlp_lab explode -x 43`) passes all 1549 rows and all 30
+quantities. The row tolerances are measured, not guessed. Rerun with the
 same seed on the same build, every lab reproduces its committed CSV bit for bit (checked for all ten,
 and with 1 and 3 threads for the labs that use several), but another compiler or CPU rounds
 differently, and in a chaotic run (the race's deep tanh nets, the sweep's bistable σ) a rounding
@@ -1671,7 +1731,8 @@ rounding difference moves a row much less than a new seed, except in the chaotic
 clang and without OpenMP reproduces explode bit for bit, gains to 2e-9 and residual to 1e-7 relative
 (2e-6 in a standard deviation over seeds, the difference of close numbers). `make test` runs
 `dev/labs/lab_check_ci.sh`, the check of explode and gains (they need no data): about 65 s on 2 cores
-at a load of 2 (explode 10 s; gains 55 s, its stacks at 5 seeds).
+at a load of 2 (explode 10 s; gains 55 s, its stacks at 5 seeds); every row and every quantity counts
+as one test.
 
 | lab | source | what | time on 2 cores | page |
 |---|---|---|---|---|
@@ -1758,8 +1819,10 @@ def main():
     ap.add_argument("name", choices=list(LABS) + ["index"])
     ap.add_argument("--dir", help="where the CSV is and the figures and page go (default out/labs/NAME; "
                                   "the index: out/labs; make lab-publish passes doc/labs)")
+    ap.add_argument("--page-only", action="store_true", help="write the page only, no figures (a check of the page)")
     a = ap.parse_args()
-    global DOC
+    global DOC, PAGE_ONLY
+    PAGE_ONLY = a.page_only
     DOC = os.path.abspath(a.dir) if a.dir else os.path.join(ROOT, "out", "labs", *([] if a.name == "index" else [a.name]))
     os.makedirs(DOC, exist_ok=True)
     if a.name == "index":

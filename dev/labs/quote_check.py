@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """The numbers the labs' pages quote from their CSVs, recomputed from the CSVs (a suite of make test).
 
-    dev/labs/quote_check.py [FILE.md ...]      (default: doc/labs/*.md and doc/labs/answers/*.md)
+    dev/labs/quote_check.py [--no-pages] [FILE.md ...]   (default: doc/labs/*.md and doc/labs/answers/*.md)
+
+The write-ups of labs I and their index are written by dev/labs/plot_labs.py from the CSVs; they are
+checked by writing them again from the committed CSVs (check_pages; --no-pages skips that). The rest, the
+write-ups of labs II (by hand) and every answer key, quote numbers, and those are checked as follows.
 
 A write-up or an answer key that quotes a number from a committed CSV says where it comes from, in an
 HTML comment right after the number (invisible on the rendered page):
@@ -209,7 +213,58 @@ def check_file(path):
     return n, bad
 
 
+LABS_I = ["explode", "xavier", "orthogonal", "residual", "symmetry", "race", "sweep", "xavier_kaiming", "gains", "diag"]
+
+
+def check_pages():
+    """The write-ups of labs I (doc/labs/NAME.md) and their index (README.md) are written by
+    dev/labs/plot_labs.py from the CSVs: every number in them is produced from the CSV. Written again from
+    the committed CSVs into a scratch directory (--page-only: no figures), each must equal the committed
+    page byte for byte, so a page edited by hand, or a CSV changed without its page, fails. Needs a python3
+    with numpy and matplotlib (plot_labs.py computes with them): without one, one line says skipped.
+    Returns (passed, failed)."""
+    import shutil
+    import subprocess
+    import tempfile
+    sys.path.insert(0, os.path.join(ROOT, "dev", "plot"))
+    import figstyle
+    py = figstyle.plotting_python()
+    if py is None:
+        print("  skipped: no python3 here has numpy and matplotlib, so the labs I pages were not rewritten from "
+              "their CSVs (make lab-deps)")
+        return 0, 0
+    passed = failed = 0
+    tmp = tempfile.mkdtemp(prefix="quote_check.")
+    try:
+        for name in LABS_I + ["index"]:
+            page = "README.md" if name == "index" else f"{name}.md"
+            if name != "index":
+                shutil.copy(os.path.join(LABS, f"{name}.csv"), tmp)
+            r = subprocess.run([py, os.path.join(ROOT, "dev", "labs", "plot_labs.py"), name, "--dir", tmp, "--page-only"],
+                               capture_output=True, text=True)
+            new = os.path.join(tmp, page)
+            if r.returncode != 0 or not os.path.exists(new):
+                failed += 1
+                print(f"  FAIL doc/labs/{page}: plot_labs.py {name} failed: {(r.stderr or r.stdout).strip()[-300:]}")
+                continue
+            a, b = open(new, encoding="utf-8").read(), open(os.path.join(LABS, page), encoding="utf-8").read()
+            if a == b:
+                passed += 1
+                print(f"  ok   doc/labs/{page}: as plot_labs.py writes it from the CSV")
+            else:
+                failed += 1
+                al, bl = a.split("\n"), b.split("\n")
+                k = next((i for i, (x, y) in enumerate(zip(al, bl)) if x != y), min(len(al), len(bl)))
+                print(f"  FAIL doc/labs/{page}: differs from what plot_labs.py writes from the CSV, from line {k + 1}: "
+                      f"committed {bl[k][:90] if k < len(bl) else '(end)'!r}, written {al[k][:90] if k < len(al) else '(end)'!r}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return passed, failed
+
+
 def main():
+    pages = "--no-pages" not in sys.argv
+    sys.argv = [a for a in sys.argv if a != "--no-pages"]
     files = sys.argv[1:] or (sorted(glob.glob(os.path.join(LABS, "*.md")))
                              + sorted(glob.glob(os.path.join(LABS, "answers", "*.md"))))
     passed = failed = 0
@@ -229,6 +284,9 @@ def main():
             passed += 1
             print(f"  ok   {rel}: {n} quoted numbers agree with the CSV")
     print(f"quote check: {total} annotations in {passed + failed} files")
+    if pages and not sys.argv[1:]:
+        p, f = check_pages()
+        passed, failed = passed + p, failed + f
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 

@@ -17,7 +17,11 @@ HTML comment right after the number (invisible on the rendered page):
 SOURCE is a CSV of doc/labs (llm_qkv_seeds.csv) or a table derived from one (below). AGG says what the
 numbers before the comment are: `value` (one row: its EXPRs), `list` (every row that matches, in the
 CSV's order, each row's EXPRs), `mean`, `sd`, `min`, `max`, `count`, `range` (min and max: "1.05–1.96",
-"−0.41 to +0.88"), `meansd` (mean and sample sd over the rows: "0.096 ± 0.052"). EXPR and CONDITION are
+"−0.41 to +0.88"), `meansd` (mean and sample sd over the rows: "0.096 ± 0.052"). With `by KEY`
+(`mean val_loss by gamma`) one number per group of rows with the same KEY, in the CSV's order: the
+group's `mean`, `sd`, `span` (max − min), `min` or `max`. And `<!-- = calc PYTHON -->` computes anything
+else from mean(SOURCE, EXPR, CONDITION), sd, vmin, vmax, values, count and groups(SOURCE, EXPR, BY,
+CONDITION) (a difference of two means, a ratio, a list). EXPR and CONDITION are
 Python expressions over the row's columns (numbers where the cell is one; an empty cell is None). The
 checker takes as many numbers as the aggregate gives from the text before the comment (back to the
 previous comment or the start of the paragraph), in order, and each must equal the computed value as
@@ -142,7 +146,50 @@ def split_exprs(s):
 SAFE = {"abs": abs, "min": min, "max": max, "round": round, "len": len, "math": math, "None": None}
 
 
+def _rows(src, cond):
+    return [r for r in table(src) if cond is None or eval(cond, dict(SAFE), dict(r))]
+
+
+def _col(src, expr, cond):
+    out = [eval(expr, dict(SAFE), dict(r)) for r in _rows(src, cond)]
+    out = [v for v in out if v is not None]
+    if not out:
+        raise ValueError(f"no value of {expr} in {src} where {cond}")
+    return out
+
+
+def _sd(v):
+    m = sum(v) / len(v)
+    return math.sqrt(sum((x - m) ** 2 for x in v) / (len(v) - 1)) if len(v) > 1 else 0.0
+
+
+CALC = {"mean": lambda src, e, c=None: sum(_col(src, e, c)) / len(_col(src, e, c)),
+        "sd": lambda src, e, c=None: _sd(_col(src, e, c)),
+        "vmin": lambda src, e, c=None: min(_col(src, e, c)),
+        "vmax": lambda src, e, c=None: max(_col(src, e, c)),
+        "values": lambda src, e, c=None: _col(src, e, c),
+        "count": lambda src, e, c=None: len(_col(src, e, c))}
+
+
+def groups(src, expr, by, cond=None):
+    """{group key: [values]} in the CSV's order."""
+    out = {}
+    for r in _rows(src, cond):
+        v = eval(expr, dict(SAFE), dict(r))
+        if v is not None:
+            out.setdefault(eval(by, dict(SAFE), dict(r)), []).append(v)
+    return out
+
+
 def compute(spec):
+    if spec.startswith("calc "):
+        v = eval(spec[5:], dict(SAFE, **CALC, groups=groups, sd_of=_sd, mean_of=lambda v: sum(v) / len(v),
+                                sum=sum, zip=zip, list=list), {})
+        return list(v) if isinstance(v, (list, tuple)) else [v]
+    by = None
+    m = re.search(r"\sby\s+(.+?)(?=\swhere\s|$)", spec)
+    if m:
+        by, spec = m.group(1).strip(), spec[:m.start()] + spec[m.end():]
     parts = spec.split(None, 2)
     if len(parts) < 3:
         raise ValueError(f"expected SOURCE AGG EXPR: {spec!r}")
@@ -151,6 +198,13 @@ def compute(spec):
     rows = [r for r in table(src) if cond is None or eval(cond, dict(SAFE), dict(r))]
     if not rows:
         raise ValueError(f"no row of {src} matches {cond!r}")
+    if by is not None:        # one number per group (in the CSV's order): its mean, sd, or max - min
+        gs = groups(src, exprs[0], by, cond)
+        f = {"mean": lambda v: sum(v) / len(v), "sd": _sd, "span": lambda v: max(v) - min(v),
+             "min": min, "max": max}.get(agg)
+        if f is None:
+            raise ValueError(f"`by` works with mean, sd, span, min, max, not {agg}")
+        return [f(v) for v in gs.values()]
     vals = [[eval(e, dict(SAFE), dict(r)) for e in exprs] for r in rows]
     if agg == "value":
         if len(rows) != 1:
@@ -170,15 +224,17 @@ def compute(spec):
 
 
 def numbers(text):
-    """(value, decimals) of every number in text, in order."""
+    """(value, decimals, half a unit of the last digit) of every number in text, in order."""
     out = []
     for m in NUM.finditer(text):
         sign, digits = m.group(1), m.group(2)
         start = m.start()
         neg = sign in ("−",) or (sign == "-" and (start == 0 or not text[start - 1].isdigit()))
-        v = float(digits.replace("−", "-"))
-        dec = len(digits.split(".")[1].split("e")[0]) if "." in digits else 0
-        out.append((-v if neg else v, dec))
+        mant, _, exp = digits.replace("−", "-").partition("e")
+        v = float(mant + ("e" + exp if exp else ""))
+        dec = len(mant.split(".")[1]) if "." in mant else 0
+        half = 0.5 * 10 ** (-dec + (int(exp) if exp else 0))
+        out.append((-v if neg else v, dec, half))
     return out
 
 
@@ -201,13 +257,14 @@ def check_file(path):
         if len(got) < len(want):
             bad.append(f"{line}: <!-- = {m.group(1)} -->: {len(want)} numbers computed, {len(got)} quoted before it")
             continue
-        for (q, dec), w in zip(got, want):
+        for (q, dec, half), w in zip(got, want):
             if w is None:
                 bad.append(f"{line}: quoted {q:g}, but the CSV has no value (never / empty)")
                 break
-            if abs(q - w) > 0.5 * 10 ** -dec + 1e-9 * max(1.0, abs(w)):
-                shown = ", ".join(f"{x:.{max(dec, 0)}f}" if x is not None else "None" for x in want)
-                quoted = ", ".join(f"{x:.{d}f}" for x, d in got)
+            if abs(q - w) > half + 1e-9 * max(1.0, abs(w)):
+                shown = ", ".join("None" if x is None else f"{x:.{dec + 2}f}" if half >= 1e-4 else f"{x:.4g}"
+                                  for x in want)
+                quoted = ", ".join(f"{x:.{d}f}" if h >= 1e-4 else f"{x:g}" for x, d, h in got)
                 bad.append(f"{line}: quoted {quoted}, the CSV gives {shown} (<!-- = {m.group(1)} -->)")
                 break
     return n, bad

@@ -36,6 +36,7 @@ Derived tables (computed here from the raw CSVs, the way the labs compute them):
               moved0 (layer 0's step), earliest (the earliest step of any layer), spearman_1 (the same over
               layers 1 to 11), final0, final_min, final_max (layer 0's final, the least and the largest)
   qkv_runs:   seed, lo, hi (the least and the largest final std/std0 of any Q/K/V matrix of the run)
+  mup_coord, mup_growth: the coordinate check per width, and its growth with width (mup_tables)
 
 One test per annotated file (the count of its annotations in the line); each mismatch is printed with
 its file and line, the quoted and the computed numbers. The last line is "N passed, N failed".
@@ -111,7 +112,31 @@ def qkv_tables():
     return {"qkv_layers": layers, "qkv_seeds": seeds, "qkv_runs": runs}
 
 
-DERIVED = {"qkv_layers": qkv_tables, "qkv_seeds": qkv_tables, "qkv_runs": qkv_tables}
+def mup_tables():
+    """mup_coord: param, seed, width, step and the coordinate check's mean |x| of attn and mlp (means over
+    the layers), logits and emb; mup_growth: param, seed, step, attn_growth and mlp_growth (width 512 over
+    width 64), attn_ratio and mlp_ratio (largest over smallest over the widths)."""
+    acc = {}
+    for r in read_csv("llm_mup_coord.csv"):
+        k = (r["param"], r["seed"], r["width"], r["step"])
+        t = r["tensor"]
+        kind = "attn" if t.endswith("attn_out") else "mlp" if t.endswith("mlp_out") else t
+        acc.setdefault(k, {}).setdefault(kind, []).append(r["abs_mean"])
+    coord = [dict(param=p, seed=s, width=w, step=st, **{kind: sum(v) / len(v) for kind, v in d.items()})
+             for (p, s, w, st), d in acc.items()]
+    growth = []
+    for p, s, st in dict.fromkeys((c["param"], c["seed"], c["step"]) for c in coord):
+        by_w = {c["width"]: c for c in coord if (c["param"], c["seed"], c["step"]) == (p, s, st)}
+        lo, hi = min(by_w), max(by_w)
+        growth.append(dict(param=p, seed=s, step=st,
+                           **{f"{k}_growth": by_w[hi][k] / by_w[lo][k] for k in ("attn", "mlp")},
+                           **{f"{k}_ratio": max(c[k] for c in by_w.values()) / min(c[k] for c in by_w.values())
+                              for k in ("attn", "mlp")}))
+    return {"mup_coord": coord, "mup_growth": growth}
+
+
+DERIVED = {"qkv_layers": qkv_tables, "qkv_seeds": qkv_tables, "qkv_runs": qkv_tables, "mup_coord": mup_tables,
+           "mup_growth": mup_tables}
 _cache = {}
 
 
@@ -184,7 +209,8 @@ def groups(src, expr, by, cond=None):
 def compute(spec):
     if spec.startswith("calc "):
         v = eval(spec[5:], dict(SAFE, **CALC, groups=groups, sd_of=_sd, mean_of=lambda v: sum(v) / len(v),
-                                sum=sum, zip=zip, list=list), {})
+                                sum=sum, zip=zip, list=list,
+                                gmeans=lambda *a: [sum(v) / len(v) for v in groups(*a).values()]), {})
         return list(v) if isinstance(v, (list, tuple)) else [v]
     by = None
     m = re.search(r"\sby\s+(.+?)(?=\swhere\s|$)", spec)

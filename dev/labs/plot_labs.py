@@ -1683,6 +1683,21 @@ cores). The Python the labs use: every plotting script (`dev/plot/*.py`, `dev/la
 or matplotlib, it re-runs itself with `$PYTHON`, `.venv/bin/python3` or `/usr/bin/python3`, the first
 that has both, and where none has them it says so in one line (`dev/plot/figstyle.py`).
 
+**Numbers quoted from the CSVs.** The pages of labs I (this index and NAME.md) are written by
+`dev/labs/plot_labs.py` from the CSVs, and `make test` writes them again from the committed CSVs and
+requires the same bytes (so edit `plot_labs.py`, not the page). The write-ups of labs II and every answer
+key are by hand; a number they quote from a CSV carries its source in an HTML comment right after it,
+invisible on the rendered page, which `dev/labs/quote_check.py` (run by `make test`) recomputes and
+compares with the number as printed (to half a unit of its last digit):
+
+    ×1.68–1.96<!-- = qkv_layers range final where tensor == 'wv' and layer == 2 -->
+    2.025 ± 0.012<!-- = llm_tokens_seeds.csv value mean, sd where bin == 'all' and quantity == 'loss_gamma1' -->
+    0.14<!-- = calc mean('llm_how_small.csv', 'val_loss', 'gamma == 1') - mean('llm_how_small.csv', 'val_loss', 'gamma == 0.5') -->
+
+The forms (a CSV or a table derived from one, `value`, `list`, `mean`, `sd`, `range`, `meansd`, `by KEY`,
+`calc`) are in the script's docstring. Annotate a number when you write it; the numbers of the exercise
+runs, which no CSV holds, are not annotated.
+
 **Figures.** Every plotting script (`dev/plot/*.py`, `dev/labs/plot_labs.py`, `dev/labs/llm_labs.py`)
 draws with one style, `dev/plot/figstyle.py`: before a figure is saved its text is made at least 12.5 pixels
 high at the saved resolution (9 pt at 100 dpi; explicit small font sizes included), every axis labelled

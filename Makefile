@@ -59,8 +59,14 @@ PYTHON ?= /usr/bin/python3
 # library apart from ASan's, ignores log_path and reports on stderr, where a trainer's report could pass
 # unseen (dev/sanitize.sh). -O1 keeps stack traces exact; -Wno-pass-failed: at -O1 clang lists the
 # `omp simd` loops it did not vectorize.
+# Without $(SAN_CC) (a laptop with gcc alone) make test builds and runs everything else, and the suite
+# (dev/sanitize.sh) says in one line that it was skipped and how to run it; SANITIZE_REQUIRE=1 makes that
+# a failure instead. dev/test_no_clang.sh (a suite of make test) checks this with clang hidden from PATH.
 SAN_CC ?= clang
+export SAN_CC
+HAVE_SAN_CC := $(shell command -v $(firstword $(SAN_CC)) >/dev/null 2>&1 && echo yes)
 SAN_BUILD := build/sanitize
+SAN_TARGETS := $(if $(HAVE_SAN_CC),$(SAN_BUILD)/test_gpt2 $(SAN_BUILD)/train_gpt2)
 SAN_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
     $(ARCH_FLAGS) -fopenmp -fno-math-errno -Wall -Wextra -Wno-unused-function -Wno-pass-failed
 
@@ -77,14 +83,14 @@ help:
 	@echo "make train_gpt2cu DEBUG=1  the GPU trainer checking each kernel launch (doc/cuda.md)"
 	@echo "make test_gpt2cu_cpu  the GPU tests on the CPU runtime for CUDA (dev/cuda_cpu; part of make test)"
 	@echo "make test-cuda-mutants  deliberate bugs in train_gpt2.cu, each caught by the tests (part of make test)"
-	@echo "make test-sanitize  test_gpt2 and the trainer under ASan, LeakSanitizer and UBSan (part of make test)"
+	@echo "make test-sanitize  test_gpt2 and the trainer under ASan, LeakSanitizer and UBSan (part of make test where clang exists)"
 	@echo "make bench        training-step speed vs PyTorch, FMA peak, MFU, T sweep, phase table (doc/performance.md; ~27 min)"
 	@echo "make bench-gpu    GPU trainer speed, per-kernel times, MFU; without a GPU the analytic plan"
 	@echo "make gpu-check    on a GPU: build, ./test_gpt2cu, compute-sanitizer, bench-gpu; a log per stage (dev/gpu_check.sh)"
 	@echo "make labs-variance  classroom labs I (MLPs; doc/labs/README.md); one lab: make lab-sweep"
 	@echo "make labs-llm     classroom labs II (transformer; doc/labs/README_llm.md); one lab: make lab-mup"
 	@echo "                  (labs write into out/labs/NAME/; LAB_OUT=DIR elsewhere)"
-	@echo "make lab-check LAB=sweep  a lab into a scratch dir, its numbers compared with the committed doc/labs/"
+	@echo "make lab-check LAB=sweep  a lab into a scratch dir, its numbers compared with the committed doc/labs/ (LAB_CHECK_FLAGS=--all: every row)"
 	@echo "make lab-publish LAB=sweep  rewrite a lab's committed results in doc/labs/ (labs-publish: all)"
 	@echo "make lab-deps     install what the labs need: numpy and matplotlib (Debian; else see doc/labs/README.md)"
 	@echo "make deps         install the Debian packages the dev/ tools use (torch, numpy, matplotlib)"
@@ -103,9 +109,10 @@ test_gpt2: test_gpt2.c train_gpt2.c test/fixture.h
 # compiled too (so an nvcc build error fails the tests) and run; without a GPU ./test_gpt2cu says it
 # skips and exits 77. make bench's per-phase program, which includes train_gpt2.c, is built too, so that
 # a change of the trainer's interfaces cannot leave it broken unnoticed.
-test: test_gpt2 dev/labs/mlp_lab test_gpt2cu_cpu train_gpt2cu_cpu $(CUDA_CPU)/selftest $(SAN_BUILD)/test_gpt2 $(SAN_BUILD)/train_gpt2 \
+test: test_gpt2 dev/labs/mlp_lab test_gpt2cu_cpu train_gpt2cu_cpu $(CUDA_CPU)/selftest $(SAN_TARGETS) \
       dev/bench/phases
 	$(CC) $(CFLAGS) -o train_gpt2 train_gpt2.c $(LDLIBS)
+	@$(if $(HAVE_SAN_CC),:,echo "skipped: $(SAN_CC) not found, the sanitizer builds were not made (install clang: make test-sanitize)")
 	@if command -v $(NVCC) >/dev/null 2>&1; then \
 	    $(MAKE) --no-print-directory test_gpt2cu dev/bench/bench_gpu && { ./test_gpt2cu; st=$$?; [ $$st -eq 0 ] || [ $$st -eq 77 ]; }; \
 	else echo "skipped: nvcc not found, the CUDA targets were not built with nvcc"; fi
@@ -284,10 +291,12 @@ dev/labs/llm_compose: dev/labs/llm_compose.c
 # ---- checking a lab against the committed numbers; publishing -------------------------------------
 # make lab-check LAB=NAME runs the lab into the scratch directory out/labs/check/NAME/ (emptied first;
 # a lab of labs II trains its runs again there, in runs/), then dev/labs/lab_check.py compares its CSV
-# with the committed doc/labs/ one row by row: PASS or DIFFERS with the tolerance (the measured seed
-# spread), exit 1 on any DIFFERS. A labs-I check draws no figures and needs python3 alone (no numpy, no
-# matplotlib). LAB_CHECK_FLAGS=--quiet prints only the rows that differ. dev/labs/lab_check_ci.sh (run
-# by make test) checks two labs that need no data.
+# with the committed doc/labs/ one: every row within its tolerance (a seed's worth of spread), and every
+# quantity as a whole within its seed spread (lab_check.py's QUANTITIES); it prints the rows and quantities
+# that DIFFER and a summary, exit 1 on any DIFFERS (LAB_CHECK_FLAGS=--all prints every row). A labs-I check
+# draws no figures and needs python3 alone (no numpy, no matplotlib). dev/labs/lab_check_ci.sh (run by make
+# test) checks two labs that need no data; dev/labs/lab_check_broken.py (make test too) checks that every
+# lab's check fails on a broken run.
 # make lab-publish LAB=NAME and make labs-publish (everything, both groups) are the only targets that
 # rewrite doc/labs/: a lab's CSV and figures, for labs I its page and the index README.md (the
 # write-ups of labs II, llm_NAME.md, are by hand).

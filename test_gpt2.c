@@ -3094,6 +3094,12 @@ int main(void) {
         run_suite("deliberate bugs in train_gpt2.cu", "dev/cuda_cpu/mutants.sh", "");
         run_suite("this file's tests under ASan, LeakSanitizer and UBSan", "dev/sanitize.sh", "");
         run_suite("the labs' numbers against doc/labs (make lab-check)", "dev/labs/lab_check_ci.sh", "");
+        run_suite("make test with clang hidden (a laptop with gcc alone)", "dev/test_no_clang.sh", "");
+        run_suite("the labs' handouts, run and checked against the code", "dev/labs/py_suite.sh",
+                  "dev/labs/handout_check.py");
+        run_suite("the numbers the labs' pages quote, against their CSVs", "dev/labs/py_suite.sh",
+                  "dev/labs/quote_check.py");
+        run_suite("make lab-check on a broken run of every lab", "dev/labs/py_suite.sh", "dev/labs/lab_check_broken.py");
     }
     printf("%d passed, %d failed\n", n_passed, n_failed);
     return n_failed ? 1 : 0;

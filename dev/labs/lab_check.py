@@ -1,17 +1,32 @@
 #!/usr/bin/python3
 """Compares a lab's fresh numbers with the committed ones (make lab-check LAB=NAME; doc/labs/README.md).
 
-    dev/labs/lab_check.py NAME --new DIR [--ref doc/labs] [--quiet]
+    dev/labs/lab_check.py NAME --new DIR [--ref doc/labs] [--all]
     dev/labs/lab_check.py measure NAME [--seeds 42,43,44,45,46] [--write]
 
 NAME is a lab of labs I (explode ... gains, diag) or labs II (norm-eps ... compose; norm_eps works too).
 The first form reads the lab's CSV(s) from --ref (the committed doc/labs/) and from --new (a scratch
 run: `make lab-check` runs the lab into out/labs/check/NAME/ first), matches rows by their key
-columns and prints one line per row: PASS, DIFFERS or UNCHECKED, the new value, the committed value
-and the tolerance. A row missing on either side DIFFERS. Then a line per quantity with rows that
-DIFFER, and last `lab-check NAME: N rows, N PASS, N DIFFERS[, N UNCHECKED] (...)`. Exit status: 1 if
-any row DIFFERS, 2 if the check could not run (a CSV or the lab's tolerances missing), else 0.
---quiet prints only the rows that DIFFER and the summary. Needs python3 alone (no numpy, matplotlib).
+columns and checks every row: PASS, DIFFERS or UNCHECKED, with the new value, the committed value and the
+tolerance. A row missing on either side DIFFERS. It prints only the rows that DIFFER (--all: every row),
+then one verdict line per quantity (below), and last the summary
+`lab-check NAME: N rows, N PASS, N DIFFERS[, N UNCHECKED]; N quantities, N agree, N DIFFER (...)`.
+Exit status: 1 if any row or quantity DIFFERS, 2 if the check could not run (a CSV or the lab's
+tolerances missing), else 0. Needs python3 alone (no numpy, matplotlib).
+
+QUANTITIES: a row's tolerance must let one run's value differ from another's by a change of seed, so a
+broken run (no weight moves, another initializer) could pass most rows (issue 34: 99.7 % of the qkv lab's
+rows). The verdict of a lab rests on each quantity as a whole, and there the seed spread is tight: for
+every quantity (a column of a labs-II CSV; a section/metric of a labs-I CSV) the check standardizes each
+difference by its seed spread and fails the quantity when the root mean square over its rows exceeds
+Z_RMS = 3. A rerun that differs from the committed one like a fresh draw of seeds gives about 1 (1.4 at
+most); a run where nothing trains or every stack has another init gives 5 to thousands (tested by
+dev/labs/lab_check_broken.py on every lab). Labs II: the rows of a setting that differ only in the seed
+are one group; z = (mean of the new seeds - mean of the committed seeds) / (sd * sqrt(1/n_new + 1/n_ref)),
+sd the committed seeds' sample sd of the group, at least half the quantity's pooled sd (a group whose five
+seeds happen to agree, or one measured at one seed) and the rounding floor. Labs I (one base seed per CSV): z = (new - committed) /
+(the row's measured need / 3 sqrt(2)), the sd its tolerance was made from. Rows whose tolerance is "any",
+non-finite values and quantities without a measured spread do not enter.
 
 TOLERANCES are measured seed spread, never a guess. A row may differ from its committed value by
 3 standard deviations of the difference of two runs, 3 * sqrt(2) * sd, where sd is the sample standard
@@ -64,6 +79,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TABLE = os.path.join(ROOT, "dev", "labs", "lab_check_tolerances.csv")
 FLOOR_REL = 1e-5      # rounding (see above)
+Z_RMS = 3.0           # a quantity DIFFERS when the RMS of its standardized differences exceeds this (above)
 K_SD = 3.0 * math.sqrt(2.0)   # 3 sd of the difference of two runs (see above)
 
 LABS_I = ["explode", "xavier", "orthogonal", "residual", "symmetry", "race", "sweep", "xavier_kaiming", "gains", "diag"]
@@ -279,6 +295,57 @@ def in_csv_tolerances(rows, key_cols, seed_col, closed):
     return out
 
 
+# ---- the quantities' verdicts --------------------------------------------------------------------------
+def seed_groups(rows, key_cols, seed_col):
+    """{quantity: {key without the seed: [values]}} of a labs-II CSV."""
+    si = key_cols.index(seed_col)
+    out = {}
+    for key, vals in rows.items():
+        for q, v in vals.items():
+            if v is not None and math.isfinite(v):
+                out.setdefault(q, {}).setdefault(key[:si] + key[si + 1:], []).append(v)
+    return out
+
+
+def quantity_z_labs2(ref, new, key_cols, seed_col, closed):
+    """{quantity: [(z, where)]} from the seed means (see QUANTITIES)."""
+    rg, ng = seed_groups(ref, key_cols, seed_col), seed_groups(new, key_cols, seed_col)
+    cols = [c for c in key_cols if c != seed_col]
+    out = {}
+    for q, groups in rg.items():
+        sds = {g: (spread(v) or (sum(v) / len(v), 0.0, "ok"))[1] for g, v in groups.items()}
+        pooled = math.sqrt(sum(x * x for x in sds.values()) / len(sds)) if sds else 0.0
+        zs = []
+        for g, rv in groups.items():
+            nv = ng.get(q, {}).get(g)
+            if not nv:
+                continue
+            mr, mn = sum(rv) / len(rv), sum(nv) / len(nv)
+            if q in closed:
+                sd = 0.0
+            else:
+                sd = max(sds[g], 0.5 * pooled)
+            sd = max(sd * math.sqrt(1 / len(rv) + 1 / len(nv)), FLOOR_REL * abs(mr) / K_SD, 1e-300)
+            where = ", ".join(f"{c}={v}" for c, v in zip(cols, g))
+            zs.append(((mn - mr) / sd, f"[{where}] new mean {mn:.4g}, committed {mr:.4g} ± {sds[g]:.2g} (sd, {len(rv)} seeds)"))
+        out[q] = zs
+    return out
+
+
+def verdicts(zmap, fname):
+    """[(status, line)] per quantity from its standardized differences."""
+    out = []
+    for q, zs in sorted(zmap.items()):
+        if not zs:
+            continue
+        rms = math.sqrt(sum(z * z for z, _ in zs) / len(zs))
+        worst = max(zs, key=lambda t: abs(t[0]))
+        status = "DIFFERS" if rms > Z_RMS else "agrees"
+        out.append((status, f"{status:9s} quantity {fname} {q}: RMS z {rms:.3g} over {len(zs)} rows "
+                            f"(limit {Z_RMS:g}; largest z {worst[0]:+.3g} at {worst[1]})"))
+    return out
+
+
 # ---- the check -------------------------------------------------------------------------------------
 def files_of(lab):
     """{csv file name: (key columns, seed column, closed-form columns, long form?)}"""
@@ -297,13 +364,14 @@ def g(x):
     return "empty" if x is None else f"{x:.9g}"
 
 
-def check(lab, new_dir, ref_dir, quiet):
+def check(lab, new_dir, ref_dir, show_all=False):
     table = read_table(lab) if lab in LABS_I else {}
     if lab in LABS_I and not table:
         print(f"lab_check: {os.path.relpath(TABLE, ROOT)} has no tolerances for {lab}", file=sys.stderr)
         return 2
     counts = {"PASS": 0, "DIFFERS": 0, "UNCHECKED": 0}
     diff_by_q, unchecked_q = {}, set()
+    qlines = []
     for fname, (key_cols, seed_col, closed, long_form) in files_of(lab).items():
         paths = [os.path.join(d, fname) for d in (ref_dir, new_dir)]
         for p in paths:
@@ -312,6 +380,9 @@ def check(lab, new_dir, ref_dir, quiet):
                 return 2
         ref, new = (read_rows(p, key_cols, long_form) for p in paths)
         csv_tols = {} if long_form else in_csv_tolerances(ref, key_cols, seed_col, closed)
+        zmap = {}
+        if not long_form and seed_col is not None:
+            zmap = quantity_z_labs2(ref, new, key_cols, seed_col, closed)
         for key in list(ref) + [k for k in new if k not in ref]:
             rv, nv = ref.get(key), new.get(key)
             where = ", ".join(f"{c}={v}" for c, v in zip(key_cols, key) if not (long_form and c in ("section", "metric")))
@@ -332,22 +403,32 @@ def check(lab, new_dir, ref_dir, quiet):
                 else:
                     status = "PASS" if t.ok(a, b) else "DIFFERS"
                     text = f"{g(a)} committed {g(b)} tol {t.text(b)}"
+                    if long_form and t.method != "any" and math.isfinite(a) and math.isfinite(b):
+                        sd = max(t.abs + t.rel * abs(b), FLOOR_REL * abs(b)) / K_SD
+                        zmap.setdefault(q, []).append(((a - b) / sd if sd > 0 else (0.0 if a == b else math.inf),
+                                                       f"[{where}] new {g(a)}, committed {g(b)}"))
                 counts[status] += 1
                 if status == "DIFFERS":
                     diff_by_q[(fname, q)] = diff_by_q.get((fname, q), 0) + 1
                 elif status == "UNCHECKED":
                     unchecked_q.add((fname, q))
-                if not quiet or status == "DIFFERS":
+                if show_all or status == "DIFFERS":
                     print(f"{status:9s} {q} [{where}]: {text}")
+        qlines += verdicts(zmap, fname)
     for (fname, q), n in sorted(diff_by_q.items()):
         print(f"lab-check {lab}: {n} rows of {fname} {q} DIFFER")
+    for status, line in qlines:
+        if show_all or status == "DIFFERS":
+            print(line)
+    nq_diff = sum(1 for st, _ in qlines if st == "DIFFERS")
     if unchecked_q:
         print(f"lab-check {lab}: no measured spread, not checked: " + ", ".join(f"{f} {q}" for f, q in sorted(unchecked_q)))
     total = sum(counts.values())
     print(f"lab-check {lab}: {total} rows, {counts['PASS']} PASS, {counts['DIFFERS']} DIFFERS"
           + (f", {counts['UNCHECKED']} UNCHECKED" if counts["UNCHECKED"] else "")
+          + f"; {len(qlines)} quantities, {len(qlines) - nq_diff} agree, {nq_diff} DIFFER"
           + f" (new: {shown(new_dir)}, committed: {shown(ref_dir)})")
-    return 1 if counts["DIFFERS"] else 0
+    return 1 if counts["DIFFERS"] or nq_diff else 0
 
 
 # ---- measuring the tolerances of a labs-I lab ----------------------------------------------------------
@@ -416,9 +497,10 @@ def main():
     ap.add_argument("lab")
     ap.add_argument("--new", required=True, help="directory of the fresh run's CSV(s)")
     ap.add_argument("--ref", default=os.path.join(ROOT, "doc", "labs"), help="the committed CSVs (doc/labs)")
-    ap.add_argument("--quiet", action="store_true", help="print only the rows that DIFFER and the summary")
+    ap.add_argument("--all", action="store_true", help="print every row and every quantity, not only those that DIFFER")
+    ap.add_argument("--quiet", action="store_true", help="the default (kept for old scripts): only what DIFFERS")
     a = ap.parse_args()
-    return check(lab_name(a.lab), a.new, a.ref, a.quiet)
+    return check(lab_name(a.lab), a.new, a.ref, a.all)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,9 @@
 # make lab-check for two labs that need no data (explode and gains, about 65 s together on 2 cores at a
 # load of 2; gains runs its stacks at 5 seeds), as a suite of test_gpt2 (make test): each lab is run
 # into a temporary directory (removed at the end; nothing in the repository is written) and
-# dev/labs/lab_check.py compares it with the committed doc/labs/ CSV. Only the rows that DIFFER are printed; each row counts as one test and the last line is
-# "N passed, N failed" (exit 1 if any failed).
+# dev/labs/lab_check.py compares it with the committed doc/labs/ CSV. Only the rows and quantities that DIFFER
+# are printed; each row and each quantity counts as one test and the last line is "N passed, N failed"
+# (exit 1 if any failed).
 #
 #   dev/labs/lab_check_ci.sh [LAB ...]        (default: explode gains; run from anywhere)
 #
@@ -48,12 +49,15 @@ for lab in "${LABS[@]}"; do
     failed=$((failed + 1))
     continue
   fi
-  "$PY" dev/labs/lab_check.py "$lab" --new "$TMP" --quiet >"$TMP/$lab.check" 2>&1
+  "$PY" dev/labs/lab_check.py "$lab" --new "$TMP" >"$TMP/$lab.check" 2>&1
   st=$?
   grep -v '^lab-check ' "$TMP/$lab.check" | head -n 20      # the rows that differ (the first 20)
   summary="$(grep "^lab-check $lab: .* rows, " "$TMP/$lab.check" | tail -n 1)"
   p="$(sed -n 's/.* rows, \([0-9]*\) PASS.*/\1/p' <<<"$summary")"
   f="$(sed -n 's/.* PASS, \([0-9]*\) DIFFERS.*/\1/p' <<<"$summary")"
+  qp="$(sed -n 's/.* quantities, \([0-9]*\) agree.*/\1/p' <<<"$summary")"
+  qf="$(sed -n 's/.* agree, \([0-9]*\) DIFFER .*/\1/p' <<<"$summary")"
+  [[ -n "$qp" && -n "$qf" ]] && { p=$((p + qp)); f=$((f + qf)); }
   if [[ -z "$p" || -z "$f" ]] || { (( st != 0 )) && (( f == 0 )); }; then
     echo "lab-check $lab: dev/labs/lab_check.py did not finish (exit $st):"
     tail -n 5 "$TMP/$lab.check" | sed 's/^/  /'

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Classroom labs II (doc/labs/README_llm.md): small initialization, complexity control and muP in the
 transformer of train_gpt2.c. Each lab trains the runs it needs (cached, see llm_runs.py), then writes
 llm_NAME.csv and llm_NAME*.png into out/labs/NAME/ (git-ignored; NAME with dashes, as in make lab-NAME);
@@ -25,7 +25,12 @@ import shutil
 import subprocess
 import sys
 
-import numpy as np
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "dev", "plot"))
+import figstyle  # noqa: E402  (dev/plot: the one figure style)
+
+if __name__ == "__main__":
+    figstyle.need_plotting()      # re-executes under a python3 that has numpy and matplotlib
+import numpy as np  # noqa: E402
 
 import llm_runs
 from llm_runs import (ROOT, Runner, flags, final_val, fmt, label_axes, last_probe_step, log, mean_sd, plt, probe, save,
@@ -481,15 +486,18 @@ def lab_condense(lab):
     found = sorted({r["step"] for r in rows if r["kind"] == "mean_cos"})
     steps = sorted({st for st in (0, sc["p"], 2 * sc["p"], 4 * sc["p"]) if st in found} | {found[-1]})
     for m in mats:
-        fig, ax = plt.subplots(2, len(steps), figsize=(2.6 * len(steps), 5.6))
+        fig = plt.figure(figsize=(2.6 * len(steps) + 0.8, 5.6))
+        gs = fig.add_gridspec(2, len(steps) + 1, width_ratios=[1] * len(steps) + [0.07])
+        ax = np.array([[fig.add_subplot(gs[i, j]) for j in range(len(steps))] for i in range(2)])
         for i, g in enumerate((0.5, 1.0)):
             for j, st in enumerate(steps):
                 f = os.path.join(dirs[(g, m, s0)], f"cossim_{m}_step{st:06d}.bin")
                 c = read_cossim(f)
-                ax[i, j].imshow(c, cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
+                im = ax[i, j].imshow(c, cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
                 ax[i, j].set_title(f"gamma={g:g}, step {st}\nmean |cos| {np.abs(c).mean():.2f}", fontsize=8)
                 ax[i, j].set_xticks([])
                 ax[i, j].set_yticks([])
+        fig.colorbar(im, cax=fig.add_subplot(gs[:, len(steps)])).set_label("cosine of two rows (one scale, -1 to 1)")
         fig.suptitle(f"row cosine similarity C(W) of {m}, seed {s0} (blue -1, red +1)", fontsize=10)
         save(fig, lab.path(f"llm_condense_{m.split('.')[-1]}.png"), dpi=60, colors=64)
 
@@ -512,7 +520,7 @@ def lab_condense(lab):
                     st = cur[s0][0]
                     v = np.array([c[1] for c in cur.values()])
                     k.plot(st, v.mean(0), ls, color=color, label=f"{name}, gamma={g:g}")
-                    k.fill_between(st, v.min(0), v.max(0), color=color, alpha=0.15, lw=0)
+                    figstyle.mark_band(k.fill_between(st, v.min(0), v.max(0), color=color, alpha=0.15, lw=0), "band: min to max over the seeds")
         k.set_title(kind, fontsize=9)
         k.set_xlabel("step")
         k.legend(fontsize=6)
@@ -640,12 +648,16 @@ def lab_complexity(lab):
     panels = [(lambda r: r["val_loss"], "final validation loss")]
     panels += [(layer_mean(f"{q}_{t}"), f"D_{q[1]} of W_{t[-1].upper()} (mean over layers)")
                for q in ("dc", "ds") for t in ("wq", "wk")]
+    grids = [grid(value) for value, _ in panels]
+    # one colour scale for the panels of one quantity (D_c of W_Q and W_K; D_s of W_Q and W_K)
+    norms = [figstyle.shared_norm([grids[0][0]])] + [figstyle.shared_norm([grids[i][0], grids[i + 1][0]])
+                                                      for i in (1, 1, 3, 3)]
     for k, (value, title) in enumerate(panels):
-        a, sd = grid(value)
-        im = ax[k].imshow(a, cmap="viridis", aspect="auto")
+        a, sd = grids[k]
+        im = ax[k].imshow(a, cmap="viridis", aspect="auto", norm=norms[k])
         for i in range(len(G)):
             for j in range(len(Lm)):
-                bright = a[i, j] > (a.min() + a.max()) / 2   # viridis is light at the top of its range
+                bright = norms[k](a[i, j]) > 0.5   # viridis is light at the top of its range
                 ax[k].text(j, i, f"{a[i, j]:.3g}\n±{sd[i, j]:.2g}", ha="center", va="center",
                            color="k" if bright else "w", fontsize=7)
         ax[k].set_xticks(range(len(Lm)), [f"{x:g}" for x in Lm])
@@ -653,7 +665,7 @@ def lab_complexity(lab):
         ax[k].set_xlabel("weight decay lambda")
         ax[k].set_ylabel("gamma")
         ax[k].set_title(f"{title}\nmean ± sd over {len(seeds)} seeds", fontsize=9)
-        fig.colorbar(im, ax=ax[k])
+        figstyle.colorbar(fig, im, ax[k], title.split(" (")[0] + (" (scale shared with its W_Q/W_K twin)" if k else ""))
     save(fig, lab.path("llm_complexity_grid.png"))
 
 
@@ -685,29 +697,7 @@ def lab_qkv(lab):
                 final_ratio=[r["ratio"] for r in rows if (r["seed"], r["tensor"], r["layer"], r["step"]) == (s, t, l, last)][0])
            for s in seeds for t in ("wq", "wk", "wv") for l in range(L)]
     write_csv(lab.path("llm_qkv_seeds.csv"), seed_summary(per, ["tensor", "layer"], ["first_moved", "final_ratio"]))
-    fig, ax = plt.subplots(1, 4, figsize=(18, 4))
-    for k, t in enumerate(("wq", "wk", "wv")):
-        steps = sorted({r["step"] for r in rows if r["seed"] == s0 and r["tensor"] == t})
-        a = np.array([[r["ratio"] for r in rows if (r["seed"], r["tensor"], r["layer"]) == (s0, t, l)] for l in range(L)])
-        im = ax[k].imshow(a, aspect="auto", cmap="magma", origin="lower",
-                          extent=(steps[0], steps[-1] + q["p"], -0.5, L - 0.5))
-        ax[k].set_xlabel("step")
-        ax[k].set_ylabel("layer")
-        ax[k].set_title(f"std(W_{t[-1].upper()}) / std at init, seed {s0}", fontsize=9)
-        fig.colorbar(im, ax=ax[k])
-    for k, t in enumerate(("wq", "wk", "wv")):
-        v = np.array([[first[(s, t, l)] if first[(s, t, l)] is not None else np.nan for l in range(L)] for s in seeds])
-        ax[3].errorbar(np.arange(L) + (k - 1) * 0.15, np.nanmean(v, 0), yerr=np.nanstd(v, 0, ddof=1),
-                       fmt=["-o", "--s", ":^"][k], color=f"C{k}", capsize=3, label=f"W_{t[-1].upper()}")
-        for l in range(L):
-            n = int(np.sum(~np.isnan(v[:, l])))
-            if n < len(seeds):   # the mean is over the seeds in which the layer moved at all
-                ax[3].annotate(f"moved in {n}/{len(seeds)}", (l, q["x"]), fontsize=7, color=f"C{k}", ha="left")
-    ax[3].set_xlabel("layer")
-    ax[3].set_ylabel("first probe step with |std / std_0 - 1| >= 10%")
-    ax[3].set_title(f"when each layer's Q/K/V std has moved\n(mean ± sd over {len(seeds)} seeds)", fontsize=9)
-    ax[3].legend(fontsize=8)
-    save(fig, lab.path("llm_qkv.png"))
+    plot_qkv(rows, seeds, L, q["p"], q["x"], lab.path("llm_qkv.png"))
     for t in ("wq", "wk", "wv"):
         rhos = []
         for s in seeds:
@@ -723,6 +713,69 @@ def lab_qkv(lab):
         m, sd = mean_sd(rhos)
         print(f"  {t}: Spearman(layer, step moved) over {len(seeds)} seeds {m:+.2f}±{sd:.2f} "
               f"(positive in {sum(r > 0 for r in rhos)})")
+
+
+def plot_qkv(rows, seeds, L, every, steps_total, path):
+    """The qkv lab's figure from its CSV's rows (seed, tensor, layer, step, std, ratio): three heatmaps of
+    std/std0 for the first seed on one colour scale, and the step each layer moved (mean ± sd over seeds)."""
+    s0 = seeds[0]
+    first = {}
+    for s in seeds:
+        for t in ("wq", "wk", "wv"):
+            for l in range(L):
+                moved = [r["step"] for r in rows if (r["seed"], r["tensor"], r["layer"]) == (s, t, l)
+                         and abs(r["ratio"] - 1) >= 0.1]
+                first[(s, t, l)] = min(moved) if moved else None
+    fig, axs = plt.subplots(1, 5, figsize=(19, 4.6), gridspec_kw=dict(width_ratios=[1, 1, 1, 0.05, 1.35]))
+    ax, cax = [axs[0], axs[1], axs[2], axs[4]], axs[3]
+    maps = {}
+    for t in ("wq", "wk", "wv"):
+        steps = sorted({r["step"] for r in rows if r["seed"] == s0 and r["tensor"] == t})
+        maps[t] = (steps, np.array([[r["ratio"] for r in rows if (r["seed"], r["tensor"], r["layer"]) == (s0, t, l)]
+                                    for l in range(L)]))
+    norm = figstyle.shared_norm([m for _, m in maps.values()])
+    for k, t in enumerate(("wq", "wk", "wv")):
+        steps, a = maps[t]
+        im = ax[k].imshow(a, aspect="auto", cmap="magma", origin="lower", norm=norm,
+                          extent=(steps[0], steps[-1] + every, -0.5, L - 0.5))
+        ax[k].set_xlabel("step")
+        ax[k].set_ylabel("layer")
+        ax[k].set_title(f"W_{t[-1].upper()}: std / std at init, seed {s0}")
+    fig.colorbar(im, cax=cax).set_label("std / std at init (one scale for the three maps)")
+    for k, t in enumerate(("wq", "wk", "wv")):
+        v = np.array([[first[(s, t, l)] if first[(s, t, l)] is not None else np.nan for l in range(L)] for s in seeds])
+        n_moved = np.sum(~np.isnan(v), 0)
+        m = np.array([np.nanmean(col) if n else np.nan for col, n in zip(v.T, n_moved)])
+        sd = np.array([np.nanstd(col, ddof=1) if n > 1 else 0.0 for col, n in zip(v.T, n_moved)])
+        ax[3].errorbar(np.arange(L) + (k - 1) * 0.15, m, yerr=sd, fmt=["-o", "--s", ":^"][k], color=f"C{k}", capsize=3,
+                       label=f"W_{t[-1].upper()}")
+        for l in range(L):
+            if n_moved[l] < len(seeds):   # the mean is over the seeds in which the layer moved at all
+                ax[3].annotate(f"W_{t[-1].upper()} layer {l}: moved in {n_moved[l]} of {len(seeds)} seeds", (l, steps_total),
+                               xytext=(4, -4), textcoords="offset points", color=f"C{k}", ha="left", va="top")
+    ax[3].set_ylim(0, steps_total * 1.08)
+    ax[3].set_xlabel("layer")
+    ax[3].set_ylabel("first probe step with |std / std_0 - 1| >= 10%")
+    ax[3].set_title(f"when each layer's std moved (mean ± sd over {len(seeds)} seeds)")
+    ax[3].legend(loc="upper right")
+    figstyle.caption(fig, "Right: a layer that never moved by 10 % in a seed is left out of that layer's mean and sd "
+                     "(in llm_qkv_seeds.csv, n counts the seeds in which it moved); the note says in how many seeds it moved.")
+    save(fig, path)
+
+
+def replot_qkv(out):
+    """llm_labs.py qkv --replot --out DIR: the figure again from DIR/llm_qkv.csv, no training."""
+    import csv as _csv
+    with open(os.path.join(out, "llm_qkv.csv"), newline="") as f:
+        rows = [dict(seed=int(r["seed"]), tensor=r["tensor"], layer=int(r["layer"]), step=int(r["step"]),
+                     std=float(r["std"]), ratio=float(r["ratio"])) for r in _csv.DictReader(f)]
+    seeds = sorted({r["seed"] for r in rows})
+    L = 1 + max(r["layer"] for r in rows)
+    steps = sorted({r["step"] for r in rows})
+    plot_qkv(rows, seeds, L, steps[1] - steps[0], SCALES["cpu"]["qkv"]["x"], os.path.join(out, "llm_qkv.png"))
+
+
+REPLOT = {"qkv": replot_qkv}
 
 
 def spearman(x, y):
@@ -915,7 +968,15 @@ def main():
     ap.add_argument("--bin", help="trainer binary (default: see above)")
     ap.add_argument("--out", help="output directory (default out/labs/NAME, or out/labs/gpu at --scale gpu)")
     ap.add_argument("--runs", help="the run cache (default out/labs/runs)")
+    ap.add_argument("--replot", action="store_true",
+                    help=f"draw the figure again from the CSV in --out, training nothing (labs: {' '.join(REPLOT)})")
     args = ap.parse_args()
+    if args.replot:
+        for n in args.labs:
+            if n not in REPLOT or not args.out:
+                sys.exit(f"--replot needs --out DIR and one of: {' '.join(REPLOT)}")
+            REPLOT[n](args.out)
+        return
     if args.runs:
         llm_runs.RUNS = os.path.abspath(args.runs)
     gpu = args.scale == "gpu"

@@ -16,10 +16,14 @@ import subprocess
 import sys
 import time
 
-import matplotlib
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "dev", "plot"))
+import figstyle  # noqa: E402  (dev/plot: the one figure style)
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+figstyle.apply()
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "dev", "plot"))
@@ -116,9 +120,7 @@ def write_csv(path, rows):
 def save(fig, path, dpi=90, colors=None):
     """colors: store the PNG with a palette of that many colours (PIL, a matplotlib dependency), for
     noisy images such as heatmaps that would otherwise take half a megabyte."""
-    fig.tight_layout()
-    fig.savefig(path, dpi=dpi)
-    plt.close(fig)
+    figstyle.save(fig, path, dpi=max(dpi, 80))
     if colors:
         from PIL import Image
         Image.open(path).convert("RGB").quantize(colors=colors).save(path, optimize=True)

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Token-level comparison of two runs' --dump-token-losses files [SmallInit §2.5 and §4.7, Fig. 4a-c].
 
     dev/plot/compare_tokens.py A.csv B.csv [--labels small,standard] [--decode data/x_decode.bin]
@@ -23,11 +23,18 @@ import os
 import struct
 import sys
 
-import matplotlib
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import figstyle  # noqa: E402  (dev/plot: the one figure style)
+
+if __name__ == "__main__":
+    figstyle.need_plotting()      # re-executes under a python3 that has numpy and matplotlib
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+
+figstyle.apply()
 from plot_run import label_axes, save  # noqa: E402  (this directory is on sys.path)
 
 

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Heatmaps of the row cosine-similarity matrices written by --cossim-dump [SmallInit eq. 6, Fig. 4d-e].
 
     dev/plot/heatmap.py OUT/cossim_h.0.attn.wq_step*.bin [-o heatmap.png]
@@ -9,13 +9,21 @@ condensed rows show as blocks of one colour. Needs python3-numpy and python3-mat
 """
 import argparse
 import os
+import sys
 import re
 
-import matplotlib
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import figstyle  # noqa: E402  (dev/plot: the one figure style)
+
+if __name__ == "__main__":
+    figstyle.need_plotting()      # re-executes under a python3 that has numpy and matplotlib
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+
+figstyle.apply()
 
 
 def read_cossim(path):
@@ -54,6 +62,7 @@ def main():
     if not out:
         m = re.match(r"cossim_(.*)_step", os.path.basename(files[0]))
         out = os.path.join(os.path.dirname(files[0]), f"heatmap_{m.group(1) if m else 'cossim'}.png")
+    figstyle.finalize(fig, 110)
     fig.savefig(out, dpi=110)
     print("wrote", out)
 

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Figures from the JSON-lines log of one or several runs of train_gpt2 (doc/probes.md).
 
     dev/plot/plot_run.py out/run_a [out/run_b ...] [-o DIR] [--labels a,b]
@@ -29,11 +29,18 @@ import os
 import re
 import sys
 
-import matplotlib
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import figstyle  # noqa: E402  (dev/plot: the one figure style)
+
+if __name__ == "__main__":
+    figstyle.need_plotting()      # re-executes under a python3 that has numpy and matplotlib
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+
+figstyle.apply()
 
 STYLES = ["-", "--", ":", "-."]
 
@@ -90,9 +97,7 @@ def label_axes(ax, ylabel, title, xlabel="step", logy=False, legend=8, title_siz
 
 def save(fig, outdir, name):
     path = os.path.join(outdir, name)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    figstyle.save(fig, path, dpi=110)
     print("wrote", path)
 
 

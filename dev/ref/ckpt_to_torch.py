@@ -1,3 +1,4 @@
+#!/usr/bin/python3
 """Loads a train_gpt2.c checkpoint (or an llm.c model file) into dev/ref/model.py and evaluates it.
 
     /usr/bin/python3 dev/ref/ckpt_to_torch.py CKPT DATA [-b B] [-t T] [-m BATCHES] [--llmc] [--float32]

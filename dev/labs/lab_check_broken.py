@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""make lab-check must tell a broken lab from a working one: every lab, checked on a broken run (a suite
+of make test, issue 34 item 3).
+
+    dev/labs/lab_check_broken.py [LAB ...]        (default: all twenty; the last line is "N passed, N failed")
+
+Running twenty labs broken is far too slow for make test (labs II take minutes to an hour each), so each
+broken run is the lab's committed CSV changed the way the bug would change it, in a scratch directory:
+
+  another initializer (a lab whose setting never reaches the trainer, so every run gets the first one):
+    labs II: every row takes the values of the row with the same key but the lab's first setting (norm-eps,
+      sinks, how-small, condense: gamma or init; resflow: the branch of its depth runs; complexity: the
+      weight decay; mup: the parameterization; compose: gamma); tokens compares two inits, so with one
+      init both models are the same: every Δsym p 0, none positive, both losses γ = 0.5's;
+    labs I: within each section and metric, every setting (a series, its seeds "|sK" kept) takes the values
+      of the next setting, the one after it in the CSV; where a section's series are seeds (the sweep),
+      every σ takes the values of the next σ.
+  learning rate 0 (qkv): no weight moves, so every std stays at its step-0 value bit for bit (AdamW with
+      lr 0 moves nothing, weight decay included): ratio 1, std = std at step 0.
+
+Each broken run must make dev/labs/lab_check.py exit 1 with at least one quantity that DIFFERS (not only
+rows: a row's tolerance is a seed's worth, see lab_check.py's QUANTITIES). Two controls per lab: the
+committed CSV against itself passes; and for labs II, a run in which the last seed's rows are replaced by
+the first seed's (a change of seed, not a bug) has no quantity that DIFFERS. Python's standard library
+only; about 10 s for all twenty.
+"""
+import contextlib
+import csv
+import io
+import os
+import re
+import shutil
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import lab_check  # noqa: E402
+
+REF = os.path.join(lab_check.ROOT, "doc", "labs")
+SETTING = {"norm_eps": ("gamma",), "sinks": ("gamma",), "resflow": ("branch",), "how_small": ("init", "gamma"),
+           "condense": ("gamma",), "complexity": ("weight_decay",), "mup": ("param",), "compose": ("gamma",)}
+
+
+def read(path):
+    with open(path, newline="") as f:
+        r = csv.DictReader(f)
+        return r.fieldnames, list(r)
+
+
+def write(path, fields, rows):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+
+
+def first_setting(fields, rows, key_cols, cols, closed):
+    """Every row gets the measured values (not the closed forms, which the lab computes from the setting
+    it asked for) of its twin with the first setting (cols), the other keys the same."""
+    cols = [c for c in cols if c in key_cols]
+    if not cols:
+        return rows, 0
+    first = tuple(rows[0][c] for c in cols)
+    others = [c for c in key_cols if c not in cols]
+    twin = {tuple(r[c] for c in others): r for r in rows if tuple(r[c] for c in cols) == first}
+    out, n = [], 0
+    for r in rows:
+        t = twin.get(tuple(r[c] for c in others))
+        if t is not None and tuple(r[c] for c in cols) != first:
+            r = dict(r, **{c: t[c] for c in fields if c not in key_cols and c not in closed})
+            n += 1
+        out.append(r)
+    return out, n
+
+
+def setting_of(series):
+    return re.sub(r"\|s\d+$", "", series)
+
+
+def shift_labs_i(rows):
+    """Within each section/metric every setting takes the next setting's values (seed suffix kept)."""
+    by = {}
+    for r in rows:
+        by.setdefault((r["section"], r["metric"]), []).append(r)
+    changed = 0
+    index = {(r["section"], r["series"], r["x"], r["metric"]): r for r in rows}
+    new_vals = {}
+    for (sec, met), rs in by.items():
+        settings = list(dict.fromkeys(setting_of(r["series"]) for r in rs))
+        if len(settings) > 1:
+            nxt = dict(zip(settings, settings[1:] + settings[:1]))
+            for r in rs:
+                suffix = r["series"][len(setting_of(r["series"])):]
+                t = index.get((sec, nxt[setting_of(r["series"])] + suffix, r["x"], met))
+                if t is not None and t["value"] != r["value"]:
+                    new_vals[id(r)] = t["value"]
+        else:           # one setting (or the series are seeds): shift along x (the sweep's sigma)
+            xs = list(dict.fromkeys(r["x"] for r in rs))
+            nxt = dict(zip(xs, xs[1:] + xs[:1]))
+            for r in rs:
+                t = index.get((sec, r["series"], nxt[r["x"]], met))
+                if t is not None and t["value"] != r["value"]:
+                    new_vals[id(r)] = t["value"]
+    out = []
+    for r in rows:
+        if id(r) in new_vals:
+            r = dict(r, value=new_vals[id(r)])
+            changed += 1
+        out.append(r)
+    return out, changed
+
+
+def broken(lab, d):
+    """Write the lab's broken CSV(s) into d; returns a one-line description."""
+    files = lab_check.files_of(lab)
+    changed = 0
+    for fname, (key_cols, seed_col, closed, long_form) in files.items():
+        fields, rows = read(os.path.join(REF, fname))
+        if long_form:
+            rows, n = shift_labs_i(rows)
+            how = "every setting with the next one's values"
+        elif lab == "qkv":
+            s0 = {(r["seed"], r["tensor"], r["layer"]): r["std"] for r in rows if r["step"] == "0"}
+            rows = [dict(r, std=s0[(r["seed"], r["tensor"], r["layer"])], ratio="1") for r in rows]
+            n = len(rows)
+            how = "learning rate 0: every std at its step-0 value"
+        elif lab == "tokens":
+            rows = [dict(r, mean="0", median="0", frac_positive="0" if r["frac_positive"] else "",
+                         loss_gamma1=r["loss_gamma05"]) for r in rows]
+            n = len(rows)
+            how = "one init for both models: every Δsym p 0"
+        else:
+            rows, n = first_setting(fields, rows, key_cols, SETTING[lab], closed)
+            how = f"every run with the first {'/'.join(SETTING[lab])}"
+        changed += n
+        write(os.path.join(d, fname), fields, rows)
+    return f"{how} ({changed} rows changed)"
+
+
+def reseeded(lab, d):
+    """Labs II: the last seed's rows replaced by the first seed's (a change of seed, no bug)."""
+    for fname, (key_cols, seed_col, closed, long_form) in lab_check.files_of(lab).items():
+        fields, rows = read(os.path.join(REF, fname))
+        if seed_col is not None:
+            seeds = sorted({r[seed_col] for r in rows}, key=float)
+            if len(seeds) > 2:
+                a, b = seeds[0], seeds[-1]
+                others = [c for c in key_cols if c != seed_col]
+                src = {tuple(r[c] for c in others): r for r in rows if r[seed_col] == a}
+                rows = [dict(r, **{c: src[tuple(r[c] for c in others)][c] for c in fields if c not in key_cols})
+                        if r[seed_col] == b and tuple(r[c] for c in others) in src else r for r in rows]
+        write(os.path.join(d, fname), fields, rows)
+
+
+def run_check(lab, d):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        st = lab_check.check(lab, d, REF)
+    text = out.getvalue()
+    m = re.search(r"(\d+) rows, (\d+) PASS, (\d+) DIFFERS.*?; (\d+) quantities, (\d+) agree, (\d+) DIFFER", text)
+    return st, m, text
+
+
+def main():
+    labs = [lab_check.lab_name(x) for x in sys.argv[1:]] or lab_check.LABS_I + list(lab_check.LABS_II)
+    passed = failed = 0
+    tmp = tempfile.mkdtemp(prefix="lab_check_broken.")
+    try:
+        for lab in labs:
+            d = os.path.join(tmp, lab)
+            os.makedirs(d)
+            for fname in lab_check.files_of(lab):
+                shutil.copy(os.path.join(REF, fname), d)
+            st, m, text = run_check(lab, d)
+            if st != 0:
+                failed += 1
+                print(f"  FAIL {lab}: its committed CSV against itself: exit {st}")
+                continue
+            passed += 1
+            if lab in lab_check.LABS_II:
+                reseeded(lab, d)
+                st, m, text = run_check(lab, d)
+                if not m or int(m.group(6)):
+                    failed += 1
+                    bad = [l for l in text.split("\n") if l.startswith("DIFFERS   quantity")]
+                    print(f"  FAIL {lab}: a change of seed (last seed = first) makes a quantity DIFFER: {bad[:2]}")
+                else:
+                    passed += 1
+                    print(f"  ok   {lab}: a change of seed: {m.group(4)} quantities agree ({m.group(3)} of {m.group(1)} rows outside their band)")
+            how = broken(lab, d)
+            st, m, text = run_check(lab, d)
+            if st == 1 and m and int(m.group(6)) > 0:
+                passed += 1
+                worst = [l for l in text.split("\n") if l.startswith("DIFFERS   quantity")]
+                print(f"  ok   {lab}: broken ({how}): lab-check fails, {m.group(6)} of {m.group(4)} quantities DIFFER, "
+                      f"{m.group(3)} of {m.group(1)} rows (e.g. {worst[0].split('quantity ', 1)[1].split(' (limit')[0]})")
+            else:
+                failed += 1
+                rows = f"{m.group(3)} of {m.group(1)} rows DIFFER, {m.group(6)} quantities" if m else text[-300:]
+                print(f"  FAIL {lab}: broken ({how}): lab-check exit {st}: {rows}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1309,8 +1309,8 @@ static void mup_configure(Model* m, int base) {
 // Initializes every tensor of m in the table's order (wte, wpe, h.0.*, ..., lnf.*, lm_head), all
 // from one generator seeded once, and applies muP's forward multipliers and learning rates.
 static void model_init(Model* m, const InitSpec* spec, uint64_t seed) {
+    if (spec->mup) mup_configure(m, spec->mup_base);     // first: it may refuse the model
     Rng* g = rng_new(seed);
-    if (spec->mup) mup_configure(m, spec->mup_base);
     for (int i = 0; i < m->num_tensors; i++) {
         const Tensor* t = &m->tensors[i];
         Dist d = tensor_dist(spec, m, t);

@@ -1993,8 +1993,7 @@ static void test_bad_input(void) {
         snprintf(path, sizeof(path), "%s/stderr.txt", tmpdir);
         char* err = read_text(path, NULL);
         const char* ours = err ? strstr(err, "error: ") : NULL;
-        int lines = 0, others = 0;
-        for (char* p = err; p && *p; p++) lines += *p == '\n';
+        int others = 0;
         for (char* l = err; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l))
             others += *l != '\n' && strncmp(l, "error: ", 7) && strncmp(l, "libgomp: ", 9);
         check(st == 1 && ours && !strstr(ours + 1, "error: ") && !others && strstr(ours, raw[i].expect),

@@ -41,7 +41,9 @@ them that are wrong, with the right values). Comments cite them by key, e.g. [Sm
   [VarDyn]     Weight Initialization and Variance Dynamics in DNNs and LLMs (arXiv 2510.09423)
 Only libc, libm and OpenMP are used. doc/model.md is the model's exact contract.
 */
+#ifndef _GNU_SOURCE      // g++ (train_gpt2.cu) predefines it
 #define _GNU_SOURCE
+#endif
 #include <ctype.h>
 #include <errno.h>
 #include <float.h>
@@ -62,6 +64,22 @@ Only libc, libm and OpenMP are used. doc/model.md is the model's exact contract.
 #include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
+#endif
+
+// C++ (train_gpt2.cu compiles this file as C++): a void* does not turn into a float* by itself
+// there, so AnyPtr carries what xmalloc and xcalloc return and converts it to the pointer it is
+// assigned to. The two macros wrap every call; the functions are named in parentheses, which the
+// macros do not touch. C++ also warns about C's `Config c = {0};`, which is fine.
+#ifdef __cplusplus
+struct AnyPtr {
+    void* p;
+    explicit AnyPtr(void* q) : p(q) {}
+    AnyPtr(decltype(nullptr)) : p(nullptr) {}     // `cond ? xmalloc(n) : NULL`
+    template <typename T> operator T*() const { return static_cast<T*>(p); }
+};
+#define xmalloc(n) (AnyPtr((xmalloc)(n)))
+#define xcalloc(n, s) (AnyPtr((xcalloc)(n, s)))
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 #endif
 
 
@@ -88,9 +106,8 @@ Only libc, libm and OpenMP are used. doc/model.md is the model's exact contract.
 #define FATAL_HOOK() (fprintf(stderr, "error: %s\n", fatal_msg), exit(1))
 #endif
 // TRAIN_GPT2_NO_MAIN: test_gpt2.c, train_gpt2.cu and the dev/ programs include this file and
-// bring their own main. C++: train_gpt2.cu compiles this file as C++, where a void* does not turn
-// into a float* by itself; xmalloc and xcalloc are named in parentheses so that it can wrap every
-// call in a macro of the same name.
+// bring their own main.
+// C++: train_gpt2.cu compiles this file as C++ (AnyPtr, above PART I).
 
 // ---- definitions and fast paths ----------------------------------------------------------------
 // Every product of the model has two implementations: the plain loops that define it, in Part I,
@@ -2172,74 +2189,76 @@ static size_t model_param_count(const Config* c) {
 }
 
 // The activations and gradients of one forward and backward pass over at most B x T tokens.
-// One buffer of the activations: allocated, or with a counter only added up (acts_bytes, the memory
-// estimate printed at start-up, walks the same list).
-static float* acts_buf(size_t* count, long floats) {
+// One buffer of the activations: allocated (count NULL), or with a counter only added up (acts_bytes,
+// the memory estimate printed at start-up, walks the same list), or, where base is set, carved out of
+// the block at base at the counter (train_gpt2.cu's plain kernels keep the same layout on the GPU).
+static float* acts_buf(size_t* count, char* base, long floats) {
     if (!count) return zeroed_floats(floats);
+    float* at = base ? (float*)(base + *count) : NULL;
     *count += floats * sizeof(float);
-    return NULL;
+    return at;
 }
 
-static void acts_layout(Model* m, int B, int T, size_t* count) {
+static void acts_layout(Model* m, int B, int T, size_t* count, char* base) {
     const Config* c = &m->cfg;
     long BT = (long)B * T, L = c->L, C = c->C, hd = C / c->H;
     long qd = c->H * hd, kvd = c->KVH * hd, F = c->F, H = c->H, V = c->V;
     Acts* a = &m->a;
     m->B = B;
     m->T = T;
-    a->res = acts_buf(count, (L + 1) * BT * C);
-    a->resmid = acts_buf(count, L * BT * C);
-    a->ln1 = acts_buf(count, L * BT * C);
-    a->ln1_mean = acts_buf(count, L * BT);
-    a->ln1_rstd = acts_buf(count, L * BT);
-    a->q = acts_buf(count, L * BT * qd);
-    a->k = acts_buf(count, L * BT * kvd);
-    a->v = acts_buf(count, L * BT * kvd);
-    a->att = acts_buf(count, L * B * H * T * T);
-    a->yatt = acts_buf(count, L * BT * qd);
-    a->attn_gate = acts_buf(count, L * BT * H);
-    a->ygated = c->attn_gate ? acts_buf(count, L * BT * qd) : a->yatt;
-    a->ln2 = acts_buf(count, L * BT * C);
-    a->ln2_mean = acts_buf(count, L * BT);
-    a->ln2_rstd = acts_buf(count, L * BT);
-    a->up = acts_buf(count, L * BT * F);
-    a->mlp_gate = c->swiglu ? acts_buf(count, L * BT * F) : NULL;
-    a->hact = acts_buf(count, L * BT * F);
-    a->lnf = acts_buf(count, BT * C);
-    a->lnf_mean = acts_buf(count, BT);
-    a->lnf_rstd = acts_buf(count, BT);
-    a->logits = acts_buf(count, BT * V);
-    a->losses = acts_buf(count, BT);
-    a->dres = acts_buf(count, BT * C);
-    a->dln = acts_buf(count, BT * C);
-    a->dq = acts_buf(count, BT * qd);
-    a->dk = acts_buf(count, BT * kvd);
-    a->dv = acts_buf(count, BT * kvd);
-    a->att_scratch = acts_buf(count, attention_scratch_floats(T));
+    a->res = acts_buf(count, base, (L + 1) * BT * C);
+    a->resmid = acts_buf(count, base, L * BT * C);
+    a->ln1 = acts_buf(count, base, L * BT * C);
+    a->ln1_mean = acts_buf(count, base, L * BT);
+    a->ln1_rstd = acts_buf(count, base, L * BT);
+    a->q = acts_buf(count, base, L * BT * qd);
+    a->k = acts_buf(count, base, L * BT * kvd);
+    a->v = acts_buf(count, base, L * BT * kvd);
+    a->att = acts_buf(count, base, L * B * H * T * T);
+    a->yatt = acts_buf(count, base, L * BT * qd);
+    a->attn_gate = acts_buf(count, base, L * BT * H);
+    a->ygated = c->attn_gate ? acts_buf(count, base, L * BT * qd) : a->yatt;
+    a->ln2 = acts_buf(count, base, L * BT * C);
+    a->ln2_mean = acts_buf(count, base, L * BT);
+    a->ln2_rstd = acts_buf(count, base, L * BT);
+    a->up = acts_buf(count, base, L * BT * F);
+    a->mlp_gate = c->swiglu ? acts_buf(count, base, L * BT * F) : NULL;
+    a->hact = acts_buf(count, base, L * BT * F);
+    a->lnf = acts_buf(count, base, BT * C);
+    a->lnf_mean = acts_buf(count, base, BT);
+    a->lnf_rstd = acts_buf(count, base, BT);
+    a->logits = acts_buf(count, base, BT * V);
+    a->losses = acts_buf(count, base, BT);
+    a->dres = acts_buf(count, base, BT * C);
+    a->dln = acts_buf(count, base, BT * C);
+    a->dq = acts_buf(count, base, BT * qd);
+    a->dk = acts_buf(count, base, BT * kvd);
+    a->dv = acts_buf(count, base, BT * kvd);
+    a->att_scratch = acts_buf(count, base, attention_scratch_floats(T));
     a->rope_cs = NULL;
     if (c->rope) {
-        a->rope_cs = acts_buf(count, T * hd);
+        a->rope_cs = acts_buf(count, base, T * hd);
         if (!count) rope_table(a->rope_cs, T, hd, c->rope_theta);
     }
-    a->dyg = acts_buf(count, BT * qd);
-    a->dyatt = acts_buf(count, BT * qd);
-    a->dattn_gate = acts_buf(count, BT * H);
-    a->dup = acts_buf(count, BT * F);
-    a->dmlp_gate = acts_buf(count, BT * F);
-    a->dhact = acts_buf(count, BT * F);
-    a->tmp = acts_buf(count, BT * (C > qd ? C : qd));
-    m->tokens = (int*)acts_buf(count, BT);      // int and float are both 4 bytes
-    m->targets = (int*)acts_buf(count, BT);
+    a->dyg = acts_buf(count, base, BT * qd);
+    a->dyatt = acts_buf(count, base, BT * qd);
+    a->dattn_gate = acts_buf(count, base, BT * H);
+    a->dup = acts_buf(count, base, BT * F);
+    a->dmlp_gate = acts_buf(count, base, BT * F);
+    a->dhact = acts_buf(count, base, BT * F);
+    a->tmp = acts_buf(count, base, BT * (C > qd ? C : qd));
+    m->tokens = (int*)acts_buf(count, base, BT);      // int and float are both 4 bytes
+    m->targets = (int*)acts_buf(count, base, BT);
 }
 
-static void acts_alloc(Model* m, int B, int T) { acts_layout(m, B, T, NULL); }
+static void acts_alloc(Model* m, int B, int T) { acts_layout(m, B, T, NULL, NULL); }
 
 static size_t acts_bytes(const Config* c, int B, int T) {
     Model shape;
     memset(&shape, 0, sizeof(shape));
     shape.cfg = *c;
     size_t bytes = 0;
-    acts_layout(&shape, B, T, &bytes);
+    acts_layout(&shape, B, T, &bytes, NULL);
     return bytes;
 }
 

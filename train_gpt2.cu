@@ -1,86 +1,45 @@
 /*
-train_gpt2.cu: the trainer of train_gpt2.c on one NVIDIA GPU, in one file.
+train_gpt2.cu: the trainer of train_gpt2.c on NVIDIA GPUs, in one file and two parts.
 
     make train_gpt2cu && ./train_gpt2cu -g 1.0 -e 1e-12     # gamma-init, rate 1, eps 1e-12 [SmallInit]
+    ./train_gpt2cu --kernels plain                           # the same run on Part I's kernels
 
-Everything that is not arithmetic on the model is SHARED with the CPU trainer, not copied: this
-file #includes train_gpt2.c (with TRAIN_GPT2_NO_MAIN) and uses its flags (parse_args, same flags
-plus --tf32 and --dtype), Config, tensor table, data loading, decoder, the PyTorch-compatible generator and
-every initializer (the model is initialized ON THE HOST with model_build + model_init and then
-copied to the GPU, so the same seed gives the same initial weights as ./train_gpt2), the learning
-rate schedule lr_at, checkpoint_save/checkpoint_load (on host copies of the weights and moments,
-so a checkpoint written by one trainer resumes in the other) and the JSON-lines log.
+PART I   THE MODEL ON THE GPU, PLAINLY. One float32 kernel (or two) per layer of train_gpt2.c's
+         section 1, forward beside backward, one thread per output element or row, each the loop
+         it replaces with its outer loops turned into threads; then the model's forward and
+         backward pass, the gradient norm and AdamW on them. --kernels plain trains on these.
+PART II  THE FAST KERNELS, the default (--kernels fast): cuBLAS GEMMs in TF32 or bf16, attention
+         fused and tiled on the tensor cores, norms fused with the residuals, AdamW in one launch.
+         Each names the Part I kernel it replaces; test_gpt2.cu proves each pair equal.
 
-New here are only the device parts:
-  1. CUDA utilities: error checks, the no-GPU message, block reductions
-  2. layers: one kernel (or two) per layer, each forward followed by its backward, the same
-     formulas as section 1 of train_gpt2.c; matmuls through cuBLAS; attention fused and tiled
-     (online softmax, no T x T matrix), each residual fused with the norm after it, the MLP's bias
-     with its activation, most bias and norm-weight gradients with the pass that writes what they sum
-  3. the model on the device: parameter/gradient/moment blocks (one cudaMalloc each, the host
-     block's layout), activations mirroring Acts, gpu_forward / gpu_backward
-  4. AdamW over all parameters in one launch, the global gradient norm and clipping on the device
-  5. evaluation, sampling, host <-> device copies, main (the CPU main's loop, step for step)
---tf32 1 (the default) runs the matmuls and attention's products (head sizes 16 to 64, nvcuda::wmma) on
-the tensor cores in TF32, on float32 activations; --tf32 0 is float32 throughout.
---dtype bf16 stores the activations in bf16: the matmuls multiply bf16 (cublasGemmEx, float32
-accumulation) and attention's products run on the tensor cores in bf16; every kernel computes in
-float32; the residual stream, its gradient, the logits, the loss, the master weights and the AdamW
-moments stay float32 (section 2, doc/cuda.md).
-Every kernel is deterministic (no atomics): the same run gives the same losses bit for bit. A step
-sends two numbers to the host, the loss and the gradient norm that the loop prints. doc/cuda.md
-lists the kernels and what is fused; make bench-gpu measures them (or, without a GPU, prints the plan).
-Status: every kernel runs in `make test` on the CPU runtime for CUDA (dev/cuda_cpu), which executes
-this file unchanged but for its kernel launches; no GPU has run it yet (doc/cuda.md).
+What is not arithmetic on the model is train_gpt2.c's, not a copy: this file #includes it and uses
+its flags, Config, tensor table, data, initializers (the model is initialized on the host and copied
+up, so a seed gives the weights of ./train_gpt2), schedule, checkpoints (one format for both
+trainers), log, probes and its training loop, train(), which hands each forward, backward and
+update to the GPU through train_gpt2.c's Engine. Every kernel is deterministic (no atomics): a run
+gives the same losses bit for bit. doc/cuda.md lists the kernels, and where they have run.
 */
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <mma.h>
-#include <cstddef>
-
-// ============================================================================================
-// 0. Compiling train_gpt2.c as C++
-// ============================================================================================
-// nvcc compiles this file as C++, where the void* returned by xmalloc/xcalloc does not convert
-// to float* on its own. AnyPtr carries it and converts to whatever pointer it is assigned to;
-// the two macros wrap every call (train_gpt2.c names the functions in parentheses, which the
-// macros do not touch). The nullptr_t constructor lets `cond ? xmalloc(n) : NULL` compile.
-struct AnyPtr {
-    void* p;
-    explicit AnyPtr(void* q) : p(q) {}
-    AnyPtr(std::nullptr_t) : p(nullptr) {}
-    template <typename T> operator T*() const { return static_cast<T*>(p); }
-};
-#define xmalloc(n) (AnyPtr((xmalloc)(n)))
-#define xcalloc(n, s) (AnyPtr((xcalloc)(n, s)))
-
-#undef _GNU_SOURCE              // g++ predefines it; train_gpt2.c defines it again
 #define TRAIN_GPT2_NO_MAIN
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"   // C's `Config c = {0};`
 #include "train_gpt2.c"
-#pragma GCC diagnostic pop
 
-// ============================================================================================
-// 1. CUDA utilities
-// ============================================================================================
-
+// ---- checking every CUDA call -----------------------------------------------------------------
 #define cudaCheck(call) do { cudaError_t e_ = (call); \
     if (e_ != cudaSuccess) fatal("CUDA error at %s:%d: %s", __FILE__, __LINE__, cudaGetErrorString(e_)); } while (0)
 #define cublasCheck(call) do { cublasStatus_t s_ = (call); \
     if (s_ != CUBLAS_STATUS_SUCCESS) \
         fatal("cuBLAS error at %s:%d: %s", __FILE__, __LINE__, cublasGetStatusString(s_)); } while (0)
-
-// After every kernel launch: LAUNCH_CHECK(kernel_name). A bad launch configuration is reported where
-// it happened. A fault inside a kernel (an illegal address, say) surfaces only at the next call that
-// waits for the GPU, far from its cause; the debug build (make train_gpt2cu DEBUG=1, which defines
-// CUDA_DEBUG) waits after every launch, so the message names the kernel, file and line that failed.
+// After every kernel launch, LAUNCH_CHECK(kernel): a bad launch is reported where it happened. A
+// fault inside a kernel surfaces only at the next call that waits for the GPU; the debug build (make
+// train_gpt2cu DEBUG=1, which sets CUDA_DEBUG) waits after every launch, so the message names the
+// kernel, file and line that failed. g_after_op: dev/bench/bench_gpu.cu's per-kernel timer, called
+// after every launch, cuBLAS call, memset and copy of a step (NULL in the trainer).
 #ifndef CUDA_DEBUG
 #define CUDA_DEBUG 0
 #endif
-// g_after_op, when set (dev/bench/bench_gpu.cu's per-kernel timer), is called with a name after every
-// kernel launch, cuBLAS call, memset and copy of a step; NULL (nothing) in the trainer.
 #define LAUNCH_CHECK(kernel) launch_check(#kernel, __FILE__, __LINE__)
 static void (*g_after_op)(const char* name) = NULL;
 static void launch_check(const char* kernel, const char* file, int line) {
@@ -89,6 +48,710 @@ static void launch_check(const char* kernel, const char* file, int line) {
     if (e != cudaSuccess) fatal("CUDA error in kernel %s (%s:%d): %s", kernel, file, line, cudaGetErrorString(e));
     if (g_after_op) g_after_op(kernel);
 }
+static int ceil_div(long a, long b) { return (int)((a + b - 1) / b); }
+
+
+// ############################################################################################
+// PART I. THE MODEL ON THE GPU, PLAINLY
+// ############################################################################################
+// A kernel runs once per thread; thread i of the grid takes one output element (or one row, where
+// the row needs its own sum first) of the loop in train_gpt2.c it replaces. Every launch below is
+// PLAIN_THREADS threads per block and enough blocks for one thread per item. float32 throughout,
+// no shared memory, no atomics; each sum runs in one thread, in the CPU loop's order.
+#define PLAIN_THREADS 256
+static int plain_blocks(long items) { return ceil_div(items, PLAIN_THREADS); }
+__device__ long thread_index(void) { return (long)blockIdx.x * blockDim.x + threadIdx.x; }
+
+// ============================================================================================
+// 1. Layers: train_gpt2.c's section 1, kernel for loop. Backward kernels ACCUMULATE (+=) into
+//    parameter gradients, as the CPU's do. Pointers are device pointers.
+// ============================================================================================
+
+// ---- matmul: out[BT,OC] = inp[BT,C] W[OC,C]^T + bias[OC] ----------------------------------------
+// A kernel rather than one cuBLAS call, so that the sum is on the page; Part II calls cuBLAS.
+// One thread per out[bt][o].
+__global__ void matmul_forward_plain(float* out, const float* inp, const float* W, const float* bias,
+                                     int BT, int C, int OC) {
+    long i = thread_index();
+    if (i >= (long)BT * OC) return;
+    long bt = i / OC, o = i % OC;
+    float s = bias ? bias[o] : 0.0f;
+    for (int c = 0; c < C; c++) s += inp[bt * C + c] * W[o * C + c];
+    out[i] = s;
+}
+static void launch_matmul_forward(float* out, const float* inp, const float* W, const float* bias,
+                                  int BT, int C, int OC) {
+    matmul_forward_plain<<<plain_blocks((long)BT * OC), PLAIN_THREADS>>>(out, inp, W, bias, BT, C, OC);
+    LAUNCH_CHECK(matmul_forward_plain);
+}
+
+// dinp[bt][c] += sum_o dout[bt][o] W[o][c]: one thread per (bt, c)
+__global__ void matmul_backward_input_plain(float* dinp, const float* dout, const float* W, int BT, int C,
+                                            int OC) {
+    long i = thread_index();
+    if (i >= (long)BT * C) return;
+    long bt = i / C, c = i % C;
+    float s = 0.0f;
+    for (int o = 0; o < OC; o++) s += dout[bt * OC + o] * W[(long)o * C + c];
+    dinp[i] += s;
+}
+// dW[o][c] += sum_bt dout[bt][o] inp[bt][c], one thread per (o, c); the thread of column 0 also
+// adds dbias[o] += sum_bt dout[bt][o]
+__global__ void matmul_backward_weight_plain(float* dW, float* dbias, const float* dout, const float* inp,
+                                             int BT, int C, int OC) {
+    long i = thread_index();
+    if (i >= (long)OC * C) return;
+    long o = i / C, c = i % C;
+    float s = 0.0f, sb = 0.0f;
+    for (long bt = 0; bt < BT; bt++) {
+        s += dout[bt * OC + o] * inp[bt * C + c];
+        sb += dout[bt * OC + o];
+    }
+    dW[i] += s;
+    if (dbias && c == 0) dbias[o] += sb;
+}
+static void launch_matmul_backward(float* dinp, float* dW, float* dbias, const float* dout,
+                                   const float* inp, const float* W, int BT, int C, int OC) {
+    matmul_backward_input_plain<<<plain_blocks((long)BT * C), PLAIN_THREADS>>>(dinp, dout, W, BT, C, OC);
+    LAUNCH_CHECK(matmul_backward_input_plain);
+    matmul_backward_weight_plain<<<plain_blocks((long)OC * C), PLAIN_THREADS>>>(dW, dbias, dout, inp, BT, C, OC);
+    LAUNCH_CHECK(matmul_backward_weight_plain);
+}
+
+// ---- embeddings: out[b,t,:] = wte[tok[b,t],:] (+ wpe[t,:] for learned positions) ---------------
+// One thread per out[bt][c].
+__global__ void embedding_forward_plain(float* out, const int* tok, const float* wte, const float* wpe,
+                                        int B, int T, int C) {
+    long i = thread_index();
+    if (i >= (long)B * T * C) return;
+    long bt = i / C, c = i % C;
+    out[i] = wte[(long)tok[bt] * C + c] + (wpe ? wpe[(bt % T) * C + c] : 0.0f);
+}
+// Each position adds its gradient to its token's row (and its position's). A token can appear twice,
+// so threads split the channels, not the positions: thread c walks every position in order (the
+// CPU's order) and adds into column c only, which no other thread writes.
+__global__ void embedding_backward_plain(float* dwte, float* dwpe, const float* dout, const int* tok,
+                                         int B, int T, int C) {
+    long c = thread_index();
+    if (c >= C) return;
+    for (long bt = 0; bt < (long)B * T; bt++) {
+        dwte[(long)tok[bt] * C + c] += dout[bt * C + c];
+        if (dwpe) dwpe[(bt % T) * C + c] += dout[bt * C + c];
+    }
+}
+static void launch_embedding_forward(float* out, const int* tok, const float* wte, const float* wpe,
+                                     int B, int T, int C) {
+    embedding_forward_plain<<<plain_blocks((long)B * T * C), PLAIN_THREADS>>>(out, tok, wte, wpe, B, T, C);
+    LAUNCH_CHECK(embedding_forward_plain);
+}
+static void launch_embedding_backward(float* dwte, float* dwpe, const float* dout, const int* tok,
+                                      int B, int T, int C) {
+    embedding_backward_plain<<<plain_blocks(C), PLAIN_THREADS>>>(dwte, dwpe, dout, tok, B, T, C);
+    LAUNCH_CHECK(embedding_backward_plain);
+}
+
+// ---- normalization: [SmallInit eq. 1] LayerNorm, [SmallInit eq. 2] RMSNorm ---------------------
+// LayerNorm(h) = w (h - mu) / sqrt(sigma^2 + eps) + b ;  RMSNorm(h) = w h / sqrt(mean(h^2) + eps),
+// eps inside the square root (train_gpt2.c's norm_forward says why that matters for small init).
+// One thread per row: its mean, its variance, then its C outputs. mean (LayerNorm) and rstd are kept.
+__global__ void norm_forward_plain(float* out, float* mean, float* rstd, const float* inp, const float* w,
+                                   const float* b, int rms, float eps, int N, int C) {
+    long n = thread_index();
+    if (n >= N) return;
+    const float* x = inp + n * C;
+    float mu = 0.0f, var = 0.0f;
+    if (!rms) {
+        for (int c = 0; c < C; c++) mu += x[c];
+        mu /= C;
+    }
+    for (int c = 0; c < C; c++) var += (x[c] - mu) * (x[c] - mu);
+    var /= C;
+    float s = 1.0f / sqrtf(var + eps);
+    for (int c = 0; c < C; c++) out[n * C + c] = (x[c] - mu) * s * w[c] + (b ? b[c] : 0.0f);
+    if (mean) mean[n] = mu;
+    rstd[n] = s;
+}
+// With xhat = (x - mu) rstd and g = dout w (norm_backward):
+//   dx += rstd (g - mean(g) - xhat mean(g xhat))   (RMSNorm: without mean(g))
+// one thread per row, for its two means first
+__global__ void norm_backward_input_plain(float* dinp, const float* dout, const float* inp, const float* w,
+                                          const float* mean, const float* rstd, int rms, int N, int C) {
+    long n = thread_index();
+    if (n >= N) return;
+    const float* x = inp + n * C;
+    const float* d = dout + n * C;
+    float mu = rms ? 0.0f : mean[n], s = rstd[n], g_mean = 0.0f, gx_mean = 0.0f;
+    for (int c = 0; c < C; c++) {
+        g_mean += d[c] * w[c];
+        gx_mean += d[c] * w[c] * (x[c] - mu) * s;
+    }
+    g_mean = rms ? 0.0f : g_mean / C;
+    gx_mean /= C;
+    for (int c = 0; c < C; c++) dinp[n * C + c] += s * (d[c] * w[c] - g_mean - (x[c] - mu) * s * gx_mean);
+}
+// dw[c] += sum over rows of dout xhat, db[c] += sum of dout: one thread per column, rows in order
+__global__ void norm_backward_params_plain(float* dw, float* db, const float* dout, const float* inp,
+                                           const float* mean, const float* rstd, int rms, int N, int C) {
+    long c = thread_index();
+    if (c >= C) return;
+    float sw = 0.0f, sb = 0.0f;
+    for (long n = 0; n < N; n++) {
+        float xhat = (inp[n * C + c] - (rms ? 0.0f : mean[n])) * rstd[n];
+        sw += dout[n * C + c] * xhat;
+        sb += dout[n * C + c];
+    }
+    dw[c] += sw;
+    if (db) db[c] += sb;
+}
+static void launch_norm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
+                                const float* b, int rms, float eps, int N, int C) {
+    norm_forward_plain<<<plain_blocks(N), PLAIN_THREADS>>>(out, mean, rstd, inp, w, b, rms, eps, N, C);
+    LAUNCH_CHECK(norm_forward_plain);
+}
+static void launch_norm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                                 const float* w, const float* mean, const float* rstd, int rms, int N, int C) {
+    norm_backward_input_plain<<<plain_blocks(N), PLAIN_THREADS>>>(dinp, dout, inp, w, mean, rstd, rms, N, C);
+    LAUNCH_CHECK(norm_backward_input_plain);
+    norm_backward_params_plain<<<plain_blocks(C), PLAIN_THREADS>>>(dw, db, dout, inp, mean, rstd, rms, N, C);
+    LAUNCH_CHECK(norm_backward_params_plain);
+}
+
+// ---- rotary position embedding (llama preset) --------------------------------------------------
+// Pair (2j, 2j+1) of head vector h at position t turns by the angle t theta^(-2j/hd), whose cosine
+// and sine are the CPU's table cs [T, hd/2, 2] (rope_table). sign +1 forward; -1 backward, where the
+// gradient turns back by the same angle. x [B*T, nh*hd] in place; one thread per pair.
+__global__ void rope_plain(float* x, const float* cs, int BT, int T, int nh, int hd, float sign) {
+    long i = thread_index(), pairs = hd / 2;
+    if (i >= (long)BT * nh * pairs) return;
+    long bt = i / (nh * pairs), j = i % pairs;
+    const float* ct = cs + ((bt % T) * pairs + j) * 2;
+    float c = ct[0], sn = sign * ct[1];
+    float* v = x + 2 * i;                       // pair i is x[2i], x[2i+1]: rows of nh*hd, heads of hd
+    float a = v[0], b = v[1];
+    v[0] = a * c - b * sn;
+    v[1] = a * sn + b * c;
+}
+static void launch_rope(float* x, const float* cs, int B, int T, int nh, int hd, float sign) {
+    rope_plain<<<plain_blocks((long)B * T * nh * (hd / 2)), PLAIN_THREADS>>>(x, cs, B * T, T, nh, hd, sign);
+    LAUNCH_CHECK(rope_plain);
+}
+
+// ---- causal self-attention with grouped KV heads ----------------------------------------------
+// q [BT, H*hd], k and v [BT, KVH*hd]; head h reads kv head h / (H/KVH). att [B,H,T,T] keeps the
+// probabilities for the backward pass.  A = softmax(scale q k^T + causal mask),  y = A v
+// One thread per query row (b, h, t): its scores, their softmax, then the weighted sum of values.
+__global__ void attention_forward_plain(float* y, float* att, const float* q, const float* k, const float* v,
+                                        int B, int T, int H, int KVH, int hd, float scale) {
+    long row = thread_index();                      // row = (b H + h) T + t
+    if (row >= (long)B * H * T) return;
+    long t = row % T, h = row / T % H, b = row / ((long)T * H), kh = h / (H / KVH);
+    long qd = (long)H * hd, kvd = (long)KVH * hd;
+    const float* qt = q + (b * T + t) * qd + h * hd;
+    float* a = att + row * T;
+    float mx = -FLT_MAX, sum = 0.0f;
+    for (long s = 0; s <= t; s++) {                 // the scores of the keys up to t
+        const float* ks = k + (b * T + s) * kvd + kh * hd;
+        float dot = 0.0f;
+        for (int i = 0; i < hd; i++) dot += qt[i] * ks[i];
+        a[s] = scale * dot;
+        mx = fmaxf(mx, a[s]);
+    }
+    for (long s = 0; s <= t; s++) {                 // softmax, less the maximum for safety
+        a[s] = expf(a[s] - mx);
+        sum += a[s];
+    }
+    for (long s = 0; s < T; s++) a[s] = s <= t ? a[s] / sum : 0.0f;
+    for (int i = 0; i < hd; i++) {                  // y_t = sum_s A[t,s] v_s
+        float acc = 0.0f;
+        for (long s = 0; s <= t; s++) acc += a[s] * v[(b * T + s) * kvd + kh * hd + i];
+        y[(b * T + t) * qd + h * hd + i] = acc;
+    }
+}
+// The backward (attention_backward), in three kernels, each writing what it computes:
+//   dA[t,s] = dy_t . v_s ;  dP[t,s] = A[t,s] (dA[t,s] - sum_s' A[t,s'] dA[t,s']) scale
+//   dq_t = sum_s dP[t,s] k_s ;  dk_s = sum_{h of the group} sum_{t>=s} dP[t,s] q_t ;  dv_s = sum A[t,s] dy_t
+// (a) one thread per query row (b, h, t): its row of dP, into dP [B,H,T,T]
+__global__ void attention_backward_scores_plain(float* dP, const float* dy, const float* att, const float* v,
+                                                int B, int T, int H, int KVH, int hd, float scale) {
+    long row = thread_index();
+    if (row >= (long)B * H * T) return;
+    long t = row % T, h = row / T % H, b = row / ((long)T * H), kh = h / (H / KVH);
+    long qd = (long)H * hd, kvd = (long)KVH * hd;
+    const float* a = att + row * T;
+    const float* dyt = dy + (b * T + t) * qd + h * hd;
+    float* dp = dP + row * T;
+    float adot = 0.0f;
+    for (long s = 0; s <= t; s++) {
+        const float* vs = v + (b * T + s) * kvd + kh * hd;
+        float d = 0.0f;
+        for (int i = 0; i < hd; i++) d += dyt[i] * vs[i];
+        dp[s] = d;
+        adot += a[s] * d;
+    }
+    for (long s = 0; s <= t; s++) dp[s] = a[s] * (dp[s] - adot) * scale;
+}
+// (b) one thread per element dq[b,t,h,i]
+__global__ void attention_backward_query_plain(float* dq, const float* dP, const float* k, int B, int T, int H,
+                                               int KVH, int hd) {
+    long e = thread_index(), qd = (long)H * hd, kvd = (long)KVH * hd;
+    if (e >= (long)B * T * qd) return;
+    long bt = e / qd, h = e % qd / hd, i = e % hd, b = bt / T, t = bt % T, kh = h / (H / KVH);
+    const float* dp = dP + ((b * H + h) * T + t) * T;
+    float s = 0.0f;
+    for (long u = 0; u <= t; u++) s += dp[u] * k[(b * T + u) * kvd + kh * hd + i];
+    dq[e] = s;
+}
+// (c) one thread per element of dk[b,s,kh,i] and dv[b,s,kh,i]: over the heads of kv head kh, then the
+// queries t >= s, the CPU's order
+__global__ void attention_backward_kv_plain(float* dk, float* dv, const float* dP, const float* att,
+                                            const float* q, const float* dy, int B, int T, int H, int KVH,
+                                            int hd) {
+    long e = thread_index(), qd = (long)H * hd, kvd = (long)KVH * hd;
+    if (e >= (long)B * T * kvd) return;
+    long bs = e / kvd, kh = e % kvd / hd, i = e % hd, b = bs / T, s = bs % T, group = H / KVH;
+    float sk = 0.0f, sv = 0.0f;
+    for (long h = kh * group; h < (kh + 1) * group; h++)
+        for (long t = s; t < T; t++) {
+            long at = ((b * H + h) * T + t) * T + s, row = (b * T + t) * qd + h * hd + i;
+            sk += dP[at] * q[row];
+            sv += att[at] * dy[row];
+        }
+    dk[e] = sk;
+    dv[e] = sv;
+}
+static void launch_attention_forward(float* y, float* att, const float* q, const float* k, const float* v,
+                                     int B, int T, int H, int KVH, int hd, float scale) {
+    attention_forward_plain<<<plain_blocks((long)B * H * T), PLAIN_THREADS>>>(y, att, q, k, v, B, T, H, KVH, hd,
+                                                                              scale);
+    LAUNCH_CHECK(attention_forward_plain);
+}
+// dq, dk, dv are written (not added to); dP: B H T T floats of scratch
+static void launch_attention_backward(float* dq, float* dk, float* dv, float* dP, const float* dy,
+                                      const float* att, const float* q, const float* k, const float* v,
+                                      int B, int T, int H, int KVH, int hd, float scale) {
+    attention_backward_scores_plain<<<plain_blocks((long)B * H * T), PLAIN_THREADS>>>(dP, dy, att, v, B, T, H,
+                                                                                      KVH, hd, scale);
+    LAUNCH_CHECK(attention_backward_scores_plain);
+    attention_backward_query_plain<<<plain_blocks((long)B * T * H * hd), PLAIN_THREADS>>>(dq, dP, k, B, T, H,
+                                                                                          KVH, hd);
+    LAUNCH_CHECK(attention_backward_query_plain);
+    attention_backward_kv_plain<<<plain_blocks((long)B * T * KVH * hd), PLAIN_THREADS>>>(dk, dv, dP, att, q, dy,
+                                                                                         B, T, H, KVH, hd);
+    LAUNCH_CHECK(attention_backward_kv_plain);
+}
+
+// ---- the attention gate: [SmallInit eqs. 3-4] --------------------------------------------------
+// GAttn(x) = Concat(g_1(x) head_1, ..., g_H(x) head_H) W_O,  g_h(x) = sigmoid(x W_h^g)
+// gate [BT,H] holds the pre-activation on entry and g on return. One thread per (bt, h).
+__global__ void attn_gate_forward_plain(float* out, float* gate, const float* y, int BT, int H, int hd) {
+    long r = thread_index();                        // r = bt H + h
+    if (r >= (long)BT * H) return;
+    float g = sigmoid_of(gate[r]);
+    gate[r] = g;
+    for (int i = 0; i < hd; i++) out[r * hd + i] = g * y[r * hd + i];
+}
+// dy = g dout ;  dgate (of the pre-activation) = (sum_i dout_i y_i) g (1 - g)
+__global__ void attn_gate_backward_plain(float* dy, float* dgate, const float* dout, const float* y,
+                                         const float* gate, int BT, int H, int hd) {
+    long r = thread_index();
+    if (r >= (long)BT * H) return;
+    float g = gate[r], s = 0.0f;
+    for (int i = 0; i < hd; i++) {
+        s += dout[r * hd + i] * y[r * hd + i];
+        dy[r * hd + i] = g * dout[r * hd + i];
+    }
+    dgate[r] = s * g * (1.0f - g);
+}
+static void launch_attn_gate_forward(float* out, float* gate, const float* y, int BT, int H, int hd) {
+    attn_gate_forward_plain<<<plain_blocks((long)BT * H), PLAIN_THREADS>>>(out, gate, y, BT, H, hd);
+    LAUNCH_CHECK(attn_gate_forward_plain);
+}
+static void launch_attn_gate_backward(float* dy, float* dgate, const float* dout, const float* y,
+                                      const float* gate, int BT, int H, int hd) {
+    attn_gate_backward_plain<<<plain_blocks((long)BT * H), PLAIN_THREADS>>>(dy, dgate, dout, y, gate, BT, H, hd);
+    LAUNCH_CHECK(attn_gate_backward_plain);
+}
+
+// ---- MLP activations: GELU (tanh form) and SwiGLU, train_gpt2.c's per-element functions --------
+// One thread per element, forward and backward.
+__global__ void gelu_forward_plain(float* out, const float* inp, long N) {
+    long i = thread_index();
+    if (i < N) out[i] = gelu_of(inp[i]);
+}
+__global__ void gelu_backward_plain(float* dinp, const float* inp, const float* dout, long N) {
+    long i = thread_index();
+    if (i < N) dinp[i] = gelu_grad_of(inp[i]) * dout[i];
+}
+__global__ void swiglu_forward_plain(float* out, const float* a, const float* u, long N) {
+    long i = thread_index();
+    if (i < N) out[i] = swiglu_of(a[i], u[i]);
+}
+__global__ void swiglu_backward_plain(float* da, float* du, const float* a, const float* u, const float* dout,
+                                      long N) {
+    long i = thread_index();
+    if (i < N) swiglu_grad_of(a[i], u[i], dout[i], &da[i], &du[i]);
+}
+static void launch_gelu_forward(float* out, const float* inp, long N) {
+    gelu_forward_plain<<<plain_blocks(N), PLAIN_THREADS>>>(out, inp, N);
+    LAUNCH_CHECK(gelu_forward_plain);
+}
+static void launch_gelu_backward(float* dinp, const float* inp, const float* dout, long N) {
+    gelu_backward_plain<<<plain_blocks(N), PLAIN_THREADS>>>(dinp, inp, dout, N);
+    LAUNCH_CHECK(gelu_backward_plain);
+}
+static void launch_swiglu_forward(float* out, const float* a, const float* u, long N) {
+    swiglu_forward_plain<<<plain_blocks(N), PLAIN_THREADS>>>(out, a, u, N);
+    LAUNCH_CHECK(swiglu_forward_plain);
+}
+static void launch_swiglu_backward(float* da, float* du, const float* a, const float* u, const float* dout,
+                                   long N) {
+    swiglu_backward_plain<<<plain_blocks(N), PLAIN_THREADS>>>(da, du, a, u, dout, N);
+    LAUNCH_CHECK(swiglu_backward_plain);
+}
+
+// ---- residual: out = a + b, one thread per element ----------------------------------------------
+__global__ void residual_forward_plain(float* out, const float* a, const float* b, long N) {
+    long i = thread_index();
+    if (i < N) out[i] = a[i] + b[i];
+}
+static void launch_residual_forward(float* out, const float* a, const float* b, long N) {
+    residual_forward_plain<<<plain_blocks(N), PLAIN_THREADS>>>(out, a, b, N);
+    LAUNCH_CHECK(residual_forward_plain);
+}
+
+// ---- softmax + cross-entropy ------------------------------------------------------------------
+// logits [BT,V] (each times scale: muP's logit multiplier, 1 otherwise) are replaced by their
+// probabilities; losses[bt] = -log p[target] = log(sum) - (z_t - max), exact where p underflows.
+// Without targets (sampling) only the probabilities. One thread per row, three passes over it.
+__global__ void softmax_forward_plain(float* logits, float* losses, const int* targets, int BT, int V,
+                                      float scale) {
+    long bt = thread_index();
+    if (bt >= BT) return;
+    float* z = logits + bt * V;
+    float mx = -FLT_MAX;
+    for (int i = 0; i < V; i++) mx = fmaxf(mx, z[i] * scale);
+    double sum = 0.0;
+    for (int i = 0; i < V; i++) sum += expf(z[i] * scale - mx);
+    if (targets) losses[bt] = (float)(log(sum) - (z[targets[bt]] * scale - mx));
+    for (int i = 0; i < V; i++) z[i] = (float)(expf(z[i] * scale - mx) / sum);
+}
+// d (scale x the mean loss over BT rows) / d logits = scale (p - onehot(target)) / BT, written over
+// p, one thread per element (crossentropy_backward)
+__global__ void crossentropy_backward_plain(float* probs, const int* targets, int BT, int V, float scale) {
+    long i = thread_index();
+    if (i >= (long)BT * V) return;
+    float inv = 1.0f / BT, d = probs[i] * inv;
+    if (i % V == targets[i / V]) d -= inv;
+    probs[i] = scale != 1.0f ? d * scale : d;
+}
+static void launch_softmax_forward(float* logits, float* losses, const int* targets, int BT, int V,
+                                   float scale) {
+    softmax_forward_plain<<<plain_blocks(BT), PLAIN_THREADS>>>(logits, losses, targets, BT, V, scale);
+    LAUNCH_CHECK(softmax_forward_plain);
+}
+// The LM head's backward (lm_head_backward): the logits' gradient over the probabilities, then the
+// matmul's backward into the final norm's output and the head's weight
+static void launch_lm_head_backward(float* dinp, float* dW, float* probs, const int* targets, const float* inp,
+                                    const float* W, int BT, int C, int V, float scale) {
+    crossentropy_backward_plain<<<plain_blocks((long)BT * V), PLAIN_THREADS>>>(probs, targets, BT, V, scale);
+    LAUNCH_CHECK(crossentropy_backward_plain);
+    launch_matmul_backward(dinp, dW, NULL, probs, inp, W, BT, C, V);
+}
+
+// ============================================================================================
+// 2. The model on the device: train_gpt2.c's model_forward and model_backward, launch for call
+// ============================================================================================
+// train_gpt2.c's own Model, copied, with its parameters, gradients, AdamW moments and activations
+// (Acts, the CPU's layout: acts_layout) moved into device memory: param_of, grad_of and layer_acts
+// then give device pointers, and the passes below read line for line as the CPU's.
+typedef struct {
+    Model d;            // the host model's config and tensor table; every buffer a device buffer
+    Model* host;        // the model on the host, initialized there; checkpoints are written from it
+    float* dP;          // attention's dP for one layer of the backward pass, B x H x T x T
+    double* sumsq;      // the gradient norm's partial sums (device), and their host copy below
+    double* sumsq_h;
+    float* losses_h;    // the forward's B x T losses, copied down to be averaged
+    float* probs_h;     // one row of probabilities, copied down for sampling
+    char* acts;         // the activations' block (acts_layout carves Acts out of it)
+} PlainGpu;
+
+#define NORM_CHUNK 65536                  // gradients per partial sum of the gradient norm
+
+static void plain_copy_state(PlainGpu* pg, cudaMemcpyKind dir) {      // params, m, v: host <-> device
+    Model *d = &pg->d, *h = pg->host;
+    size_t bytes = h->num_params * sizeof(float);
+    int up = dir == cudaMemcpyHostToDevice;
+    cudaCheck(cudaMemcpy(up ? d->params : h->params, up ? h->params : d->params, bytes, dir));
+    cudaCheck(cudaMemcpy(up ? d->adam_m : h->adam_m, up ? h->adam_m : d->adam_m, bytes, dir));
+    cudaCheck(cudaMemcpy(up ? d->adam_v : h->adam_v, up ? h->adam_v : d->adam_v, bytes, dir));
+}
+
+// The device model for batches up to B x T, from the host model (built, and initialized or loaded)
+static void plain_model_create(PlainGpu* pg, Model* host, int B, int T) {
+    const Config* c = &host->cfg;
+    Model* d = &pg->d;
+    *d = *host;
+    pg->host = host;
+    size_t n = host->num_params;
+    float* block;
+    cudaCheck(cudaMalloc((void**)&block, 4 * n * sizeof(float)));
+    d->params = block;
+    d->grads = block + n;
+    d->adam_m = block + 2 * n;
+    d->adam_v = block + 3 * n;
+    cudaCheck(cudaMemset(d->grads, 0, n * sizeof(float)));
+    for (int kd = 0; kd < NUM_KINDS; kd++) {
+        d->p[kd] = host->p[kd] ? d->params + (host->p[kd] - host->params) : NULL;
+        d->g[kd] = host->g[kd] ? d->grads + (host->g[kd] - host->grads) : NULL;
+    }
+    size_t bytes = acts_bytes(c, B, T), used = 0;
+    cudaCheck(cudaMalloc((void**)&pg->acts, bytes));
+    acts_layout(d, B, T, &used, pg->acts);
+    d->a.dres_kept = NULL;
+    if (c->rope) {                             // the CPU's cosines and sines
+        int hd = c->C / c->H;
+        float* cs = zeroed_floats((size_t)T * hd);
+        rope_table(cs, T, hd, c->rope_theta);
+        cudaCheck(cudaMemcpy(d->a.rope_cs, cs, (size_t)T * hd * sizeof(float), cudaMemcpyHostToDevice));
+        free(cs);
+    }
+    int chunks = ceil_div((long)n, NORM_CHUNK);
+    cudaCheck(cudaMalloc((void**)&pg->dP, (size_t)B * c->H * T * T * sizeof(float)));
+    cudaCheck(cudaMalloc((void**)&pg->sumsq, chunks * sizeof(double)));
+    pg->sumsq_h = (double*)xmalloc(chunks * sizeof(double));
+    pg->losses_h = (float*)xmalloc((size_t)B * T * sizeof(float));
+    pg->probs_h = (float*)xmalloc((size_t)c->V * sizeof(float));
+    plain_copy_state(pg, cudaMemcpyHostToDevice);
+}
+
+static void plain_model_free(PlainGpu* pg) {
+    cudaCheck(cudaFree(pg->d.params));
+    cudaCheck(cudaFree(pg->acts));
+    cudaCheck(cudaFree(pg->dP));
+    cudaCheck(cudaFree(pg->sumsq));
+    free(pg->sumsq_h);
+    free(pg->losses_h);
+    free(pg->probs_h);
+}
+
+// model_forward: with targets, the mean cross-entropy (averaged on the host in double, as the CPU
+// does); without, the logits buffer holds next-token probabilities and the return value is 0.
+static float plain_forward(PlainGpu* pg, const int* tokens, const int* targets, int B, int T) {
+    Model* m = &pg->d;
+    const Config* c = &m->cfg;
+    Acts* a = &m->a;
+    int BT = B * T, C = c->C, H = c->H, KVH = c->KVH, hd = C / H, F = c->F;
+    int qd = H * hd, kvd = KVH * hd;
+    if (B > m->B || T > m->T) fatal("internal: forward with B=%d T=%d exceeds buffers %dx%d", B, T, m->B, m->T);
+    for (int i = 0; i < BT; i++)
+        if (tokens[i] < 0 || tokens[i] >= c->V) fatal("token id %d out of range [0, %d)", tokens[i], c->V);
+    cudaCheck(cudaMemcpy(m->tokens, tokens, BT * sizeof(int), cudaMemcpyHostToDevice));
+    if (targets) cudaCheck(cudaMemcpy(m->targets, targets, BT * sizeof(int), cudaMemcpyHostToDevice));
+    launch_embedding_forward(a->res, m->tokens, m->p[K_WTE], m->p[K_WPE], B, T, C);
+    for (int l = 0; l < c->L; l++) {
+        LayerActs la = layer_acts(a, c, l, (long)m->B * m->T, m->T);
+        // attention sublayer: xmid = x + Attn(Norm1(x))
+        launch_norm_forward(la.ln1, la.ln1_mean, la.ln1_rstd, la.x, param_of(m, K_LN1W, l),
+                            param_of(m, K_LN1B, l), c->rmsnorm, c->eps, BT, C);
+        launch_matmul_forward(la.q, la.ln1, param_of(m, K_WQ, l), param_of(m, K_BQ, l), BT, C, qd);
+        launch_matmul_forward(la.k, la.ln1, param_of(m, K_WK, l), param_of(m, K_BK, l), BT, C, kvd);
+        launch_matmul_forward(la.v, la.ln1, param_of(m, K_WV, l), param_of(m, K_BV, l), BT, C, kvd);
+        if (c->rope) {
+            launch_rope(la.q, a->rope_cs, B, T, H, hd, 1.0f);
+            launch_rope(la.k, a->rope_cs, B, T, KVH, hd, 1.0f);
+        }
+        launch_attention_forward(la.yatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd, c->attn_scale);
+        if (c->attn_gate) {
+            launch_matmul_forward(la.attn_gate, la.ln1, param_of(m, K_WG, l), param_of(m, K_BG, l), BT, C, H);
+            launch_attn_gate_forward(la.yg, la.attn_gate, la.yatt, BT, H, hd);
+        }
+        launch_matmul_forward(a->tmp, la.yg, param_of(m, K_WO, l), param_of(m, K_BO, l), BT, qd, C);
+        launch_residual_forward(la.xmid, la.x, a->tmp, (long)BT * C);
+        // MLP sublayer: xout = xmid + MLP(Norm2(xmid))
+        launch_norm_forward(la.ln2, la.ln2_mean, la.ln2_rstd, la.xmid, param_of(m, K_LN2W, l),
+                            param_of(m, K_LN2B, l), c->rmsnorm, c->eps, BT, C);
+        launch_matmul_forward(la.up, la.ln2, param_of(m, K_WUP, l), param_of(m, K_BUP, l), BT, C, F);
+        if (c->swiglu) {
+            launch_matmul_forward(la.mlp_gate, la.ln2, param_of(m, K_WGATE, l), param_of(m, K_BGATE, l),
+                                  BT, C, F);
+            launch_swiglu_forward(la.hact, la.mlp_gate, la.up, (long)BT * F);
+        } else {
+            launch_gelu_forward(la.hact, la.up, (long)BT * F);
+        }
+        launch_matmul_forward(a->tmp, la.hact, param_of(m, K_WDOWN, l), param_of(m, K_BDOWN, l), BT, F, C);
+        launch_residual_forward(la.xout, la.xmid, a->tmp, (long)BT * C);
+    }
+    float* xL = a->res + (long)c->L * m->B * m->T * C;
+    launch_norm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, xL, m->p[K_LNFW], m->p[K_LNFB], c->rmsnorm, c->eps,
+                        BT, C);
+    launch_matmul_forward(a->logits, a->lnf, c->tied ? m->p[K_WTE] : m->p[K_LMHEAD], NULL, BT, C, c->V);
+    launch_softmax_forward(a->logits, a->losses, targets ? m->targets : NULL, BT, c->V, c->logit_scale);
+    if (!targets) return 0.0f;
+    cudaCheck(cudaMemcpy(pg->losses_h, a->losses, BT * sizeof(float), cudaMemcpyDeviceToHost));
+    double sum = 0.0;
+    for (int i = 0; i < BT; i++) sum += pg->losses_h[i];
+    m->loss = (float)(sum / BT);
+    return m->loss;
+}
+
+// model_backward: the backward pass of the last forward (with targets), adding into the gradients;
+// dloss is 1, or 1/N for one of the N micro-batches of an update
+static void plain_backward(PlainGpu* pg, int B, int T, float dloss) {
+    Model* m = &pg->d;
+    const Config* c = &m->cfg;
+    Acts* a = &m->a;
+    int BT = B * T, C = c->C, H = c->H, KVH = c->KVH, hd = C / H, F = c->F, qd = H * hd;
+    long s_c = (long)m->B * m->T * C;     // the stride of one layer's slice of res
+    size_t row_bytes = (size_t)BT * C * sizeof(float);
+    // loss -> logits -> final norm
+    cudaCheck(cudaMemset(a->dln, 0, row_bytes));
+    const float* head = c->tied ? m->p[K_WTE] : m->p[K_LMHEAD];
+    float* dhead = c->tied ? m->g[K_WTE] : m->g[K_LMHEAD];
+    launch_lm_head_backward(a->dln, dhead, a->logits, m->targets, a->lnf, head, BT, C, c->V, c->logit_scale * dloss);
+    cudaCheck(cudaMemset(a->dres, 0, row_bytes));
+    launch_norm_backward(a->dres, m->g[K_LNFW], m->g[K_LNFB], a->dln, a->res + c->L * s_c, m->p[K_LNFW],
+                         a->lnf_mean, a->lnf_rstd, c->rmsnorm, BT, C);
+    // blocks in reverse; a->dres carries d loss / d residual stream
+    for (int l = c->L - 1; l >= 0; l--) {
+        LayerActs la = layer_acts(a, c, l, (long)m->B * m->T, m->T);
+        // MLP sublayer
+        cudaCheck(cudaMemset(a->dhact, 0, (size_t)BT * F * sizeof(float)));
+        launch_matmul_backward(a->dhact, grad_of(m, K_WDOWN, l), grad_of(m, K_BDOWN, l), a->dres, la.hact,
+                               param_of(m, K_WDOWN, l), BT, F, C);
+        cudaCheck(cudaMemset(a->dln, 0, row_bytes));
+        if (c->swiglu) {
+            launch_swiglu_backward(a->dmlp_gate, a->dup, la.mlp_gate, la.up, a->dhact, (long)BT * F);
+            launch_matmul_backward(a->dln, grad_of(m, K_WGATE, l), grad_of(m, K_BGATE, l), a->dmlp_gate, la.ln2,
+                                   param_of(m, K_WGATE, l), BT, C, F);
+        } else {
+            launch_gelu_backward(a->dup, la.up, a->dhact, (long)BT * F);
+        }
+        launch_matmul_backward(a->dln, grad_of(m, K_WUP, l), grad_of(m, K_BUP, l), a->dup, la.ln2,
+                               param_of(m, K_WUP, l), BT, C, F);
+        launch_norm_backward(a->dres, grad_of(m, K_LN2W, l), grad_of(m, K_LN2B, l), a->dln, la.xmid,
+                             param_of(m, K_LN2W, l), la.ln2_mean, la.ln2_rstd, c->rmsnorm, BT, C);
+        // attention sublayer
+        cudaCheck(cudaMemset(a->dyg, 0, (size_t)BT * qd * sizeof(float)));
+        launch_matmul_backward(a->dyg, grad_of(m, K_WO, l), grad_of(m, K_BO, l), a->dres, la.yg,
+                               param_of(m, K_WO, l), BT, qd, C);
+        cudaCheck(cudaMemset(a->dln, 0, row_bytes));
+        float* dyatt = a->dyg;
+        if (c->attn_gate) {
+            launch_attn_gate_backward(a->dyatt, a->dattn_gate, a->dyg, la.yatt, la.attn_gate, BT, H, hd);
+            launch_matmul_backward(a->dln, grad_of(m, K_WG, l), grad_of(m, K_BG, l), a->dattn_gate, la.ln1,
+                                   param_of(m, K_WG, l), BT, C, H);
+            dyatt = a->dyatt;
+        }
+        launch_attention_backward(a->dq, a->dk, a->dv, pg->dP, dyatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd,
+                                  c->attn_scale);
+        if (c->rope) {
+            launch_rope(a->dq, a->rope_cs, B, T, H, hd, -1.0f);
+            launch_rope(a->dk, a->rope_cs, B, T, KVH, hd, -1.0f);
+        }
+        launch_matmul_backward(a->dln, grad_of(m, K_WQ, l), grad_of(m, K_BQ, l), a->dq, la.ln1,
+                               param_of(m, K_WQ, l), BT, C, qd);
+        launch_matmul_backward(a->dln, grad_of(m, K_WK, l), grad_of(m, K_BK, l), a->dk, la.ln1,
+                               param_of(m, K_WK, l), BT, C, KVH * hd);
+        launch_matmul_backward(a->dln, grad_of(m, K_WV, l), grad_of(m, K_BV, l), a->dv, la.ln1,
+                               param_of(m, K_WV, l), BT, C, KVH * hd);
+        launch_norm_backward(a->dres, grad_of(m, K_LN1W, l), grad_of(m, K_LN1B, l), a->dln, la.x,
+                             param_of(m, K_LN1W, l), la.ln1_mean, la.ln1_rstd, c->rmsnorm, BT, C);
+    }
+    launch_embedding_backward(m->g[K_WTE], m->g[K_WPE], a->dres, m->tokens, B, T, C);
+}
+
+// ============================================================================================
+// 3. The optimizer: the gradient norm and AdamW (train_gpt2.c section 4)
+// ============================================================================================
+
+// partial[k] = sum of g^2 over chunk k of NORM_CHUNK gradients, in double, in order: one thread per chunk
+__global__ void grad_sumsq_plain(double* partial, const float* g, long n) {
+    long k = thread_index();
+    if (k * NORM_CHUNK >= n) return;
+    double s = 0.0;
+    for (long i = k * NORM_CHUNK; i < n && i < (k + 1) * NORM_CHUNK; i++) s += (double)g[i] * g[i];
+    partial[k] = s;
+}
+// sqrt(sum g^2), the chunks' sums added on the host in order
+static double plain_grad_norm(PlainGpu* pg) {
+    long n = (long)pg->d.num_params;
+    int chunks = ceil_div(n, NORM_CHUNK);
+    grad_sumsq_plain<<<plain_blocks(chunks), PLAIN_THREADS>>>(pg->sumsq, pg->d.grads, n);
+    LAUNCH_CHECK(grad_sumsq_plain);
+    cudaCheck(cudaMemcpy(pg->sumsq_h, pg->sumsq, chunks * sizeof(double), cudaMemcpyDeviceToHost));
+    double s = 0.0;
+    for (int k = 0; k < chunks; k++) s += pg->sumsq_h[k];
+    return sqrt(s);
+}
+
+// One AdamW step of one tensor (adamw_update), one thread per parameter, with g the gradient times
+// clipping's factor grad_scale and k the tensor's constants of step t (adamw_scalars):
+//   theta <- theta (1 - lr lambda)                  decoupled weight decay [ComplexCtl eq. 1]
+//   m <- b1 m + (1-b1) g ;  v <- b2 v + (1-b2) g^2
+//   theta <- theta - lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
+// Each gradient is zeroed once read, so the next backward starts from zeros.
+__global__ void adamw_plain(float* p, float* g, float* m, float* v, long n, AdamwScalars k, float beta1,
+                            float beta2, float eps, float grad_scale) {
+    long i = thread_index();
+    if (i >= n) return;
+    float gi = g[i] * grad_scale;
+    g[i] = 0.0f;
+    p[i] *= k.decay;
+    m[i] = beta1 * m[i] + (1.0f - beta1) * gi;
+    v[i] = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+    p[i] -= k.step_size * m[i] / (sqrtf(v[i]) / k.b2c + eps);
+}
+// adamw_step: tensor by tensor, each with its learning-rate multiplier and decay flag
+static void plain_adamw_step(PlainGpu* pg, const OptConfig* o, float sched_lr, int t, float grad_scale) {
+    Model* m = &pg->d;
+    for (int i = 0; i < m->num_tensors; i++) {
+        const Tensor* tn = &m->tensors[i];
+        size_t at = tn->offset;
+        adamw_plain<<<plain_blocks((long)tn->numel), PLAIN_THREADS>>>(
+            m->params + at, m->grads + at, m->adam_m + at, m->adam_v + at, (long)tn->numel,
+            adamw_scalars(o, tn, sched_lr, t), o->beta1, o->beta2, o->adam_eps, grad_scale);
+        LAUNCH_CHECK(adamw_plain);
+    }
+}
+
+// ---- the Engine: how train_gpt2.c's loop (train) reaches these ------------------------------------
+// model_forward, model_zero_grad, model_backward, grad_norm and adamw_step of train_gpt2.c hand
+// their work to these functions when the host Model's engine is set (section 7 there).
+static float plain_engine_forward(void* pg, const int* inp, const int* tgt, int B, int T) {
+    return plain_forward((PlainGpu*)pg, inp, tgt, B, T);
+}
+static const float* plain_engine_probs(void* ctx, int bt, int V) {     // one row for sampling
+    PlainGpu* pg = (PlainGpu*)ctx;
+    cudaCheck(cudaMemcpy(pg->probs_h, pg->d.a.logits + (size_t)bt * V, V * sizeof(float), cudaMemcpyDeviceToHost));
+    return pg->probs_h;
+}
+static void plain_engine_zero_grad(void* ctx) {
+    PlainGpu* pg = (PlainGpu*)ctx;
+    cudaCheck(cudaMemset(pg->d.grads, 0, pg->d.num_params * sizeof(float)));
+}
+static void plain_engine_backward(void* pg, int B, int T, float dloss) { plain_backward((PlainGpu*)pg, B, T, dloss); }
+static double plain_engine_grad_norm(void* pg) { return plain_grad_norm((PlainGpu*)pg); }
+static void plain_engine_update(void* pg, const OptConfig* o, float lr, int t, float grad_scale) {
+    plain_adamw_step((PlainGpu*)pg, o, lr, t, grad_scale);
+    cudaCheck(cudaDeviceSynchronize());      // the step is done when the loop takes its time
+}
+static void plain_engine_to_host(void* pg) { plain_copy_state((PlainGpu*)pg, cudaMemcpyDeviceToHost); }
+static Engine plain_engine(PlainGpu* pg, const char* device) {
+    return (Engine){device, pg, plain_engine_forward, plain_engine_probs, plain_engine_zero_grad,
+                    plain_engine_backward, plain_engine_grad_norm, plain_engine_update, plain_engine_to_host};
+}
+
+
+// ############################################################################################
+// PART II. THE FAST KERNELS
+// ############################################################################################
+// The same layers, fused, tiled and in lower precision where asked; the default (--kernels fast).
+// Each kernel's comment names the Part I kernel it replaces and what it fuses or reorders;
+// test_gpt2.cu checks each against it, in every precision mode the fast one supports.
+
+// ============================================================================================
+// 4. CUDA utilities
+// ============================================================================================
 
 // NULL when a GPU is usable, otherwise why not (for the one-line message of both binaries).
 static const char* gpu_unavailable(void) {
@@ -98,8 +761,6 @@ static const char* gpu_unavailable(void) {
     if (n == 0) return "cudaGetDeviceCount reports 0 devices";
     return NULL;
 }
-
-static int ceil_div(long a, long b) { return (int)((a + b - 1) / b); }
 
 // One device buffer of n elements of `elem` bytes (at least one element): allocated, or, where count is
 // given, only added up (gpu_memory_need walks gpu_acts_layout that way, before anything is allocated,
@@ -144,7 +805,7 @@ template <typename T> __device__ T block_sum(T v) {
 #define ROWS_PER_CHUNK 256      // deterministic column sums: rows summed per partial
 
 // ============================================================================================
-// 2. Layers. Same shapes and formulas as section 1 of train_gpt2.c; backward kernels ACCUMULATE
+// 5. Layers. Same shapes and formulas as section 1 of train_gpt2.c; backward kernels ACCUMULATE
 //    (+=) into parameter gradients like the CPU ones. Pointers are device pointers.
 // ============================================================================================
 
@@ -1366,10 +2027,10 @@ __global__ void softmax_crossentropy_kernel(const float* logits, float* losses, 
 }
 
 // ============================================================================================
-// 3. The model on the device
+// 6. The model on the device
 // ============================================================================================
 
-// One row of the tensor table for the single AdamW launch (section 4): where the tensor starts in
+// One row of the tensor table for the single AdamW launch (section 7): where the tensor starts in
 // the parameter block, its learning-rate multiplier and whether it decays.
 typedef struct { size_t offset; float lr_mult; int decay; } AdamwTensor;
 
@@ -1384,7 +2045,7 @@ typedef struct {
     float* scratch;                       // partial column sums (bias and norm-weight gradients)
     float* loss;                          // the mean of losses[], reduced on the device
     float* rope_cs;                       // RoPE's cos/sin table [T, hd/2, 2] (rope_table), or NULL
-    // Activations (section 2, "--dtype bf16"), bf16 values with --dtype bf16: ln1, q, k, v, yatt, ygated,
+    // Activations (section 5, "--dtype bf16"), bf16 values with --dtype bf16: ln1, q, k, v, yatt, ygated,
     // ln2, up, mlp_gate, hact, lnf, tmp (the output projections), and the gradients dq, dk, dv, dyg,
     // dyatt, dattn_gate, dup, dmlp_gate, dhact. The rest is float32 in every mode. With --dtype bf16 only: the logits' gradient and
     // dres in bf16, written beside their float32 sources for the GEMMs that read them (NULL without).
@@ -1454,7 +2115,6 @@ static Qkv<float> gpu_qkv(const GpuModel* gm, const LayerActs* la, int l) {
             gpu_param_of(gm, K_BV, l)};
 }
 
-#define NORM_CHUNK 65536                  // elements per partial of the gradient norm
 
 static int adamw_tensor_cmp(const void* a, const void* b) {
     size_t x = ((const AdamwTensor*)a)->offset, y = ((const AdamwTensor*)b)->offset;
@@ -1870,7 +2530,7 @@ static void gpu_backward(GpuModel* gm, int B, int T, float dloss) {
 }
 
 // ============================================================================================
-// 4. AdamW, the gradient norm, clipping: all on the device, one launch for the update
+// 7. AdamW, the gradient norm, clipping: all on the device, one launch for the update
 // ============================================================================================
 // A step sends nothing up to the host but the two numbers the loop prints: the mean loss (one
 // float, gpu_forward) and the gradient norm (one double, gpu_grad_norm). The clipping factor is
@@ -1966,7 +2626,7 @@ static void gpu_adamw_step(GpuModel* gm, const OptConfig* o, float sched_lr, int
 }
 
 // ============================================================================================
-// 5. Evaluation, sampling, the training loop
+// 8. Evaluation, sampling, the training loop
 // ============================================================================================
 
 // TF32 tensor-core math in the matmuls when tf32 is 1 (--tf32, default 1), full float32 else.
@@ -2025,24 +2685,43 @@ static Engine gpu_engine(GpuModel* gm, const char* device) {
 }
 
 // Flags of this binary only, taken out of argv before the shared parse_args sees it.
-static int take_gpu_flags(int* argc, char** argv, int* tf32, int* bf16) {
-    int out = 1;
+typedef struct {
+    int tf32;       // --tf32: TF32 tensor cores in the fast kernels' matmuls and attention
+    int bf16;       // --dtype bf16
+    int plain;      // --kernels plain: Part I's kernels
+} GpuFlags;
+
+static const char* flag_value(int argc, char** argv, int i) {
+    if (i + 1 >= argc) fatal("flag %s needs a value", argv[i]);
+    return argv[i + 1];
+}
+
+static void take_gpu_flags(int* argc, char** argv, GpuFlags* f) {
+    int out = 1, seen_dtype = 0;
     for (int i = 1; i < *argc; i++) {
         if (strcmp(argv[i], "--tf32") == 0) {
-            if (i + 1 >= *argc) fatal("flag --tf32 needs a value");
-            *tf32 = (int)parse_int("--tf32", argv[++i], 0, 1);
+            f->tf32 = (int)parse_int("--tf32", flag_value(*argc, argv, i++), 0, 1);
             continue;
         }
         if (strcmp(argv[i], "--dtype") == 0) {
-            if (i + 1 >= *argc) fatal("flag --dtype needs a value");
-            i++;
-            if (strcmp(argv[i], "fp32") && strcmp(argv[i], "bf16")) fatal("--dtype %s: fp32 or bf16", argv[i]);
-            *bf16 = strcmp(argv[i], "bf16") == 0;
+            const char* v = flag_value(*argc, argv, i++);
+            if (strcmp(v, "fp32") && strcmp(v, "bf16")) fatal("--dtype %s: fp32 or bf16", v);
+            f->bf16 = strcmp(v, "bf16") == 0;
+            seen_dtype = 1;
+            continue;
+        }
+        if (strcmp(argv[i], "--kernels") == 0) {
+            const char* v = flag_value(*argc, argv, i++);
+            if (strcmp(v, "plain") && strcmp(v, "fast")) fatal("--kernels %s: plain or fast", v);
+            f->plain = strcmp(v, "plain") == 0;
             continue;
         }
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage();
             printf("GPU (train_gpt2cu only)\n"
+                   "  --kernels plain|fast  which kernels train (default fast). plain: train_gpt2.cu's Part I,\n"
+                   "              one float32 thread per output element or row, to read, step through and\n"
+                   "              profile beside the fast ones (--tf32 and --dtype do not apply)\n"
                    "  --tf32 0|1  TF32 tensor cores in the matmuls and attention's products (head sizes 16-64;\n"
                    "              default 1); 0 = full float32\n"
                    "  --dtype fp32|bf16  activations (default fp32). bf16: activations and their gradients stored\n"
@@ -2056,44 +2735,54 @@ static int take_gpu_flags(int* argc, char** argv, int* tf32, int* bf16) {
         argv[out++] = argv[i];
     }
     *argc = out;
-    return out;
+    if (f->plain && seen_dtype && f->bf16) fatal("--dtype bf16 needs the fast kernels: --kernels plain is float32 only");
 }
 
 // train_on_cpu of train_gpt2.c with the model on the GPU: the same run (data, initialization on the
 // host with the same generator, schedule, printout, log, validation, samples, checkpoints, probes, NaN
-// stop). ctx points to the --tf32 setting, for the device line (--dtype is g_bf16.on).
+// stop), the forward, backward and update on Part I's kernels (--kernels plain) or Part II's. ctx
+// points to the GpuFlags.
 static void train_on_gpu(const Options* o, void* ctx) {
-    int tf32 = *(const int*)ctx;
+    const GpuFlags* f = (const GpuFlags*)ctx;
     Run r;
     r.o = *o;
     run_setup(&r, 0);
-    GpuModel gm;
-    gpu_model_create(&gm, &r.model, r.o.B, r.o.T);     // uploads params, m, v
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, 0));
     char device[300];
     snprintf(device, sizeof(device), "%s, %s", prop.name,
-             g_bf16.on ? "bf16 matmuls" : tf32 ? "TF32 matmuls" : "float32 matmuls");
-    Engine e = gpu_engine(&gm, device);
+             f->plain ? "plain float32 kernels (Part I)" : g_bf16.on ? "bf16 matmuls"
+             : f->tf32 ? "TF32 matmuls" : "float32 matmuls");
+    GpuModel gm;
+    PlainGpu pg;
+    Engine e;
+    if (f->plain) {
+        plain_model_create(&pg, &r.model, r.o.B, r.o.T);     // uploads params, m, v
+        e = plain_engine(&pg, device);
+    } else {
+        gpu_model_create(&gm, &r.model, r.o.B, r.o.T);
+        e = gpu_engine(&gm, device);
+    }
     r.model.engine = &e;
     run_header(&r);
     train(&r.tr, &r);
     run_finish(&r);
     r.model.engine = NULL;
-    gpu_model_free(&gm);
+    if (f->plain) plain_model_free(&pg);
+    else gpu_model_free(&gm);
     run_free(&r);
 }
 
 #ifndef TRAIN_GPT2CU_NO_MAIN
 int main(int argc, char** argv) {
-    int tf32 = 1, bf16 = 0;
-    take_gpu_flags(&argc, argv, &tf32, &bf16);
+    GpuFlags f = {1, 0, 0};
+    take_gpu_flags(&argc, argv, &f);
     Options o;
     parse_args(&o, argc, argv);
-    gpu_init(tf32);
-    gpu_set_dtype(bf16);
-    if (o.probe.coord_check) coord_check(&o, train_on_gpu, &tf32);  // every width, then the table
-    else train_on_gpu(&o, &tf32);
+    gpu_init(f.tf32);
+    gpu_set_dtype(f.bf16);
+    if (o.probe.coord_check) coord_check(&o, train_on_gpu, &f);  // every width, then the table
+    else train_on_gpu(&o, &f);
     cublasCheck(cublasDestroy(g_blas));
     return 0;
 }

@@ -277,12 +277,84 @@ static void test_gpu_fixture(const char* path, int mode) {
     fixture_free(&fx);
 }
 
+// Part I's plain kernels (--kernels plain) against the fixture, through the Engine that the trainer uses:
+// loss, logits, every gradient and the AdamW steps (whole and as 2 micro-batches) at the float32 bounds
+static void test_plain_fixture(const char* path) {
+    Fixture fx;
+    if (fixture_load(&fx, path) != 0) { check(0, "%s: cannot read the fixture", path); return; }
+    char base[300];
+    snprintf(base, sizeof(base), "%s plain", strrchr(path, '/') ? strrchr(path, '/') + 1 : path);
+    for (int micro = 1; micro <= 2; micro++) {
+        Model m;
+        int B, T, *inp, *tgt;
+        OptConfig o;
+        fixture_model(&fx, base, &m, &B, &T, &inp, &tgt, &o);
+        const Config c = m.cfg;
+        int BT = B * T;
+        PlainGpu pg;
+        plain_model_create(&pg, &m, B, T);
+        Engine e = plain_engine(&pg, "plain");
+        m.engine = &e;
+        if (micro == 1) {
+            float loss = model_forward(&m, inp, tgt, B, T);
+            double want_loss = entry_at(fixture_get(&fx, "loss"), 0);
+            check(fabs(loss - want_loss) <= FX_ATOL + FX_RTOL * fabs(want_loss), "%s: loss %.7f vs PyTorch %.7f",
+                  base, loss, want_loss);
+            // the raw logits, recomputed from the final norm's output (the forward left probabilities)
+            float* dlogits;
+            cudaCheck(cudaMalloc((void**)&dlogits, (size_t)BT * c.V * sizeof(float)));
+            launch_matmul_forward(dlogits, pg.d.a.lnf, c.tied ? pg.d.p[K_WTE] : pg.d.p[K_LMHEAD], NULL, BT, c.C, c.V);
+            float* logits = xmalloc((size_t)BT * c.V * sizeof(float));
+            cudaCheck(cudaMemcpy(logits, dlogits, (size_t)BT * c.V * sizeof(float), cudaMemcpyDeviceToHost));
+            for (long i = 0; i < (long)BT * c.V; i++) logits[i] *= c.logit_scale;
+            double worst, ratio = compare(logits, fixture_get(&fx, "logits"), FX_ATOL, FX_RTOL, &worst);
+            check(ratio <= 1.0, "%s: all %d x %d logits within tolerance (worst diff %.2e)", base, BT, c.V, worst);
+            cudaCheck(cudaFree(dlogits));
+            free(logits);
+            model_zero_grad(&m);
+            model_backward(&m, B, T, 1.0f);
+            cudaCheck(cudaMemcpy(m.grads, pg.d.grads, m.num_params * sizeof(float), cudaMemcpyDeviceToHost));
+            int bad = 0;
+            double worst_all = 0.0;
+            for (int i = 0; i < m.num_tensors; i++) {
+                char key[160];
+                snprintf(key, sizeof(key), "grad/%s", m.tensors[i].name);
+                FixtureEntry* want = fixture_get(&fx, key);
+                double w = 0.0;
+                ratio = want ? compare(m.grads + m.tensors[i].offset, want, FX_ATOL, FX_RTOL, &w) : INFINITY;
+                if (!(ratio <= 1.0)) printf("    %s: grad %s off by %.2e\n", base, m.tensors[i].name, w);
+                bad += !(ratio <= 1.0);
+                worst_all = fmax(worst_all, w);
+            }
+            check(bad == 0, "%s: all %d gradients within tolerance (worst diff %.2e)", base, m.num_tensors, worst_all);
+        }
+        fixture_check_steps(&fx, base, micro == 1 ? "" : "2 micro-batches: ", &m, inp, tgt, B, T, &o, micro);
+        m.engine = NULL;
+        plain_model_free(&pg);
+        free(inp);
+        free(tgt);
+        model_free(&m);
+    }
+    fixture_free(&fx);
+}
+
+static const char* fixture_names[] = {"gpt2", "gpt2_gate", "llama", "llama_gate", "llama_mha", "mixed", "mup"};
+
+static void test_plain_fixtures(void) {
+    printf("PyTorch fixtures on Part I's plain kernels (--kernels plain), float32 tolerance\n");
+    for (const char* name : fixture_names) {
+        char path[256];
+        snprintf(path, sizeof(path), "test/fixtures/model_%s.bin", name);
+        test_plain_fixture(path);
+    }
+}
+
 static void test_fixtures(void) {
-    const char* names[] = {"gpt2", "gpt2_gate", "llama", "llama_gate", "llama_mha", "mixed", "mup"};
+    const char** names = fixture_names;
     const char* titles[] = {"float32 matmuls", "TF32 matmuls (looser tolerance)", "--dtype bf16 (bf16 bound)"};
     for (int mode = MM_FP32; mode <= MM_BF16; mode++) {
         printf("PyTorch fixtures on the GPU, %s\n", titles[mode]);
-        for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        for (size_t i = 0; i < sizeof(fixture_names) / sizeof(fixture_names[0]); i++) {
             char path[256];
             snprintf(path, sizeof(path), "test/fixtures/model_%s.bin", names[i]);
             test_gpu_fixture(path, mode);
@@ -860,6 +932,40 @@ static void test_binaries(void) {
               "%s: all %d probe lines have the same fields, and agree in every number but attn.bk's (worst %.2f of the bound, at %s)", presets[pi], n,
               worst_probe, where_probe);
     }
+    // --kernels plain (Part I) against the fast kernels, 20 steps of both presets: with --tf32 0 within the
+    // float32 bound (TRAIN_RTOL), and against the default (TF32) within TF32's (TF32_TRAIN_RTOL)
+    const char* kernel_presets[] = {"-a gpt2", "-a llama -G 1 -K 2 --bias 1"};
+    const char* variants[] = {"--kernels plain", "--kernels fast --tf32 0", ""};
+    for (int pi = 0; pi < 2; pi++) {
+        double losses[3][20];
+        int ok = 1;
+        for (int v = 0; v < 3; v++) {
+            snprintf(cmd, sizeof(cmd), "%s %s %s -L 2 -C 64 -H 4 -b 4 -t 32 -x 20 -v 0 -S 0 -n 0 -i %s/train.txt "
+                     "-j %s/val.txt -o %s/kernels%d%d > %s/kernels%d%d.txt 2>&1", GPU_TRAINER, variants[v],
+                     kernel_presets[pi], dir, dir, dir, pi, v, dir, pi, v);
+            snprintf(path, sizeof(path), "%s/kernels%d%d/log.jsonl", dir, pi, v);
+            ok &= system(cmd) == 0 && read_losses(path, losses[v], 20) == 20;
+        }
+        double worst[3] = {0.0, 0.0, 0.0};
+        for (int v = 1; v < 3; v++)
+            for (int i = 0; ok && i < 20; i++)
+                worst[v] = fmax(worst[v], fabs(losses[v][i] - losses[0][i]) / fabs(losses[0][i]));
+        check(ok && worst[1] < TRAIN_RTOL, "%s: --kernels plain and fast (--tf32 0) log the same 20 losses "
+              "(worst relative diff %.2e, bound %.0e)", kernel_presets[pi], worst[1], TRAIN_RTOL);
+        check(ok && worst[2] < TF32_TRAIN_RTOL, "%s: --kernels plain and the default (fast, TF32) log the same 20 "
+              "losses (worst relative diff %.2e, bound %.1e)", kernel_presets[pi], worst[2], TF32_TRAIN_RTOL);
+    }
+    // the plain kernels are float32 only: --dtype bf16 with them is refused in one line
+    snprintf(cmd, sizeof(cmd), "%s --kernels plain --dtype bf16 -i %s/train.txt > /dev/null 2> %s/plain_err.txt",
+             GPU_TRAINER, dir, dir);
+    int refused = system(cmd);
+    snprintf(path, sizeof(path), "%s/plain_err.txt", dir);
+    char* plain_err = read_file_text(path);
+    check(WIFEXITED(refused) && WEXITSTATUS(refused) == 1 && plain_err && strstr(plain_err, "float32 only") &&
+          strchr(plain_err, '\n') == plain_err + strlen(plain_err) - 1,
+          "--kernels plain --dtype bf16 is refused with one line: %.*s", plain_err ? (int)strcspn(plain_err, "\n") : 9,
+          plain_err ? plain_err : "(nothing)");
+    free(plain_err);
     // activations of hundreds of GiB (without any T x T matrix on the device): refused before any cudaMalloc,
     // with one line
     snprintf(cmd, sizeof(cmd), "%s -i %s/train.txt -j %s/val.txt -L 2 -C 64 -H 1 -b 65536 -t 1024 -v 0 -S 0 -x 1 "
@@ -913,6 +1019,7 @@ int main(void) {
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, 0));
     printf("device: %s\n", prop.name);
+    test_plain_fixtures();
     test_fixtures();
     printf("CPU and GPU trainers side by side (float32 matmuls)\n");
     test_cpu_vs_gpu("gpt2", 0, 0, MM_FP32);

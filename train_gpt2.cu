@@ -801,7 +801,7 @@ template <typename T> __device__ T block_sum(T v) {
 
 #define EW_THREADS 256          // elementwise kernels
 #define EW_GRID(n) ceil_div((long)(n), EW_THREADS), EW_THREADS
-#define ROW_THREADS 128         // row kernels (attention, softmax): one block per row
+#define ROW_THREADS 128         // a block per row (softmax), or a warp per row and 4 rows per block (norms, gate)
 #define ROWS_PER_CHUNK 256      // deterministic column sums: rows summed per partial
 
 // ============================================================================================
@@ -810,6 +810,9 @@ template <typename T> __device__ T block_sum(T v) {
 // ============================================================================================
 
 // ---- the matrix multiply, through cuBLAS ------------------------------------------------------
+// Replaces matmul_forward_plain and matmul_backward_*_plain: the same sums in cuBLAS's tiled GEMMs
+// (TF32 or bf16 where asked). The bias is left to the next kernel that reads the output, and most
+// bias gradients to the kernels that write the gradient they sum.
 // The CPU stores matrices row-major; cuBLAS reads column-major. A row-major X[r,c] is, byte for
 // byte, the column-major matrix X^T [c,r] with leading dimension c. So each row-major product is
 // written as the product of the transposes, with the operand order swapped:
@@ -987,6 +990,8 @@ static void gpu_matmul_backward(float* dinp, __nv_bfloat16* dinp16, GradMode mod
 }
 
 // ---- embeddings -----------------------------------------------------------------------------
+// Replaces embedding_forward_plain (the same kernel) and embedding_backward_plain, whose thread per
+// channel walks every position: here one block per distinct token adds its positions, sorted on the host.
 // out[b,t,:] = wte[tok[b,t],:] (+ wpe[t,:] for learned positions)
 __global__ void embedding_forward_kernel(float* out, const int* tok, const float* wte, const float* wpe,
                                          int BT, int T, int C) {
@@ -1021,6 +1026,9 @@ __global__ void embedding_backward_wpe_kernel(float* dwpe, const float* dout, in
 }
 
 // ---- normalization: [SmallInit eq. 1] LayerNorm and [SmallInit eq. 2] RMSNorm ---------------------------
+// Replaces norm_forward_plain (a warp per row instead of a thread), residual_forward_plain with the
+// norm after it (one pass), and norm_backward_input_plain with norm_backward_params_plain (one read
+// of dout and inp for dx, dw, db and the bias gradient of the matmul before).
 // LayerNorm(h) = w * (h - mu) / sqrt(sigma^2 + eps) + b      [SmallInit eq. 1]
 // RMSNorm(h)   = w * h / sqrt(mean(h^2) + eps)               [SmallInit eq. 2]
 // eps INSIDE the square root, as on the CPU (see norm_forward there for why it matters).
@@ -1168,6 +1176,7 @@ static void gpu_norm_backward(float* dinp, GradMode mode, __nv_bfloat16* dinp16,
 }
 
 // ---- rotary position embedding (llama preset) --------------------------------------------------
+// Replaces rope_plain, and adds the projection's bias as it reads q or k.
 // Pair (2j, 2j+1) of each head vector at position t turns by t * theta^(-2j/hd). The cosines and
 // sines come from the CPU's own table (rope_table: cs [T, hd/2, 2], angles in double), computed
 // once and uploaded with the model, so the rotation is the CPU's (the same angles and products; where
@@ -1207,6 +1216,8 @@ static void gpu_rope(float* x, const float* bias, const float* cs, int BT, int T
 }
 
 // ---- causal self-attention with grouped KV heads: fused and tiled (flash attention) ------------------
+// Replaces attention_forward_plain and attention_backward_{scores,query,kv}_plain: the B H T T
+// probabilities and dP are never stored, tiles of keys sit in shared memory, the sums run in warp orders.
 // q [BT, H*hd], k and v [BT, KVH*hd]; head h reads kv head h / (H/KVH). y [BT, H*hd].
 //   A = softmax(scale * q k^T + causal mask),  y = A v
 // The T x T matrix A is never stored: the forward streams the keys and values through shared memory
@@ -1788,6 +1799,8 @@ static void gpu_attention_backward(float* dq, float* dk, float* dv, float* D, co
 }
 
 // ---- the attention gate: [SmallInit eqs. 3-4] -------------------------------------------------
+// Replaces attn_gate_forward_plain and attn_gate_backward_plain: a warp per (bt, h) instead of a
+// thread, the gate's bias added here.
 // GAttn(x) = Concat(g_1(x) * head_1, ..., g_H(x) * head_H) W_O,  g_h(x) = sigmoid(x W_h^g)  (3),(4)
 // gate [BT,H] holds x W^g on entry (the GEMM's output) and is overwritten by g = sigmoid(x W^g + b^g),
 // the bias (H entries, or NULL) added here. One warp per row r = (bt, h): its lanes read and write the
@@ -1840,6 +1853,8 @@ static void gpu_gate_backward(float* dy, float* dgpre, const float* dout, const 
 }
 
 // ---- MLP activations -----------------------------------------------------------------------------
+// Replaces gelu_*_plain and swiglu_*_plain: the biases added as the values are read, their gradients
+// summed by the backward kernels.
 // GELU (tanh form) and SwiGLU: the CPU file's per-element functions (HOSTDEV). up [rows, F] (and a,
 // SwiGLU's gate input) hold x W^T as the GEMM wrote it, without the bias: each kernel adds the bias
 // as it reads the value, forward and backward, so the sum is never stored (a pass saved in the forward;
@@ -1937,6 +1952,9 @@ static void gpu_mlp_activation_backward(float* dgpre, float* dup, float* dbgate,
 }
 
 // ---- softmax + cross-entropy, fused ------------------------------------------------------------
+// Replaces softmax_forward_plain and crossentropy_backward_plain: a block per row instead of a thread,
+// the maximum and the sum in one read, the gradient written without storing the probabilities, the
+// mean loss taken on the device.
 // a's running (max, sum of exp(x - max)) and b's combined: the larger maximum, the sums rescaled to it
 __device__ void combine_max_sum(float& m, double& s, float m2, double s2) {
     float M = fmaxf(m, m2);
@@ -2537,7 +2555,8 @@ static void gpu_backward(GpuModel* gm, int B, int T, float dloss) {
 // computed from the norm on the device, by every thread of the AdamW launch.
 
 // sqrt(sum g^2): block i sums elements [i*NORM_CHUNK, (i+1)*NORM_CHUNK) in double in a fixed
-// order, then one block adds the partials in a fixed order. Reproducible, no atomics.
+// order, then one block adds the partials in a fixed order. Reproducible, no atomics. Replaces
+// grad_sumsq_plain (a thread per chunk) and the host's sum of the chunks: nothing leaves the device.
 __global__ void grad_sq_partial_kernel(double* partial, const float* g, size_t n) {
     size_t i0 = (size_t)blockIdx.x * NORM_CHUNK, i1 = i0 + NORM_CHUNK < n ? i0 + NORM_CHUNK : n;
     double s = 0.0;
@@ -2572,6 +2591,7 @@ static double gpu_grad_norm(GpuModel* gm) {
     return n;
 }
 
+// Replaces plain_adamw_step's launch of adamw_plain per tensor with one launch over all of them.
 // One AdamW step over ALL parameters in one launch, adamw_step's arithmetic element for element:
 //   theta <- theta (1 - lr lambda)                        decoupled weight decay, [ComplexCtl eq. 1]
 //   m <- b1 m + (1-b1) g ;  v <- b2 v + (1-b2) g^2

@@ -19,7 +19,7 @@ cd "$(dirname "$0")/../.." || exit 2
 CXX=${CUDA_CPU_CXX:-g++ -O2 -march=native -std=c++17 -fopenmp -fno-math-errno -Wno-unused-function}
 TIMEOUT=600
 GEN=dev/cuda_cpu/gen/mutants
-ALL="syncthreads attn-sync transposed causal-skip grid reduction bounds adamw-table bf16-stale tc-rescale tc-diagonal tc-skip tc-sync bf16-input classifier grad-set tf32-round norm-bias gelu-bias qkv-bias rope-bias accum-zero head-dloss accum-bf16 sample-scale"
+ALL="syncthreads attn-sync transposed causal-skip grid reduction bounds adamw-table bf16-stale tc-rescale tc-diagonal tc-skip tc-sync bf16-input classifier grad-set tf32-round norm-bias gelu-bias qkv-bias rope-bias accum-zero head-dloss accum-bf16 sample-scale plain-causal plain-gqa plain-norm-db plain-wpe plain-adamw plain-logit-scale plain-rope-sign"
 
 # mutate NAME: print the sed script of mutant NAME, then (second line) how many lines of
 # `diff original mutant` start with < or > when it applies as intended.
@@ -99,6 +99,27 @@ mutate() {
         echo 2 ;;
     head-dloss)   # gpu_backward: the LM head's products without the micro-batch's share dloss (each micro-batch at full weight)
         echo '/^static void gpu_backward(/,/^}$/s/head, BT, C, c->V, sc, dloss);/head, BT, C, c->V, sc);/'
+        echo 2 ;;
+    plain-causal) # attention_backward_kv_plain (Part I): the diagonal query t = s left out of dk and dv
+        echo '/^__global__ void attention_backward_kv_plain(/,/^}$/s/for (long t = s; t < T; t++) {/for (long t = s + 1; t < T; t++) {/'
+        echo 2 ;;
+    plain-gqa)    # attention_backward_kv_plain: dk and dv from the first head of each kv head's group only
+        echo '/^__global__ void attention_backward_kv_plain(/,/^}$/s/h < (kh + 1) \* group; h++)/h < kh * group + 1; h++)/'
+        echo 2 ;;
+    plain-norm-db) # norm_backward_params_plain: the LayerNorm bias gradient never written
+        echo '/^__global__ void norm_backward_params_plain(/,/^}$/{/^    if (db) db\[c\] += sb;$/d;}'
+        echo 1 ;;
+    plain-wpe)    # embedding_backward_plain: the position embedding gets no gradient
+        echo '/^__global__ void embedding_backward_plain(/,/^}$/{/^        if (dwpe) dwpe\[/d;}'
+        echo 1 ;;
+    plain-adamw)  # adamw_plain: the second moment without its bias correction sqrt(1 - b2^t)
+        echo '/^__global__ void adamw_plain(/,/^}$/s/(sqrtf(v\[i\]) \/ k.b2c + eps)/(sqrtf(v[i]) + eps)/'
+        echo 2 ;;
+    plain-logit-scale) # softmax_forward_plain: the loss reads the target's logit without muP's scale (-I mup only)
+        echo '/^__global__ void softmax_forward_plain(/,/^}$/s/(z\[targets\[bt\]\] \* scale - mx)/(z[targets[bt]] - mx)/'
+        echo 2 ;;
+    plain-rope-sign) # plain_backward: the gradients of q turned forward again instead of back
+        echo '/^static void plain_backward(/,/^}$/s/launch_rope(a->dq, a->rope_cs, B, T, H, hd, -1.0f);/launch_rope(a->dq, a->rope_cs, B, T, H, hd, 1.0f);/'
         echo 2 ;;
     *) return 1 ;;
     esac

@@ -1,8 +1,9 @@
 /*
 train_gpt2.cu: the trainer of train_gpt2.c on NVIDIA GPUs, in one file and two parts.
 
-    make train_gpt2cu && ./train_gpt2cu -g 1.0 -e 1e-12     # gamma-init, rate 1, eps 1e-12 [SmallInit]
-    ./train_gpt2cu --kernels plain                           # the same run on Part I's kernels
+    make train_gpt2cu && ./train_gpt2cu -g 1.0 -e 1e-12   # gamma-init, rate 1, eps 1e-12
+[SmallInit]
+    ./train_gpt2cu --kernels plain                         # the same run on Part I's kernels
 
 PART I   THE MODEL ON THE GPU, PLAINLY. One float32 kernel (or two) per layer of train_gpt2.c's
          section 1, forward beside backward, one thread per output element or row, each the loop
@@ -27,16 +28,20 @@ gives the same losses bit for bit. doc/cuda.md lists the kernels, and where they
 #include "train_gpt2.c"
 
 // ---- checking every CUDA call -----------------------------------------------------------------
-#define cudaCheck(call) do { cudaError_t e_ = (call); \
-    if (e_ != cudaSuccess) fatal("CUDA error at %s:%d: %s", __FILE__, __LINE__, cudaGetErrorString(e_)); } while (0)
-#define cublasCheck(call) do { cublasStatus_t s_ = (call); \
-    if (s_ != CUBLAS_STATUS_SUCCESS) \
-        fatal("cuBLAS error at %s:%d: %s", __FILE__, __LINE__, cublasGetStatusString(s_)); } while (0)
+static void cuda_check(cudaError_t e, const char* file, int line) {
+    if (e != cudaSuccess) fatal("CUDA error at %s:%d: %s", file, line, cudaGetErrorString(e));
+}
+static void cublas_check(cublasStatus_t s, const char* file, int line) {
+    if (s != CUBLAS_STATUS_SUCCESS)
+        fatal("cuBLAS error at %s:%d: %s", file, line, cublasGetStatusString(s));
+}
+#define cudaCheck(call) cuda_check((call), __FILE__, __LINE__)
+#define cublasCheck(call) cublas_check((call), __FILE__, __LINE__)
 // After every kernel launch, LAUNCH_CHECK(kernel): a bad launch is reported where it happened. A
-// fault inside a kernel surfaces only at the next call that waits for the GPU; the debug build (make
-// train_gpt2cu DEBUG=1, which sets CUDA_DEBUG) waits after every launch, so the message names the
-// kernel, file and line that failed. g_after_op: dev/bench/bench_gpu.cu's per-kernel timer, called
-// after every launch, cuBLAS call, memset and copy of a step (NULL in the trainer).
+// fault inside a kernel surfaces only at the next call that waits for the GPU; the debug build
+// (make train_gpt2cu DEBUG=1, which sets CUDA_DEBUG) waits after every launch, so the message names
+// the kernel, file and line that failed. g_after_op: dev/bench/bench_gpu.cu's per-kernel timer,
+// called after every launch, cuBLAS call, memset and copy of a step (NULL in the trainer).
 #ifndef CUDA_DEBUG
 #define CUDA_DEBUG 0
 #endif
@@ -45,7 +50,8 @@ static void (*g_after_op)(const char* name) = NULL;
 static void launch_check(const char* kernel, const char* file, int line) {
     cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess && CUDA_DEBUG) e = cudaDeviceSynchronize();
-    if (e != cudaSuccess) fatal("CUDA error in kernel %s (%s:%d): %s", kernel, file, line, cudaGetErrorString(e));
+    if (e != cudaSuccess)
+        fatal("CUDA error in kernel %s (%s:%d): %s", kernel, file, line, cudaGetErrorString(e));
     if (g_after_op) g_after_op(kernel);
 }
 static int ceil_div(long a, long b) { return (int)((a + b - 1) / b); }
@@ -70,8 +76,8 @@ __device__ long thread_index(void) { return (long)blockIdx.x * blockDim.x + thre
 // ---- matmul: out[BT,OC] = inp[BT,C] W[OC,C]^T + bias[OC] ----------------------------------------
 // A kernel rather than one cuBLAS call, so that the sum is on the page; Part II calls cuBLAS.
 // One thread per out[bt][o].
-__global__ void matmul_forward_plain(float* out, const float* inp, const float* W, const float* bias,
-                                     int BT, int C, int OC) {
+__global__ void matmul_forward_plain(float* out, const float* inp, const float* W,
+                                     const float* bias, int BT, int C, int OC) {
     long i = thread_index();
     if (i >= (long)BT * OC) return;
     long bt = i / OC, o = i % OC;
@@ -81,13 +87,14 @@ __global__ void matmul_forward_plain(float* out, const float* inp, const float* 
 }
 static void launch_matmul_forward(float* out, const float* inp, const float* W, const float* bias,
                                   int BT, int C, int OC) {
-    matmul_forward_plain<<<plain_blocks((long)BT * OC), PLAIN_THREADS>>>(out, inp, W, bias, BT, C, OC);
+    long n = (long)BT * OC;
+    matmul_forward_plain<<<plain_blocks(n), PLAIN_THREADS>>>(out, inp, W, bias, BT, C, OC);
     LAUNCH_CHECK(matmul_forward_plain);
 }
 
 // dinp[bt][c] += sum_o dout[bt][o] W[o][c]: one thread per (bt, c)
-__global__ void matmul_backward_input_plain(float* dinp, const float* dout, const float* W, int BT, int C,
-                                            int OC) {
+__global__ void matmul_backward_input_plain(float* dinp, const float* dout, const float* W, int BT,
+                                            int C, int OC) {
     long i = thread_index();
     if (i >= (long)BT * C) return;
     long bt = i / C, c = i % C;
@@ -97,8 +104,8 @@ __global__ void matmul_backward_input_plain(float* dinp, const float* dout, cons
 }
 // dW[o][c] += sum_bt dout[bt][o] inp[bt][c], one thread per (o, c); the thread of column 0 also
 // adds dbias[o] += sum_bt dout[bt][o]
-__global__ void matmul_backward_weight_plain(float* dW, float* dbias, const float* dout, const float* inp,
-                                             int BT, int C, int OC) {
+__global__ void matmul_backward_weight_plain(float* dW, float* dbias, const float* dout,
+                                             const float* inp, int BT, int C, int OC) {
     long i = thread_index();
     if (i >= (long)OC * C) return;
     long o = i / C, c = i % C;
@@ -112,26 +119,28 @@ __global__ void matmul_backward_weight_plain(float* dW, float* dbias, const floa
 }
 static void launch_matmul_backward(float* dinp, float* dW, float* dbias, const float* dout,
                                    const float* inp, const float* W, int BT, int C, int OC) {
-    matmul_backward_input_plain<<<plain_blocks((long)BT * C), PLAIN_THREADS>>>(dinp, dout, W, BT, C, OC);
+    long inputs = (long)BT * C, weights = (long)OC * C;      // a thread each
+    matmul_backward_input_plain<<<plain_blocks(inputs), PLAIN_THREADS>>>(dinp, dout, W, BT, C, OC);
     LAUNCH_CHECK(matmul_backward_input_plain);
-    matmul_backward_weight_plain<<<plain_blocks((long)OC * C), PLAIN_THREADS>>>(dW, dbias, dout, inp, BT, C, OC);
+    matmul_backward_weight_plain<<<plain_blocks(weights), PLAIN_THREADS>>>(dW, dbias, dout, inp, BT,
+            C, OC);
     LAUNCH_CHECK(matmul_backward_weight_plain);
 }
 
 // ---- embeddings: out[b,t,:] = wte[tok[b,t],:] (+ wpe[t,:] for learned positions) ---------------
 // One thread per out[bt][c].
-__global__ void embedding_forward_plain(float* out, const int* tok, const float* wte, const float* wpe,
-                                        int B, int T, int C) {
+__global__ void embedding_forward_plain(float* out, const int* tok, const float* wte,
+                                        const float* wpe, int B, int T, int C) {
     long i = thread_index();
     if (i >= (long)B * T * C) return;
     long bt = i / C, c = i % C;
     out[i] = wte[(long)tok[bt] * C + c] + (wpe ? wpe[(bt % T) * C + c] : 0.0f);
 }
-// Each position adds its gradient to its token's row (and its position's). A token can appear twice,
-// so threads split the channels, not the positions: thread c walks every position in order (the
-// CPU's order) and adds into column c only, which no other thread writes.
-__global__ void embedding_backward_plain(float* dwte, float* dwpe, const float* dout, const int* tok,
-                                         int B, int T, int C) {
+// Each position adds its gradient to its token's row (and its position's). A token can appear
+// twice, so threads split the channels, not the positions: thread c walks every position in order
+// (the CPU's order) and adds into column c only, which no other thread writes.
+__global__ void embedding_backward_plain(float* dwte, float* dwpe, const float* dout,
+                                         const int* tok, int B, int T, int C) {
     long c = thread_index();
     if (c >= C) return;
     for (long bt = 0; bt < (long)B * T; bt++) {
@@ -141,7 +150,8 @@ __global__ void embedding_backward_plain(float* dwte, float* dwpe, const float* 
 }
 static void launch_embedding_forward(float* out, const int* tok, const float* wte, const float* wpe,
                                      int B, int T, int C) {
-    embedding_forward_plain<<<plain_blocks((long)B * T * C), PLAIN_THREADS>>>(out, tok, wte, wpe, B, T, C);
+    long n = (long)B * T * C;
+    embedding_forward_plain<<<plain_blocks(n), PLAIN_THREADS>>>(out, tok, wte, wpe, B, T, C);
     LAUNCH_CHECK(embedding_forward_plain);
 }
 static void launch_embedding_backward(float* dwte, float* dwpe, const float* dout, const int* tok,
@@ -153,9 +163,11 @@ static void launch_embedding_backward(float* dwte, float* dwpe, const float* dou
 // ---- normalization: [SmallInit eq. 1] LayerNorm, [SmallInit eq. 2] RMSNorm ---------------------
 // LayerNorm(h) = w (h - mu) / sqrt(sigma^2 + eps) + b ;  RMSNorm(h) = w h / sqrt(mean(h^2) + eps),
 // eps inside the square root (train_gpt2.c's norm_forward says why that matters for small init).
-// One thread per row: its mean, its variance, then its C outputs. mean (LayerNorm) and rstd are kept.
-__global__ void norm_forward_plain(float* out, float* mean, float* rstd, const float* inp, const float* w,
-                                   const float* b, int rms, float eps, int N, int C) {
+// One thread per row: its mean, its variance, then its C outputs. mean (LayerNorm) and rstd are
+// kept.
+__global__ void norm_forward_plain(float* out, float* mean, float* rstd, const float* inp,
+                                   const float* w, const float* b, int rms, float eps, int N,
+                                   int C) {
     long n = thread_index();
     if (n >= N) return;
     const float* x = inp + n * C;
@@ -174,8 +186,9 @@ __global__ void norm_forward_plain(float* out, float* mean, float* rstd, const f
 // With xhat = (x - mu) rstd and g = dout w (norm_backward):
 //   dx += rstd (g - mean(g) - xhat mean(g xhat))   (RMSNorm: without mean(g))
 // one thread per row, for its two means first
-__global__ void norm_backward_input_plain(float* dinp, const float* dout, const float* inp, const float* w,
-                                          const float* mean, const float* rstd, int rms, int N, int C) {
+__global__ void norm_backward_input_plain(float* dinp, const float* dout, const float* inp,
+                                          const float* w, const float* mean, const float* rstd,
+                                          int rms, int N, int C) {
     long n = thread_index();
     if (n >= N) return;
     const float* x = inp + n * C;
@@ -187,11 +200,13 @@ __global__ void norm_backward_input_plain(float* dinp, const float* dout, const 
     }
     g_mean = rms ? 0.0f : g_mean / C;
     gx_mean /= C;
-    for (int c = 0; c < C; c++) dinp[n * C + c] += s * (d[c] * w[c] - g_mean - (x[c] - mu) * s * gx_mean);
+    for (int c = 0; c < C; c++)
+        dinp[n * C + c] += s * (d[c] * w[c] - g_mean - (x[c] - mu) * s * gx_mean);
 }
 // dw[c] += sum over rows of dout xhat, db[c] += sum of dout: one thread per column, rows in order
-__global__ void norm_backward_params_plain(float* dw, float* db, const float* dout, const float* inp,
-                                           const float* mean, const float* rstd, int rms, int N, int C) {
+__global__ void norm_backward_params_plain(float* dw, float* db, const float* dout,
+                                           const float* inp, const float* mean, const float* rstd,
+                                           int rms, int N, int C) {
     long c = thread_index();
     if (c >= C) return;
     float sw = 0.0f, sb = 0.0f;
@@ -203,36 +218,41 @@ __global__ void norm_backward_params_plain(float* dw, float* db, const float* do
     dw[c] += sw;
     if (db) db[c] += sb;
 }
-static void launch_norm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
-                                const float* b, int rms, float eps, int N, int C) {
-    norm_forward_plain<<<plain_blocks(N), PLAIN_THREADS>>>(out, mean, rstd, inp, w, b, rms, eps, N, C);
+static void launch_norm_forward(float* out, float* mean, float* rstd, const float* inp,
+                                const float* w, const float* b, int rms, float eps, int N, int C) {
+    norm_forward_plain<<<plain_blocks(N), PLAIN_THREADS>>>(out, mean, rstd, inp, w, b, rms, eps, N,
+            C);
     LAUNCH_CHECK(norm_forward_plain);
 }
-static void launch_norm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
-                                 const float* w, const float* mean, const float* rstd, int rms, int N, int C) {
-    norm_backward_input_plain<<<plain_blocks(N), PLAIN_THREADS>>>(dinp, dout, inp, w, mean, rstd, rms, N, C);
+static void launch_norm_backward(float* dinp, float* dw, float* db, const float* dout,
+                                 const float* inp, const float* w, const float* mean,
+                                 const float* rstd, int rms, int N, int C) {
+    norm_backward_input_plain<<<plain_blocks(N), PLAIN_THREADS>>>(dinp, dout, inp, w, mean, rstd,
+            rms, N, C);
     LAUNCH_CHECK(norm_backward_input_plain);
-    norm_backward_params_plain<<<plain_blocks(C), PLAIN_THREADS>>>(dw, db, dout, inp, mean, rstd, rms, N, C);
+    norm_backward_params_plain<<<plain_blocks(C), PLAIN_THREADS>>>(dw, db, dout, inp, mean, rstd,
+            rms, N, C);
     LAUNCH_CHECK(norm_backward_params_plain);
 }
 
 // ---- rotary position embedding (llama preset) --------------------------------------------------
 // Pair (2j, 2j+1) of head vector h at position t turns by the angle t theta^(-2j/hd), whose cosine
-// and sine are the CPU's table cs [T, hd/2, 2] (rope_table). sign +1 forward; -1 backward, where the
-// gradient turns back by the same angle. x [B*T, nh*hd] in place; one thread per pair.
+// and sine are the CPU's table cs [T, hd/2, 2] (rope_table). sign +1 forward; -1 backward, where
+// the gradient turns back by the same angle. x [B*T, nh*hd] in place; one thread per pair.
 __global__ void rope_plain(float* x, const float* cs, int BT, int T, int nh, int hd, float sign) {
     long i = thread_index(), pairs = hd / 2;
     if (i >= (long)BT * nh * pairs) return;
     long bt = i / (nh * pairs), j = i % pairs;
     const float* ct = cs + ((bt % T) * pairs + j) * 2;
     float c = ct[0], sn = sign * ct[1];
-    float* v = x + 2 * i;                       // pair i is x[2i], x[2i+1]: rows of nh*hd, heads of hd
+    float* v = x + 2 * i; // pair i is x[2i], x[2i+1]: rows of nh*hd, heads of hd
     float a = v[0], b = v[1];
     v[0] = a * c - b * sn;
     v[1] = a * sn + b * c;
 }
 static void launch_rope(float* x, const float* cs, int B, int T, int nh, int hd, float sign) {
-    rope_plain<<<plain_blocks((long)B * T * nh * (hd / 2)), PLAIN_THREADS>>>(x, cs, B * T, T, nh, hd, sign);
+    long n = (long)B * T * nh * (hd / 2);
+    rope_plain<<<plain_blocks(n), PLAIN_THREADS>>>(x, cs, B * T, T, nh, hd, sign);
     LAUNCH_CHECK(rope_plain);
 }
 
@@ -240,8 +260,9 @@ static void launch_rope(float* x, const float* cs, int B, int T, int nh, int hd,
 // q [BT, H*hd], k and v [BT, KVH*hd]; head h reads kv head h / (H/KVH). att [B,H,T,T] keeps the
 // probabilities for the backward pass.  A = softmax(scale q k^T + causal mask),  y = A v
 // One thread per query row (b, h, t): its scores, their softmax, then the weighted sum of values.
-__global__ void attention_forward_plain(float* y, float* att, const float* q, const float* k, const float* v,
-                                        int B, int T, int H, int KVH, int hd, float scale) {
+__global__ void attention_forward_plain(float* y, float* att, const float* q, const float* k,
+                                        const float* v, int B, int T, int H, int KVH, int hd,
+                                        float scale) {
     long row = thread_index();                      // row = (b H + h) T + t
     if (row >= (long)B * H * T) return;
     long t = row % T, h = row / T % H, b = row / ((long)T * H), kh = h / (H / KVH);
@@ -269,10 +290,12 @@ __global__ void attention_forward_plain(float* y, float* att, const float* q, co
 }
 // The backward (attention_backward), in three kernels, each writing what it computes:
 //   dA[t,s] = dy_t . v_s ;  dP[t,s] = A[t,s] (dA[t,s] - sum_s' A[t,s'] dA[t,s']) scale
-//   dq_t = sum_s dP[t,s] k_s ;  dk_s = sum_{h of the group} sum_{t>=s} dP[t,s] q_t ;  dv_s = sum A[t,s] dy_t
+//   dq_t = sum_s dP[t,s] k_s ;  dk_s = sum_{h of the group} sum_{t>=s} dP[t,s] q_t ;  dv_s = sum
+//   A[t,s] dy_t
 // (a) one thread per query row (b, h, t): its row of dP, into dP [B,H,T,T]
-__global__ void attention_backward_scores_plain(float* dP, const float* dy, const float* att, const float* v,
-                                                int B, int T, int H, int KVH, int hd, float scale) {
+__global__ void attention_backward_scores_plain(float* dP, const float* dy, const float* att,
+                                                const float* v, int B, int T, int H, int KVH,
+                                                int hd, float scale) {
     long row = thread_index();
     if (row >= (long)B * H * T) return;
     long t = row % T, h = row / T % H, b = row / ((long)T * H), kh = h / (H / KVH);
@@ -291,8 +314,8 @@ __global__ void attention_backward_scores_plain(float* dP, const float* dy, cons
     for (long s = 0; s <= t; s++) dp[s] = a[s] * (dp[s] - adot) * scale;
 }
 // (b) one thread per element dq[b,t,h,i]
-__global__ void attention_backward_query_plain(float* dq, const float* dP, const float* k, int B, int T, int H,
-                                               int KVH, int hd) {
+__global__ void attention_backward_query_plain(float* dq, const float* dP, const float* k, int B,
+                                               int T, int H, int KVH, int hd) {
     long e = thread_index(), qd = (long)H * hd, kvd = (long)KVH * hd;
     if (e >= (long)B * T * qd) return;
     long bt = e / qd, h = e % qd / hd, i = e % hd, b = bt / T, t = bt % T, kh = h / (H / KVH);
@@ -301,11 +324,11 @@ __global__ void attention_backward_query_plain(float* dq, const float* dP, const
     for (long u = 0; u <= t; u++) s += dp[u] * k[(b * T + u) * kvd + kh * hd + i];
     dq[e] = s;
 }
-// (c) one thread per element of dk[b,s,kh,i] and dv[b,s,kh,i]: over the heads of kv head kh, then the
-// queries t >= s, the CPU's order
+// (c) one thread per element of dk[b,s,kh,i] and dv[b,s,kh,i]: over the heads of kv head kh, then
+// the queries t >= s, the CPU's order
 __global__ void attention_backward_kv_plain(float* dk, float* dv, const float* dP, const float* att,
-                                            const float* q, const float* dy, int B, int T, int H, int KVH,
-                                            int hd) {
+                                            const float* q, const float* dy, int B, int T, int H,
+                                            int KVH, int hd) {
     long e = thread_index(), qd = (long)H * hd, kvd = (long)KVH * hd;
     if (e >= (long)B * T * kvd) return;
     long bs = e / kvd, kh = e % kvd / hd, i = e % hd, b = bs / T, s = bs % T, group = H / KVH;
@@ -319,31 +342,36 @@ __global__ void attention_backward_kv_plain(float* dk, float* dv, const float* d
     dk[e] = sk;
     dv[e] = sv;
 }
-static void launch_attention_forward(float* y, float* att, const float* q, const float* k, const float* v,
-                                     int B, int T, int H, int KVH, int hd, float scale) {
-    attention_forward_plain<<<plain_blocks((long)B * H * T), PLAIN_THREADS>>>(y, att, q, k, v, B, T, H, KVH, hd,
-                                                                              scale);
+static void launch_attention_forward(float* y, float* att, const float* q, const float* k,
+                                     const float* v, int B, int T, int H, int KVH, int hd,
+                                     float scale) {
+    long n = (long)B * H * T;
+    attention_forward_plain<<<plain_blocks(n), PLAIN_THREADS>>>(y, att, q, k, v, B, T, H, KVH, hd,
+            scale);
     LAUNCH_CHECK(attention_forward_plain);
 }
 // dq, dk, dv are written (not added to); dP: B H T T floats of scratch
 static void launch_attention_backward(float* dq, float* dk, float* dv, float* dP, const float* dy,
-                                      const float* att, const float* q, const float* k, const float* v,
-                                      int B, int T, int H, int KVH, int hd, float scale) {
-    attention_backward_scores_plain<<<plain_blocks((long)B * H * T), PLAIN_THREADS>>>(dP, dy, att, v, B, T, H,
-                                                                                      KVH, hd, scale);
+                                      const float* att, const float* q, const float* k,
+                                      const float* v, int B, int T, int H, int KVH, int hd,
+                                      float scale) {
+    long rows = (long)B * H * T, dqs = (long)B * T * H * hd, dks = (long)B * T * KVH * hd;
+    attention_backward_scores_plain<<<plain_blocks(rows), PLAIN_THREADS>>>(dP, dy, att, v, B, T, H,
+            KVH, hd, scale);
     LAUNCH_CHECK(attention_backward_scores_plain);
-    attention_backward_query_plain<<<plain_blocks((long)B * T * H * hd), PLAIN_THREADS>>>(dq, dP, k, B, T, H,
-                                                                                          KVH, hd);
+    attention_backward_query_plain<<<plain_blocks(dqs), PLAIN_THREADS>>>(dq, dP, k, B, T, H, KVH,
+            hd);
     LAUNCH_CHECK(attention_backward_query_plain);
-    attention_backward_kv_plain<<<plain_blocks((long)B * T * KVH * hd), PLAIN_THREADS>>>(dk, dv, dP, att, q, dy,
-                                                                                         B, T, H, KVH, hd);
+    attention_backward_kv_plain<<<plain_blocks(dks), PLAIN_THREADS>>>(dk, dv, dP, att, q, dy, B, T,
+            H, KVH, hd);
     LAUNCH_CHECK(attention_backward_kv_plain);
 }
 
 // ---- the attention gate: [SmallInit eqs. 3-4] --------------------------------------------------
 // GAttn(x) = Concat(g_1(x) head_1, ..., g_H(x) head_H) W_O,  g_h(x) = sigmoid(x W_h^g)
 // gate [BT,H] holds the pre-activation on entry and g on return. One thread per (bt, h).
-__global__ void attn_gate_forward_plain(float* out, float* gate, const float* y, int BT, int H, int hd) {
+__global__ void attn_gate_forward_plain(float* out, float* gate, const float* y, int BT, int H,
+                                        int hd) {
     long r = thread_index();                        // r = bt H + h
     if (r >= (long)BT * H) return;
     float g = sigmoid_of(gate[r]);
@@ -362,13 +390,17 @@ __global__ void attn_gate_backward_plain(float* dy, float* dgate, const float* d
     }
     dgate[r] = s * g * (1.0f - g);
 }
-static void launch_attn_gate_forward(float* out, float* gate, const float* y, int BT, int H, int hd) {
-    attn_gate_forward_plain<<<plain_blocks((long)BT * H), PLAIN_THREADS>>>(out, gate, y, BT, H, hd);
+static void launch_attn_gate_forward(float* out, float* gate, const float* y, int BT, int H,
+                                     int hd) {
+    long n = (long)BT * H;
+    attn_gate_forward_plain<<<plain_blocks(n), PLAIN_THREADS>>>(out, gate, y, BT, H, hd);
     LAUNCH_CHECK(attn_gate_forward_plain);
 }
 static void launch_attn_gate_backward(float* dy, float* dgate, const float* dout, const float* y,
                                       const float* gate, int BT, int H, int hd) {
-    attn_gate_backward_plain<<<plain_blocks((long)BT * H), PLAIN_THREADS>>>(dy, dgate, dout, y, gate, BT, H, hd);
+    long n = (long)BT * H;
+    attn_gate_backward_plain<<<plain_blocks(n), PLAIN_THREADS>>>(dy, dgate, dout, y, gate, BT, H,
+            hd);
     LAUNCH_CHECK(attn_gate_backward_plain);
 }
 
@@ -386,8 +418,8 @@ __global__ void swiglu_forward_plain(float* out, const float* a, const float* u,
     long i = thread_index();
     if (i < N) out[i] = swiglu_of(a[i], u[i]);
 }
-__global__ void swiglu_backward_plain(float* da, float* du, const float* a, const float* u, const float* dout,
-                                      long N) {
+__global__ void swiglu_backward_plain(float* da, float* du, const float* a, const float* u,
+                                      const float* dout, long N) {
     long i = thread_index();
     if (i < N) swiglu_grad_of(a[i], u[i], dout[i], &da[i], &du[i]);
 }
@@ -403,8 +435,8 @@ static void launch_swiglu_forward(float* out, const float* a, const float* u, lo
     swiglu_forward_plain<<<plain_blocks(N), PLAIN_THREADS>>>(out, a, u, N);
     LAUNCH_CHECK(swiglu_forward_plain);
 }
-static void launch_swiglu_backward(float* da, float* du, const float* a, const float* u, const float* dout,
-                                   long N) {
+static void launch_swiglu_backward(float* da, float* du, const float* a, const float* u,
+                                   const float* dout, long N) {
     swiglu_backward_plain<<<plain_blocks(N), PLAIN_THREADS>>>(da, du, a, u, dout, N);
     LAUNCH_CHECK(swiglu_backward_plain);
 }
@@ -423,8 +455,8 @@ static void launch_residual_forward(float* out, const float* a, const float* b, 
 // logits [BT,V] (each times scale: muP's logit multiplier, 1 otherwise) are replaced by their
 // probabilities; losses[bt] = -log p[target] = log(sum) - (z_t - max), exact where p underflows.
 // Without targets (sampling) only the probabilities. One thread per row, three passes over it.
-__global__ void softmax_forward_plain(float* logits, float* losses, const int* targets, int BT, int V,
-                                      float scale) {
+__global__ void softmax_forward_plain(float* logits, float* losses, const int* targets, int BT,
+                                      int V, float scale) {
     long bt = thread_index();
     if (bt >= BT) return;
     float* z = logits + bt * V;
@@ -437,7 +469,8 @@ __global__ void softmax_forward_plain(float* logits, float* losses, const int* t
 }
 // d (scale x the mean loss over BT rows) / d logits = scale (p - onehot(target)) / BT, written over
 // p, one thread per element (crossentropy_backward)
-__global__ void crossentropy_backward_plain(float* probs, const int* targets, int BT, int V, float scale) {
+__global__ void crossentropy_backward_plain(float* probs, const int* targets, int BT, int V,
+                                            float scale) {
     long i = thread_index();
     if (i >= (long)BT * V) return;
     float inv = 1.0f / BT, d = probs[i] * inv;
@@ -446,14 +479,17 @@ __global__ void crossentropy_backward_plain(float* probs, const int* targets, in
 }
 static void launch_softmax_forward(float* logits, float* losses, const int* targets, int BT, int V,
                                    float scale) {
-    softmax_forward_plain<<<plain_blocks(BT), PLAIN_THREADS>>>(logits, losses, targets, BT, V, scale);
+    softmax_forward_plain<<<plain_blocks(BT), PLAIN_THREADS>>>(logits, losses, targets, BT, V,
+            scale);
     LAUNCH_CHECK(softmax_forward_plain);
 }
 // The LM head's backward (lm_head_backward): the logits' gradient over the probabilities, then the
 // matmul's backward into the final norm's output and the head's weight
-static void launch_lm_head_backward(float* dinp, float* dW, float* probs, const int* targets, const float* inp,
-                                    const float* W, int BT, int C, int V, float scale) {
-    crossentropy_backward_plain<<<plain_blocks((long)BT * V), PLAIN_THREADS>>>(probs, targets, BT, V, scale);
+static void launch_lm_head_backward(float* dinp, float* dW, float* probs, const int* targets,
+                                    const float* inp, const float* W, int BT, int C, int V,
+                                    float scale) {
+    long n = (long)BT * V;
+    crossentropy_backward_plain<<<plain_blocks(n), PLAIN_THREADS>>>(probs, targets, BT, V, scale);
     LAUNCH_CHECK(crossentropy_backward_plain);
     launch_matmul_backward(dinp, dW, NULL, probs, inp, W, BT, C, V);
 }
@@ -477,7 +513,7 @@ typedef struct {
 
 #define NORM_CHUNK 65536                  // gradients per partial sum of the gradient norm
 
-static void plain_copy_state(PlainGpu* pg, cudaMemcpyKind dir) {      // params, m, v: host <-> device
+static void plain_copy_state(PlainGpu* pg, cudaMemcpyKind dir) { // params, m, v: host <-> device
     Model *d = &pg->d, *h = pg->host;
     size_t bytes = h->num_params * sizeof(float);
     int up = dir == cudaMemcpyHostToDevice;
@@ -512,7 +548,8 @@ static void plain_model_create(PlainGpu* pg, Model* host, int B, int T) {
         int hd = c->C / c->H;
         float* cs = zeroed_floats((size_t)T * hd);
         rope_table(cs, T, hd, c->rope_theta);
-        cudaCheck(cudaMemcpy(d->a.rope_cs, cs, (size_t)T * hd * sizeof(float), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(d->a.rope_cs, cs, (size_t)T * hd * sizeof(float),
+                             cudaMemcpyHostToDevice));
         free(cs);
     }
     int chunks = ceil_div((long)n, NORM_CHUNK);
@@ -542,11 +579,14 @@ static float plain_forward(PlainGpu* pg, const int* tokens, const int* targets, 
     Acts* a = &m->a;
     int BT = B * T, C = c->C, H = c->H, KVH = c->KVH, hd = C / H, F = c->F;
     int qd = H * hd, kvd = KVH * hd;
-    if (B > m->B || T > m->T) fatal("internal: forward with B=%d T=%d exceeds buffers %dx%d", B, T, m->B, m->T);
+    if (B > m->B || T > m->T)
+        fatal("internal: forward with B=%d T=%d exceeds buffers %dx%d", B, T, m->B, m->T);
     for (int i = 0; i < BT; i++)
-        if (tokens[i] < 0 || tokens[i] >= c->V) fatal("token id %d out of range [0, %d)", tokens[i], c->V);
+        if (tokens[i] < 0 || tokens[i] >= c->V)
+            fatal("token id %d out of range [0, %d)", tokens[i], c->V);
     cudaCheck(cudaMemcpy(m->tokens, tokens, BT * sizeof(int), cudaMemcpyHostToDevice));
-    if (targets) cudaCheck(cudaMemcpy(m->targets, targets, BT * sizeof(int), cudaMemcpyHostToDevice));
+    if (targets)
+        cudaCheck(cudaMemcpy(m->targets, targets, BT * sizeof(int), cudaMemcpyHostToDevice));
     launch_embedding_forward(a->res, m->tokens, m->p[K_WTE], m->p[K_WPE], B, T, C);
     for (int l = 0; l < c->L; l++) {
         LayerActs la = layer_acts(a, c, l, (long)m->B * m->T, m->T);
@@ -560,9 +600,11 @@ static float plain_forward(PlainGpu* pg, const int* tokens, const int* targets, 
             launch_rope(la.q, a->rope_cs, B, T, H, hd, 1.0f);
             launch_rope(la.k, a->rope_cs, B, T, KVH, hd, 1.0f);
         }
-        launch_attention_forward(la.yatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd, c->attn_scale);
+        launch_attention_forward(la.yatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd,
+                                 c->attn_scale);
         if (c->attn_gate) {
-            launch_matmul_forward(la.attn_gate, la.ln1, param_of(m, K_WG, l), param_of(m, K_BG, l), BT, C, H);
+            launch_matmul_forward(la.attn_gate, la.ln1, param_of(m, K_WG, l), param_of(m, K_BG, l),
+                                  BT, C, H);
             launch_attn_gate_forward(la.yg, la.attn_gate, la.yatt, BT, H, hd);
         }
         launch_matmul_forward(a->tmp, la.yg, param_of(m, K_WO, l), param_of(m, K_BO, l), BT, qd, C);
@@ -570,22 +612,26 @@ static float plain_forward(PlainGpu* pg, const int* tokens, const int* targets, 
         // MLP sublayer: xout = xmid + MLP(Norm2(xmid))
         launch_norm_forward(la.ln2, la.ln2_mean, la.ln2_rstd, la.xmid, param_of(m, K_LN2W, l),
                             param_of(m, K_LN2B, l), c->rmsnorm, c->eps, BT, C);
-        launch_matmul_forward(la.up, la.ln2, param_of(m, K_WUP, l), param_of(m, K_BUP, l), BT, C, F);
+        launch_matmul_forward(la.up, la.ln2, param_of(m, K_WUP, l), param_of(m, K_BUP, l), BT, C,
+                              F);
         if (c->swiglu) {
-            launch_matmul_forward(la.mlp_gate, la.ln2, param_of(m, K_WGATE, l), param_of(m, K_BGATE, l),
-                                  BT, C, F);
+            launch_matmul_forward(la.mlp_gate, la.ln2, param_of(m, K_WGATE, l),
+                                  param_of(m, K_BGATE, l), BT, C, F);
             launch_swiglu_forward(la.hact, la.mlp_gate, la.up, (long)BT * F);
         } else {
             launch_gelu_forward(la.hact, la.up, (long)BT * F);
         }
-        launch_matmul_forward(a->tmp, la.hact, param_of(m, K_WDOWN, l), param_of(m, K_BDOWN, l), BT, F, C);
+        launch_matmul_forward(a->tmp, la.hact, param_of(m, K_WDOWN, l), param_of(m, K_BDOWN, l), BT,
+                              F, C);
         launch_residual_forward(la.xout, la.xmid, a->tmp, (long)BT * C);
     }
     float* xL = a->res + (long)c->L * m->B * m->T * C;
-    launch_norm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, xL, m->p[K_LNFW], m->p[K_LNFB], c->rmsnorm, c->eps,
-                        BT, C);
-    launch_matmul_forward(a->logits, a->lnf, c->tied ? m->p[K_WTE] : m->p[K_LMHEAD], NULL, BT, C, c->V);
-    launch_softmax_forward(a->logits, a->losses, targets ? m->targets : NULL, BT, c->V, c->logit_scale);
+    launch_norm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, xL, m->p[K_LNFW], m->p[K_LNFB],
+                        c->rmsnorm, c->eps, BT, C);
+    launch_matmul_forward(a->logits, a->lnf, c->tied ? m->p[K_WTE] : m->p[K_LMHEAD], NULL, BT, C,
+                          c->V);
+    launch_softmax_forward(a->logits, a->losses, targets ? m->targets : NULL, BT, c->V,
+                           c->logit_scale);
     if (!targets) return 0.0f;
     cudaCheck(cudaMemcpy(pg->losses_h, a->losses, BT * sizeof(float), cudaMemcpyDeviceToHost));
     double sum = 0.0;
@@ -607,22 +653,24 @@ static void plain_backward(PlainGpu* pg, int B, int T, float dloss) {
     cudaCheck(cudaMemset(a->dln, 0, row_bytes));
     const float* head = c->tied ? m->p[K_WTE] : m->p[K_LMHEAD];
     float* dhead = c->tied ? m->g[K_WTE] : m->g[K_LMHEAD];
-    launch_lm_head_backward(a->dln, dhead, a->logits, m->targets, a->lnf, head, BT, C, c->V, c->logit_scale * dloss);
+    launch_lm_head_backward(a->dln, dhead, a->logits, m->targets, a->lnf, head, BT, C, c->V,
+                            c->logit_scale * dloss);
     cudaCheck(cudaMemset(a->dres, 0, row_bytes));
-    launch_norm_backward(a->dres, m->g[K_LNFW], m->g[K_LNFB], a->dln, a->res + c->L * s_c, m->p[K_LNFW],
-                         a->lnf_mean, a->lnf_rstd, c->rmsnorm, BT, C);
+    launch_norm_backward(a->dres, m->g[K_LNFW], m->g[K_LNFB], a->dln, a->res + c->L * s_c,
+                         m->p[K_LNFW], a->lnf_mean, a->lnf_rstd, c->rmsnorm, BT, C);
     // blocks in reverse; a->dres carries d loss / d residual stream
     for (int l = c->L - 1; l >= 0; l--) {
         LayerActs la = layer_acts(a, c, l, (long)m->B * m->T, m->T);
         // MLP sublayer
         cudaCheck(cudaMemset(a->dhact, 0, (size_t)BT * F * sizeof(float)));
-        launch_matmul_backward(a->dhact, grad_of(m, K_WDOWN, l), grad_of(m, K_BDOWN, l), a->dres, la.hact,
-                               param_of(m, K_WDOWN, l), BT, F, C);
+        launch_matmul_backward(a->dhact, grad_of(m, K_WDOWN, l), grad_of(m, K_BDOWN, l), a->dres,
+                               la.hact, param_of(m, K_WDOWN, l), BT, F, C);
         cudaCheck(cudaMemset(a->dln, 0, row_bytes));
         if (c->swiglu) {
-            launch_swiglu_backward(a->dmlp_gate, a->dup, la.mlp_gate, la.up, a->dhact, (long)BT * F);
-            launch_matmul_backward(a->dln, grad_of(m, K_WGATE, l), grad_of(m, K_BGATE, l), a->dmlp_gate, la.ln2,
-                                   param_of(m, K_WGATE, l), BT, C, F);
+            launch_swiglu_backward(a->dmlp_gate, a->dup, la.mlp_gate, la.up, a->dhact,
+                                   (long)BT * F);
+            launch_matmul_backward(a->dln, grad_of(m, K_WGATE, l), grad_of(m, K_BGATE, l),
+                                   a->dmlp_gate, la.ln2, param_of(m, K_WGATE, l), BT, C, F);
         } else {
             launch_gelu_backward(a->dup, la.up, a->dhact, (long)BT * F);
         }
@@ -637,13 +685,14 @@ static void plain_backward(PlainGpu* pg, int B, int T, float dloss) {
         cudaCheck(cudaMemset(a->dln, 0, row_bytes));
         float* dyatt = a->dyg;
         if (c->attn_gate) {
-            launch_attn_gate_backward(a->dyatt, a->dattn_gate, a->dyg, la.yatt, la.attn_gate, BT, H, hd);
-            launch_matmul_backward(a->dln, grad_of(m, K_WG, l), grad_of(m, K_BG, l), a->dattn_gate, la.ln1,
-                                   param_of(m, K_WG, l), BT, C, H);
+            launch_attn_gate_backward(a->dyatt, a->dattn_gate, a->dyg, la.yatt, la.attn_gate, BT, H,
+                                      hd);
+            launch_matmul_backward(a->dln, grad_of(m, K_WG, l), grad_of(m, K_BG, l), a->dattn_gate,
+                                   la.ln1, param_of(m, K_WG, l), BT, C, H);
             dyatt = a->dyatt;
         }
-        launch_attention_backward(a->dq, a->dk, a->dv, pg->dP, dyatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd,
-                                  c->attn_scale);
+        launch_attention_backward(a->dq, a->dk, a->dv, pg->dP, dyatt, la.att, la.q, la.k, la.v, B,
+                                  T, H, KVH, hd, c->attn_scale);
         if (c->rope) {
             launch_rope(a->dq, a->rope_cs, B, T, H, hd, -1.0f);
             launch_rope(a->dk, a->rope_cs, B, T, KVH, hd, -1.0f);
@@ -664,7 +713,8 @@ static void plain_backward(PlainGpu* pg, int B, int T, float dloss) {
 // 3. The optimizer: the gradient norm and AdamW (train_gpt2.c section 4)
 // ============================================================================================
 
-// partial[k] = sum of g^2 over chunk k of NORM_CHUNK gradients, in double, in order: one thread per chunk
+// partial[k] = sum of g^2 over chunk k of NORM_CHUNK gradients, in double, in order: one thread per
+// chunk
 __global__ void grad_sumsq_plain(double* partial, const float* g, long n) {
     long k = thread_index();
     if (k * NORM_CHUNK >= n) return;
@@ -690,8 +740,8 @@ static double plain_grad_norm(PlainGpu* pg) {
 //   m <- b1 m + (1-b1) g ;  v <- b2 v + (1-b2) g^2
 //   theta <- theta - lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
 // Each gradient is zeroed once read, so the next backward starts from zeros.
-__global__ void adamw_plain(float* p, float* g, float* m, float* v, long n, AdamwScalars k, float beta1,
-                            float beta2, float eps, float grad_scale) {
+__global__ void adamw_plain(float* p, float* g, float* m, float* v, long n, AdamwScalars k,
+                            float beta1, float beta2, float eps, float grad_scale) {
     long i = thread_index();
     if (i >= n) return;
     float gi = g[i] * grad_scale;
@@ -702,43 +752,58 @@ __global__ void adamw_plain(float* p, float* g, float* m, float* v, long n, Adam
     p[i] -= k.step_size * m[i] / (sqrtf(v[i]) / k.b2c + eps);
 }
 // adamw_step: tensor by tensor, each with its learning-rate multiplier and decay flag
-static void plain_adamw_step(PlainGpu* pg, const OptConfig* o, float sched_lr, int t, float grad_scale) {
+static void plain_adamw_step(PlainGpu* pg, const OptConfig* o, float sched_lr, int t,
+                             float grad_scale) {
     Model* m = &pg->d;
     for (int i = 0; i < m->num_tensors; i++) {
         const Tensor* tn = &m->tensors[i];
         size_t at = tn->offset;
-        adamw_plain<<<plain_blocks((long)tn->numel), PLAIN_THREADS>>>(
-            m->params + at, m->grads + at, m->adam_m + at, m->adam_v + at, (long)tn->numel,
-            adamw_scalars(o, tn, sched_lr, t), o->beta1, o->beta2, o->adam_eps, grad_scale);
+        long n = (long)tn->numel;
+        adamw_plain<<<plain_blocks(n), PLAIN_THREADS>>>(m->params + at, m->grads + at,
+                m->adam_m + at, m->adam_v + at, (long)tn->numel, adamw_scalars(o, tn, sched_lr, t),
+                o->beta1, o->beta2, o->adam_eps, grad_scale);
         LAUNCH_CHECK(adamw_plain);
     }
 }
 
-// ---- the Engine: how train_gpt2.c's loop (train) reaches these ------------------------------------
-// model_forward, model_zero_grad, model_backward, grad_norm and adamw_step of train_gpt2.c hand
-// their work to these functions when the host Model's engine is set (section 7 there).
+// ---- the Engine: how train_gpt2.c's loop (train) reaches these
+// ------------------------------------ model_forward, model_zero_grad, model_backward, grad_norm
+// and adamw_step of train_gpt2.c hand their work to these functions when the host Model's engine is
+// set (section 7 there).
 static float plain_engine_forward(void* pg, const int* inp, const int* tgt, int B, int T) {
     return plain_forward((PlainGpu*)pg, inp, tgt, B, T);
 }
 static const float* plain_engine_probs(void* ctx, int bt, int V) {     // one row for sampling
     PlainGpu* pg = (PlainGpu*)ctx;
-    cudaCheck(cudaMemcpy(pg->probs_h, pg->d.a.logits + (size_t)bt * V, V * sizeof(float), cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(pg->probs_h, pg->d.a.logits + (size_t)bt * V, V * sizeof(float),
+                         cudaMemcpyDeviceToHost));
     return pg->probs_h;
 }
 static void plain_engine_zero_grad(void* ctx) {
     PlainGpu* pg = (PlainGpu*)ctx;
     cudaCheck(cudaMemset(pg->d.grads, 0, pg->d.num_params * sizeof(float)));
 }
-static void plain_engine_backward(void* pg, int B, int T, float dloss) { plain_backward((PlainGpu*)pg, B, T, dloss); }
+static void plain_engine_backward(void* pg, int B, int T, float dloss) {
+    plain_backward((PlainGpu*)pg, B, T, dloss);
+}
 static double plain_engine_grad_norm(void* pg) { return plain_grad_norm((PlainGpu*)pg); }
 static void plain_engine_update(void* pg, const OptConfig* o, float lr, int t, float grad_scale) {
     plain_adamw_step((PlainGpu*)pg, o, lr, t, grad_scale);
     cudaCheck(cudaDeviceSynchronize());      // the step is done when the loop takes its time
 }
-static void plain_engine_to_host(void* pg) { plain_copy_state((PlainGpu*)pg, cudaMemcpyDeviceToHost); }
+static void plain_engine_to_host(void* pg) {
+    plain_copy_state((PlainGpu*)pg, cudaMemcpyDeviceToHost);
+}
 static Engine plain_engine(PlainGpu* pg, const char* device) {
-    return (Engine){device, pg, plain_engine_forward, plain_engine_probs, plain_engine_zero_grad,
-                    plain_engine_backward, plain_engine_grad_norm, plain_engine_update, plain_engine_to_host};
+    return (Engine){device,
+                    pg,
+                    plain_engine_forward,
+                    plain_engine_probs,
+                    plain_engine_zero_grad,
+                    plain_engine_backward,
+                    plain_engine_grad_norm,
+                    plain_engine_update,
+                    plain_engine_to_host};
 }
 
 

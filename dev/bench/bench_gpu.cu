@@ -365,13 +365,23 @@ static double measured_peak(int n, int bf16) {
 }
 
 // bm's training step in the current mode, `micro` micro-batches of B x T per update as train() runs
-// -d (micro 1: the plain step): ms/step, tokens/s, MFU, and the per-kernel table of one profiled step
-static void bench_gpu(const BenchModel* bm, const char* mode, int warmup, int steps, double peak, int micro) {
+// -d (micro 1: one batch per update), on the fast kernels or, with plain, on Part I's: ms/step,
+// tokens/s, MFU, and the per-kernel table of one profiled step
+static void bench_gpu(const BenchModel* bm, const char* mode, int warmup, int steps, double peak, int micro,
+                      int plain) {
     Model host;
     build_model(&host, bm);
     int B = bm->o.B, T = bm->o.T, BT = B * T;
     GpuModel gm;
-    gpu_model_create(&gm, &host, B, T);
+    PlainGpu pg;
+    Engine e;
+    if (plain) {
+        plain_model_create(&pg, &host, B, T);
+        e = plain_engine(&pg, mode);
+    } else {
+        gpu_model_create(&gm, &host, B, T);
+        e = gpu_engine(&gm, mode);
+    }
     OptConfig opt = bm->o.opt;
     opt.steps = warmup + steps;
     Rng g;
@@ -382,15 +392,15 @@ static void bench_gpu(const BenchModel* bm, const char* mode, int warmup, int st
         inp[i] = (int)(rng_u32(&g) % (unsigned)bm->V);
         tgt[i] = (int)(rng_u32(&g) % (unsigned)bm->V);
     }
-    // one step as train() runs it: the loss and the norm come back to the host
+    // one step as train() runs it, through the Engine: the loss and the norm come back to the host
     auto step = [&](int s) {
         for (int mb = 0; mb < micro; mb++) {
-            gpu_forward(&gm, inp, tgt, B, T);
-            if (mb == 0) gpu_zero_grad(&gm);
-            gpu_backward(&gm, B, T, 1.0f / micro);
+            e.forward(e.ctx, inp, tgt, B, T);
+            if (mb == 0) e.zero_grad(e.ctx);
+            e.backward(e.ctx, B, T, 1.0f / micro);
         }
-        gpu_grad_norm(&gm);
-        gpu_adamw_step(&gm, &opt, lr_at(&opt, s), s + 1);
+        double norm = e.grad_norm(e.ctx);
+        e.update(e.ctx, &opt, lr_at(&opt, s), s + 1, clip_scale(opt.clip, norm));
     };
     for (int s = 0; s < warmup; s++) step(s);
     cudaCheck(cudaDeviceSynchronize());
@@ -411,7 +421,7 @@ static void bench_gpu(const BenchModel* bm, const char* mode, int warmup, int st
     for (size_t i = 1; i < g_marks.size(); i++) {
         double d = elapsed_ms(g_marks[i - 1].ev, g_marks[i].ev);
         total += d;
-        if (strncmp(g_marks[i].name, "gemm", 4) == 0) gemm_ms += d;
+        if (!strncmp(g_marks[i].name, "gemm", 4) || !strncmp(g_marks[i].name, "matmul_", 7)) gemm_ms += d;
         size_t j = 0;
         while (j < byname.size() && byname[j].name != g_marks[i].name) j++;
         if (j == byname.size()) byname.push_back({g_marks[i].name, 0, 0.0});
@@ -434,7 +444,8 @@ static void bench_gpu(const BenchModel* bm, const char* mode, int warmup, int st
         printf("  %-40s %8d %10.3f %6.1f%%\n", e.name.c_str(), e.launches, e.ms, 100 * e.ms / total);
     free(inp);
     free(tgt);
-    gpu_model_free(&gm);
+    if (plain) plain_model_free(&pg);
+    else gpu_model_free(&gm);
     model_free(&host);
 }
 #endif
@@ -485,9 +496,13 @@ int main(int argc, char** argv) {
         double peak = measured_peak(8192, mode == 2);
         printf("\nmeasured peak: a 8192^3 %s, %s: %.1f TFLOP/s\n", mode == 2 ? "cublasGemmEx" : "cublasSgemm",
                modes[mode], peak / 1e12);
-        for (int i = 0; i < n; i++) bench_gpu(&bm[i], modes[mode], warmup, steps, peak, 1);
-        bench_gpu(&bm[0], modes[mode], warmup, steps, peak, 8);    // GPT-2 124M: B 64's tokens per update
+        for (int i = 0; i < n; i++) bench_gpu(&bm[i], modes[mode], warmup, steps, peak, 1, 0);
+        bench_gpu(&bm[0], modes[mode], warmup, steps, peak, 8, 0);    // GPT-2 124M: B 64's tokens per update
     }
+    // Part I's plain kernels (--kernels plain), float32, beside the fast ones above: a step or two each,
+    // for they are slow (a thread per output element of every matmul)
+    printf("\nPart I's plain kernels (--kernels plain): float32, one thread per output element or row\n");
+    for (int i = 0; i < n; i++) bench_gpu(&bm[i], "plain float32 kernels", 1, 2, measured_peak(8192, 0), 1, 1);
     gpu_set_dtype(0);
     cublasCheck(cublasDestroy(g_blas));
 #endif

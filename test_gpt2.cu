@@ -982,6 +982,42 @@ static void test_binaries(void) {
     if (system(cmd) != 0) printf("  (could not remove %s)\n", dir);
 }
 
+// ---- the source as a tutorial ------------------------------------------------------------------------------
+// Part I of train_gpt2.cu is read by students before Part II: its first kernel comes early, its lines fit
+// 100 columns, and it uses none of Part II's devices (templates, lambdas, shared memory, atomics, bf16,
+// tensor cores). The whole file stays under 5% of lines wider than 100 columns. Widths in characters.
+static void test_source_layout(void) {
+    FILE* f = fopen("train_gpt2.cu", "r");
+    if (!f) { check(0, "cannot read train_gpt2.cu (run from the repository root)"); return; }
+    char line[4096];
+    const char* banned[] = {"template", "[&]", "__shared__", "atomic", "bfloat16", "wmma", "__shfl"};
+    int n = 0, wide = 0, part = 0, first_kernel = 0, part1_wide = 0, part1_banned = 0;
+    char what[200] = "";
+    while (fgets(line, sizeof(line), f)) {
+        n++;
+        if (strstr(line, "// PART I. ")) part = 1;
+        if (strstr(line, "// PART II. ")) part = 2;
+        int width = 0;
+        for (const char* c = line; *c && *c != '\n'; c++) width += ((unsigned char)*c & 0xC0) != 0x80;
+        wide += width > 100;
+        if (!first_kernel && strncmp(line, "__global__", 10) == 0) first_kernel = n;
+        if (part != 1) continue;
+        part1_wide += width > 100;
+        char* comment = strstr(line, "//");          // code only: the comments may name what Part I avoids
+        if (comment) *comment = 0;
+        for (const char* b : banned)
+            if (strstr(line, b) && !part1_banned++) snprintf(what, sizeof(what), "%s at line %d", b, n);
+    }
+    fclose(f);
+    check(first_kernel > 0 && first_kernel <= 150, "train_gpt2.cu's first kernel is at line %d (at most 150)",
+          first_kernel);
+    check(part == 2 && part1_wide == 0 && part1_banned == 0, "Part I of train_gpt2.cu: %d lines wider than 100 "
+          "columns, %d with a template, lambda, shared memory, atomic, bf16 or tensor core%s%s", part1_wide,
+          part1_banned, what[0] ? ": " : "", what);
+    check(wide * 20 < n, "train_gpt2.cu: %d of %d lines (%.1f%%) wider than 100 columns (under 5%%)", wide, n,
+          100.0 * wide / n);
+}
+
 // ---- 4. on the CPU runtime: every kernel ran and none depends on the order of its threads ----------------
 // The kernels are the __global__ functions of train_gpt2.cu, read from the source, so a new kernel
 // that no test launches fails here. Each must also have run at least once under the race check
@@ -1040,6 +1076,8 @@ int main(void) {
 #endif
     printf("the binaries\n");
     test_binaries();
+    printf("the source as a tutorial\n");
+    test_source_layout();
 #ifdef CUDA_CPU_RUNTIME
     printf("every kernel, on the CPU runtime\n");
     test_kernel_coverage();

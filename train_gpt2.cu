@@ -1055,8 +1055,9 @@ static void gpu_matmul_backward(float* dinp, __nv_bfloat16* dinp16, GradMode mod
 }
 
 // ---- embeddings -----------------------------------------------------------------------------
-// Replaces embedding_forward_plain (the same kernel) and embedding_backward_plain, whose thread per
-// channel walks every position: here one block per distinct token adds its positions, sorted on the host.
+// Replaces embedding_forward_plain (the same kernel) and embedding_backward_plain, whose thread
+// per channel walks every position: here a block per distinct token adds its positions, sorted on
+// the host.
 // out[b,t,:] = wte[tok[b,t],:] (+ wpe[t,:] for learned positions)
 __global__ void embedding_forward_kernel(float* out, const int* tok, const float* wte, const float* wpe,
                                          int BT, int T, int C) {
@@ -1090,7 +1091,7 @@ __global__ void embedding_backward_wpe_kernel(float* dwpe, const float* dout, in
     dwpe[i] = s;
 }
 
-// ---- normalization: [SmallInit eq. 1] LayerNorm and [SmallInit eq. 2] RMSNorm ---------------------------
+// ---- normalization: [SmallInit eq. 1] LayerNorm and [SmallInit eq. 2] RMSNorm -------------------
 // Replaces norm_forward_plain (a warp per row instead of a thread), residual_forward_plain with the
 // norm after it (one pass), and norm_backward_input_plain with norm_backward_params_plain (one read
 // of dout and inp for dx, dw, db and the bias gradient of the matmul before).
@@ -1280,9 +1281,9 @@ static void gpu_rope(float* x, const float* bias, const float* cs, int BT, int T
     });
 }
 
-// ---- causal self-attention with grouped KV heads: fused and tiled (flash attention) ------------------
+// ---- causal self-attention with grouped KV heads: fused and tiled (flash attention) -------------
 // Replaces attention_forward_plain and attention_backward_{scores,query,kv}_plain: the B H T T
-// probabilities and dP are never stored, tiles of keys sit in shared memory, the sums run in warp orders.
+// probabilities and dP are never stored, tiles of keys sit in shared memory, sums run in warp order.
 // q [BT, H*hd], k and v [BT, KVH*hd]; head h reads kv head h / (H/KVH). y [BT, H*hd].
 //   A = softmax(scale * q k^T + causal mask),  y = A v
 // The T x T matrix A is never stored: the forward streams the keys and values through shared memory
@@ -1527,7 +1528,7 @@ __global__ void attention_backward_kv_kernel(A* dk, A* dv, const A* dy, const fl
     }
 }
 
-// ---- the same attention on the tensor cores (--tf32 1, --dtype bf16) ----------------------------------
+// ---- the same attention on the tensor cores (--tf32 1, --dtype bf16) ----------------------------
 // With TF32 or bf16 matmuls the attention's products run on the tensor cores too: the scores q k^T, the
 // output A v and the backward's dA = dy v^T, dq = dP k, dk = dP^T q, dv = A^T dy, as tiles of 16 x 16 x 8
 // TF32 or 16 x 16 x 16 bf16 with float32 accumulation (nvcuda::wmma; Tf32Tiles, Bf16Tiles below). The
@@ -1821,8 +1822,9 @@ static void gpu_attention_forward(float* y, float* lse, Qkv<float> in, int B, in
             typedef decltype(tiles) TT;
             typedef typename TT::E A;
             constexpr int HD = decltype(size)::value;
-            attention_forward_tc_kernel<TT, HD><<<dim3(ceil_div(T, TT::BLOCK), H, B), TT::WARPS * 32>>>(
-                (A*)y, lse, in.as<A>(), T, H, KVH, scale);
+            dim3 grid(ceil_div(T, TT::BLOCK), H, B);
+            attention_forward_tc_kernel<TT, HD><<<grid, TT::WARPS * 32>>>((A*)y, lse, in.as<A>(), T, H, KVH,
+                                                                          scale);
             LAUNCH_CHECK(attention_forward_tc_kernel);
         });
         return;
@@ -1843,10 +1845,11 @@ static void gpu_attention_backward(float* dq, float* dk, float* dv, float* D, co
             typedef decltype(tiles) TT;
             typedef typename TT::E A;
             constexpr int HD = decltype(size)::value;
-            attention_backward_query_tc_kernel<TT, HD><<<dim3(ceil_div(T, TT::BLOCK), H, B), TT::WARPS * 32>>>(
+            dim3 query_grid(ceil_div(T, TT::BLOCK), H, B), key_grid(ceil_div(T, TT::BLOCK), KVH, B);
+            attention_backward_query_tc_kernel<TT, HD><<<query_grid, TT::WARPS * 32>>>(
                 (A*)dq, D, (const A*)dy, (const A*)y, lse, in.as<A>(), T, H, KVH, scale);
             LAUNCH_CHECK(attention_backward_query_tc_kernel);
-            attention_backward_kv_tc_kernel<TT, HD><<<dim3(ceil_div(T, TT::BLOCK), KVH, B), TT::WARPS * 32>>>(
+            attention_backward_kv_tc_kernel<TT, HD><<<key_grid, TT::WARPS * 32>>>(
                 (A*)dk, (A*)dv, (const A*)dy, lse, D, in.as<A>(), T, H, KVH, scale);
             LAUNCH_CHECK(attention_backward_kv_tc_kernel);
         });
@@ -1917,7 +1920,7 @@ static void gpu_gate_backward(float* dy, float* dgpre, const float* dout, const 
     });
 }
 
-// ---- MLP activations -----------------------------------------------------------------------------
+// ---- MLP activations ----------------------------------------------------------------------------
 // Replaces gelu_*_plain and swiglu_*_plain: the biases added as the values are read, their gradients
 // summed by the backward kernels.
 // GELU (tanh form) and SwiGLU: the CPU file's per-element functions (HOSTDEV). up [rows, F] (and a,

@@ -795,14 +795,8 @@ static void plain_engine_to_host(void* pg) {
     plain_copy_state((PlainGpu*)pg, cudaMemcpyDeviceToHost);
 }
 static Engine plain_engine(PlainGpu* pg, const char* device) {
-    return (Engine){device,
-                    pg,
-                    plain_engine_forward,
-                    plain_engine_probs,
-                    plain_engine_zero_grad,
-                    plain_engine_backward,
-                    plain_engine_grad_norm,
-                    plain_engine_update,
+    return (Engine){device, pg, plain_engine_forward, plain_engine_probs, plain_engine_zero_grad,
+                    plain_engine_backward, plain_engine_grad_norm, plain_engine_update,
                     plain_engine_to_host};
 }
 
@@ -827,9 +821,9 @@ static const char* gpu_unavailable(void) {
     return NULL;
 }
 
-// One device buffer of n elements of `elem` bytes (at least one element): allocated, or, where count is
-// given, only added up (gpu_memory_need walks gpu_acts_layout that way, before anything is allocated,
-// as acts_bytes does on the CPU)
+// One device buffer of n elements of `elem` bytes (at least one element): allocated, or, where
+// count is given, only added up (gpu_memory_need walks gpu_acts_layout that way, before anything is
+// allocated, as acts_bytes does on the CPU)
 static void* gpu_buf(size_t* count, size_t n, size_t elem) {
     if (count) {
         *count += (n ? n : 1) * elem;
@@ -866,7 +860,8 @@ template <typename T> __device__ T block_sum(T v) {
 
 #define EW_THREADS 256          // elementwise kernels
 #define EW_GRID(n) ceil_div((long)(n), EW_THREADS), EW_THREADS
-#define ROW_THREADS 128         // a block per row (softmax), or a warp per row and 4 rows per block (norms, gate)
+// a block per row (softmax), or a warp per row and 4 rows per block (norms, gate)
+#define ROW_THREADS 128
 #define ROWS_PER_CHUNK 256      // deterministic column sums: rows summed per partial
 
 // ============================================================================================
@@ -896,14 +891,14 @@ static cublasHandle_t g_blas;
 // (cublasGemmEx, float32 accumulation, CUBLAS_COMPUTE_32F) and writes a bf16 activation, and every
 // kernel reads and writes activations in bf16 while computing in float32 (the type A of the kernels
 // below: __nv_bfloat16 here, float without --dtype bf16). What stays float32, as accumulators where
-// bf16's 8 significant bits would lose small addends: the residual stream and its gradient (whose bf16
-// copy dres16 the GEMMs read), the sum of the norms' input gradients from several GEMMs (dln), the
-// logits, the softmax and the loss, the gate's pre-activation (H values per row), norm statistics, and
-// the master weights, their gradients and the AdamW moments. The weights' bf16 copy w16 has the master
-// block's layout (a weight at params + i has its copy at w16 + i), written on upload and by
-// adamw_kernel after each update. The activation buffers hold 2-byte elements, behind float* pointers
-// that the kernels' launches cast to A* (bf16_of below, with_act): half the memory of a float32 run and
-// half the bytes each kernel moves, which is what bf16 is for here.
+// bf16's 8 significant bits would lose small addends: the residual stream and its gradient (whose
+// bf16 copy dres16 the GEMMs read), the sum of the norms' input gradients from several GEMMs (dln),
+// the logits, the softmax and the loss, the gate's pre-activation (H values per row), norm
+// statistics, and the master weights, their gradients and the AdamW moments. The weights' bf16 copy
+// w16 has the master block's layout (a weight at params + i has its copy at w16 + i), written on
+// upload and by adamw_kernel after each update. The activation buffers hold 2-byte elements, behind
+// float* pointers that the kernels' launches cast to A* (bf16_of below, with_act): half the memory
+// of a float32 run and half the bytes each kernel moves, which is what bf16 is for here.
 static struct {
     int on;                               // --dtype bf16
     const float* params;                  // the float32 master block on the device ...
@@ -922,7 +917,8 @@ template <typename F> static void with_act(F fn) {
     else fn(0.0f);
 }
 
-// A value of the activation type A as float, and a float stored as A (rounded to nearest even for bf16)
+// A value of the activation type A as float, and a float stored as A
+// (rounded to nearest even for bf16)
 __device__ inline float as_float(float x) { return x; }
 __device__ inline float as_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ inline void set_elem(float& e, float v) { e = v; }
@@ -934,8 +930,8 @@ __global__ void to_bf16_kernel(__nv_bfloat16* out, const float* in, long n) {
     if (i < n) out[i] = __float2bfloat16(in[i]);
 }
 
-// --tf32 1 (the default) with float32 activations: cuBLAS's GEMMs in TF32 (gpu_set_tf32) and attention's
-// products on the tensor cores in TF32 (section "attention")
+// --tf32 1 (the default) with float32 activations: cuBLAS's GEMMs in TF32 (gpu_set_tf32) and
+// attention's products on the tensor cores in TF32 (section "attention")
 static int g_tf32;
 
 static void bf16_round(__nv_bfloat16* dst, const float* src, long n) {
@@ -945,42 +941,48 @@ static void bf16_round(__nv_bfloat16* dst, const float* src, long n) {
 
 static const __nv_bfloat16* bf16_weight(const float* W) {
     size_t i = (size_t)(W - g_bf16.params);
-    if (W < g_bf16.params || i >= g_bf16.n) fatal("internal: a bf16 GEMM weight outside the parameter block");
+    if (W < g_bf16.params || i >= g_bf16.n)
+        fatal("internal: a bf16 GEMM weight outside the parameter block");
     return g_bf16.w16 + i;
 }
 
-// C (m x n, float32 or bf16: ctype) = alpha A B + beta C with bf16 A, B (column-major, as cublasSgemm)
+// C (m x n, float32 or bf16: ctype) = alpha A B + beta C with bf16 A, B
+// (column-major, as cublasSgemm)
 static void gemm_bf16(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
-                      const __nv_bfloat16* A, int lda, const __nv_bfloat16* B, int ldb, float beta, void* C,
-                      cudaDataType_t ctype, int ldc) {
-    cublasCheck(cublasGemmEx(g_blas, ta, tb, m, n, k, &alpha, A, CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, &beta, C,
-                             ctype, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                      const __nv_bfloat16* A, int lda, const __nv_bfloat16* B, int ldb, float beta,
+                      void* C, cudaDataType_t ctype, int ldc) {
+    cublasCheck(cublasGemmEx(g_blas, ta, tb, m, n, k, &alpha, A, CUDA_R_16BF, lda, B, CUDA_R_16BF,
+                             ldb, &beta, C, ctype, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 // An output pair (x, x16) of the GEMM helpers: x16 where set (--dtype bf16's activations), else x
 static void* gemm_out(float* x, __nv_bfloat16* x16) { return x16 ? (void*)x16 : (void*)x; }
-static cudaDataType_t gemm_out_type(const __nv_bfloat16* x16) { return x16 ? CUDA_R_16BF : CUDA_R_32F; }
+static cudaDataType_t gemm_out_type(const __nv_bfloat16* x16) {
+    return x16 ? CUDA_R_16BF : CUDA_R_32F;
+}
 
 // out[BT,OC] = inp W^T. Each operand is a pair (float32, bf16) of which one is set, the run's type
-// (f32_of, bf16_of): with --dtype bf16 inp16 is read and out16 written, or out where the output stays
-// float32 (the logits, the gate's pre-activation). The bias is added by the kernel that reads out first
-// (the attention's tile loads or RoPE, the gate, the MLP's activation, the residual): no GEMM's output
-// takes a pass of its own for it.
-static void gpu_matmul_forward(float* out, __nv_bfloat16* out16, const float* inp, const __nv_bfloat16* inp16,
-                               const float* W, int BT, int C, int OC) {
+// (f32_of, bf16_of): with --dtype bf16 inp16 is read and out16 written, or out where the output
+// stays float32 (the logits, the gate's pre-activation). The bias is added by the kernel that reads
+// out first (the attention's tile loads or RoPE, the gate, the MLP's activation, the residual): no
+// GEMM's output takes a pass of its own for it.
+static void gpu_matmul_forward(float* out, __nv_bfloat16* out16, const float* inp,
+                               const __nv_bfloat16* inp16, const float* W, int BT, int C, int OC) {
     const float one = 1.0f, zero = 0.0f;
     if (g_bf16.on) {
         if (!inp16) fatal("internal: a bf16 GEMM without its input in bf16");
-        gemm_bf16(CUBLAS_OP_T, CUBLAS_OP_N, OC, BT, C, 1.0f, bf16_weight(W), C, inp16, C, 0.0f, gemm_out(out, out16),
-                  gemm_out_type(out16), OC);
+        gemm_bf16(CUBLAS_OP_T, CUBLAS_OP_N, OC, BT, C, 1.0f, bf16_weight(W), C, inp16, C, 0.0f,
+                  gemm_out(out, out16), gemm_out_type(out16), OC);
     } else
-        cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_T, CUBLAS_OP_N, OC, BT, C, &one, W, C, inp, C, &zero, out, OC));
+        cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_T, CUBLAS_OP_N, OC, BT, C, &one, W, C, inp, C,
+                                &zero, out, OC));
     if (g_after_op) g_after_op("gemm forward");
 }
 
 // Deterministic column sums without atomics: partial[chunk, o] sums ROWS_PER_CHUNK rows in order,
 // then one thread per column adds the chunks in order. Used for bias and norm-weight gradients.
-template <typename X> __global__ void colsum_partial_kernel(float* partial, const X* x, int N, int OC) {
+template <typename X>
+__global__ void colsum_partial_kernel(float* partial, const X* x, int N, int OC) {
     int o = blockIdx.x * blockDim.x + threadIdx.x, chunk = blockIdx.y;
     if (o >= OC) return;
     int r1 = min(N, (chunk + 1) * ROWS_PER_CHUNK);
@@ -989,10 +991,10 @@ template <typename X> __global__ void colsum_partial_kernel(float* partial, cons
     partial[(long)chunk * OC + o] = s;
 }
 
-// dst[o] += the sum over the chunks of partial[chunk, o]. A block takes 32 columns, one per lane; its
-// FINISH_WARPS warps each sum every FINISH_WARPS-th chunk (so that the norms' many chunks of 16 rows are
-// read by many threads at once), and warp 0 adds the warps' sums in warp order: a fixed order, as
-// everywhere here.
+// dst[o] += the sum over the chunks of partial[chunk, o]. A block takes 32 columns, one per lane;
+// its FINISH_WARPS warps each sum every FINISH_WARPS-th chunk (so that the norms' many chunks of
+// 16 rows are read by many threads at once), and warp 0 adds the warps' sums in warp order: a
+// fixed order, as everywhere here.
 #define FINISH_WARPS 8
 __global__ void colsum_finish_kernel(float* dst, const float* partial, int nchunks, int OC) {
     __shared__ float warp_sums[FINISH_WARPS][32];
@@ -1013,41 +1015,48 @@ static void gpu_colsum_finish(float* dst, const float* partial, int nchunks, int
     LAUNCH_CHECK(colsum_finish_kernel);
 }
 
-// dst[o] += sum over the N rows of x[N,OC] (float32 or bf16); scratch holds ceil(N/ROWS_PER_CHUNK) x OC floats
-template <typename X> static void gpu_colsum_add(float* dst, const X* x, int N, int OC, float* scratch) {
+// dst[o] += sum over the N rows of x[N,OC] (float32 or bf16); scratch holds
+// ceil(N/ROWS_PER_CHUNK) x OC floats
+template <typename X>
+static void gpu_colsum_add(float* dst, const X* x, int N, int OC, float* scratch) {
     int nchunks = ceil_div(N, ROWS_PER_CHUNK);
-    colsum_partial_kernel<X><<<dim3(ceil_div(OC, EW_THREADS), nchunks), EW_THREADS>>>(scratch, x, N, OC);
+    colsum_partial_kernel<X><<<dim3(ceil_div(OC, EW_THREADS), nchunks), EW_THREADS>>>(scratch, x, N,
+            OC);
     LAUNCH_CHECK(colsum_partial_kernel);
     gpu_colsum_finish(dst, scratch, nchunks, OC);
 }
 
-// dinp is overwritten (GRAD_SET: its first contribution, so no memset is needed before it) or added to
-// (GRAD_ADD); dW and dbias are always added to. Pairs as in gpu_matmul_forward; with --dtype bf16:
-// dinp16 is written where the input gradient is an activation (else dinp, float32), and inp16 and dout16
-// (an activation gradient, dres's copy, the logits' gradient) are read. The bias gradient (q, k, v and
-// the gate's; the others are summed by the kernels that write their gradients) sums dout or dout16.
-// alpha multiplies dout in both products: the LM head's backward passes its dloss there (gpu_backward);
-// a bias gradient would not get it, so a call with both is refused.
+// dinp is overwritten (GRAD_SET: its first contribution, so no memset is needed before it) or
+// added to (GRAD_ADD); dW and dbias are always added to. Pairs as in gpu_matmul_forward; with
+// --dtype bf16: dinp16 is written where the input gradient is an activation (else dinp,
+// float32), and inp16 and dout16 (an activation gradient, dres's copy, the logits' gradient)
+// are read. The bias gradient (q, k, v and the gate's; the others are summed by the kernels
+// that write their gradients) sums dout or dout16. alpha multiplies dout in both products: the
+// LM head's backward passes its dloss there (gpu_backward); a bias gradient would not get it,
+// so a call with both is refused.
 enum GradMode { GRAD_SET, GRAD_ADD };
-static void gpu_matmul_backward(float* dinp, __nv_bfloat16* dinp16, GradMode mode, float* dW, float* dbias,
-                                const float* dout, const __nv_bfloat16* dout16, const float* inp,
-                                const __nv_bfloat16* inp16, const float* W, int BT, int C, int OC, float* scratch,
-                                float alpha = 1.0f) {
+static void gpu_matmul_backward(float* dinp, __nv_bfloat16* dinp16, GradMode mode, float* dW,
+                                float* dbias, const float* dout, const __nv_bfloat16* dout16,
+                                const float* inp, const __nv_bfloat16* inp16, const float* W,
+                                int BT, int C, int OC, float* scratch, float alpha = 1.0f) {
     const float one = 1.0f, dinp_beta = mode == GRAD_ADD ? 1.0f : 0.0f;
     int has_dinp = dinp || dinp16;
     if (dbias && alpha != 1.0f) fatal("internal: a scaled matmul backward with a bias gradient");
     if (g_bf16.on) {
         if (!inp16 || !dout16) fatal("internal: a bf16 GEMM without its inputs in bf16");
         if (has_dinp)
-            gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_N, C, BT, OC, alpha, bf16_weight(W), C, dout16, OC, dinp_beta,
-                      gemm_out(dinp, dinp16), gemm_out_type(dinp16), C);
+            gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_N, C, BT, OC, alpha, bf16_weight(W), C, dout16, OC,
+                      dinp_beta, gemm_out(dinp, dinp16), gemm_out_type(dinp16), C);
         if (has_dinp && g_after_op) g_after_op("gemm backward dinp");
-        gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, BT, alpha, inp16, C, dout16, OC, 1.0f, dW, CUDA_R_32F, C);
+        gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, BT, alpha, inp16, C, dout16, OC, 1.0f, dW,
+                  CUDA_R_32F, C);
     } else {
         if (has_dinp)
-            cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_N, CUBLAS_OP_N, C, BT, OC, &alpha, W, C, dout, OC, &dinp_beta, dinp, C));
+            cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_N, CUBLAS_OP_N, C, BT, OC, &alpha, W, C, dout,
+                                    OC, &dinp_beta, dinp, C));
         if (has_dinp && g_after_op) g_after_op("gemm backward dinp");
-        cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, BT, &alpha, inp, C, dout, OC, &one, dW, C));
+        cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, BT, &alpha, inp, C, dout,
+                                OC, &one, dW, C));
     }
     if (g_after_op) g_after_op("gemm backward dW");
     if (dbias && dout) gpu_colsum_add(dbias, dout, BT, OC, scratch);
@@ -1059,16 +1068,16 @@ static void gpu_matmul_backward(float* dinp, __nv_bfloat16* dinp16, GradMode mod
 // per channel walks every position: here a block per distinct token adds its positions, sorted on
 // the host.
 // out[b,t,:] = wte[tok[b,t],:] (+ wpe[t,:] for learned positions)
-__global__ void embedding_forward_kernel(float* out, const int* tok, const float* wte, const float* wpe,
-                                         int BT, int T, int C) {
+__global__ void embedding_forward_kernel(float* out, const int* tok, const float* wte,
+                                         const float* wpe, int BT, int T, int C) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (long)BT * C) return;
     int bt = (int)(i / C), c = (int)(i % C);
     out[i] = wte[(long)tok[bt] * C + c] + (wpe ? wpe[(long)(bt % T) * C + c] : 0.0f);
 }
 
-// dwte: rows of wte repeat (the same token twice), so the host sorts the positions by token
-// (a stable counting sort, see gpu_backward): bucket u holds the positions pos[start[u]..start[u+1])
+// dwte: rows of wte repeat (the same token twice), so the host sorts the positions by token (a
+// stable counting sort, see gpu_backward): bucket u holds the positions pos[start[u]..start[u+1])
 // of token utok[u] in increasing order. One block per distinct token, one thread per channel, adds
 // them in that order: no atomics, and the same order as the CPU's embedding_backward.
 __global__ void embedding_backward_wte_kernel(float* dwte, const float* dout, const int* utok,
@@ -1101,8 +1110,8 @@ __global__ void embedding_backward_wpe_kernel(float* dwpe, const float* dout, in
 // One warp per row; mean[] (LayerNorm) and rstd[] are kept for the backward pass. The input is the
 // float32 residual stream, the output an activation (A).
 template <typename A>
-__device__ void norm_row(A* y, float* mean, float* rstd, const float* x, const float* w, const float* b, int rms,
-                         float eps, int C, int lane) {
+__device__ void norm_row(A* y, float* mean, float* rstd, const float* x, const float* w,
+                         const float* b, int rms, float eps, int C, int lane) {
     float m = 0.0f;
     if (!rms) {
         for (int c = lane; c < C; c += 32) m += x[c];
@@ -1120,21 +1129,24 @@ __device__ void norm_row(A* y, float* mean, float* rstd, const float* x, const f
 }
 
 template <typename A>
-__global__ void norm_forward_kernel(A* out, float* mean, float* rstd, const float* inp, const float* w, const float* b,
-                                    int rms, float eps, int N, int C) {
+__global__ void norm_forward_kernel(A* out, float* mean, float* rstd, const float* inp,
+                                    const float* w, const float* b, int rms, float eps, int N,
+                                    int C) {
     int n = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (n >= N) return;             // the whole warp leaves together
-    norm_row(out + (long)n * C, mean ? mean + n : NULL, rstd + n, inp + (long)n * C, w, b, rms, eps, C, lane);
+    norm_row(out + (long)n * C, mean ? mean + n : NULL, rstd + n, inp + (long)n * C, w, b, rms, eps,
+             C, lane);
 }
 
-// The residual and the norm that reads it, in one pass: xout = x + (branch + bias), then
-// out = Norm(xout). branch is the sublayer's matmul without its bias (added here, in the order
-// a separate bias kernel would: the same bits as a separate bias, residual and norm). Each lane rereads
-// only the entries of xout it wrote (norm_row's lanes stride like the loop here), from its cache.
+// The residual and the norm that reads it, in one pass: xout = x + (branch + bias), then out =
+// Norm(xout). branch is the sublayer's matmul without its bias (added here, in the order a separate
+// bias kernel would: the same bits as a separate bias, residual and norm). Each lane rereads only
+// the entries of xout it wrote (norm_row's lanes stride like the loop here), from its cache.
 template <typename A>
-__global__ void residual_norm_forward_kernel(float* xout, A* out, float* mean, float* rstd, const float* x,
-                                             const A* branch, const float* bias, const float* w, const float* b,
-                                             int rms, float eps, int N, int C) {
+__global__ void residual_norm_forward_kernel(float* xout, A* out, float* mean, float* rstd,
+                                             const float* x, const A* branch, const float* bias,
+                                             const float* w, const float* b, int rms, float eps,
+                                             int N, int C) {
     int n = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (n >= N) return;
     long o = (long)n * C;
@@ -1149,19 +1161,19 @@ __global__ void residual_norm_forward_kernel(float* xout, A* out, float* mean, f
 //   dx += rstd * (g - mean(g) - xhat * mean(g * xhat))     LayerNorm
 //   dx += rstd * (g - xhat * mean(g * xhat))               RMSNorm
 // and the weights' gradients, sums over the rows: dw = sum dout * xhat, db = sum dout.
-// One block per chunk of NORM_ROWS rows, in two passes over the chunk: the rows' two means (warp sums,
-// each warp a quarter of the rows, kept in shared memory), then each thread walks down its columns
-// c = threadIdx.x, + blockDim.x, ... writing dx and summing dw, db and the new dinp over the chunk's rows.
-// The chunk's sums go to partial[k, chunk, c] (k = dw, db, dinp) and colsum_finish_kernel adds the
-// chunks: dout and inp are read once for all three. The sum of dinp is the bias gradient of the
-// projection whose output gradient dinp is (dres: the residual branch's last matmul), so that column sum
-// needs no pass of its own.
-// dx is added to dinp (add 1) or written over it (add 0: its first contribution). dinp16, where not NULL,
-// receives the new dinp rounded to bf16: the output gradient of the GEMM before the norm (--dtype bf16)
+// One block per chunk of NORM_ROWS rows, in two passes over the chunk: the rows' two means (warp
+// sums, each warp a quarter of the rows, kept in shared memory), then each thread walks down its
+// columns c = threadIdx.x, + blockDim.x, ... writing dx and summing dw, db and the new dinp over
+// the chunk's rows. The chunk's sums go to partial[k, chunk, c] (k = dw, db, dinp) and
+// colsum_finish_kernel adds the chunks: dout and inp are read once for all three. The sum of dinp
+// is the bias gradient of the projection whose output gradient dinp is (dres: the residual branch's
+// last matmul), so that column sum needs no pass of its own. dx is added to dinp (add 1) or written
+// over it (add 0: its first contribution). dinp16, where not NULL, receives the new dinp rounded to
+// bf16: the output gradient of the GEMM before the norm (--dtype bf16)
 #define NORM_ROWS 16
-__global__ void norm_backward_kernel(float* dinp, __nv_bfloat16* dinp16, float* partial, int add, const float* dout,
-                                     const float* inp, const float* w, const float* mean, const float* rstd, int rms,
-                                     int N, int C) {
+__global__ void norm_backward_kernel(float* dinp, __nv_bfloat16* dinp16, float* partial, int add,
+                                     const float* dout, const float* inp, const float* w,
+                                     const float* mean, const float* rstd, int rms, int N, int C) {
     __shared__ float st[4][NORM_ROWS];         // per row: mean, rstd, mean(g), mean(g xhat)
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nwarps = blockDim.x / 32;
     int chunk = blockIdx.x, r0 = chunk * NORM_ROWS, nr = min(NORM_ROWS, N - r0);
@@ -1191,7 +1203,8 @@ __global__ void norm_backward_kernel(float* dinp, __nv_bfloat16* dinp16, float* 
         for (int r = 0; r < nr; r++) {
             long i = (long)(r0 + r) * C + c;
             float m = st[0][r], s = st[1][r], dv = dout[i];
-            float dx = (add ? dinp[i] : 0.0f) + s * (dv * w[c] - st[2][r] - (inp[i] - m) * s * st[3][r]);
+            float dx = (add ? dinp[i] : 0.0f) +
+                       s * (dv * w[c] - st[2][r] - (inp[i] - m) * s * st[3][r]);
             dinp[i] = dx;
             if (dinp16) dinp16[i] = __float2bfloat16(dx);
             sw += dv * (inp[i] - m) * s;
@@ -1205,19 +1218,20 @@ __global__ void norm_backward_kernel(float* dinp, __nv_bfloat16* dinp16, float* 
 }
 
 // out and branch: activation slices (bf16 values with --dtype bf16)
-static void gpu_norm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b,
-                             int rms, float eps, int N, int C) {
+static void gpu_norm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
+                             const float* b, int rms, float eps, int N, int C) {
     with_act([&](auto a) {
         typedef decltype(a) A;
-        norm_forward_kernel<A><<<ceil_div(N, ROW_THREADS / 32), ROW_THREADS>>>((A*)out, mean, rstd, inp, w, b, rms, eps,
-                                                                           N, C);
+        norm_forward_kernel<A><<<ceil_div(N, ROW_THREADS / 32), ROW_THREADS>>>((A*)out, mean, rstd,
+                inp, w, b, rms, eps, N, C);
         LAUNCH_CHECK(norm_forward_kernel);
     });
 }
 
-static void gpu_residual_norm_forward(float* xout, float* out, float* mean, float* rstd, const float* x,
-                                      const float* branch, const float* bias, const float* w, const float* b, int rms,
-                                      float eps, int N, int C) {
+static void gpu_residual_norm_forward(float* xout, float* out, float* mean, float* rstd,
+                                      const float* x, const float* branch, const float* bias,
+                                      const float* w, const float* b, int rms, float eps, int N,
+                                      int C) {
     with_act([&](auto a) {
         typedef decltype(a) A;
         residual_norm_forward_kernel<A><<<ceil_div(N, ROW_THREADS / 32), ROW_THREADS>>>(
@@ -1226,15 +1240,16 @@ static void gpu_residual_norm_forward(float* xout, float* out, float* mean, floa
     });
 }
 
-// The norm's backward (above): dinp, and dw, db (db where the norm has a bias) and dbias, where set, added
-// to: dbias is the bias gradient of the matmul that reads dinp next (norm_backward_kernel).
-// scratch: 3 x ceil(N/NORM_ROWS) x C floats
-static void gpu_norm_backward(float* dinp, GradMode mode, __nv_bfloat16* dinp16, float* dw, float* db, float* dbias,
-                              const float* dout, const float* inp, const float* w, const float* mean,
-                              const float* rstd, int rms, int N, int C, float* scratch) {
+// The norm's backward (above): dinp, and dw, db (db where the norm has a bias) and dbias, where
+// set, added to: dbias is the bias gradient of the matmul that reads dinp next
+// (norm_backward_kernel). scratch: 3 x ceil(N/NORM_ROWS) x C floats
+static void gpu_norm_backward(float* dinp, GradMode mode, __nv_bfloat16* dinp16, float* dw,
+                              float* db, float* dbias, const float* dout, const float* inp,
+                              const float* w, const float* mean, const float* rstd, int rms, int N,
+                              int C, float* scratch) {
     int nchunks = ceil_div(N, NORM_ROWS);
-    norm_backward_kernel<<<nchunks, ROW_THREADS>>>(dinp, dinp16, scratch, mode == GRAD_ADD, dout, inp, w, mean, rstd,
-                                                  rms, N, C);
+    norm_backward_kernel<<<nchunks, ROW_THREADS>>>(dinp, dinp16, scratch, mode == GRAD_ADD, dout,
+            inp, w, mean, rstd, rms, N, C);
     LAUNCH_CHECK(norm_backward_kernel);
     float* sums[3] = {dw, db, dbias};
     for (int k = 0; k < 3; k++)
@@ -1245,14 +1260,15 @@ static void gpu_norm_backward(float* dinp, GradMode mode, __nv_bfloat16* dinp16,
 // Replaces rope_plain, and adds the projection's bias as it reads q or k.
 // Pair (2j, 2j+1) of each head vector at position t turns by t * theta^(-2j/hd). The cosines and
 // sines come from the CPU's own table (rope_table: cs [T, hd/2, 2], angles in double), computed
-// once and uploaded with the model, so the rotation is the CPU's (the same angles and products; where
-// the compilers fuse a multiply and an add differently, the last bit may differ) and no thread calls
-// pow/cos/sin. sign = +1 forward, -1 backward (the inverse rotation, applied to the gradient in
-// place). x is an activation (A); the forward adds the projection's bias (nh * hd entries, or NULL)
-// before it turns the pair, as the GEMM's first reader (Qkv). One thread per pair: consecutive
-// threads, consecutive pairs.
+// once and uploaded with the model, so the rotation is the CPU's (the same angles and products;
+// where the compilers fuse a multiply and an add differently, the last bit may differ) and no
+// thread calls pow/cos/sin. sign = +1 forward, -1 backward (the inverse rotation, applied to the
+// gradient in place). x is an activation (A); the forward adds the projection's bias (nh * hd
+// entries, or NULL) before it turns the pair, as the GEMM's first reader (Qkv). One thread per
+// pair: consecutive threads, consecutive pairs.
 template <typename A>
-__global__ void rope_kernel(A* x, const float* bias, const float* cs, int BT, int T, int nh, int hd, float sign) {
+__global__ void rope_kernel(A* x, const float* bias, const float* cs, int BT, int T, int nh, int hd,
+                            float sign) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     int half = hd / 2;
     if (i >= (long)BT * nh * half) return;
@@ -1272,30 +1288,31 @@ __global__ void rope_kernel(A* x, const float* bias, const float* cs, int BT, in
 }
 
 // x: an activation slice (q or k with their bias; dq or dk, bias NULL)
-static void gpu_rope(float* x, const float* bias, const float* cs, int BT, int T, int nh, int hd, float sign) {
+static void gpu_rope(float* x, const float* bias, const float* cs, int BT, int T, int nh, int hd,
+                     float sign) {
     with_act([&](auto a) {
         typedef decltype(a) A;
-        rope_kernel<A><<<ceil_div((long)BT * nh * (hd / 2), EW_THREADS), EW_THREADS>>>((A*)x, bias, cs, BT, T, nh, hd,
-                                                                                    sign);
+        rope_kernel<A><<<ceil_div((long)BT * nh * (hd / 2), EW_THREADS), EW_THREADS>>>((A*)x, bias,
+                cs, BT, T, nh, hd, sign);
         LAUNCH_CHECK(rope_kernel);
     });
 }
 
 // ---- causal self-attention with grouped KV heads: fused and tiled (flash attention) -------------
 // Replaces attention_forward_plain and attention_backward_{scores,query,kv}_plain: the B H T T
-// probabilities and dP are never stored, tiles of keys sit in shared memory, sums run in warp order.
-// q [BT, H*hd], k and v [BT, KVH*hd]; head h reads kv head h / (H/KVH). y [BT, H*hd].
+// probabilities and dP are never stored, tiles of keys sit in shared memory, sums run in warp
+// order. q [BT, H*hd], k and v [BT, KVH*hd]; head h reads kv head h / (H/KVH). y [BT, H*hd].
 //   A = softmax(scale * q k^T + causal mask),  y = A v
 // The T x T matrix A is never stored: the forward streams the keys and values through shared memory
 // in tiles of ATT_BK and keeps, per query row, the running maximum m, the running sum l of
-// exp(score - m) and the unnormalized output o (online softmax: when a tile raises the maximum, l and
-// o are first multiplied by exp(m_old - m_new)). It stores one number per row, lse = m + log l, from
-// which the backward recomputes A[t,s] = exp(score - lse) tile by tile (the algorithm of
+// exp(score - m) and the unnormalized output o (online softmax: when a tile raises the maximum, l
+// and o are first multiplied by exp(m_old - m_new)). It stores one number per row, lse = m + log l,
+// from which the backward recomputes A[t,s] = exp(score - lse) tile by tile (the algorithm of
 // FlashAttention-2, written for CUDA cores). Tiles after a block's last query are skipped
 // (causal): about half of the T^2 scores are never computed. The probes read A from the host model,
 // which recomputes probe steps (doc/cuda.md), so no step needs A on the device.
-// Layout in a block: 4 warps, each owning query (or key) rows; a warp's lane j takes key (or query) j
-// of the tile for the dot products, then lane i takes the output columns i, i+32, ... for the
+// Layout in a block: 4 warps, each owning query (or key) rows; a warp's lane j takes key (or query)
+// j of the tile for the dot products, then lane i takes the output columns i, i+32, ... for the
 // weighted sums. A row's scores are summed over the tile in key order by one lane each, and the
 // outputs over keys in order: fixed orders, no atomics.
 #define ATT_HD_MAX 128      // the largest head size (registers per row, shared memory per tile)
@@ -1304,43 +1321,48 @@ static void gpu_rope(float* x, const float* bias, const float* cs, int BT, int T
 #define ATT_BQ 16           // query rows per forward block (4 per warp)
 #define ATT_BQ_BWD 8        // query rows per dq block, key rows per dk/dv block (2 per warp)
 
-// The attention's inputs: q [B*T, H*hd], k and v [B*T, KVH*hd] as their projections wrote them
-// (activations, A), and the projections' biases (NULL: none, or already added by RoPE), which every
-// tile load adds: the first kernel to read a GEMM's output adds its bias, so no pass of its own does.
+// The attention's inputs: q [B*T, H*hd], k and v [B*T, KVH*hd] as their projections wrote
+// them (activations, A), and the projections' biases (NULL: none, or already added by
+// RoPE), which every tile load adds: the first kernel to read a GEMM's output adds its
+// bias, so no pass of its own does.
 template <typename A> struct Qkv {
     const A *q, *k, *v;
     const float *bq, *bk, *bv;
-    template <typename B> Qkv<B> as() const { return {(const B*)q, (const B*)k, (const B*)v, bq, bk, bv}; }
+    template <typename B> Qkv<B> as() const {
+        return {(const B*)q, (const B*)k, (const B*)v, bq, bk, bv};
+    }
 };
 
-// Rows r0 .. r0 + n - 1 of one head of x [B*T, width] (its columns col0 .. col0 + hd - 1) plus the
-// bias (of width entries; NULL: none) into the shared tile[n][W], zeros for rows past T: every tile load
-// of the attention kernels, strided over the block's threads so that consecutive threads read
-// consecutive elements. x holds activations (A), the tile elements E (float, or the tensor cores' bf16
-// operands).
+// Rows r0 .. r0 + n - 1 of one head of x [B*T, width] (its columns col0 .. col0 + hd - 1) plus
+// the bias (of width entries; NULL: none) into the shared tile[n][W], zeros for rows past T:
+// every tile load of the attention kernels, strided over the block's threads so that consecutive
+// threads read consecutive elements. x holds activations (A), the tile elements E (float, or the
+// tensor cores' bf16 operands).
 template <typename E, int W, typename A>
-__device__ void load_head_rows(E (*tile)[W], const A* x, const float* bias, int b, int r0, int n, int T, int width,
-                               int col0, int hd) {
+__device__ void load_head_rows(E (*tile)[W], const A* x, const float* bias, int b, int r0, int n,
+                               int T, int width, int col0, int hd) {
     for (int e = threadIdx.x; e < n * hd; e += blockDim.x) {
         int j = e / hd, d = e % hd, t = r0 + j;
-        float xv = t < T ? as_float(x[(long)(b * T + t) * width + col0 + d]) + (bias ? bias[col0 + d] : 0.0f) : 0.0f;
+        float bv = bias ? bias[col0 + d] : 0.0f;
+        float xv = t < T ? as_float(x[(long)(b * T + t) * width + col0 + d]) + bv : 0.0f;
         set_elem(tile[j][d], xv);
     }
 }
 
 // Rows r0 .. r0 + n - 1 of kv head kh of k and v (as load_head_rows): every key/value tile
 template <typename E, int WK, int WV, typename A>
-__device__ void load_kv_rows(E (*ks)[WK], E (*vs)[WV], Qkv<A> in, int b, int r0, int n, int T, int KVH, int kh,
-                             int hd) {
+__device__ void load_kv_rows(E (*ks)[WK], E (*vs)[WV], Qkv<A> in, int b, int r0, int n, int T,
+                             int KVH, int kh, int hd) {
     load_head_rows(ks, in.k, in.bk, b, r0, n, T, KVH * hd, kh * hd, hd);
     load_head_rows(vs, in.v, in.bv, b, r0, n, T, KVH * hd, kh * hd, hd);
 }
 
-// The key kernels' tile of queries: rows t0 .. t0 + n - 1 of head h of q and dy (as load_head_rows), and
-// their lse and D (0 past T)
+// The key kernels' tile of queries: rows t0 .. t0 + n - 1 of head h of q and dy (as
+// load_head_rows), and their lse and D (0 past T)
 template <typename E, int W, typename A>
-__device__ void load_query_tile(E (*qs)[W], E (*dys)[W], float* ls, float* Ds, Qkv<A> in, const A* dy,
-                                const float* lse, const float* D, int b, int h, int t0, int n, int T, int H, int hd) {
+__device__ void load_query_tile(E (*qs)[W], E (*dys)[W], float* ls, float* Ds, Qkv<A> in,
+                                const A* dy, const float* lse, const float* D, int b, int h, int t0,
+                                int n, int T, int H, int hd) {
     load_head_rows(qs, in.q, in.bq, b, t0, n, T, H * hd, h * hd, hd);
     load_head_rows(dys, dy, NULL, b, t0, n, T, H * hd, h * hd, hd);
     for (int j = threadIdx.x; j < n; j += blockDim.x) {
@@ -1352,12 +1374,15 @@ __device__ void load_query_tile(E (*qs)[W], E (*dys)[W], float* ls, float* Ds, Q
 
 // grid (ceil(T / ATT_BQ), H, B), ATT_WARPS * 32 threads; lse [B, H, T]. q, k, v, y: activations (A)
 template <typename A>
-__global__ void attention_forward_kernel(A* y, float* lse, Qkv<A> in, int T, int H, int KVH, int hd, float scale) {
+__global__ void attention_forward_kernel(A* y, float* lse, Qkv<A> in, int T, int H, int KVH, int hd,
+                                         float scale) {
     const int RPW = ATT_BQ / ATT_WARPS, NI = ATT_HD_MAX / 32;     // rows per warp, columns per lane
     __shared__ float qs[ATT_BQ][ATT_HD_MAX];
-    __shared__ float ks[ATT_BK][ATT_HD_MAX + 1];      // +1: lane j reads row j, a column at a time: no bank conflicts
+    // +1: lane j reads row j, a column at a time: no bank conflicts
+    __shared__ float ks[ATT_BK][ATT_HD_MAX + 1];
     __shared__ float vs[ATT_BK][ATT_HD_MAX];
-    __shared__ float ps[ATT_WARPS][ATT_BK];           // a row's probabilities in the tile, for the weighted sum
+    // a row's probabilities in the tile, for the weighted sum
+    __shared__ float ps[ATT_WARPS][ATT_BK];
     int q0 = blockIdx.x * ATT_BQ, h = blockIdx.y, b = blockIdx.z, kh = h / (H / KVH);
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qd = H * hd;
     load_head_rows(qs, in.q, in.bq, b, q0, ATT_BQ, T, qd, h * hd, hd);
@@ -1369,7 +1394,8 @@ __global__ void attention_forward_kernel(A* y, float* lse, Qkv<A> in, int T, int
     }
     int q_last = min(q0 + ATT_BQ, T) - 1;            // no query of the block sees a key after it
     for (int k0 = 0; k0 <= q_last; k0 += ATT_BK) {
-        __syncthreads();                              // the previous tile is no longer read (and qs is written)
+        // the previous tile is no longer read (and qs is written)
+        __syncthreads();
         load_kv_rows(ks, vs, in, b, k0, ATT_BK, T, KVH, kh, hd);
         __syncthreads();
         for (int rr = 0; rr < RPW; rr++) {
@@ -1394,30 +1420,34 @@ __global__ void attention_forward_kernel(A* y, float* lse, Qkv<A> in, int T, int
                 for (int j = 0; j < jn; j++) acc += ps[warp][j] * vs[j][lane + 32 * i];
                 o[rr][i] = acc;
             }
-            __syncwarp();                             // ps is read by every lane before the next row
+            // ps is read by every lane before the next row
+            __syncwarp();
         }
     }
     for (int rr = 0; rr < RPW; rr++) {
         int t = q0 + warp * RPW + rr;
         if (t >= T) break;
         A* yt = y + (long)(b * T + t) * qd + h * hd;
-        for (int i = 0; i < NI && lane + 32 * i < hd; i++) set_elem(yt[lane + 32 * i], o[rr][i] / l[rr]);
+        for (int i = 0; i < NI && lane + 32 * i < hd; i++)
+            set_elem(yt[lane + 32 * i], o[rr][i] / l[rr]);
         if (lane == 0) lse[((long)b * H + h) * T + t] = m[rr] + logf(l[rr]);
     }
 }
 
-// The backward. With A recomputed as exp(scale q_t.k_s - lse_t) and D_t = dy_t . y_t (= sum_s A dA):
+// The backward, with A recomputed as exp(scale q_t.k_s - lse_t) and D_t = dy_t . y_t = sum_s A dA:
 //   dA[t,s] = dy_t . v_s ;  dP[t,s] = A[t,s] (dA[t,s] - D_t) * scale
-//   dq_t = sum_s dP[t,s] k_s ;  dk_s = sum_{h in group, t >= s} dP[t,s] q_t ;  dv_s = sum A[t,s] dy_t
-// Two kernels, no atomics: the query kernel (blocks of query rows, keys streamed) writes dq and D; the
-// key kernel (blocks of key rows of one kv head, the queries t >= s of each head of its group streamed)
-// writes dk and dv, summing over heads, then queries, in order: the CPU's order. Both recompute the
-// scores; the key kernel reads D from the query kernel.
+//   dq_t = sum_s dP[t,s] k_s ;  dk_s = sum_{h in group, t >= s} dP[t,s] q_t
+//   dv_s = sum_t A[t,s] dy_t
+// Two kernels, no atomics: the query kernel (blocks of query rows, keys streamed) writes dq and D;
+// the key kernel (blocks of key rows of one kv head, the queries t >= s of each head of its group
+// streamed) writes dk and dv, summing over heads, then queries, in order: the CPU's order. Both
+// recompute the scores; the key kernel reads D from the query kernel.
 
 // grid (ceil(T / ATT_BQ_BWD), H, B); D [B, H, T]
 template <typename A>
-__global__ void attention_backward_query_kernel(A* dq, float* D, const A* dy, const A* y, const float* lse, Qkv<A> in,
-                                                int T, int H, int KVH, int hd, float scale) {
+__global__ void attention_backward_query_kernel(A* dq, float* D, const A* dy, const A* y,
+                                                const float* lse, Qkv<A> in, int T, int H, int KVH,
+                                                int hd, float scale) {
     const int RPW = ATT_BQ_BWD / ATT_WARPS, NI = ATT_HD_MAX / 32;
     __shared__ float qs[ATT_BQ_BWD][ATT_HD_MAX];
     __shared__ float dys[ATT_BQ_BWD][ATT_HD_MAX];
@@ -1468,18 +1498,22 @@ __global__ void attention_backward_query_kernel(A* dq, float* D, const A* dy, co
     for (int rr = 0; rr < RPW; rr++) {
         int t = q0 + warp * RPW + rr;
         if (t >= T) break;
-        for (int i = 0; i < NI && lane + 32 * i < hd; i++) set_elem(dq[(long)(b * T + t) * qd + h * hd + lane + 32 * i], acc[rr][i]);
+        for (int i = 0; i < NI && lane + 32 * i < hd; i++)
+            set_elem(dq[(long)(b * T + t) * qd + h * hd + lane + 32 * i], acc[rr][i]);
     }
 }
 
 // grid (ceil(T / ATT_BQ_BWD), KVH, B): ATT_BQ_BWD key rows of kv head kh per block
 template <typename A>
-__global__ void attention_backward_kv_kernel(A* dk, A* dv, const A* dy, const float* lse, const float* D, Qkv<A> in,
-                                             int T, int H, int KVH, int hd, float scale) {
+__global__ void attention_backward_kv_kernel(A* dk, A* dv, const A* dy, const float* lse,
+                                             const float* D, Qkv<A> in, int T, int H, int KVH,
+                                             int hd, float scale) {
     const int RPW = ATT_BQ_BWD / ATT_WARPS, NI = ATT_HD_MAX / 32;
-    __shared__ float qs[ATT_BK][ATT_HD_MAX + 1];      // a tile of queries and their dy: lane j reads row j
+    // a tile of queries and their dy: lane j reads row j
+    __shared__ float qs[ATT_BK][ATT_HD_MAX + 1];
     __shared__ float dys[ATT_BK][ATT_HD_MAX + 1];
-    __shared__ float ksb[ATT_BQ_BWD][ATT_HD_MAX];     // the block's keys and values (read by all lanes at once)
+    // the block's keys and values (read by all lanes at once)
+    __shared__ float ksb[ATT_BQ_BWD][ATT_HD_MAX];
     __shared__ float vsb[ATT_BQ_BWD][ATT_HD_MAX];
     __shared__ float ls[ATT_BK], Ds[ATT_BK];
     __shared__ float ps[ATT_WARPS][ATT_BK], dps[ATT_WARPS][ATT_BK];
@@ -1490,7 +1524,8 @@ __global__ void attention_backward_kv_kernel(A* dk, A* dv, const A* dy, const fl
     for (int rr = 0; rr < RPW; rr++)
         for (int i = 0; i < NI; i++) gk[rr][i] = gv[rr][i] = 0.0f;
     for (int h = kh * group; h < (kh + 1) * group; h++) {
-        for (int t0 = s0 / ATT_BK * ATT_BK; t0 < T; t0 += ATT_BK) {   // causal: no query before the block's first key
+        // causal: no query before the block's first key
+        for (int t0 = s0 / ATT_BK * ATT_BK; t0 < T; t0 += ATT_BK) {
             __syncthreads();
             load_query_tile(qs, dys, ls, Ds, in, dy, lse, D, b, h, t0, ATT_BK, T, H, hd);
             __syncthreads();
@@ -1508,7 +1543,8 @@ __global__ void attention_backward_kv_kernel(A* dk, A* dv, const A* dy, const fl
                 ps[warp][lane] = p;
                 dps[warp][lane] = dP;
                 __syncwarp();
-                int j0 = max(0, s - t0), jn = min(ATT_BK, T - t0);    // the queries of the tile that see key s
+                // the queries of the tile that see key s
+                int j0 = max(0, s - t0), jn = min(ATT_BK, T - t0);
                 for (int i = 0; i < NI && lane + 32 * i < hd; i++)
                     for (int j = j0; j < jn; j++) {
                         gv[rr][i] += ps[warp][j] * dys[j][lane + 32 * i];
@@ -1529,46 +1565,50 @@ __global__ void attention_backward_kv_kernel(A* dk, A* dv, const A* dy, const fl
 }
 
 // ---- the same attention on the tensor cores (--tf32 1, --dtype bf16) ----------------------------
-// With TF32 or bf16 matmuls the attention's products run on the tensor cores too: the scores q k^T, the
-// output A v and the backward's dA = dy v^T, dq = dP k, dk = dP^T q, dv = A^T dy, as tiles of 16 x 16 x 8
-// TF32 or 16 x 16 x 16 bf16 with float32 accumulation (nvcuda::wmma; Tf32Tiles, Bf16Tiles below). The
-// algorithm is the one above (online softmax, one lse per row, the two backward kernels, no atomics);
-// what changes is who does the arithmetic:
-//   - a warp owns 16 rows (queries; keys in the key kernel), a block 4 warps (bf16) or 2 (TF32); keys
-//     (queries) stream through shared memory 32 at a time;
-//   - q, k, v, dy enter shared memory as they are (bf16 activations; float32 ones are rounded to TF32 as
-//     they are loaded into fragments); scores and dA leave the tensor cores in float32; the softmax (maximum, exp, sums, lse,
-//     D) is float32 on the CUDA cores; the probabilities and dP are rounded for the next product, as
-//     FlashAttention does;
+// With TF32 or bf16 matmuls the attention's products run on the tensor cores too: the scores q k^T,
+// the output A v and the backward's dA = dy v^T, dq = dP k, dk = dP^T q, dv = A^T dy, as tiles of
+// 16 x 16 x 8 TF32 or 16 x 16 x 16 bf16 with float32 accumulation (nvcuda::wmma; Tf32Tiles,
+// Bf16Tiles below). The algorithm is the one above (online softmax, one lse per row, the two
+// backward kernels, no atomics); what changes is who does the arithmetic:
+//   - a warp owns 16 rows (queries; keys in the key kernel), a block 4 warps (bf16) or 2 (TF32);
+//     keys (queries) stream through shared memory 32 at a time;
+//   - q, k, v, dy enter shared memory as they are (bf16 activations; float32 ones are rounded to
+//     TF32 as they are loaded into fragments); scores and dA leave the tensor cores in float32; the
+//     softmax (maximum, exp, sums, lse, D) is float32 on the CUDA cores; the probabilities and dP
+//     are rounded for the next product, as FlashAttention does;
 //   - which lane holds which element of a fragment is unspecified, so every step that needs a row
-//     (masking, exp, rescaling the output by exp(m_old - m_new)) works on a tile in shared memory, where
-//     lanes 2r and 2r + 1 own row r, 16 columns each;
+//     (masking, exp, rescaling the output by exp(m_old - m_new)) works on a tile in shared memory,
+//     where lanes 2r and 2r + 1 own row r, 16 columns each;
 //   - running outputs (forward) live in shared memory, because they are rescaled by rows; gradients
 //     (backward) are never rescaled and stay in fragments.
-// Head sizes that are multiples of 16 up to 64 (a block's shared memory stays under 48 KB); other sizes
-// use the kernels above. The rounding bounds are stated and tested in test_gpt2.cu (2b).
+// Head sizes that are multiples of 16 up to 64 (a block's shared memory stays under 48 KB); other
+// sizes use the kernels above. The rounding bounds are stated and tested in test_gpt2.cu (2b).
 #define TCA_ROWS 16                          // rows per warp: the wmma tile
 #define TCA_TILE 32                          // streamed rows per tile
 #define TCA_HD_MAX 64
 namespace wmma = nvcuda::wmma;
 
-// The two kinds of tensor-core tiles, a template parameter (TT) of the kernels: E, an operand tile's
-// element in shared memory; K, the depth of one mma; LDH, the row stride of a head tile (wmma: a
-// multiple of 16 bytes, and 16 rows of it a multiple of 32); WARPS, a block's warps, so that its shared
-// memory stays under 48 KB (float tiles take twice the bytes of bf16 ones), and BLOCK its rows.
+// The two kinds of tensor-core tiles, a template parameter (TT) of the kernels: E, an operand
+// tile's element in shared memory; K, the depth of one mma; LDH, the row stride of a head
+// tile (wmma: a multiple of 16 bytes, and 16 rows of it a multiple of 32); WARPS, a block's
+// warps, so that its shared memory stays under 48 KB (float tiles take twice the bytes of
+// bf16 ones), and BLOCK its rows.
 struct Bf16Tiles {                           // --dtype bf16: m16n16k16 on bf16 operands
     typedef __nv_bfloat16 E;
     static constexpr int K = 16, LDH = TCA_HD_MAX + 8, WARPS = 4, BLOCK = TCA_ROWS * WARPS;
     typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> A;
     template <typename L> using B = wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, L>;
     typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> Acc;
-    template <typename F> static __device__ void to_operand(F&) {}   // bf16 already in shared memory
+    // bf16 already in shared memory
+    template <typename F> static __device__ void to_operand(F&) {}
 };
-struct Tf32Tiles {                           // float32 activations with --tf32 1: m16n16k8 on TF32 operands
+// float32 activations with --tf32 1: m16n16k8 on TF32 operands
+struct Tf32Tiles {
     typedef float E;
     static constexpr int K = 8, LDH = TCA_HD_MAX + 4, WARPS = 2, BLOCK = TCA_ROWS * WARPS;
     typedef wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> A;
-    template <typename L> using B = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, L>;
+    template <typename L>
+    using B = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, L>;
     typedef wmma::fragment<wmma::accumulator, 16, 16, 8, float> Acc;
     template <typename F> static __device__ void to_operand(F& f) {  // rounded here, as CUDA asks
         for (int i = 0; i < f.num_elements; i++) f.x[i] = wmma::__float_to_tf32(f.x[i]);
@@ -1577,10 +1617,12 @@ struct Tf32Tiles {                           // float32 activations with --tf32 
 
 // the head sizes the tensor-core kernels take (with_head_size instantiates each)
 static int tensor_core_head_size(int hd) { return hd % 16 == 0 && hd <= TCA_HD_MAX; }
-static int attention_on_tensor_cores(int hd) { return (g_bf16.on || g_tf32) && tensor_core_head_size(hd); }
+static int attention_on_tensor_cores(int hd) {
+    return (g_bf16.on || g_tf32) && tensor_core_head_size(hd);
+}
 
-// fn(Tiles(), std::integral_constant<int, hd>()): the tiles of the matmul mode (bf16, or TF32) and a head
-// size the tensor-core kernels take (16, 32, 48 or 64)
+// fn(Tiles(), std::integral_constant<int, hd>()): the tiles of the matmul mode (bf16, or TF32) and
+// a head size the tensor-core kernels take (16, 32, 48 or 64)
 template <typename Tiles, typename F> static void with_head_size(Tiles tiles, int hd, F fn) {
     switch (hd) {
     case 16: fn(tiles, std::integral_constant<int, 16>()); break;
@@ -1598,12 +1640,12 @@ template <typename F> static void with_tiles(int hd, F fn) {
 // The head size is a template parameter of these kernels, so that every loop over fragments has a
 // length known to the compiler and the fragments stay in registers.
 //
-// acc[n] += A B[:, 16n .. 16n + 15] for n < NF: A is 16 x K, row-major with row stride lda; B is K x 16 NF,
-// in layout LB: row_major has B[k][c] at b[k ldb + c], col_major at b[c ldb + k] (the rows of b are B's
-// columns: how k^T is read from a tile of keys); TT::K of K per mma.
+// acc[n] += A B[:, 16n .. 16n + 15] for n < NF: A is 16 x K, row-major with row stride lda; B is K
+// x 16 NF, in layout LB: row_major has B[k][c] at b[k ldb + c], col_major at b[c ldb + k] (the rows
+// of b are B's columns: how k^T is read from a tile of keys); TT::K of K per mma.
 template <typename TT, typename LB, int K, int NF>
-__device__ void tc_product(typename TT::Acc (&acc)[NF], const typename TT::E* a, int lda, const typename TT::E* b,
-                           int ldb) {
+__device__ void tc_product(typename TT::Acc (&acc)[NF], const typename TT::E* a, int lda,
+                           const typename TT::E* b, int ldb) {
     const bool brow = std::is_same<LB, wmma::row_major>::value;
     for (int kk = 0; kk < K; kk += TT::K) {
         typename TT::A fa;
@@ -1611,7 +1653,8 @@ __device__ void tc_product(typename TT::Acc (&acc)[NF], const typename TT::E* a,
         TT::to_operand(fa);
         for (int n = 0; n < NF; n++) {
             typename TT::template B<LB> fb;
-            wmma::load_matrix_sync(fb, brow ? b + (long)kk * ldb + 16 * n : b + (long)16 * n * ldb + kk, ldb);
+            wmma::load_matrix_sync(
+                    fb, brow ? b + (long)kk * ldb + 16 * n : b + (long)16 * n * ldb + kk, ldb);
             TT::to_operand(fb);
             wmma::mma_sync(acc[n], fa, fb, acc[n]);
         }
@@ -1621,23 +1664,28 @@ template <typename Acc, int NF> __device__ void tc_zero(Acc (&acc)[NF]) {
     for (int n = 0; n < NF; n++) wmma::fill_fragment(acc[n], 0.0f);
 }
 // out (16 x 16 NF, float32, row stride ldo) = acc, or acc = out (load)
-template <typename Acc, int NF> __device__ void tc_store(float* out, int ldo, const Acc (&acc)[NF]) {
-    for (int n = 0; n < NF; n++) wmma::store_matrix_sync(out + 16 * n, acc[n], ldo, wmma::mem_row_major);
+template <typename Acc, int NF>
+__device__ void tc_store(float* out, int ldo, const Acc (&acc)[NF]) {
+    for (int n = 0; n < NF; n++)
+        wmma::store_matrix_sync(out + 16 * n, acc[n], ldo, wmma::mem_row_major);
 }
 template <typename Acc, int NF> __device__ void tc_load(Acc (&acc)[NF], const float* in, int ldi) {
-    for (int n = 0; n < NF; n++) wmma::load_matrix_sync(acc[n], in + 16 * n, ldi, wmma::mem_row_major);
+    for (int n = 0; n < NF; n++)
+        wmma::load_matrix_sync(acc[n], in + 16 * n, ldi, wmma::mem_row_major);
 }
 
-// Gradients kept in fragments (16 rows of a warp, hd columns) out to rows r0 .. of x [B*T, width] at
-// column col0, rows past T left out: through the warp's float scratch tile (16 x 32), two fragments at a time.
+// Gradients kept in fragments (16 rows of a warp, hd columns) out to rows r0 .. of x [B*T,
+// width] at column col0, rows past T left out: through the warp's float scratch tile (16 x
+// 32), two fragments at a time.
 template <typename Acc, int NF, typename A>
-__device__ void tc_write_rows(A* x, const Acc (&acc)[NF], float (*scr)[TCA_TILE], int b, int r0, int T, int width,
-                              int col0) {
+__device__ void tc_write_rows(A* x, const Acc (&acc)[NF], float (*scr)[TCA_TILE], int b, int r0,
+                              int T, int width, int col0) {
     int lane = threadIdx.x % 32, r = lane / 2, t = r0 + r;
     for (int n0 = 0; n0 < NF; n0 += 2) {
         int nf = min(2, NF - n0);
         __syncwarp();
-        for (int n = 0; n < nf; n++) wmma::store_matrix_sync(&scr[0][16 * n], acc[n0 + n], TCA_TILE, wmma::mem_row_major);
+        for (int n = 0; n < nf; n++)
+            wmma::store_matrix_sync(&scr[0][16 * n], acc[n0 + n], TCA_TILE, wmma::mem_row_major);
         __syncwarp();
         for (int c = lane % 2; c < 16 * nf; c += 2)
             if (t < T) set_elem(x[(long)(b * T + t) * width + col0 + 16 * n0 + c], scr[r][c]);
@@ -1647,16 +1695,20 @@ __device__ void tc_write_rows(A* x, const Acc (&acc)[NF], float (*scr)[TCA_TILE]
 // grid (ceil(T / BLOCK), H, B), TT::WARPS * 32 threads; lse [B, H, T]
 // The activations are the tiles' elements (TT::E): bf16 with --dtype bf16, float32 with TF32.
 template <typename TT, int hd>
-__global__ void attention_forward_tc_kernel(typename TT::E* y, float* lse, Qkv<typename TT::E> in, int T, int H,
-                                            int KVH, float scale) {
+__global__ void attention_forward_tc_kernel(typename TT::E* y, float* lse, Qkv<typename TT::E> in,
+                                            int T, int H, int KVH, float scale) {
     constexpr int BLOCK = TT::BLOCK;
-    __shared__ __align__(32) typename TT::E qs[BLOCK][TT::LDH], ks[TCA_TILE][TT::LDH], vs[TCA_TILE][TT::LDH];
+    __shared__ __align__(32) typename TT::E qs[BLOCK][TT::LDH], ks[TCA_TILE][TT::LDH],
+            vs[TCA_TILE][TT::LDH];
     __shared__ __align__(32) float ss[TT::WARPS][TCA_ROWS][TCA_TILE];        // a warp's scores
-    __shared__ __align__(32) typename TT::E ps[TT::WARPS][TCA_ROWS][TCA_TILE]; // ... as probabilities
-    __shared__ __align__(32) float os[TT::WARPS][TCA_ROWS][TCA_HD_MAX];      // ... and its running outputs
+    // ... as probabilities
+    __shared__ __align__(32) typename TT::E ps[TT::WARPS][TCA_ROWS][TCA_TILE];
+    // ... and its running outputs
+    __shared__ __align__(32) float os[TT::WARPS][TCA_ROWS][TCA_HD_MAX];
     int q0 = blockIdx.x * BLOCK, h = blockIdx.y, b = blockIdx.z, kh = h / (H / KVH);
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qd = H * hd;
-    int r = lane / 2, half = lane % 2, w0 = q0 + TCA_ROWS * warp, t = w0 + r;   // lane pair: row r, query t
+    // lane pair: row r, query t
+    int r = lane / 2, half = lane % 2, w0 = q0 + TCA_ROWS * warp, t = w0 + r;
     load_head_rows(qs, in.q, in.bq, b, q0, BLOCK, T, qd, h * hd, hd);
     for (int c = half; c < hd; c += 2) os[warp][r][c] = 0.0f;
     float m = -INFINITY, l = 0.0f;
@@ -1665,20 +1717,24 @@ __global__ void attention_forward_tc_kernel(typename TT::E* y, float* lse, Qkv<t
         __syncthreads();
         load_kv_rows(ks, vs, in, b, k0, TCA_TILE, T, KVH, kh, hd);
         __syncthreads();
-        if (w0 >= T || k0 > w0 + TCA_ROWS - 1) continue;   // no query of this warp (before T) sees the tile
+        // no query of this warp (before T) sees the tile
+        if (w0 >= T || k0 > w0 + TCA_ROWS - 1) continue;
         typename TT::Acc sacc[TCA_TILE / 16];
         tc_zero(sacc);
-        tc_product<TT, wmma::col_major, hd>(sacc, &qs[TCA_ROWS * warp][0], TT::LDH, &ks[0][0], TT::LDH);
+        tc_product<TT, wmma::col_major, hd>(sacc, &qs[TCA_ROWS * warp][0], TT::LDH, &ks[0][0],
+                                            TT::LDH);
         tc_store(&ss[warp][0][0], TCA_TILE, sacc);
         __syncwarp();
-        // the online softmax of row r over the tile (rows past T see zero keys: finite, never written)
+        // the online softmax of row r over the tile (rows past T see zero keys:
+        // finite, never written)
         float sc[16], mx = -INFINITY;
         for (int j = 0; j < 16; j++) {
             int c = 16 * half + j;
             sc[j] = k0 + c <= t ? ss[warp][r][c] * scale : -INFINITY;
             mx = fmaxf(mx, sc[j]);
         }
-        float mn = fmaxf(m, fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 1)));   // finite: key k0 <= t
+        // finite: key k0 <= t
+        float mn = fmaxf(m, fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 1)));
         float corr = expf(m - mn), sum = 0.0f;
         for (int j = 0; j < 16; j++) {
             float p = expf(sc[j] - mn);                                       // 0 where masked
@@ -1691,7 +1747,8 @@ __global__ void attention_forward_tc_kernel(typename TT::E* y, float* lse, Qkv<t
         __syncwarp();
         typename TT::Acc oacc[hd / 16];
         tc_load(oacc, &os[warp][0][0], TCA_HD_MAX);
-        tc_product<TT, wmma::row_major, TCA_TILE>(oacc, &ps[warp][0][0], TCA_TILE, &vs[0][0], TT::LDH);
+        tc_product<TT, wmma::row_major, TCA_TILE>(oacc, &ps[warp][0][0], TCA_TILE, &vs[0][0],
+                                                  TT::LDH);
         tc_store(&os[warp][0][0], TCA_HD_MAX, oacc);
         __syncwarp();
     }
@@ -1704,9 +1761,11 @@ __global__ void attention_forward_tc_kernel(typename TT::E* y, float* lse, Qkv<t
 // The backward, as above: dq and D from the query kernel, then dk and dv from the key kernel.
 // grid (ceil(T / BLOCK), H, B); D [B, H, T]
 template <typename TT, int hd>
-__global__ void attention_backward_query_tc_kernel(typename TT::E* dq, float* D, const typename TT::E* dy,
-                                                   const typename TT::E* y, const float* lse, Qkv<typename TT::E> in,
-                                                   int T, int H, int KVH, float scale) {
+__global__ void attention_backward_query_tc_kernel(typename TT::E* dq, float* D,
+                                                   const typename TT::E* dy,
+                                                   const typename TT::E* y, const float* lse,
+                                                   Qkv<typename TT::E> in, int T, int H, int KVH,
+                                                   float scale) {
     typedef typename TT::E A;
     constexpr int BLOCK = TT::BLOCK;
     __shared__ __align__(32) typename TT::E qs[BLOCK][TT::LDH], dys[BLOCK][TT::LDH];
@@ -1718,9 +1777,11 @@ __global__ void attention_backward_query_tc_kernel(typename TT::E* dq, float* D,
     int r = lane / 2, half = lane % 2, w0 = q0 + TCA_ROWS * warp, t = w0 + r;
     load_head_rows(qs, in.q, in.bq, b, q0, BLOCK, T, qd, h * hd, hd);
     load_head_rows(dys, dy, NULL, b, q0, BLOCK, T, qd, h * hd, hd);
-    float Dt = 0.0f, lt = 0.0f;                          // D_t = dy_t . y_t in float32, and the row's lse
+    // D_t = dy_t . y_t in float32, and the row's lse
+    float Dt = 0.0f, lt = 0.0f;
     if (t < T) {
-        const A *dyt = dy + (long)(b * T + t) * qd + h * hd, *yt = y + (long)(b * T + t) * qd + h * hd;
+        const A *dyt = dy + (long)(b * T + t) * qd + h * hd,
+                *yt = y + (long)(b * T + t) * qd + h * hd;
         for (int c = half; c < hd; c += 2) Dt += as_float(dyt[c]) * as_float(yt[c]);
         lt = lse[((long)b * H + h) * T + t];
     }
@@ -1736,17 +1797,20 @@ __global__ void attention_backward_query_tc_kernel(typename TT::E* dq, float* D,
         if (w0 >= T || k0 > w0 + TCA_ROWS - 1) continue;
         typename TT::Acc sacc[TCA_TILE / 16];
         tc_zero(sacc);
-        tc_product<TT, wmma::col_major, hd>(sacc, &qs[TCA_ROWS * warp][0], TT::LDH, &ks[0][0], TT::LDH);
+        tc_product<TT, wmma::col_major, hd>(sacc, &qs[TCA_ROWS * warp][0], TT::LDH, &ks[0][0],
+                                            TT::LDH);
         tc_store(&ss[warp][0][0], TCA_TILE, sacc);
         __syncwarp();
-        float p[16];                                     // A[t, s] = exp(scale q_t . k_s - lse_t), 0 where masked
+        // A[t, s] = exp(scale q_t . k_s - lse_t), 0 where masked
+        float p[16];
         for (int j = 0; j < 16; j++) {
             int c = 16 * half + j;
             p[j] = k0 + c <= t && t < T ? expf(ss[warp][r][c] * scale - lt) : 0.0f;
         }
         __syncwarp();
         tc_zero(sacc);
-        tc_product<TT, wmma::col_major, hd>(sacc, &dys[TCA_ROWS * warp][0], TT::LDH, &vs[0][0], TT::LDH);
+        tc_product<TT, wmma::col_major, hd>(sacc, &dys[TCA_ROWS * warp][0], TT::LDH, &vs[0][0],
+                                            TT::LDH);
         tc_store(&ss[warp][0][0], TCA_TILE, sacc);
         __syncwarp();
         for (int j = 0; j < 16; j++) {                   // dP = A (dA - D) scale
@@ -1754,38 +1818,45 @@ __global__ void attention_backward_query_tc_kernel(typename TT::E* dq, float* D,
             set_elem(dps[warp][r][c], p[j] * (ss[warp][r][c] - Dt) * scale);
         }
         __syncwarp();
-        tc_product<TT, wmma::row_major, TCA_TILE>(dqacc, &dps[warp][0][0], TCA_TILE, &ks[0][0], TT::LDH);
+        tc_product<TT, wmma::row_major, TCA_TILE>(dqacc, &dps[warp][0][0], TCA_TILE, &ks[0][0],
+                                                  TT::LDH);
     }
     tc_write_rows(dq, dqacc, ss[warp], b, w0, T, qd, h * hd);
 }
 
 // grid (ceil(T / BLOCK), KVH, B): BLOCK key rows of kv head kh per block, each warp 16 of them
 template <typename TT, int hd>
-__global__ void attention_backward_kv_tc_kernel(typename TT::E* dk, typename TT::E* dv, const typename TT::E* dy,
-                                                const float* lse, const float* D, Qkv<typename TT::E> in, int T, int H,
-                                                int KVH, float scale) {
+__global__ void attention_backward_kv_tc_kernel(typename TT::E* dk, typename TT::E* dv,
+                                                const typename TT::E* dy, const float* lse,
+                                                const float* D, Qkv<typename TT::E> in, int T,
+                                                int H, int KVH, float scale) {
     constexpr int BLOCK = TT::BLOCK;
     __shared__ __align__(32) typename TT::E ks[BLOCK][TT::LDH], vs[BLOCK][TT::LDH];
     __shared__ __align__(32) typename TT::E qs[TCA_TILE][TT::LDH], dys[TCA_TILE][TT::LDH];
     __shared__ float ls[TCA_TILE], Ds[TCA_TILE];
     __shared__ __align__(32) float ss[TT::WARPS][TCA_ROWS][TCA_TILE];        // scores^T, then dA^T
-    __shared__ __align__(32) typename TT::E pts[TT::WARPS][TCA_ROWS][TCA_TILE], dpts[TT::WARPS][TCA_ROWS][TCA_TILE];
+    __shared__ __align__(32) typename TT::E pts[TT::WARPS][TCA_ROWS][TCA_TILE],
+            dpts[TT::WARPS][TCA_ROWS][TCA_TILE];
     int s0 = blockIdx.x * BLOCK, kh = blockIdx.y, b = blockIdx.z, group = H / KVH;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, kvd = KVH * hd;
-    int r = lane / 2, half = lane % 2, w0 = s0 + TCA_ROWS * warp, s = w0 + r;   // lane pair: key row r, key s
+    // lane pair: key row r, key s
+    int r = lane / 2, half = lane % 2, w0 = s0 + TCA_ROWS * warp, s = w0 + r;
     load_kv_rows(ks, vs, in, b, s0, BLOCK, T, KVH, kh, hd);
     typename TT::Acc dkacc[hd / 16], dvacc[hd / 16];
     tc_zero(dkacc);
     tc_zero(dvacc);
     for (int h = kh * group; h < (kh + 1) * group; h++) {
-        for (int t0 = s0 / TCA_TILE * TCA_TILE; t0 < T; t0 += TCA_TILE) {   // causal: no query before the block's first key
+        // causal: no query before the block's first key
+        for (int t0 = s0 / TCA_TILE * TCA_TILE; t0 < T; t0 += TCA_TILE) {
             __syncthreads();
             load_query_tile(qs, dys, ls, Ds, in, dy, lse, D, b, h, t0, TCA_TILE, T, H, hd);
             __syncthreads();
-            if (w0 >= T || t0 + TCA_TILE - 1 < w0) continue;   // no key of this warp (before T) is seen by the tile
+            // no key of this warp (before T) is seen by the tile
+            if (w0 >= T || t0 + TCA_TILE - 1 < w0) continue;
             typename TT::Acc sacc[TCA_TILE / 16];
             tc_zero(sacc);
-            tc_product<TT, wmma::col_major, hd>(sacc, &ks[TCA_ROWS * warp][0], TT::LDH, &qs[0][0], TT::LDH);
+            tc_product<TT, wmma::col_major, hd>(sacc, &ks[TCA_ROWS * warp][0], TT::LDH, &qs[0][0],
+                                                TT::LDH);
             tc_store(&ss[warp][0][0], TCA_TILE, sacc);
             __syncwarp();
             float p[16];                                   // A[t, s], row r of A^T, 0 where masked
@@ -1796,7 +1867,8 @@ __global__ void attention_backward_kv_tc_kernel(typename TT::E* dk, typename TT:
             }
             __syncwarp();
             tc_zero(sacc);
-            tc_product<TT, wmma::col_major, hd>(sacc, &vs[TCA_ROWS * warp][0], TT::LDH, &dys[0][0], TT::LDH);
+            tc_product<TT, wmma::col_major, hd>(sacc, &vs[TCA_ROWS * warp][0], TT::LDH, &dys[0][0],
+                                                TT::LDH);
             tc_store(&ss[warp][0][0], TCA_TILE, sacc);
             __syncwarp();
             for (int j = 0; j < 16; j++) {
@@ -1804,42 +1876,46 @@ __global__ void attention_backward_kv_tc_kernel(typename TT::E* dk, typename TT:
                 set_elem(dpts[warp][r][c], p[j] * (ss[warp][r][c] - Ds[c]) * scale);
             }
             __syncwarp();
-            tc_product<TT, wmma::row_major, TCA_TILE>(dvacc, &pts[warp][0][0], TCA_TILE, &dys[0][0], TT::LDH);
-            tc_product<TT, wmma::row_major, TCA_TILE>(dkacc, &dpts[warp][0][0], TCA_TILE, &qs[0][0], TT::LDH);
+            tc_product<TT, wmma::row_major, TCA_TILE>(dvacc, &pts[warp][0][0], TCA_TILE, &dys[0][0],
+                                                      TT::LDH);
+            tc_product<TT, wmma::row_major, TCA_TILE>(dkacc, &dpts[warp][0][0], TCA_TILE, &qs[0][0],
+                                                      TT::LDH);
         }
     }
     tc_write_rows(dk, dkacc, ss[warp], b, w0, T, kvd, kh * hd);
     tc_write_rows(dv, dvacc, ss[warp], b, w0, T, kvd, kh * hd);
 }
 
-// in's q, k, v and y, dy, dq, dk, dv: activation slices (bf16 values with --dtype bf16, whose tensor-core
-// tiles are bf16 too: Bf16Tiles::E; float32 with Tf32Tiles). dq, dk, dv are overwritten (the CPU zeroes
-// them and accumulates: the same values); they are the gradients of q, k, v with their biases.
-static void gpu_attention_forward(float* y, float* lse, Qkv<float> in, int B, int T, int H, int KVH, int hd,
-                                  float scale) {
+// in's q, k, v and y, dy, dq, dk, dv: activation slices (bf16 values with --dtype bf16, whose
+// tensor-core tiles are bf16 too: Bf16Tiles::E; float32 with Tf32Tiles). dq, dk, dv are
+// overwritten (the CPU zeroes them and accumulates: the same values); they are the gradients
+// of q, k, v with their biases.
+static void gpu_attention_forward(float* y, float* lse, Qkv<float> in, int B, int T, int H, int KVH,
+                                  int hd, float scale) {
     if (attention_on_tensor_cores(hd)) {
         with_tiles(hd, [&](auto tiles, auto size) {
             typedef decltype(tiles) TT;
             typedef typename TT::E A;
             constexpr int HD = decltype(size)::value;
             dim3 grid(ceil_div(T, TT::BLOCK), H, B);
-            attention_forward_tc_kernel<TT, HD><<<grid, TT::WARPS * 32>>>((A*)y, lse, in.as<A>(), T, H, KVH,
-                                                                          scale);
+            attention_forward_tc_kernel<TT, HD><<<grid, TT::WARPS * 32>>>((A*)y, lse, in.as<A>(), T,
+                    H, KVH, scale);
             LAUNCH_CHECK(attention_forward_tc_kernel);
         });
         return;
     }
     with_act([&](auto a) {
         typedef decltype(a) A;
-        attention_forward_kernel<A><<<dim3(ceil_div(T, ATT_BQ), H, B), ATT_WARPS * 32>>>((A*)y, lse, in.as<A>(), T, H,
-                                                                                       KVH, hd, scale);
+        attention_forward_kernel<A><<<dim3(ceil_div(T, ATT_BQ), H, B), ATT_WARPS * 32>>>((A*)y, lse,
+                in.as<A>(), T, H, KVH, hd, scale);
         LAUNCH_CHECK(attention_forward_kernel);
     });
 }
 
 // D: B x H x T floats of scratch
-static void gpu_attention_backward(float* dq, float* dk, float* dv, float* D, const float* dy, const float* y,
-                                   const float* lse, Qkv<float> in, int B, int T, int H, int KVH, int hd, float scale) {
+static void gpu_attention_backward(float* dq, float* dk, float* dv, float* D, const float* dy,
+                                   const float* y, const float* lse, Qkv<float> in, int B, int T,
+                                   int H, int KVH, int hd, float scale) {
     if (attention_on_tensor_cores(hd)) {
         with_tiles(hd, [&](auto tiles, auto size) {
             typedef decltype(tiles) TT;
@@ -1870,24 +1946,26 @@ static void gpu_attention_backward(float* dq, float* dk, float* dv, float* D, co
 // Replaces attn_gate_forward_plain and attn_gate_backward_plain: a warp per (bt, h) instead of a
 // thread, the gate's bias added here.
 // GAttn(x) = Concat(g_1(x) * head_1, ..., g_H(x) * head_H) W_O,  g_h(x) = sigmoid(x W_h^g)  (3),(4)
-// gate [BT,H] holds x W^g on entry (the GEMM's output) and is overwritten by g = sigmoid(x W^g + b^g),
-// the bias (H entries, or NULL) added here. One warp per row r = (bt, h): its lanes read and write the
-// row's hd contiguous values (coalesced). out, y: activations.
+// gate [BT,H] holds x W^g on entry (the GEMM's output) and is overwritten by g = sigmoid(x W^g +
+// b^g), the bias (H entries, or NULL) added here. One warp per row r = (bt, h): its lanes read and
+// write the row's hd contiguous values (coalesced). out, y: activations.
 template <typename A>
-__global__ void gate_forward_kernel(A* out, float* gate, const float* bias, const A* y, int BT, int H, int hd) {
+__global__ void gate_forward_kernel(A* out, float* gate, const float* bias, const A* y, int BT,
+                                    int H, int hd) {
     long r = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (r >= (long)BT * H) return;              // the whole warp leaves together
     float g = sigmoid_of(gate[r] + (bias ? bias[r % H] : 0.0f));
     for (int i = lane; i < hd; i += 32) set_elem(out[r * hd + i], g * as_float(y[r * hd + i]));
-    __syncwarp();                               // every lane has read gate[r] before lane 0 replaces it
+    // every lane has read gate[r] before lane 0 replaces it
+    __syncwarp();
     if (lane == 0) gate[r] = g;
 }
 
 // dy = g * dout ;  dgpre = (sum_i dout_i y_i) * g (1 - g), the sum over the warp's lanes in float32
 template <typename A>
-__global__ void gate_backward_kernel(A* dy, A* dgpre, const A* dout, const A* y, const float* gate, int BT, int H,
-                                     int hd) {
+__global__ void gate_backward_kernel(A* dy, A* dgpre, const A* dout, const A* y, const float* gate,
+                                     int BT, int H, int hd) {
     long r = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (r >= (long)BT * H) return;
@@ -1902,16 +1980,17 @@ __global__ void gate_backward_kernel(A* dy, A* dgpre, const A* dout, const A* y,
 }
 
 // out, y, dy, dout, dgpre: activation slices
-static void gpu_gate_forward(float* out, float* gate, const float* bias, const float* y, int BT, int H, int hd) {
+static void gpu_gate_forward(float* out, float* gate, const float* bias, const float* y, int BT,
+                             int H, int hd) {
     with_act([&](auto a) {
         typedef decltype(a) A;
-        gate_forward_kernel<A><<<ceil_div((long)BT * H, ROW_THREADS / 32), ROW_THREADS>>>((A*)out, gate, bias,
-                                                                                       (const A*)y, BT, H, hd);
+        gate_forward_kernel<A><<<ceil_div((long)BT * H, ROW_THREADS / 32), ROW_THREADS>>>((A*)out,
+                gate, bias, (const A*)y, BT, H, hd);
         LAUNCH_CHECK(gate_forward_kernel);
     });
 }
-static void gpu_gate_backward(float* dy, float* dgpre, const float* dout, const float* y, const float* gate, int BT,
-                              int H, int hd) {
+static void gpu_gate_backward(float* dy, float* dgpre, const float* dout, const float* y,
+                              const float* gate, int BT, int H, int hd) {
     with_act([&](auto a) {
         typedef decltype(a) A;
         gate_backward_kernel<A><<<ceil_div((long)BT * H, ROW_THREADS / 32), ROW_THREADS>>>(
@@ -1921,33 +2000,37 @@ static void gpu_gate_backward(float* dy, float* dgpre, const float* dout, const 
 }
 
 // ---- MLP activations ----------------------------------------------------------------------------
-// Replaces gelu_*_plain and swiglu_*_plain: the biases added as the values are read, their gradients
-// summed by the backward kernels.
-// GELU (tanh form) and SwiGLU: the CPU file's per-element functions (HOSTDEV). up [rows, F] (and a,
-// SwiGLU's gate input) hold x W^T as the GEMM wrote it, without the bias: each kernel adds the bias
-// as it reads the value, forward and backward, so the sum is never stored (a pass saved in the forward;
-// in float32 the same bits as storing it). Every [rows, F] array is an activation (A).
-template <typename A> __global__ void gelu_forward_kernel(A* out, const A* up, const float* bias, long N, int F) {
+// Replaces gelu_*_plain and swiglu_*_plain: the biases added as the values are read, their
+// gradients summed by the backward kernels. GELU (tanh form) and SwiGLU: the CPU file's per-element
+// functions (HOSTDEV). up [rows, F] (and a, SwiGLU's gate input) hold x W^T as the GEMM wrote it,
+// without the bias: each kernel adds the bias as it reads the value, forward and backward, so the
+// sum is never stored (a pass saved in the forward; in float32 the same bits as storing it). Every
+// [rows, F] array is an activation (A).
+template <typename A>
+__global__ void gelu_forward_kernel(A* out, const A* up, const float* bias, long N, int F) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N) return;
     set_elem(out[i], gelu_of(as_float(up[i]) + (bias ? bias[i % F] : 0.0f)));
 }
 
 template <typename A>
-__global__ void swiglu_forward_kernel(A* out, const A* a, const A* u, const float* ba, const float* bu, long N, int F) {
+__global__ void swiglu_forward_kernel(A* out, const A* a, const A* u, const float* ba,
+                                      const float* bu, long N, int F) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N) return;
     int f = (int)(i % F);
-    set_elem(out[i], swiglu_of(as_float(a[i]) + (ba ? ba[f] : 0.0f), as_float(u[i]) + (bu ? bu[f] : 0.0f)));
+    set_elem(out[i],
+             swiglu_of(as_float(a[i]) + (ba ? ba[f] : 0.0f), as_float(u[i]) + (bu ? bu[f] : 0.0f)));
 }
 
-// The backward kernels also compute their biases' gradients: one thread per column f, over a chunk of
-// ROWS_PER_CHUNK rows, colsum_partial_kernel's layout (consecutive threads, consecutive columns). Each
-// writes the input gradient and its chunk's column sum, partial[chunk, f], which colsum_finish_kernel
-// adds to the bias gradient: the column sums' own pass over the gradient is saved.
+// The backward kernels also compute their biases' gradients: one thread per column f, over a
+// chunk of ROWS_PER_CHUNK rows, colsum_partial_kernel's layout (consecutive threads,
+// consecutive columns). Each writes the input gradient and its chunk's column sum,
+// partial[chunk, f], which colsum_finish_kernel adds to the bias gradient: the column sums' own
+// pass over the gradient is saved.
 template <typename A>
-__global__ void gelu_backward_kernel(A* dup, float* pdb, const A* up, const float* bias, const A* dout, int rows,
-                                     int F) {
+__global__ void gelu_backward_kernel(A* dup, float* pdb, const A* up, const float* bias,
+                                     const A* dout, int rows, int F) {
     int f = blockIdx.x * blockDim.x + threadIdx.x, chunk = blockIdx.y;
     if (f >= F) return;
     int r1 = min(rows, (chunk + 1) * ROWS_PER_CHUNK);
@@ -1962,8 +2045,9 @@ __global__ void gelu_backward_kernel(A* dup, float* pdb, const A* up, const floa
 }
 
 template <typename A>
-__global__ void swiglu_backward_kernel(A* da, A* du, float* pdba, float* pdbu, const A* a, const A* u, const float* ba,
-                                       const float* bu, const A* dout, int rows, int F) {
+__global__ void swiglu_backward_kernel(A* da, A* du, float* pdba, float* pdbu, const A* a,
+                                       const A* u, const float* ba, const float* bu, const A* dout,
+                                       int rows, int F) {
     int f = blockIdx.x * blockDim.x + threadIdx.x, chunk = blockIdx.y;
     if (f >= F) return;
     int r1 = min(rows, (chunk + 1) * ROWS_PER_CHUNK);
@@ -1981,13 +2065,15 @@ __global__ void swiglu_backward_kernel(A* da, A* du, float* pdba, float* pdbu, c
     if (pdbu) pdbu[(long)chunk * F + f] = su;
 }
 
-// hact = GELU(up + b_up), or SwiGLU(gpre + b_gate, up + b_up) where gpre is set; [N/F, F] activation slices
-static void gpu_mlp_activation_forward(float* hact, const float* gpre, const float* up, const float* bgate,
-                                       const float* bup, long N, int F) {
+// hact = GELU(up + b_up), or SwiGLU(gpre + b_gate, up + b_up) where gpre is
+// set; [N/F, F] activation slices
+static void gpu_mlp_activation_forward(float* hact, const float* gpre, const float* up,
+                                       const float* bgate, const float* bup, long N, int F) {
     with_act([&](auto a) {
         typedef decltype(a) A;
         if (gpre) {
-            swiglu_forward_kernel<A><<<EW_GRID(N)>>>((A*)hact, (const A*)gpre, (const A*)up, bgate, bup, N, F);
+            swiglu_forward_kernel<A><<<EW_GRID(N)>>>((A*)hact, (const A*)gpre, (const A*)up, bgate,
+                    bup, N, F);
             LAUNCH_CHECK(swiglu_forward_kernel);
         } else {
             gelu_forward_kernel<A><<<EW_GRID(N)>>>((A*)hact, (const A*)up, bup, N, F);
@@ -1996,22 +2082,25 @@ static void gpu_mlp_activation_forward(float* hact, const float* gpre, const flo
     });
 }
 
-// dup (and dgpre where gpre is set) from dh, the activation's output gradient, [rows, F]; the biases'
-// gradients (where the biases exist) are added to dbup and dbgate. scratch: 2 x ceil(rows/ROWS_PER_CHUNK) x F
-static void gpu_mlp_activation_backward(float* dgpre, float* dup, float* dbgate, float* dbup, const float* gpre,
-                                        const float* up, const float* bgate, const float* bup, const float* dh,
-                                        int rows, int F, float* scratch) {
+// dup (and dgpre where gpre is set) from dh, the activation's output gradient, [rows, F]; the
+// biases' gradients (where the biases exist) are added to dbup and dbgate. scratch: 2 x
+// ceil(rows/ROWS_PER_CHUNK) x F
+static void gpu_mlp_activation_backward(float* dgpre, float* dup, float* dbgate, float* dbup,
+                                        const float* gpre, const float* up, const float* bgate,
+                                        const float* bup, const float* dh, int rows, int F,
+                                        float* scratch) {
     int nchunks = ceil_div(rows, ROWS_PER_CHUNK);
     float *pdbu = bup ? scratch : NULL, *pdbg = bgate ? scratch + (long)nchunks * F : NULL;
     dim3 grid(ceil_div(F, EW_THREADS), nchunks);
     with_act([&](auto a) {
         typedef decltype(a) A;
         if (gpre) {
-            swiglu_backward_kernel<A><<<grid, EW_THREADS>>>((A*)dgpre, (A*)dup, pdbg, pdbu, (const A*)gpre, (const A*)up,
-                                                            bgate, bup, (const A*)dh, rows, F);
+            swiglu_backward_kernel<A><<<grid, EW_THREADS>>>((A*)dgpre, (A*)dup, pdbg, pdbu,
+                    (const A*)gpre, (const A*)up, bgate, bup, (const A*)dh, rows, F);
             LAUNCH_CHECK(swiglu_backward_kernel);
         } else {
-            gelu_backward_kernel<A><<<grid, EW_THREADS>>>((A*)dup, pdbu, (const A*)up, bup, (const A*)dh, rows, F);
+            gelu_backward_kernel<A><<<grid, EW_THREADS>>>((A*)dup, pdbu, (const A*)up, bup,
+                    (const A*)dh, rows, F);
             LAUNCH_CHECK(gelu_backward_kernel);
         }
     });
@@ -2020,19 +2109,20 @@ static void gpu_mlp_activation_backward(float* dgpre, float* dup, float* dbgate,
 }
 
 // ---- softmax + cross-entropy, fused ------------------------------------------------------------
-// Replaces softmax_forward_plain and crossentropy_backward_plain: a block per row instead of a thread,
-// the maximum and the sum in one read, the gradient written without storing the probabilities, the
-// mean loss taken on the device.
-// a's running (max, sum of exp(x - max)) and b's combined: the larger maximum, the sums rescaled to it
+// Replaces softmax_forward_plain and crossentropy_backward_plain: a block per row instead of a
+// thread, the maximum and the sum in one read, the gradient written without storing the
+// probabilities, the mean loss taken on the device. a's running (max, sum of exp(x - max)) and b's
+// combined: the larger maximum, the sums rescaled to it
 __device__ void combine_max_sum(float& m, double& s, float m2, double s2) {
     float M = fmaxf(m, m2);
     s = s * exp((double)m - M) + s2 * exp((double)m2 - M);
     m = M;
 }
 
-// The row z's largest scaled logit and the sum of exp(z * scale - max), the sum in double as on the CPU,
-// in one read of the row (online softmax: a thread's running sum is rescaled when its maximum rises),
-// then combined over the warp and the block in a fixed order. Every thread of the block gets both.
+// The row z's largest scaled logit and the sum of exp(z * scale - max), the sum in double as
+// on the CPU, in one read of the row (online softmax: a thread's running sum is rescaled when
+// its maximum rises), then combined over the warp and the block in a fixed order. Every
+// thread of the block gets both.
 __device__ void row_max_sum(const float* z, int V, float scale, float* mx, double* sum) {
     __shared__ float wm[32];
     __shared__ double ws[32];
@@ -2049,7 +2139,8 @@ __device__ void row_max_sum(const float* z, int V, float scale, float* mx, doubl
         }
     }
     for (int o = 16; o > 0; o >>= 1)
-        combine_max_sum(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
+        combine_max_sum(m, s, __shfl_xor_sync(0xffffffffu, m, o),
+                        __shfl_xor_sync(0xffffffffu, s, o));
     __syncthreads();                  // wm, ws may still be read by a previous call
     if (lane == 0) {
         wm[wid] = m;
@@ -2059,14 +2150,15 @@ __device__ void row_max_sum(const float* z, int V, float scale, float* mx, doubl
     m = lane < nw ? wm[lane] : -FLT_MAX;
     s = lane < nw ? ws[lane] : 0.0;
     for (int o = 16; o > 0; o >>= 1)
-        combine_max_sum(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
+        combine_max_sum(m, s, __shfl_xor_sync(0xffffffffu, m, o),
+                        __shfl_xor_sync(0xffffffffu, s, o));
     *mx = m;
     *sum = s;
 }
 
 // Sampling (no targets): one block per row, logits [BT,V] replaced by the probabilities
-// p = exp(z * scale - max) / sum. scale is muP's logit multiplier (1 otherwise), applied as each logit
-// is read: the CPU's z * scale, without a pass of its own.
+// p = exp(z * scale - max) / sum. scale is muP's logit multiplier (1 otherwise), applied as each
+// logit is read: the CPU's z * scale, without a pass of its own.
 __global__ void softmax_forward_kernel(float* logits, int V, float scale) {
     float* z = logits + (long)blockIdx.x * V;
     float mx;
@@ -2084,31 +2176,34 @@ __global__ void loss_mean_kernel(float* loss, const float* losses, int BT) {
     if (threadIdx.x == 0) *loss = (float)(s / BT);
 }
 
-// mean loss over BT rows: dlogits = (p - onehot(target)) / BT with inv = 1/BT, then times muP's logit
-// multiplier scale (the chain rule through z * scale; 1 otherwise)
+// mean loss over BT rows: dlogits = (p - onehot(target)) / BT with inv = 1/BT, then times muP's
+// logit multiplier scale (the chain rule through z * scale; 1 otherwise)
 __device__ float dlogit(float p, int is_target, float inv, float scale) {
     float d = p * inv;
     if (is_target) d -= inv;
     return scale != 1.0f ? d * scale : d;
 }
 
-// With targets: the softmax, the loss and the logits' gradient in one kernel (llm.c's fused classifier),
-// one block per row and two reads of it: row_max_sum, then each probability p = exp(z * scale - max) / sum
-// becomes its dlogit, never stored itself. losses[bt] = -log p[target] = log(sum) - (z_t - max), exact even
-// where p underflows. G is the gradient's type: float, written over the logits (dlogits == logits), or
-// bf16 (--dtype bf16) into its own [BT, V] buffer, the head's GEMMs' input, the logits left in place.
+// With targets: the softmax, the loss and the logits' gradient in one kernel (llm.c's fused
+// classifier), one block per row and two reads of it: row_max_sum, then each probability p = exp(z
+// * scale - max) / sum becomes its dlogit, never stored itself. losses[bt] = -log p[target] =
+// log(sum) - (z_t - max), exact even where p underflows. G is the gradient's type: float, written
+// over the logits (dlogits == logits), or bf16 (--dtype bf16) into its own [BT, V] buffer, the
+// head's GEMMs' input, the logits left in place.
 template <typename G>
-__global__ void softmax_crossentropy_kernel(const float* logits, float* losses, G* dlogits, const int* targets, int V,
-                                            float scale, float inv) {
+__global__ void softmax_crossentropy_kernel(const float* logits, float* losses, G* dlogits,
+                                            const int* targets, int V, float scale, float inv) {
     int bt = blockIdx.x, target = targets[bt];
     const float* z = logits + (long)bt * V;
-    float zt = z[target] * scale;     // read before row_max_sum's barriers: the row is overwritten only after
+    // read before row_max_sum's barriers: the row is overwritten only after
+    float zt = z[target] * scale;
     float mx;
     double sum;
     row_max_sum(z, V, scale, &mx, &sum);
     float pinv = (float)(1.0 / sum);
     for (int i = threadIdx.x; i < V; i += blockDim.x)
-        set_elem(dlogits[(long)bt * V + i], dlogit(expf(z[i] * scale - mx) * pinv, i == target, inv, scale));
+        set_elem(dlogits[(long)bt * V + i],
+                 dlogit(expf(z[i] * scale - mx) * pinv, i == target, inv, scale));
     if (threadIdx.x == 0) losses[bt] = (float)(log(sum) - (zt - mx));
 }
 
@@ -2122,19 +2217,22 @@ typedef struct { size_t offset; float lr_mult; int decay; } AdamwTensor;
 
 // Device mirrors of Acts (train_gpt2.c section 2), the same shapes, plus what the kernels need.
 typedef struct {
-    // att is not Acts' [L, B, H, T, T] probabilities but the fused attention's row log-sum-exp
-    // [L, B, H, T]: gpu_layer calls layer_acts with maxT = 1, which makes la.att the layer's slice of it
+    // att is not Acts' [L, B, H, T, T] probabilities but the fused attention's row
+    // log-sum-exp [L, B, H, T]: gpu_layer calls layer_acts with maxT = 1, which makes la.att
+    // the layer's slice of it
     float *res, *resmid, *ln1, *ln1_mean, *ln1_rstd, *q, *k, *v, *att, *yatt, *attn_gate, *ygated;
-    float *ln2, *ln2_mean, *ln2_rstd, *up, *mlp_gate, *hact, *lnf, *lnf_mean, *lnf_rstd, *logits, *losses;
+    float *ln2, *ln2_mean, *ln2_rstd, *up, *mlp_gate, *hact, *lnf, *lnf_mean, *lnf_rstd, *logits,
+            *losses;
     float *dres, *dln, *dq, *dk, *dv, *dyg, *dyatt, *dattn_gate, *dup, *dmlp_gate, *dhact, *tmp;
     float* attD;                          // attention's row sums D = dy . y [B, H, T]
     float* scratch;                       // partial column sums (bias and norm-weight gradients)
     float* loss;                          // the mean of losses[], reduced on the device
     float* rope_cs;                       // RoPE's cos/sin table [T, hd/2, 2] (rope_table), or NULL
-    // Activations (section 5, "--dtype bf16"), bf16 values with --dtype bf16: ln1, q, k, v, yatt, ygated,
-    // ln2, up, mlp_gate, hact, lnf, tmp (the output projections), and the gradients dq, dk, dv, dyg,
-    // dyatt, dattn_gate, dup, dmlp_gate, dhact. The rest is float32 in every mode. With --dtype bf16 only: the logits' gradient and
-    // dres in bf16, written beside their float32 sources for the GEMMs that read them (NULL without).
+    // Activations (section 5, "--dtype bf16"), bf16 values with --dtype bf16: ln1, q, k, v, yatt,
+    // ygated, ln2, up, mlp_gate, hact, lnf, tmp (the output projections), and the gradients dq, dk,
+    // dv, dyg, dyatt, dattn_gate, dup, dmlp_gate, dhact. The rest is float32 in every mode. With
+    // --dtype bf16 only: the logits' gradient and dres in bf16, written beside their float32
+    // sources for the GEMMs that read them (NULL without).
     __nv_bfloat16 *dlogits16, *dres16;
     // One int buffer, uploaded in one copy per step (gpu_forward): the batch and, with targets, the
     // tokens bucketed for the wte gradient (bucket_tokens)
@@ -2160,7 +2258,8 @@ typedef struct {
     float loss;
 } GpuModel;
 
-// Block l's slice of a parameter kind and of its gradient on the device (param_of, grad_of of train_gpt2.c)
+// Block l's slice of a parameter kind and of its gradient on the device
+// (param_of, grad_of of train_gpt2.c)
 static float* gpu_param_of(const GpuModel* gm, int kind, int l) {
     return gm->p[kind] ? gm->p[kind] + (size_t)l * gm->host->kind_numel[kind] : NULL;
 }
@@ -2171,34 +2270,41 @@ static float* gpu_grad_of(const GpuModel* gm, int kind, int l) {
 // GpuActs' per-layer buffers as an Acts, so that layer_acts (train_gpt2.c section 2) slices them
 static Acts acts_view(const GpuActs* a) {
     Acts v = {};
-    v.res = a->res, v.resmid = a->resmid, v.ln1 = a->ln1, v.ln1_mean = a->ln1_mean, v.ln1_rstd = a->ln1_rstd;
-    v.q = a->q, v.k = a->k, v.v = a->v, v.att = a->att, v.yatt = a->yatt, v.attn_gate = a->attn_gate;
+    v.res = a->res, v.resmid = a->resmid, v.ln1 = a->ln1, v.ln1_mean = a->ln1_mean,
+    v.ln1_rstd = a->ln1_rstd;
+    v.q = a->q, v.k = a->k, v.v = a->v, v.att = a->att, v.yatt = a->yatt,
+    v.attn_gate = a->attn_gate;
     v.ygated = a->ygated, v.ln2 = a->ln2, v.ln2_mean = a->ln2_mean, v.ln2_rstd = a->ln2_rstd;
     v.up = a->up, v.mlp_gate = a->mlp_gate, v.hact = a->hact;
     return v;
 }
 
-// Layer l's slices of the activation buffers: layer_acts, which counts in floats, with each activation's
-// slice moved to the same element offset in bf16 with --dtype bf16 (gpu_act: 2-byte elements)
+// Layer l's slices of the activation buffers: layer_acts, which counts in floats,
+// with each activation's slice moved to the same element offset in bf16 with --dtype
+// bf16 (gpu_act: 2-byte elements)
 static LayerActs gpu_layer(const GpuModel* gm, int l) {
     const GpuActs* a = &gm->a;
     Acts view = acts_view(a);
     LayerActs la = layer_acts(&view, &gm->host->cfg, l, (long)gm->B * gm->T, 1);
-    if (g_bf16.on) {                     // yg last: without the gate it is la.yatt's float offset in yatt
-        float** acts[] = {&la.ln1, &la.q, &la.k, &la.v, &la.yatt, &la.ln2, &la.up, &la.mlp_gate, &la.hact, &la.yg};
-        float* bases[] = {a->ln1, a->q, a->k, a->v, a->yatt, a->ln2, a->up, a->mlp_gate, a->hact, a->ygated};
+    // yg last: without the gate it is la.yatt's float offset in yatt
+    if (g_bf16.on) {
+        float** acts[] = {&la.ln1, &la.q,  &la.k,        &la.v,    &la.yatt,
+                          &la.ln2, &la.up, &la.mlp_gate, &la.hact, &la.yg};
+        float* bases[] = {a->ln1, a->q,  a->k,        a->v,    a->yatt,
+                          a->ln2, a->up, a->mlp_gate, a->hact, a->ygated};
         for (int i = 0; i < 10; i++)
             if (*acts[i]) *acts[i] = (float*)((__nv_bfloat16*)bases[i] + (*acts[i] - bases[i]));
     }
     return la;
 }
 
-// Layer l's attention inputs as gpu_attention_forward and _backward read them (Qkv): with RoPE, q and k
-// hold their biases already (rope_kernel added them); the tile loads add v's, and q's and k's without RoPE
+// Layer l's attention inputs as gpu_attention_forward and _backward read them (Qkv): with
+// RoPE, q and k hold their biases already (rope_kernel added them); the tile loads add v's,
+// and q's and k's without RoPE
 static Qkv<float> gpu_qkv(const GpuModel* gm, const LayerActs* la, int l) {
     int rope = gm->host->cfg.rope;
-    return {la->q, la->k, la->v, rope ? NULL : gpu_param_of(gm, K_BQ, l), rope ? NULL : gpu_param_of(gm, K_BK, l),
-            gpu_param_of(gm, K_BV, l)};
+    return {la->q, la->k, la->v, rope ? NULL : gpu_param_of(gm, K_BQ, l),
+            rope ? NULL : gpu_param_of(gm, K_BK, l), gpu_param_of(gm, K_BV, l)};
 }
 
 
@@ -2213,8 +2319,10 @@ static void gpu_upload_state(GpuModel* gm) {       // host params, m, v, tensor 
     cudaCheck(cudaMemcpy(gm->params, hm->params, bytes, cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(gm->m, hm->adam_m, bytes, cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(gm->v, hm->adam_v, bytes, cudaMemcpyHostToDevice));
-    if (g_bf16.on) bf16_round(g_bf16.w16, gm->params, (long)hm->num_params);    // the weights' bf16 copy
-    // the table in offset order (the host's is layer-major, the block kind-major), for the binary search
+    // the weights' bf16 copy
+    if (g_bf16.on) bf16_round(g_bf16.w16, gm->params, (long)hm->num_params);
+    // the table in offset order (the host's is layer-major, the block
+    // kind-major), for the binary search
     AdamwTensor* tab = xmalloc((size_t)hm->num_tensors * sizeof(AdamwTensor));
     for (int i = 0; i < hm->num_tensors; i++) {
         tab[i].offset = hm->tensors[i].offset;
@@ -2222,7 +2330,8 @@ static void gpu_upload_state(GpuModel* gm) {       // host params, m, v, tensor 
         tab[i].decay = hm->tensors[i].decay;
     }
     qsort(tab, (size_t)hm->num_tensors, sizeof(AdamwTensor), adamw_tensor_cmp);
-    cudaCheck(cudaMemcpy(gm->adamw_tab, tab, (size_t)hm->num_tensors * sizeof(AdamwTensor), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(gm->adamw_tab, tab, (size_t)hm->num_tensors * sizeof(AdamwTensor),
+                         cudaMemcpyHostToDevice));
     free(tab);
 }
 
@@ -2234,14 +2343,16 @@ static void gpu_download_state(GpuModel* gm) {     // device params, m, v -> hos
 }
 
 static float* gpu_f32(size_t* count, size_t n) { return (float*)gpu_buf(count, n, sizeof(float)); }
-// n activations: float32, or bf16 with --dtype bf16 (float* all the same: the kernels read them as A)
+// n activations: float32, or bf16 with --dtype bf16 (float* all the same:
+// the kernels read them as A)
 static float* gpu_act(size_t* count, size_t n) {
     return (float*)gpu_buf(count, n, g_bf16.on ? sizeof(__nv_bfloat16) : sizeof(float));
 }
 
-// The activation buffers of GpuActs for batches up to B x T (the int buffer and the RoPE table aside):
-// the host's Acts less its attention probabilities and their scratch, which the fused attention does
-// not keep (it keeps a log-sum-exp and D per query row instead), plus the kernels' scratch.
+// The activation buffers of GpuActs for batches up to B x T (the int buffer and the RoPE
+// table aside): the host's Acts less its attention probabilities and their scratch,
+// which the fused attention does not keep (it keeps a log-sum-exp and D per query row
+// instead), plus the kernels' scratch.
 static void gpu_acts_layout(GpuActs* a, const Config* c, int B, int T, size_t* count) {
     long BT = (long)B * T, L = c->L, C = c->C, hd = C / c->H;
     long qd = c->H * hd, kvd = c->KVH * hd, F = c->F, H = c->H, V = c->V;
@@ -2284,18 +2395,20 @@ static void gpu_acts_layout(GpuActs* a, const Config* c, int B, int T, size_t* c
     a->dmlp_gate = gpu_act(count, BT * F);
     a->dhact = gpu_act(count, BT * F);
     a->tmp = gpu_act(count, BT * (C > qd ? C : qd));
-    long col_sums = 2L * ceil_div(BT, ROWS_PER_CHUNK) * widest, norm_sums = 3L * ceil_div(BT, NORM_ROWS) * C;
+    long col_sums = 2L * ceil_div(BT, ROWS_PER_CHUNK) * widest,
+         norm_sums = 3L * ceil_div(BT, NORM_ROWS) * C;
     a->scratch = gpu_f32(count, col_sums > norm_sums ? col_sums : norm_sums);
     a->dlogits16 = g_bf16.on ? (__nv_bfloat16*)gpu_buf(count, BT * V, sizeof(__nv_bfloat16)) : NULL;
     a->dres16 = g_bf16.on ? (__nv_bfloat16*)gpu_buf(count, BT * C, sizeof(__nv_bfloat16)) : NULL;
 }
 
-// Allocates the device model for batches up to B x T and uploads the host's params, m and v.
-// The host model must be built (model_build) and initialized or loaded.
-// The device's share of the memory estimate (train_gpt2.c section 10's memory_check does the host's): the four
-// parameter-sized blocks, the activations (gpu_acts_layout) and, with --dtype bf16, the weights' bf16
-// copy, refused before the first cudaMalloc when the device has less free; 5% on top for
-// cuBLAS's workspace and the small buffers left out (the RoPE table, the batch, the norm's partials).
+// Allocates the device model for batches up to B x T and uploads the host's params, m and
+// v. The host model must be built (model_build) and initialized or loaded. The device's
+// share of the memory estimate (train_gpt2.c section 10's memory_check does the host's):
+// the four parameter-sized blocks, the activations (gpu_acts_layout) and, with --dtype
+// bf16, the weights' bf16 copy, refused before the first cudaMalloc when the device has
+// less free; 5% on top for cuBLAS's workspace and the small buffers left out (the RoPE
+// table, the batch, the norm's partials).
 static double gpu_memory_need(const Model* host, int B, int T) {
     size_t acts = 0;
     GpuActs shape;
@@ -2311,13 +2424,15 @@ static void gpu_memory_check(const Model* host, int B, int T) {
     double need = 1.05 * gpu_memory_need(host, B, T);
     printf("GPU memory: about %.1f MiB of %zu MiB free\n", need / MiB, free_bytes / MiB);
     if (need > (double)free_bytes)
-        fatal("the run needs about %.0f MiB of GPU memory but %zu MiB are free: use a smaller model, -b or -t",
+        fatal("the run needs about %.0f MiB of GPU memory but %zu MiB are free: use a smaller "
+              "model, -b or -t",
               need / MiB, free_bytes / MiB);
 }
 
 static void gpu_model_create(GpuModel* gm, Model* host, int B, int T) {
     if (host->cfg.C / host->cfg.H > ATT_HD_MAX)
-        fatal("head size %d: the GPU's fused attention supports up to %d (more heads, or a smaller -C)",
+        fatal("head size %d: the GPU's fused attention supports up to %d (more heads, or a smaller "
+              "-C)",
               host->cfg.C / host->cfg.H, ATT_HD_MAX);
     gpu_memory_check(host, B, T);
     memset(gm, 0, sizeof(*gm));
@@ -2351,15 +2466,21 @@ static void gpu_model_create(GpuModel* gm, Model* host, int B, int T) {
         float* cs = xmalloc((size_t)T * (hd / 2) * 2 * sizeof(float));
         rope_table(cs, T, (int)hd, c->rope_theta);
         a->rope_cs = dmalloc((size_t)T * (hd / 2) * 2);
-        cudaCheck(cudaMemcpy(a->rope_cs, cs, (size_t)T * (hd / 2) * 2 * sizeof(float), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(a->rope_cs, cs, (size_t)T * (hd / 2) * 2 * sizeof(float),
+                             cudaMemcpyHostToDevice));
         free(cs);
     }
     a->ibuf = dmalloc_int(5 * BT + 1);
     gm->ibuf_h = xcalloc((size_t)(5 * BT + 1), sizeof(int));
     int* di[5] = {a->ibuf, a->ibuf + BT, a->ibuf + 2 * BT, a->ibuf + 3 * BT, a->ibuf + 4 * BT + 1};
-    int* hi[5] = {gm->ibuf_h, gm->ibuf_h + BT, gm->ibuf_h + 2 * BT, gm->ibuf_h + 3 * BT, gm->ibuf_h + 4 * BT + 1};
+    int* hi[5] = {gm->ibuf_h, gm->ibuf_h + BT, gm->ibuf_h + 2 * BT, gm->ibuf_h + 3 * BT,
+                  gm->ibuf_h + 4 * BT + 1};
     a->tokens = di[0]; a->targets = di[1]; a->utok = di[2]; a->ustart = di[3]; a->upos = di[4];
-    gm->tokens_h = hi[0]; gm->targets_h = hi[1]; gm->utok_h = hi[2]; gm->ustart_h = hi[3]; gm->upos_h = hi[4];
+    gm->tokens_h = hi[0];
+    gm->targets_h = hi[1];
+    gm->utok_h = hi[2];
+    gm->ustart_h = hi[3];
+    gm->upos_h = hi[4];
     gm->probs_h = xmalloc((size_t)c->V * sizeof(float));
     gm->norm_chunks = (P + NORM_CHUNK - 1) / NORM_CHUNK;
     gm->norm_partial = (double*)gpu_buf(NULL, gm->norm_chunks + 1, sizeof(double));
@@ -2368,11 +2489,13 @@ static void gpu_model_create(GpuModel* gm, Model* host, int B, int T) {
 
 static void gpu_model_free(GpuModel* gm) {
     GpuActs* a = &gm->a;
-    float* bufs[] = {a->res, a->resmid, a->ln1, a->ln1_mean, a->ln1_rstd, a->q, a->k, a->v, a->att, a->yatt,
-                     a->attn_gate, a->ln2, a->ln2_mean, a->ln2_rstd, a->up, a->mlp_gate, a->hact, a->lnf, a->lnf_mean,
-                     a->lnf_rstd, a->logits, a->losses, a->loss, a->dres, a->dln, a->dq, a->dk, a->dv, a->attD, a->dyg,
-                     a->dyatt, a->dattn_gate, a->dup, a->dmlp_gate, a->dhact, a->tmp, a->scratch,
-                     gm->params, gm->grads, gm->m, gm->v};
+    float* bufs[] = {a->res,      a->resmid,     a->ln1,    a->ln1_mean,  a->ln1_rstd,  a->q,
+                     a->k,        a->v,          a->att,    a->yatt,      a->attn_gate, a->ln2,
+                     a->ln2_mean, a->ln2_rstd,   a->up,     a->mlp_gate,  a->hact,      a->lnf,
+                     a->lnf_mean, a->lnf_rstd,   a->logits, a->losses,    a->loss,      a->dres,
+                     a->dln,      a->dq,         a->dk,     a->dv,        a->attD,      a->dyg,
+                     a->dyatt,    a->dattn_gate, a->dup,    a->dmlp_gate, a->dhact,     a->tmp,
+                     a->scratch,  gm->params,    gm->grads, gm->m,        gm->v};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) cudaCheck(cudaFree(bufs[i]));
     if (a->ygated != a->yatt) cudaCheck(cudaFree(a->ygated));
     cudaCheck(cudaFree(a->dlogits16));       // NULL without --dtype bf16
@@ -2417,27 +2540,30 @@ static int bucket_tokens(GpuModel* gm, int BT) {
 }
 
 // Forward pass over B x T tokens (host arrays; B, T no larger than the buffers): model_forward of
-// train_gpt2.c, layer for layer. With targets, returns the mean cross-entropy (reduced on the device
-// in double; the one float copied back) and leaves the logits' gradient for the backward pass (over
-// the logits, or in bf16 in dlogits16 with --dtype bf16); without, the logits buffer holds next-token
-// probabilities and the return value is 0. The batch (and with targets the token buckets of the wte
-// gradient) goes up in one copy.
+// train_gpt2.c, layer for layer. With targets, returns the mean cross-entropy (reduced on the
+// device in double; the one float copied back) and leaves the logits' gradient for the backward
+// pass (over the logits, or in bf16 in dlogits16 with --dtype bf16); without, the logits buffer
+// holds next-token probabilities and the return value is 0. The batch (and with targets the token
+// buckets of the wte gradient) goes up in one copy.
 static float gpu_forward(GpuModel* gm, const int* tokens, const int* targets, int B, int T) {
     const Config* c = &gm->host->cfg;
     GpuActs* a = &gm->a;
     int BT = B * T, C = c->C, H = c->H, KVH = c->KVH, hd = C / H, F = c->F;
     int qd = H * hd, kvd = KVH * hd;
-    if (B > gm->B || T > gm->T) fatal("internal: forward with B=%d T=%d exceeds buffers %dx%d", B, T, gm->B, gm->T);
+    if (B > gm->B || T > gm->T)
+        fatal("internal: forward with B=%d T=%d exceeds buffers %dx%d", B, T, gm->B, gm->T);
     // the buffers are laid out for gm->B x gm->T; a smaller batch uses the start of each array
     int maxBT = gm->B * gm->T;
     for (int i = 0; i < BT; i++) {
-        if (tokens[i] < 0 || tokens[i] >= c->V) fatal("token id %d out of range [0, %d)", tokens[i], c->V);
+        if (tokens[i] < 0 || tokens[i] >= c->V)
+            fatal("token id %d out of range [0, %d)", tokens[i], c->V);
         gm->tokens_h[i] = tokens[i];
     }
     size_t n_up = (size_t)BT;
     if (targets) {
         for (int i = 0; i < BT; i++) {
-            if (targets[i] < 0 || targets[i] >= c->V) fatal("target id %d out of range [0, %d)", targets[i], c->V);
+            if (targets[i] < 0 || targets[i] >= c->V)
+                fatal("target id %d out of range [0, %d)", targets[i], c->V);
             gm->targets_h[i] = targets[i];
         }
         gm->nu = bucket_tokens(gm, BT);
@@ -2445,41 +2571,51 @@ static float gpu_forward(GpuModel* gm, const int* tokens, const int* targets, in
     }
     cudaCheck(cudaMemcpy(a->ibuf, gm->ibuf_h, n_up * sizeof(int), cudaMemcpyHostToDevice));
     if (g_after_op) g_after_op("copy batch to device");
-    embedding_forward_kernel<<<EW_GRID((long)BT * C)>>>(a->res, a->tokens, gm->p[K_WTE], gm->p[K_WPE], BT, T, C);
+    embedding_forward_kernel<<<EW_GRID((long)BT * C)>>>(a->res, a->tokens, gm->p[K_WTE],
+            gm->p[K_WPE], BT, T, C);
     LAUNCH_CHECK(embedding_forward_kernel);
     // Each residual is fused with the norm that reads it (the next sublayer's, or the final one):
     // only layer 0's first norm runs alone. The biases of W_O and W_down are added there too, and
     // those of W_up (and W_gate) by the activation kernel.
-    gpu_norm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, a->res, gpu_param_of(gm, K_LN1W, 0), gpu_param_of(gm, K_LN1B, 0),
-                     c->rmsnorm, c->eps, BT, C);
+    gpu_norm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, a->res, gpu_param_of(gm, K_LN1W, 0),
+                     gpu_param_of(gm, K_LN1B, 0), c->rmsnorm, c->eps, BT, C);
     for (int l = 0; l < c->L; l++) {
         LayerActs la = gpu_layer(gm, l);
-        // attention sublayer: xmid = x + Attn(Norm1(x)); Norm1(x) is la.ln1 already. Every activation is
-        // passed as the pair (f32_of, bf16_of): the GEMMs take the run's type
+        // attention sublayer: xmid = x + Attn(Norm1(x)); Norm1(x) is la.ln1 already. Every
+        // activation is passed as the pair (f32_of, bf16_of): the GEMMs take the run's type
         float *ln1 = f32_of(la.ln1), *ln2 = f32_of(la.ln2);
         __nv_bfloat16 *ln1_16 = bf16_of(la.ln1), *ln2_16 = bf16_of(la.ln2);
-        gpu_matmul_forward(f32_of(la.q), bf16_of(la.q), ln1, ln1_16, gpu_param_of(gm, K_WQ, l), BT, C, qd);
-        gpu_matmul_forward(f32_of(la.k), bf16_of(la.k), ln1, ln1_16, gpu_param_of(gm, K_WK, l), BT, C, kvd);
-        gpu_matmul_forward(f32_of(la.v), bf16_of(la.v), ln1, ln1_16, gpu_param_of(gm, K_WV, l), BT, C, kvd);
+        gpu_matmul_forward(f32_of(la.q), bf16_of(la.q), ln1, ln1_16, gpu_param_of(gm, K_WQ, l), BT,
+                           C, qd);
+        gpu_matmul_forward(f32_of(la.k), bf16_of(la.k), ln1, ln1_16, gpu_param_of(gm, K_WK, l), BT,
+                           C, kvd);
+        gpu_matmul_forward(f32_of(la.v), bf16_of(la.v), ln1, ln1_16, gpu_param_of(gm, K_WV, l), BT,
+                           C, kvd);
         if (c->rope) {
             gpu_rope(la.q, gpu_param_of(gm, K_BQ, l), a->rope_cs, BT, T, H, hd, 1.0f);
             gpu_rope(la.k, gpu_param_of(gm, K_BK, l), a->rope_cs, BT, T, KVH, hd, 1.0f);
         }
-        gpu_attention_forward(la.yatt, la.att, gpu_qkv(gm, &la, l), B, T, H, KVH, hd, c->attn_scale);
+        gpu_attention_forward(la.yatt, la.att, gpu_qkv(gm, &la, l), B, T, H, KVH, hd,
+                              c->attn_scale);
         if (c->attn_gate) {                   // the gate's pre-activation is float32 in every mode
-            gpu_matmul_forward(la.attn_gate, NULL, ln1, ln1_16, gpu_param_of(gm, K_WG, l), BT, C, H);
+            gpu_matmul_forward(la.attn_gate, NULL, ln1, ln1_16, gpu_param_of(gm, K_WG, l), BT, C,
+                               H);
             gpu_gate_forward(la.yg, la.attn_gate, gpu_param_of(gm, K_BG, l), la.yatt, BT, H, hd);
         }
-        gpu_matmul_forward(f32_of(a->tmp), bf16_of(a->tmp), f32_of(la.yg), bf16_of(la.yg), gpu_param_of(gm, K_WO, l),
-                           BT, qd, C);
-        gpu_residual_norm_forward(la.xmid, la.ln2, la.ln2_mean, la.ln2_rstd, la.x, a->tmp, gpu_param_of(gm, K_BO, l),
-                                  gpu_param_of(gm, K_LN2W, l), gpu_param_of(gm, K_LN2B, l), c->rmsnorm, c->eps, BT, C);
-        // MLP sublayer: xout = xmid + MLP(Norm2(xmid)); then Norm1 of the next layer (or the final norm)
-        gpu_matmul_forward(f32_of(la.up), bf16_of(la.up), ln2, ln2_16, gpu_param_of(gm, K_WUP, l), BT, C, F);
+        gpu_matmul_forward(f32_of(a->tmp), bf16_of(a->tmp), f32_of(la.yg), bf16_of(la.yg),
+                           gpu_param_of(gm, K_WO, l), BT, qd, C);
+        gpu_residual_norm_forward(la.xmid, la.ln2, la.ln2_mean, la.ln2_rstd, la.x, a->tmp,
+                                  gpu_param_of(gm, K_BO, l), gpu_param_of(gm, K_LN2W, l),
+                                  gpu_param_of(gm, K_LN2B, l), c->rmsnorm, c->eps, BT, C);
+        // MLP sublayer: xout = xmid + MLP(Norm2(xmid)); then Norm1 of the next layer
+        // (or the final norm)
+        gpu_matmul_forward(f32_of(la.up), bf16_of(la.up), ln2, ln2_16, gpu_param_of(gm, K_WUP, l),
+                           BT, C, F);
         if (c->swiglu)
-            gpu_matmul_forward(f32_of(la.mlp_gate), bf16_of(la.mlp_gate), ln2, ln2_16, gpu_param_of(gm, K_WGATE, l), BT, C, F);
-        gpu_mlp_activation_forward(la.hact, la.mlp_gate, la.up, gpu_param_of(gm, K_BGATE, l), gpu_param_of(gm, K_BUP, l),
-                                   (long)BT * F, F);
+            gpu_matmul_forward(f32_of(la.mlp_gate), bf16_of(la.mlp_gate), ln2, ln2_16,
+                               gpu_param_of(gm, K_WGATE, l), BT, C, F);
+        gpu_mlp_activation_forward(la.hact, la.mlp_gate, la.up, gpu_param_of(gm, K_BGATE, l),
+                                   gpu_param_of(gm, K_BUP, l), (long)BT * F, F);
         gpu_matmul_forward(f32_of(a->tmp), bf16_of(a->tmp), f32_of(la.hact), bf16_of(la.hact),
                            gpu_param_of(gm, K_WDOWN, l), BT, F, C);
         if (l + 1 < c->L) {
@@ -2489,25 +2625,26 @@ static float gpu_forward(GpuModel* gm, const int* tokens, const int* targets, in
                                       gpu_param_of(gm, K_LN1B, l + 1), c->rmsnorm, c->eps, BT, C);
         } else {
             gpu_residual_norm_forward(la.xout, a->lnf, a->lnf_mean, a->lnf_rstd, la.xmid, a->tmp,
-                                      gpu_param_of(gm, K_BDOWN, l), gm->p[K_LNFW], gm->p[K_LNFB], c->rmsnorm, c->eps,
-                                      BT, C);
+                                      gpu_param_of(gm, K_BDOWN, l), gm->p[K_LNFW], gm->p[K_LNFB],
+                                      c->rmsnorm, c->eps, BT, C);
         }
     }
     const float* head = c->tied ? gm->p[K_WTE] : gm->p[K_LMHEAD];
-    gpu_matmul_forward(a->logits, NULL, f32_of(a->lnf), bf16_of(a->lnf), head, BT, C, c->V);  // float32 logits
+    // float32 logits
+    gpu_matmul_forward(a->logits, NULL, f32_of(a->lnf), bf16_of(a->lnf), head, BT, C, c->V);
     if (!targets) {                      // sampling: the probabilities, over the logits
         softmax_forward_kernel<<<BT, ROW_THREADS>>>(a->logits, c->V, c->logit_scale);
         LAUNCH_CHECK(softmax_forward_kernel);
         return 0.0f;
     }
-    // the loss, and the logits' gradient that gpu_backward starts from: over the logits (float32), or into
-    // dlogits16 (--dtype bf16)
+    // the loss, and the logits' gradient that gpu_backward starts from: over the logits (float32),
+    // or into dlogits16 (--dtype bf16)
     if (g_bf16.on)
-        softmax_crossentropy_kernel<__nv_bfloat16><<<BT, ROW_THREADS>>>(a->logits, a->losses, a->dlogits16, a->targets,
-                                                                        c->V, c->logit_scale, 1.0f / BT);
+        softmax_crossentropy_kernel<__nv_bfloat16><<<BT, ROW_THREADS>>>(a->logits, a->losses,
+                a->dlogits16, a->targets, c->V, c->logit_scale, 1.0f / BT);
     else
-        softmax_crossentropy_kernel<float><<<BT, ROW_THREADS>>>(a->logits, a->losses, a->logits, a->targets, c->V,
-                                                                c->logit_scale, 1.0f / BT);
+        softmax_crossentropy_kernel<float><<<BT, ROW_THREADS>>>(a->logits, a->losses, a->logits,
+                a->targets, c->V, c->logit_scale, 1.0f / BT);
     LAUNCH_CHECK(softmax_crossentropy_kernel);
     loss_mean_kernel<<<1, 1024>>>(a->loss, a->losses, BT);
     LAUNCH_CHECK(loss_mean_kernel);
@@ -2528,8 +2665,8 @@ static void gpu_zero_grad(GpuModel* gm) {
 }
 
 // Backward pass of the last forward (which must have had targets): model_backward of
-// train_gpt2.c, layer for layer, with its dloss (1, or 1/N for one of N micro-batches of an update).
-// Gradients accumulate into gm->grads (zero them first).
+// train_gpt2.c, layer for layer, with its dloss (1, or 1/N for one of N micro-batches of an
+// update). Gradients accumulate into gm->grads (zero them first).
 static void gpu_backward(GpuModel* gm, int B, int T, float dloss) {
     const Config* c = &gm->host->cfg;
     GpuActs* a = &gm->a;
@@ -2539,71 +2676,86 @@ static void gpu_backward(GpuModel* gm, int B, int T, float dloss) {
     long s_c = (long)maxBT * C;
     float* sc = a->scratch;
     gm->norm_fresh = 0;
-    // loss -> logits -> final norm: the forward wrote the logits' gradient (softmax_crossentropy_kernel) for
-    // dloss 1; the head's two products take the factor dloss (their GEMMs' alpha)
-    // Each activation gradient's first contribution overwrites its buffer (GRAD_SET), the others add to
-    // it: no memsets. a->dres carries d loss / d residual stream from the final norm down. Each norm's
-    // backward also adds the bias gradient of the output projection that reads dres next (W_down's, W_O's).
+    // loss -> logits -> final norm: the forward wrote the logits' gradient
+    // (softmax_crossentropy_kernel) for dloss 1; the head's two products take the factor dloss
+    // (their GEMMs' alpha) Each activation gradient's first contribution overwrites its buffer
+    // (GRAD_SET), the others add to it: no memsets. a->dres carries d loss / d residual stream from
+    // the final norm down. Each norm's backward also adds the bias gradient of the output
+    // projection that reads dres next (W_down's, W_O's).
     const float* head = c->tied ? gm->p[K_WTE] : gm->p[K_LMHEAD];
     float* dhead = c->tied ? gm->g[K_WTE] : gm->g[K_LMHEAD];
-    gpu_matmul_backward(a->dln, NULL, GRAD_SET, dhead, NULL, f32_of(a->logits), a->dlogits16, f32_of(a->lnf),
-                        bf16_of(a->lnf), head, BT, C, c->V, sc, dloss);
-    gpu_norm_backward(a->dres, GRAD_SET, a->dres16, gm->g[K_LNFW], gm->g[K_LNFB], gpu_grad_of(gm, K_BDOWN, c->L - 1),
-                      a->dln, a->res + c->L * s_c, gm->p[K_LNFW], a->lnf_mean, a->lnf_rstd, c->rmsnorm, BT, C, sc);
+    gpu_matmul_backward(a->dln, NULL, GRAD_SET, dhead, NULL, f32_of(a->logits), a->dlogits16,
+                        f32_of(a->lnf), bf16_of(a->lnf), head, BT, C, c->V, sc, dloss);
+    gpu_norm_backward(a->dres, GRAD_SET, a->dres16, gm->g[K_LNFW], gm->g[K_LNFB],
+                      gpu_grad_of(gm, K_BDOWN, c->L - 1), a->dln, a->res + c->L * s_c,
+                      gm->p[K_LNFW], a->lnf_mean, a->lnf_rstd, c->rmsnorm, BT, C, sc);
     // blocks in reverse
     for (int l = c->L - 1; l >= 0; l--) {
         LayerActs la = gpu_layer(gm, l);
-        // Activations and their gradients as (f32_of, bf16_of) pairs, as in gpu_forward. dln (float32)
-        // sums the GEMMs' input gradients into a norm; dres, the residual's, is float32 with a bf16 copy.
+        // Activations and their gradients as (f32_of, bf16_of) pairs, as in gpu_forward. dln
+        // (float32) sums the GEMMs' input gradients into a norm; dres, the residual's, is
+        // float32 with a bf16 copy.
         float *ln1 = f32_of(la.ln1), *ln2 = f32_of(la.ln2);
         __nv_bfloat16 *ln1_16 = bf16_of(la.ln1), *ln2_16 = bf16_of(la.ln2);
         // MLP sublayer
-        gpu_matmul_backward(f32_of(a->dhact), bf16_of(a->dhact), GRAD_SET, gpu_grad_of(gm, K_WDOWN, l), NULL, a->dres,
-                            a->dres16, f32_of(la.hact), bf16_of(la.hact), gpu_param_of(gm, K_WDOWN, l), BT, F, C, sc);
-        // the activation's backward also adds b_up's and b_gate's gradients (so the GEMMs get no dbias)
-        gpu_mlp_activation_backward(a->dmlp_gate, a->dup, gpu_grad_of(gm, K_BGATE, l), gpu_grad_of(gm, K_BUP, l), la.mlp_gate,
-                                    la.up, gpu_param_of(gm, K_BGATE, l), gpu_param_of(gm, K_BUP, l), a->dhact, BT, F, sc);
+        gpu_matmul_backward(f32_of(a->dhact), bf16_of(a->dhact), GRAD_SET,
+                            gpu_grad_of(gm, K_WDOWN, l), NULL, a->dres, a->dres16, f32_of(la.hact),
+                            bf16_of(la.hact), gpu_param_of(gm, K_WDOWN, l), BT, F, C, sc);
+        // the activation's backward also adds b_up's and b_gate's gradients (so the
+        // GEMMs get no dbias)
+        gpu_mlp_activation_backward(a->dmlp_gate, a->dup, gpu_grad_of(gm, K_BGATE, l),
+                                    gpu_grad_of(gm, K_BUP, l), la.mlp_gate, la.up,
+                                    gpu_param_of(gm, K_BGATE, l), gpu_param_of(gm, K_BUP, l),
+                                    a->dhact, BT, F, sc);
         if (c->swiglu)
-            gpu_matmul_backward(a->dln, NULL, GRAD_SET, gpu_grad_of(gm, K_WGATE, l), NULL, f32_of(a->dmlp_gate),
-                                bf16_of(a->dmlp_gate), ln2, ln2_16, gpu_param_of(gm, K_WGATE, l), BT, C, F, sc);
-        gpu_matmul_backward(a->dln, NULL, c->swiglu ? GRAD_ADD : GRAD_SET, gpu_grad_of(gm, K_WUP, l), NULL,
-                            f32_of(a->dup), bf16_of(a->dup), ln2, ln2_16, gpu_param_of(gm, K_WUP, l), BT, C, F, sc);
-        gpu_norm_backward(a->dres, GRAD_ADD, a->dres16, gpu_grad_of(gm, K_LN2W, l), gpu_grad_of(gm, K_LN2B, l),
-                          gpu_grad_of(gm, K_BO, l), a->dln, la.xmid, gpu_param_of(gm, K_LN2W, l), la.ln2_mean,
-                          la.ln2_rstd, c->rmsnorm, BT, C, sc);
+            gpu_matmul_backward(a->dln, NULL, GRAD_SET, gpu_grad_of(gm, K_WGATE, l), NULL,
+                                f32_of(a->dmlp_gate), bf16_of(a->dmlp_gate), ln2, ln2_16,
+                                gpu_param_of(gm, K_WGATE, l), BT, C, F, sc);
+        gpu_matmul_backward(a->dln, NULL, c->swiglu ? GRAD_ADD : GRAD_SET,
+                            gpu_grad_of(gm, K_WUP, l), NULL, f32_of(a->dup), bf16_of(a->dup), ln2,
+                            ln2_16, gpu_param_of(gm, K_WUP, l), BT, C, F, sc);
+        gpu_norm_backward(a->dres, GRAD_ADD, a->dres16, gpu_grad_of(gm, K_LN2W, l),
+                          gpu_grad_of(gm, K_LN2B, l), gpu_grad_of(gm, K_BO, l), a->dln, la.xmid,
+                          gpu_param_of(gm, K_LN2W, l), la.ln2_mean, la.ln2_rstd, c->rmsnorm, BT, C,
+                          sc);
         // attention sublayer
-        gpu_matmul_backward(f32_of(a->dyg), bf16_of(a->dyg), GRAD_SET, gpu_grad_of(gm, K_WO, l), NULL, a->dres,
-                            a->dres16, f32_of(la.yg), bf16_of(la.yg), gpu_param_of(gm, K_WO, l), BT, qd, C, sc);
+        gpu_matmul_backward(f32_of(a->dyg), bf16_of(a->dyg), GRAD_SET, gpu_grad_of(gm, K_WO, l),
+                            NULL, a->dres, a->dres16, f32_of(la.yg), bf16_of(la.yg),
+                            gpu_param_of(gm, K_WO, l), BT, qd, C, sc);
         float* dyatt = a->dyg;
         if (c->attn_gate) {
             gpu_gate_backward(a->dyatt, a->dattn_gate, a->dyg, la.yatt, la.attn_gate, BT, H, hd);
-            gpu_matmul_backward(a->dln, NULL, GRAD_SET, gpu_grad_of(gm, K_WG, l), gpu_grad_of(gm, K_BG, l),
-                                f32_of(a->dattn_gate), bf16_of(a->dattn_gate), ln1, ln1_16, gpu_param_of(gm, K_WG, l), BT, C, H,
-                                sc);
+            gpu_matmul_backward(a->dln, NULL, GRAD_SET, gpu_grad_of(gm, K_WG, l),
+                                gpu_grad_of(gm, K_BG, l), f32_of(a->dattn_gate),
+                                bf16_of(a->dattn_gate), ln1, ln1_16, gpu_param_of(gm, K_WG, l), BT,
+                                C, H, sc);
             dyatt = a->dyatt;
         }
-        // Without RoPE, b_k's gradient is zero in exact arithmetic (a constant added to every key moves each
-        // query's scores by one constant, which the softmax ignores; RoPE turns the bias with the key, by an
-        // angle that depends on the position, so there it is a parameter). With --dtype bf16 it is not:
-        // D = dy . y reads the attention's output as stored, in bf16, so sum_s dP[t, s] is a rounding
-        // remainder instead of 0. b_k then takes AdamW steps that change nothing the model computes
-        // (doc/cuda.md, "bf16").
-        gpu_attention_backward(a->dq, a->dk, a->dv, a->attD, dyatt, la.yatt, la.att, gpu_qkv(gm, &la, l), B, T, H, KVH,
-                               hd, c->attn_scale);
+        // Without RoPE, b_k's gradient is zero in exact arithmetic (a constant added to every key
+        // moves each query's scores by one constant, which the softmax ignores; RoPE turns the bias
+        // with the key, by an angle that depends on the position, so there it is a parameter). With
+        // --dtype bf16 it is not: D = dy . y reads the attention's output as stored, in bf16, so
+        // sum_s dP[t, s] is a rounding remainder instead of 0. b_k then takes AdamW steps that
+        // change nothing the model computes (doc/cuda.md, "bf16").
+        gpu_attention_backward(a->dq, a->dk, a->dv, a->attD, dyatt, la.yatt, la.att,
+                               gpu_qkv(gm, &la, l), B, T, H, KVH, hd, c->attn_scale);
         if (c->rope) {
             gpu_rope(a->dq, NULL, a->rope_cs, BT, T, H, hd, -1.0f);
             gpu_rope(a->dk, NULL, a->rope_cs, BT, T, KVH, hd, -1.0f);
         }
-        gpu_matmul_backward(a->dln, NULL, c->attn_gate ? GRAD_ADD : GRAD_SET, gpu_grad_of(gm, K_WQ, l),
-                            gpu_grad_of(gm, K_BQ, l), f32_of(a->dq), bf16_of(a->dq), ln1, ln1_16,
-                            gpu_param_of(gm, K_WQ, l), BT, C, qd, sc);
-        gpu_matmul_backward(a->dln, NULL, GRAD_ADD, gpu_grad_of(gm, K_WK, l), gpu_grad_of(gm, K_BK, l), f32_of(a->dk),
-                            bf16_of(a->dk), ln1, ln1_16, gpu_param_of(gm, K_WK, l), BT, C, kvd, sc);
-        gpu_matmul_backward(a->dln, NULL, GRAD_ADD, gpu_grad_of(gm, K_WV, l), gpu_grad_of(gm, K_BV, l), f32_of(a->dv),
-                            bf16_of(a->dv), ln1, ln1_16, gpu_param_of(gm, K_WV, l), BT, C, kvd, sc);
-        gpu_norm_backward(a->dres, GRAD_ADD, a->dres16, gpu_grad_of(gm, K_LN1W, l), gpu_grad_of(gm, K_LN1B, l),
-                          l > 0 ? gpu_grad_of(gm, K_BDOWN, l - 1) : NULL, a->dln, la.x, gpu_param_of(gm, K_LN1W, l),
-                          la.ln1_mean, la.ln1_rstd, c->rmsnorm, BT, C, sc);
+        gpu_matmul_backward(a->dln, NULL, c->attn_gate ? GRAD_ADD : GRAD_SET,
+                            gpu_grad_of(gm, K_WQ, l), gpu_grad_of(gm, K_BQ, l), f32_of(a->dq),
+                            bf16_of(a->dq), ln1, ln1_16, gpu_param_of(gm, K_WQ, l), BT, C, qd, sc);
+        gpu_matmul_backward(a->dln, NULL, GRAD_ADD, gpu_grad_of(gm, K_WK, l),
+                            gpu_grad_of(gm, K_BK, l), f32_of(a->dk), bf16_of(a->dk), ln1, ln1_16,
+                            gpu_param_of(gm, K_WK, l), BT, C, kvd, sc);
+        gpu_matmul_backward(a->dln, NULL, GRAD_ADD, gpu_grad_of(gm, K_WV, l),
+                            gpu_grad_of(gm, K_BV, l), f32_of(a->dv), bf16_of(a->dv), ln1, ln1_16,
+                            gpu_param_of(gm, K_WV, l), BT, C, kvd, sc);
+        gpu_norm_backward(
+                a->dres, GRAD_ADD, a->dres16, gpu_grad_of(gm, K_LN1W, l),
+                gpu_grad_of(gm, K_LN1B, l), l > 0 ? gpu_grad_of(gm, K_BDOWN, l - 1) : NULL, a->dln,
+                la.x, gpu_param_of(gm, K_LN1W, l), la.ln1_mean, la.ln1_rstd, c->rmsnorm, BT, C, sc);
     }
     // embeddings: wte through the token buckets (uploaded by gpu_forward), wpe column by column
     embedding_backward_wte_kernel<<<dim3(gm->nu, ceil_div(C, EW_THREADS)), EW_THREADS>>>(
@@ -2622,9 +2774,10 @@ static void gpu_backward(GpuModel* gm, int B, int T, float dloss) {
 // float, gpu_forward) and the gradient norm (one double, gpu_grad_norm). The clipping factor is
 // computed from the norm on the device, by every thread of the AdamW launch.
 
-// sqrt(sum g^2): block i sums elements [i*NORM_CHUNK, (i+1)*NORM_CHUNK) in double in a fixed
-// order, then one block adds the partials in a fixed order. Reproducible, no atomics. Replaces
-// grad_sumsq_plain (a thread per chunk) and the host's sum of the chunks: nothing leaves the device.
+// sqrt(sum g^2): block i sums elements [i*NORM_CHUNK, (i+1)*NORM_CHUNK) in double in a
+// fixed order, then one block adds the partials in a fixed order. Reproducible, no
+// atomics. Replaces grad_sumsq_plain (a thread per chunk) and the host's sum of the
+// chunks: nothing leaves the device.
 __global__ void grad_sq_partial_kernel(double* partial, const float* g, size_t n) {
     size_t i0 = (size_t)blockIdx.x * NORM_CHUNK, i1 = i0 + NORM_CHUNK < n ? i0 + NORM_CHUNK : n;
     double s = 0.0;
@@ -2643,7 +2796,8 @@ __global__ void grad_norm_finish_kernel(double* norm, const double* partial, int
 
 // the norm of the current gradients into gm->norm (device), without copying it anywhere
 static void gpu_grad_norm_device(GpuModel* gm) {
-    grad_sq_partial_kernel<<<(unsigned)gm->norm_chunks, 256>>>(gm->norm_partial, gm->grads, gm->host->num_params);
+    grad_sq_partial_kernel<<<(unsigned)gm->norm_chunks, 256>>>(gm->norm_partial, gm->grads,
+            gm->host->num_params);
     LAUNCH_CHECK(grad_sq_partial_kernel);
     grad_norm_finish_kernel<<<1, 1024>>>(gm->norm, gm->norm_partial, (int)gm->norm_chunks);
     LAUNCH_CHECK(grad_norm_finish_kernel);
@@ -2661,21 +2815,21 @@ static double gpu_grad_norm(GpuModel* gm) {
 
 // Replaces plain_adamw_step's launch of adamw_plain per tensor with one launch over all of them.
 // One AdamW step over ALL parameters in one launch, adamw_step's arithmetic element for element:
-//   theta <- theta (1 - lr lambda)                        decoupled weight decay, [ComplexCtl eq. 1]
-//   m <- b1 m + (1-b1) g ;  v <- b2 v + (1-b2) g^2
-//   theta <- theta - lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
+//   theta <- theta (1 - lr lambda)                        decoupled weight decay, [ComplexCtl eq.
+//   1] m <- b1 m + (1-b1) g ;  v <- b2 v + (1-b2) g^2 theta <- theta - lr/(1-b1^t) * m /
+//   (sqrt(v)/sqrt(1-b2^t) + eps)
 // The per-tensor learning-rate multiplier and decay flag come from tab (the host's tensor table,
-// in offset order, uploaded with the parameters: AdamwTensor); each thread finds its tensor by binary
-// search (about 8 steps for GPT-2 124M's 148 tensors: nothing next to the 28 bytes it moves). The
-// constants are adamw_scalars' own expressions (bc1 = 1 - b1^t in double, b2c = sqrt(1 - b2^t)), so
-// the update is the CPU's bit for bit up to FMA contraction. The clipping factor is clip_scale's
-// (section 4 of train_gpt2.c) on the device's norm.
-// In bf16 mode (w16 not NULL) it also writes the new weight's bf16 copy, which the next GEMMs read.
+// in offset order, uploaded with the parameters: AdamwTensor); each thread finds its tensor by
+// binary search (about 8 steps for GPT-2 124M's 148 tensors: nothing next to the 28 bytes it
+// moves). The constants are adamw_scalars' own expressions (bc1 = 1 - b1^t in double, b2c = sqrt(1
+// - b2^t)), so the update is the CPU's bit for bit up to FMA contraction. The clipping factor is
+// clip_scale's (section 4 of train_gpt2.c) on the device's norm. In bf16 mode (w16 not NULL) it
+// also writes the new weight's bf16 copy, which the next GEMMs read.
 
-__global__ void adamw_kernel(float* p, __nv_bfloat16* w16, const float* g, float* m, float* v, size_t n,
-                             const AdamwTensor* tab,
-                             int ntab, const double* norm, float clip, float sched_lr, float weight_decay,
-                             float beta1, float beta2, double bc1, float b2c, float eps) {
+__global__ void adamw_kernel(float* p, __nv_bfloat16* w16, const float* g, float* m, float* v,
+                             size_t n, const AdamwTensor* tab, int ntab, const double* norm,
+                             float clip, float sched_lr, float weight_decay, float beta1,
+                             float beta2, double bc1, float b2c, float eps) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     int lo = 0, hi = ntab - 1;                  // the last tensor whose offset is <= i
@@ -2707,9 +2861,9 @@ static void gpu_adamw_step(GpuModel* gm, const OptConfig* o, float sched_lr, int
     double bc1 = 1.0 - pow(o->beta1, t);
     float b2c = (float)sqrt(1.0 - pow(o->beta2, t));
     __nv_bfloat16* w16 = g_bf16.on ? g_bf16.w16 : NULL;
-    adamw_kernel<<<EW_GRID(n)>>>(gm->params, w16, gm->grads, gm->m, gm->v, n, gm->adamw_tab, gm->host->num_tensors,
-                                 gm->norm, o->clip, sched_lr, o->weight_decay, o->beta1, o->beta2, bc1, b2c,
-                                 o->adam_eps);
+    adamw_kernel<<<EW_GRID(n)>>>(gm->params, w16, gm->grads, gm->m, gm->v, n, gm->adamw_tab,
+            gm->host->num_tensors, gm->norm, o->clip, sched_lr, o->weight_decay, o->beta1, o->beta2,
+            bc1, b2c, o->adam_eps);
     LAUNCH_CHECK(adamw_kernel);
 }
 
@@ -2730,7 +2884,8 @@ static void gpu_set_dtype(int bf16) {
         cudaDeviceProp prop;
         cudaCheck(cudaGetDeviceProperties(&prop, 0));
         if (prop.major < 8)
-            fatal("--dtype bf16 needs a GPU of compute capability 8.0 or newer; %s is %d.%d (use --dtype fp32)",
+            fatal("--dtype bf16 needs a GPU of compute capability 8.0 or newer; %s is %d.%d (use "
+                  "--dtype fp32)",
                   prop.name, prop.major, prop.minor);
     }
     g_bf16.on = bf16;
@@ -2752,11 +2907,14 @@ static float gpu_engine_forward(void* gm, const int* inp, const int* tgt, int B,
 }
 static const float* gpu_engine_probs(void* ctx, int bt, int V) {
     GpuModel* gm = (GpuModel*)ctx;
-    cudaCheck(cudaMemcpy(gm->probs_h, gm->a.logits + (size_t)bt * V, (size_t)V * sizeof(float), cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(gm->probs_h, gm->a.logits + (size_t)bt * V, (size_t)V * sizeof(float),
+                         cudaMemcpyDeviceToHost));
     return gm->probs_h;
 }
 static void gpu_engine_zero_grad(void* gm) { gpu_zero_grad((GpuModel*)gm); }
-static void gpu_engine_backward(void* gm, int B, int T, float dloss) { gpu_backward((GpuModel*)gm, B, T, dloss); }
+static void gpu_engine_backward(void* gm, int B, int T, float dloss) {
+    gpu_backward((GpuModel*)gm, B, T, dloss);
+}
 static double gpu_engine_grad_norm(void* gm) { return gpu_grad_norm((GpuModel*)gm); }
 // grad_scale is the loop's clipping factor from the norm it printed; adamw_kernel computes the same
 // factor from the same norm on the device, so it is not sent down again.
@@ -2768,8 +2926,9 @@ static void gpu_engine_update(void* gm, const OptConfig* o, float lr, int t, flo
 static void gpu_engine_to_host(void* gm) { gpu_download_state((GpuModel*)gm); }
 
 static Engine gpu_engine(GpuModel* gm, const char* device) {
-    return (Engine){device, gm, gpu_engine_forward, gpu_engine_probs, gpu_engine_zero_grad, gpu_engine_backward,
-                    gpu_engine_grad_norm, gpu_engine_update, gpu_engine_to_host};
+    return (Engine){device, gm, gpu_engine_forward, gpu_engine_probs, gpu_engine_zero_grad,
+                    gpu_engine_backward, gpu_engine_grad_norm, gpu_engine_update,
+                    gpu_engine_to_host};
 }
 
 // Flags of this binary only, taken out of argv before the shared parse_args sees it.
@@ -2807,29 +2966,39 @@ static void take_gpu_flags(int* argc, char** argv, GpuFlags* f) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage();
             printf("GPU (train_gpt2cu only)\n"
-                   "  --kernels plain|fast  which kernels train (default fast). plain: train_gpt2.cu's Part I,\n"
-                   "              one float32 thread per output element or row, to read, step through and\n"
+                   "  --kernels plain|fast  which kernels train (default fast). plain: "
+                   "train_gpt2.cu's Part I,\n"
+                   "              one float32 thread per output element or row, to read, step "
+                   "through and\n"
                    "              profile beside the fast ones (--tf32 and --dtype do not apply)\n"
-                   "  --tf32 0|1  TF32 tensor cores in the matmuls and attention's products (head sizes 16-64;\n"
+                   "  --tf32 0|1  TF32 tensor cores in the matmuls and attention's products (head "
+                   "sizes 16-64;\n"
                    "              default 1); 0 = full float32\n"
-                   "  --dtype fp32|bf16  activations (default fp32). bf16: activations and their gradients stored\n"
-                   "              in bf16, matmuls on bf16 inputs and a bf16 copy of the weights with float32\n"
-                   "              accumulation, attention's products on the tensor cores in bf16 (head sizes\n"
-                   "              16-64), every kernel computing in float32; the residual stream, its gradient,\n"
-                   "              the logits, softmax and loss, master weights and AdamW moments stay float32\n"
-                   "              (--tf32 then does not matter). Needs compute capability 8.0 or newer\n");
+                   "  --dtype fp32|bf16  activations (default fp32). bf16: activations and their "
+                   "gradients stored\n"
+                   "              in bf16, matmuls on bf16 inputs and a bf16 copy of the weights "
+                   "with float32\n"
+                   "              accumulation, attention's products on the tensor cores in bf16 "
+                   "(head sizes\n"
+                   "              16-64), every kernel computing in float32; the residual stream, "
+                   "its gradient,\n"
+                   "              the logits, softmax and loss, master weights and AdamW moments "
+                   "stay float32\n"
+                   "              (--tf32 then does not matter). Needs compute capability 8.0 or "
+                   "newer\n");
             exit(0);
         }
         argv[out++] = argv[i];
     }
     *argc = out;
-    if (f->plain && seen_dtype && f->bf16) fatal("--dtype bf16 needs the fast kernels: --kernels plain is float32 only");
+    if (f->plain && seen_dtype && f->bf16)
+        fatal("--dtype bf16 needs the fast kernels: --kernels plain is float32 only");
 }
 
 // train_on_cpu of train_gpt2.c with the model on the GPU: the same run (data, initialization on the
-// host with the same generator, schedule, printout, log, validation, samples, checkpoints, probes, NaN
-// stop), the forward, backward and update on Part I's kernels (--kernels plain) or Part II's. ctx
-// points to the GpuFlags.
+// host with the same generator, schedule, printout, log, validation, samples, checkpoints, probes,
+// NaN stop), the forward, backward and update on Part I's kernels (--kernels plain) or Part II's.
+// ctx points to the GpuFlags.
 static void train_on_gpu(const Options* o, void* ctx) {
     const GpuFlags* f = (const GpuFlags*)ctx;
     Run r;

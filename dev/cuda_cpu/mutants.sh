@@ -29,7 +29,7 @@ mutate() {
         echo '/^template <typename T> __device__ T block_sum(T v) {$/,/^}$/{/if (lane == 0) buf\[wid\] = v;/{n;/^ *__syncthreads();$/d;};}'
         echo 1 ;;
     attn-sync)    # attention_forward_kernel: the barrier after loading a key/value tile into shared memory
-        echo '/^__global__ void attention_forward_kernel(/,/^}$/{/^        __syncthreads();$/d;}'
+        echo '/^__global__ void attention_forward_kernel(/,/^}$/{/^        load_kv_rows(ks, vs, in, b, k0, ATT_BK, T, KVH, kh, hd);$/{n;/^        __syncthreads();$/d;};}'
         echo 1 ;;
     transposed)   # attention_backward_kv_kernel: the causal mask transposed, key s sees the queries t <= s
         echo '/^__global__ void attention_backward_kv_kernel(/,/^}$/s/if (t >= s \&\& t < T) {/if (t <= s \&\& t < T) {/'
@@ -44,7 +44,7 @@ mutate() {
         echo '/^template <typename T> __device__ T warp_sum(T v) {$/,/^}$/s/for (int o = 16; o > 0; o >>= 1) v += /for (int o = 16; o > 1; o >>= 1) v += /'
         echo 2 ;;
     bounds)       # gelu_forward_kernel: one element past the end of up and out (the last layer's)
-        echo '/^template <typename A> __global__ void gelu_forward_kernel(/,/^}$/s/if (i >= N) return;/if (i > N) return;/'
+        echo '/^__global__ void gelu_forward_kernel(/,/^}$/s/if (i >= N) return;/if (i > N) return;/'
         echo 2 ;;
     adamw-table)  # adamw_kernel's binary search: the first element of each tensor gets the previous tensor's row
         echo '/^__global__ void adamw_kernel(/,/^}$/s/if (tab\[mid\].offset <= i) lo = mid;/if (tab[mid].offset < i) lo = mid;/'
@@ -65,7 +65,7 @@ mutate() {
         echo '/^__global__ void attention_forward_tc_kernel(/,/^}$/{/^        __syncthreads();$/d;}'
         echo 2 ;;
     bf16-input)   # gpu_backward: W_up's weight gradient reads Norm1's output in bf16 (--dtype bf16 only) instead of Norm2's
-        echo '/^static void gpu_backward(/,/^}$/s/f32_of(a->dup), bf16_of(a->dup), ln2, ln2_16, gpu_param_of(gm, K_WUP, l),/f32_of(a->dup), bf16_of(a->dup), ln2, ln1_16, gpu_param_of(gm, K_WUP, l),/'
+        echo '/^static void gpu_backward(/,/^}$/s/^\( *\)ln2_16, gpu_param_of(gm, K_WUP, l), BT, C, F, sc);/\1ln1_16, gpu_param_of(gm, K_WUP, l), BT, C, F, sc);/'
         echo 2 ;;
     classifier)   # softmax_crossentropy_kernel: the probabilities not normalized in the gradient (the loss still right)
         echo '/^__global__ void softmax_crossentropy_kernel(/,/^}$/s/float pinv = (float)(1.0 \/ sum);/float pinv = 1.0f;/'
@@ -83,16 +83,16 @@ mutate() {
         echo '/^__global__ void gelu_backward_kernel(/,/^}$/s/        sb += d;/        sb += as_float(dout[i]);/'
         echo 2 ;;
     qkv-bias)     # load_head_rows: the attention's tile loads leave out the q, k, v projections' biases
-        echo '/^__device__ void load_head_rows(/,/^}$/s/ + (bias ? bias\[col0 + d\] : 0.0f)//'
+        echo '/^__device__ void load_head_rows(/,/^}$/s/float bv = bias ? bias\[col0 + d\] : 0.0f;/float bv = 0.0f;/'
         echo 2 ;;
     rope-bias)    # rope_kernel: q and k turned without their biases (where RoPE runs, the tile loads leave them to it)
         echo '/^__global__ void rope_kernel(/,/^}$/s/    if (bias) {/    if (0) {/'
         echo 2 ;;
     accum-zero)   # gpu_engine_backward: every micro-batch of an update (-d) zeroes the gradients, only the last one's kept
-        echo 's/^static void gpu_engine_backward(void\* gm, int B, int T, float dloss) { gpu_backward(/static void gpu_engine_backward(void* gm, int B, int T, float dloss) { gpu_zero_grad((GpuModel*)gm); gpu_backward(/'
+        echo '/^static void gpu_engine_backward(/,/^}$/s/^    gpu_backward((GpuModel\*)gm, B, T, dloss);$/    gpu_zero_grad((GpuModel*)gm); gpu_backward((GpuModel*)gm, B, T, dloss);/'
         echo 2 ;;
     accum-bf16)   # gpu_matmul_backward: with --dtype bf16 only, dW overwritten instead of added to (a second micro-batch replaces the first's)
-        echo '/^static void gpu_matmul_backward(/,/^}$/s/alpha, inp16, C, dout16, OC, 1.0f, dW, CUDA_R_32F, C);/alpha, inp16, C, dout16, OC, 0.0f, dW, CUDA_R_32F, C);/'
+        echo '/^static void gpu_matmul_backward(/,/^}$/s/alpha, inp16, C, dout16, OC, 1.0f, dW,$/alpha, inp16, C, dout16, OC, 0.0f, dW,/'
         echo 2 ;;
     sample-scale) # gpu_forward: sampling's softmax (no targets) without muP's logit scale: garbage samples under -I mup only
         echo '/^static float gpu_forward(/,/^}$/s/softmax_forward_kernel<<<BT, ROW_THREADS>>>(a->logits, c->V, c->logit_scale);/softmax_forward_kernel<<<BT, ROW_THREADS>>>(a->logits, c->V, 1.0f);/'

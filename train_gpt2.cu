@@ -573,6 +573,8 @@ static void plain_model_free(PlainGpu* pg) {
 
 // model_forward: with targets, the mean cross-entropy (averaged on the host in double, as the CPU
 // does); without, the logits buffer holds next-token probabilities and the return value is 0.
+// It keeps model_forward's shape line for line on purpose, each layer call a launch, so that the
+// two read side by side; what differs is where the data lives (copies in, the losses out).
 static float plain_forward(PlainGpu* pg, const int* tokens, const int* targets, int B, int T) {
     Model* m = &pg->d;
     const Config* c = &m->cfg;

@@ -13,11 +13,18 @@ test_gpt2.cu: proves train_gpt2.cu right against the same references as test_gpt
      is loaded by the CPU model, and both continue one step on the same batch. Again with the GPU in
      --dtype bf16, at the bf16 bound (BF16_TRAIN_RTOL), and in TF32 (matmuls and attention;
      TF32_TRAIN_RTOL).
-  3. The fused attention kernels alone against the CPU's reference loops, at head sizes 80 and 128
+  2b. The fused attention kernels alone against the CPU's reference loops, at head sizes 80 and 128
      and row lengths that leave every kind of tile partial; the tensor-core kernels (TF32 and
      --dtype bf16) likewise at head sizes 32, 48 and 64, each at a stated bound in its unit roundoff.
-  4. If ./train_gpt2 and ./train_gpt2cu exist: both binaries train 4 steps on the same synthetic
+  2c. (CPU runtime) the device memory estimate covers what gpu_model_create allocates, within 5%.
+  2d. Each fast kernel of Part II against the plain kernel of Part I it replaces, on the same device
+     inputs of small shapes that leave blocks and tiles partial: every output and gradient (matmul,
+     embedding, the norms and residual + norm, RoPE, attention, the gate, GELU, SwiGLU, softmax +
+     cross-entropy and the LM head, the gradient norm, AdamW), in every precision mode the fast
+     kernel has (float32, TF32, bf16), each at a stated bound (float32 rounding, or units of u).
+  3. If ./train_gpt2 and ./train_gpt2cu exist: both binaries train 4 steps on the same synthetic
      corpus with the same flags; the logged losses must agree to 1e-3 relative.
+  4. (CPU runtime) every kernel of train_gpt2.cu ran, under the race check, and none races.
 
     make test_gpt2cu && ./test_gpt2cu          (on a machine with an NVIDIA GPU)
 
@@ -747,6 +754,733 @@ static void test_memory_estimate(void) {
 }
 #endif
 
+// ---- 2d. each fast kernel against the plain kernel it replaces ------------------------------------------
+// Part II of train_gpt2.cu replaces each Part I kernel with a fast one (fused, tiled, in TF32 or bf16 where
+// asked): the two engines train the same model only if every pair computes the same thing. Each pair runs here
+// on the same device inputs, deterministic random values of small shapes that leave blocks and tiles partial:
+// B T = 302 rows (2 mod 4, the rows of a row kernel's block; two chunks of the column sums' ROWS_PER_CHUNK = 256
+// and 19 of the norm backward's 16, the last ones partial), C = 80, F = 4 C, H = 4 heads of 20 (the gate: 5 of
+// 16, so that its B T H rows are 2 mod 4 too), V = 97 (below a softmax block of 128 threads), and the attention
+// at T = 37 and 70 against its tiles of 8, 16, 32 and 64 rows, GQA and MHA. Every output and every gradient a
+// fast wrapper writes is compared with the plain kernel's, in every precision mode the wrapper has: float32,
+// TF32 (which changes only the GEMMs and the attention: the other fast kernels are float32 with --tf32 1 and
+// are not run twice) and --dtype bf16 (activations stored in bf16: the plain kernels, float32 only, read the same
+// bf16 values as float32, so that what is measured is the fast kernel's own rounding). Gradients that kernels
+// add to start from the same random values on both sides, so that one that overwrites fails; one that should
+// overwrite (GRAD_SET) starts from garbage.
+//
+// What the fast kernels fuse is compared as the plain model computes it. A fast GEMM does not add the bias: the
+// kernel that reads its output does (RoPE, the attention's tile loads, the gate, the MLP's activation, the
+// residual before a norm). So the GEMM's output is compared with the bias added on the host, and each reader's
+// plain twin gets its input with the bias added on the host (in float32, as the fast kernel adds it). Bias
+// gradients that a fast kernel sums where the plain model's matmul backward does (the MLP activation's, the
+// norm backward's for the projection before the norm) are compared with launch_matmul_backward's.
+//
+// Each check bounds the relative L2 error |got - want|_2 / |want|_2 over the tensor and over its worst row (a
+// row's norm floored at the RMS row norm, since a row that is zero in exact arithmetic holds rounding of the
+// other rows' size), by the class of what differs between the two kernels:
+//   F32    float32 on both sides, the same inputs, sums in other orders (warp trees, tiles, cuBLAS's blocking,
+//          the online softmax, double sums): 64 u32 over the tensor and 256 u32 in a row, u32 = 2^-24. A
+//          sequential float32 sum of K random-sign products is off by about u32 sqrt(K/2) relative (5.4 u32
+//          measured at K = 320, the longest sum here; cuBLAS's blocked sums less): two orders, and the norms'
+//          and the softmax's Jacobians, stay within a few times that. The CPU runtime's cuBLAS sums in the plain
+//          kernels' order (their GEMMs measure 0 there); the other fast kernels sum in their own orders on any
+//          device. Measured on the CPU runtime: at most 6.2 u32 (3.7e-7, LayerNorm's db) over a tensor and
+//          16.8 u32 (1.0e-6, attention's dq at T 70) in a row.
+//   ROUND  one rounding of a float32 result to bf16 (a bf16 output computed from the same inputs): at most u =
+//          2^-8 of each element, so u over the tensor and in any row, plus F32's share. Measured: 0.48 u over a
+//          tensor, 0.78 u in a row (dlogits).
+//   MM     a TF32 or bf16 GEMM or attention against the float32 one, 2b's bound (derived there): inputs rounded
+//          to u (TF32: both operands; bf16: the weights, and the attention's probabilities and dP) and, in bf16,
+//          the output once more; the products' errors add with random signs: 2 u over the tensor, 8 u in a row,
+//          and at least u/16, so that a mode that did not round (float32 by mistake: 1e-7) fails too. cuBLAS's
+//          TF32 reads only the first 10 mantissa bits of each operand (truncation, which the CPU runtime's
+//          round-to-nearest does not model): errors in [0, 2 u) that do not cancel, simulated at 1.40 u for
+//          K = 80..320 against 0.53 u rounded, still within 2 u. Measured: GEMMs 0.38-0.61 u, rows at most
+//          0.95 u; attention 0.29-1.25 u (dq, TF32), rows at most 2.81 u.
+//   ACC    a bf16 GEMM whose two operands are the same bf16 values on both sides (dW = dout^T inp, both
+//          activations): the products are exact in float32 and only the accumulation differs, which on the
+//          tensor cores aligns each k-step's products and truncates (not IEEE): ~K/16 steps of 2^-23, 2.3e-6 at
+//          K = 302. Bounded at u/64 = 6.1e-5 (4 times that in a row), far below the ~0.4 u of one extra
+//          rounding (a dW rounded to bf16, or read from a rounded operand). Measured: 0 (the CPU runtime's
+//          bf16 GEMM sums in the plain kernel's order).
+// Deliberate bugs tried, each failing here (and reverted): in Part I, the bias dropped from matmul_forward_plain,
+// the causal mask at s <= t + 1, eps dropped from norm_forward_plain (the norm rows span variances from 3e-7,
+// under eps = 1e-5, to 0.3), RoPE's backward turning forward, the gate's g (1 - g) factor, AdamW's sqrt(1 - b2^t),
+// the wte gradient written instead of added, mean(g) dropped from the LayerNorm backward, the target one off in
+// crossentropy_backward_plain, SwiGLU's da and du swapped, a bias gradient missing its first row; in Part II,
+// dev/cuda_cpu/mutants.sh's kernel mutants (transposed, causal-skip, grid, reduction, adamw-table, tc-rescale,
+// tc-diagonal, tc-skip, tc-sync, syncthreads, classifier, tf32-round, norm-bias, gelu-bias, qkv-bias, rope-bias,
+// accum-bf16, bf16-stale). Its mutants of the model's wiring (gpu_forward, gpu_backward, the Engine) are not
+// kernels: sections 1 and 2 catch them.
+#define FP32_U 5.9604644775390625e-08     // 2^-24
+typedef struct {
+    double rel, row, lo;                  // the bounds: relative L2 over the tensor, in the worst row; a floor
+    double unit;                          // the unit the check line prints them in (1, or the mode's u)
+    int cls;                              // F32, ROUND, MM, ACC: 0 .. 3
+} PairBound;
+static PairBound bound_f32(void) { return {64 * FP32_U, 256 * FP32_U, 0.0, 1.0, 0}; }
+static PairBound bound_round(int mode) {  // an activation output: F32 in float32, one rounding with bf16
+    if (mode != MM_BF16) return bound_f32();
+    return {BF16_U + 64 * FP32_U, BF16_U + 256 * FP32_U, 0.0, BF16_U, 1};
+}
+static PairBound bound_mm(int mode) {
+    if (mode == MM_FP32) return bound_f32();
+    return {2 * mm_u(mode), 8 * mm_u(mode), mm_u(mode) / 16, mm_u(mode), 2};
+}
+static PairBound bound_acc(int mode) {    // dW: F32 in float32, MM in TF32 (both inputs rounded), ACC in bf16
+    if (mode != MM_BF16) return bound_mm(mode);
+    return {BF16_U / 64, 4 * BF16_U / 64, 0.0, BF16_U, 3};
+}
+static const char* pair_mode_name[] = {"float32", "TF32", "bf16"};
+static double g_pair_worst[4][2];         // per class: the worst relative L2 over a tensor and in a row (in its unit)
+
+// The buffers of one pair test: allocated through these, freed by pair_free
+static std::vector<void*> g_pair_dev, g_pair_host;
+static float* pair_host(long n) {
+    float* p = (float*)xmalloc((size_t)n * sizeof(float));
+    g_pair_host.push_back(p);
+    return p;
+}
+static float* pair_dev(long n) {          // n floats: room for n activations in either type
+    float* p = dmalloc((size_t)n);
+    g_pair_dev.push_back(p);
+    return p;
+}
+static void pair_free(void) {
+    for (void* p : g_pair_dev) cudaCheck(cudaFree(p));
+    for (void* p : g_pair_host) free(p);
+    g_pair_dev.clear();
+    g_pair_host.clear();
+    g_bf16.params = NULL;                 // pair_weights' block, if any
+    g_bf16.w16 = NULL;
+    g_bf16.n = 0;
+}
+static void pair_mode(int mode) {
+    gpu_set_tf32(mode == MM_TF32);
+    gpu_set_dtype(mode == MM_BF16);
+}
+// n uniform values in [lo, hi)
+static float* pair_rand(Rng* g, long n, float lo, float hi) {
+    float* h = pair_host(n);
+    for (long i = 0; i < n; i++) h[i] = lo + (hi - lo) * rng_uniform01_f32(g);
+    return h;
+}
+// activations as the fast kernels hold them: rounded to bf16 (in place) with --dtype bf16, so that both kernels
+// read the same values
+static float* pair_act_values(float* h, long n) {
+    if (g_bf16.on)
+        for (long i = 0; i < n; i++) h[i] = __bfloat162float(__float2bfloat16(h[i]));
+    return h;
+}
+static float* up_f32(const float* h, long n) {            // a float32 device copy
+    float* d = pair_dev(n);
+    cudaCheck(cudaMemcpy(d, h, (size_t)n * sizeof(float), cudaMemcpyHostToDevice));
+    return d;
+}
+static float* up_act(const float* h, long n) {            // an activation buffer of the mode's type
+    float* d = pair_dev(n);
+    upload_act(d, h, n);
+    return d;
+}
+static float* down_f32(const float* d, long n) {
+    float* h = pair_host(n);
+    cudaCheck(cudaMemcpy(h, d, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost));
+    return h;
+}
+static float* down_act(const float* d, long n) {
+    float* h = pair_host(n);
+    download_act(h, d, n);
+    return h;
+}
+// x + bias[i % width]: a GEMM's output with its bias, in float32 as the fast kernels add it
+static float* plus_bias(const float* x, const float* bias, long n, long width) {
+    float* h = pair_host(n);
+    for (long i = 0; i < n; i++) h[i] = x[i] + bias[i % width];
+    return h;
+}
+// A GEMM's weights: with --dtype bf16 the fast GEMMs read the bf16 copy of the parameter block (bf16_weight),
+// which gpu_model_create makes; a block of their own, with its copy, stands in for it (one per test)
+static float* pair_weights(const float* h, long n) {
+    float* d = up_f32(h, n);
+    if (g_bf16.on) {
+        g_bf16.params = d;
+        g_bf16.n = (size_t)n;
+        g_bf16.w16 = (__nv_bfloat16*)pair_dev(n);
+        bf16_round(g_bf16.w16, d, n);
+    }
+    return d;
+}
+// the plain model's bias gradient of a projection with output gradient dout [rows, OC]: matmul_backward_weight_plain
+// (the thread of column 0 of each output), through launch_matmul_backward with an input of one column of zeros
+static void plain_bias_grad(float* dbias, const float* dout, int rows, int OC) {
+    float *zin = pair_dev(rows), *zw = pair_dev(OC), *dzin = pair_dev(rows), *dzw = pair_dev(OC);
+    cudaCheck(cudaMemset(zin, 0, (size_t)rows * sizeof(float)));
+    cudaCheck(cudaMemset(zw, 0, (size_t)OC * sizeof(float)));
+    cudaCheck(cudaMemset(dzin, 0, (size_t)rows * sizeof(float)));
+    cudaCheck(cudaMemset(dzw, 0, (size_t)OC * sizeof(float)));
+    launch_matmul_backward(dzin, dzw, dbias, dout, zin, zw, rows, 1, OC);
+}
+
+// One comparison, one check line: the fast kernel's `what` (got) against the plain kernel's (want), n values in
+// rows of `width`, within bound b
+static void pair_check(const char* layer, int mode, const char* what, const float* got, const float* want, long n,
+                       long width, PairBound b) {
+    long rows = n / width;
+    double err = 0.0, ref = 0.0, worst_row = 0.0;
+    for (long i = 0; i < n; i++) ref += (double)want[i] * want[i];
+    for (long r = 0; r < rows; r++) {
+        double re = 0.0, rr = 0.0;
+        for (long i = r * width; i < (r + 1) * width; i++) {
+            double d = (double)got[i] - want[i];
+            re += d * d;
+            rr += (double)want[i] * want[i];
+        }
+        err += re;
+        double row = sqrt(re / fmax(rr, ref / rows));
+        if (!(row <= worst_row)) worst_row = row;          // NaN sticks
+    }
+    double rel = ref > 0 ? sqrt(err / ref) : sqrt(err);
+    double* w = g_pair_worst[b.cls];
+    if (!(rel / b.unit <= w[0])) w[0] = rel / b.unit;
+    if (!(worst_row / b.unit <= w[1])) w[1] = worst_row / b.unit;
+    int ok = rel <= b.rel && worst_row <= b.row && rel >= b.lo;
+    char what_mode[96];
+    snprintf(what_mode, sizeof(what_mode), "%s, %s", layer, pair_mode_name[mode]);
+    if (b.unit == 1.0)
+        check(ok, "%-42s %-10s rel. L2 %.1e (bound %.1e), worst row %.1e (%.1e)", what_mode, what, rel, b.rel,
+              worst_row, b.row);
+    else
+        check(ok, "%-42s %-10s rel. L2 %.3f u (bound %s%.3g u), worst row %.3f u (%.3g u)", what_mode, what,
+              rel / b.unit, b.lo > 0 ? "1/16 .. " : "", b.rel / b.unit, worst_row / b.unit, b.row / b.unit);
+}
+// the same with got on the device (an activation when act, else float32) and want on the device (float32)
+static void pair_check_dev(const char* layer, int mode, const char* what, const float* got_d, int act,
+                           const float* want_d, long n, long width, PairBound b) {
+    const float* got = act ? down_act(got_d, n) : down_f32(got_d, n);
+    pair_check(layer, mode, what, got, down_f32(want_d, n), n, width, b);
+}
+
+#define PAIR_B 2
+#define PAIR_T 151                        // B T = 302 rows: 2 mod 4, the rows of a row kernel's block
+#define PAIR_C 80
+#define PAIR_H 4
+#define PAIR_V 97
+
+// ---- matmul: gpu_matmul_forward / gpu_matmul_backward (cuBLAS) vs launch_matmul_forward / _backward
+static void pair_matmul(int mode) {
+    const int BT = PAIR_B * PAIR_T, C = PAIR_C, OC = 4 * PAIR_C;
+    pair_mode(mode);
+    Rng g;
+    rng_seed(&g, 101);
+    float* inp = pair_act_values(pair_rand(&g, (long)BT * C, -1, 1), (long)BT * C);
+    float* W = pair_rand(&g, (long)OC * C, -1, 1);
+    float* bias = pair_rand(&g, OC, -1, 1);
+    float* dout = pair_act_values(pair_rand(&g, (long)BT * OC, -1, 1), (long)BT * OC);
+    float *dinp0 = pair_rand(&g, (long)BT * C, -1, 1), *dW0 = pair_rand(&g, (long)OC * C, -1, 1);
+    float* db0 = pair_rand(&g, OC, -1, 1);
+    float *d_W = pair_weights(W, (long)OC * C), *d_bias = up_f32(bias, OC), *scratch = pair_dev(1 << 16);
+    float *inp_f = up_f32(inp, (long)BT * C), *inp_a = up_act(inp, (long)BT * C);
+    float *dout_f = up_f32(dout, (long)BT * OC), *dout_a = up_act(dout, (long)BT * OC);
+    // forward: the plain kernel adds the bias, the GEMM leaves it to its reader (added here on the host)
+    float *out_p = pair_dev((long)BT * OC), *out_a = pair_dev((long)BT * OC);
+    launch_matmul_forward(out_p, inp_f, d_W, d_bias, BT, C, OC);
+    gpu_matmul_forward(f32_of(out_a), bf16_of(out_a), f32_of(inp_a), bf16_of(inp_a), d_W, BT, C, OC);
+    pair_check("matmul forward", mode, "out+bias", plus_bias(down_act(out_a, (long)BT * OC), bias, (long)BT * OC, OC),
+               down_f32(out_p, (long)BT * OC), (long)BT * OC, OC, bound_mm(mode));
+    // backward into a float32 input gradient that it adds to (dln's GRAD_ADD), with dW and the bias gradient
+    float *dinp_p = up_f32(dinp0, (long)BT * C), *dW_p = up_f32(dW0, (long)OC * C), *db_p = up_f32(db0, OC);
+    float *dinp_f = up_f32(dinp0, (long)BT * C), *dW_f = up_f32(dW0, (long)OC * C), *db_f = up_f32(db0, OC);
+    launch_matmul_backward(dinp_p, dW_p, db_p, dout_f, inp_f, d_W, BT, C, OC);
+    gpu_matmul_backward(dinp_f, NULL, GRAD_ADD, dW_f, db_f, f32_of(dout_a), bf16_of(dout_a), f32_of(inp_a),
+                        bf16_of(inp_a), d_W, BT, C, OC, scratch);
+    pair_check_dev("matmul backward", mode, "dinp (add)", dinp_f, 0, dinp_p, (long)BT * C, C, bound_mm(mode));
+    pair_check_dev("matmul backward", mode, "dW", dW_f, 0, dW_p, (long)OC * C, C, bound_acc(mode));
+    // the bias gradient sums dout as both sides hold it: float32 sums in every mode
+    pair_check_dev("matmul backward", mode, "dbias", db_f, 0, db_p, OC, OC, bound_f32());
+    // and into an activation gradient that it writes over (GRAD_SET: dhact's, dyg's), whatever was there
+    float *dinp2_p = pair_dev((long)BT * C), *dinp2_a = pair_dev((long)BT * C), *dW2 = pair_dev((long)OC * C);
+    cudaCheck(cudaMemset(dinp2_p, 0, (size_t)BT * C * sizeof(float)));
+    cudaCheck(cudaMemset(dinp2_a, 0x7F, (size_t)BT * C * sizeof(float)));      // 3.4e38, or bf16 pairs of 3.4e38
+    cudaCheck(cudaMemset(dW2, 0, (size_t)OC * C * sizeof(float)));
+    launch_matmul_backward(dinp2_p, dW2, NULL, dout_f, inp_f, d_W, BT, C, OC);
+    gpu_matmul_backward(f32_of(dinp2_a), bf16_of(dinp2_a), GRAD_SET, dW2, NULL, f32_of(dout_a), bf16_of(dout_a),
+                        f32_of(inp_a), bf16_of(inp_a), d_W, BT, C, OC, scratch);
+    pair_check("matmul backward", mode, "dinp (set)", down_act(dinp2_a, (long)BT * C), down_f32(dinp2_p, (long)BT * C),
+               (long)BT * C, C, bound_mm(mode));
+    pair_free();
+}
+
+// ---- embeddings: embedding_forward_kernel, embedding_backward_wte_kernel (token buckets, bucket_tokens) and
+// embedding_backward_wpe_kernel, launched as gpu_forward and gpu_backward launch them, vs launch_embedding_*.
+// float32 in every mode (the residual stream and its gradient stay float32 with --dtype bf16).
+static void pair_embedding(int wpe) {
+    const int B = PAIR_B, T = PAIR_T, BT = B * T, C = PAIR_C, V = PAIR_V;
+    const char* layer = wpe ? "embedding (wte + wpe)" : "embedding (wte)";
+    pair_mode(MM_FP32);
+    Rng g;
+    rng_seed(&g, 102 + wpe);
+    // tokens of a few dozen values, most repeated: every bucket of the wte gradient sums several positions
+    Model hm;
+    memset(&hm, 0, sizeof(hm));
+    hm.cfg.V = V;
+    GpuModel gm;
+    memset(&gm, 0, sizeof(gm));
+    gm.host = &hm;
+    int* ib = (int*)xcalloc((size_t)(5 * BT + 1), sizeof(int));
+    gm.tokens_h = ib; gm.utok_h = ib + 2 * BT; gm.ustart_h = ib + 3 * BT; gm.upos_h = ib + 4 * BT + 1;
+    for (int i = 0; i < BT; i++) gm.tokens_h[i] = (int)(rng_u32(&g) % 40) * 2 + (i % 3 == 0);   // ids up to 79 of 97
+    int nu = bucket_tokens(&gm, BT);
+    int* d_ib = dmalloc_int(5 * BT + 1);
+    cudaCheck(cudaMemcpy(d_ib, ib, (5 * BT + 1) * sizeof(int), cudaMemcpyHostToDevice));
+    int *tok = d_ib, *utok = d_ib + 2 * BT, *ustart = d_ib + 3 * BT, *upos = d_ib + 4 * BT + 1;
+    float *wte = up_f32(pair_rand(&g, (long)V * C, -1, 1), (long)V * C), *wpe_d = NULL;
+    if (wpe) wpe_d = up_f32(pair_rand(&g, (long)T * C, -1, 1), (long)T * C);
+    float *out_p = pair_dev((long)BT * C), *out_f = pair_dev((long)BT * C);
+    launch_embedding_forward(out_p, tok, wte, wpe_d, B, T, C);
+    embedding_forward_kernel<<<EW_GRID((long)BT * C)>>>(out_f, tok, wte, wpe_d, BT, T, C);
+    LAUNCH_CHECK(embedding_forward_kernel);
+    pair_check_dev(layer, MM_FP32, "out", out_f, 0, out_p, (long)BT * C, C, bound_f32());
+    float *dout = up_f32(pair_rand(&g, (long)BT * C, -1, 1), (long)BT * C);
+    float *dwte0 = pair_rand(&g, (long)V * C, -1, 1), *dwpe0 = pair_rand(&g, (long)T * C, -1, 1);
+    float *dwte_p = up_f32(dwte0, (long)V * C), *dwte_f = up_f32(dwte0, (long)V * C);
+    float *dwpe_p = wpe ? up_f32(dwpe0, (long)T * C) : NULL, *dwpe_f = wpe ? up_f32(dwpe0, (long)T * C) : NULL;
+    launch_embedding_backward(dwte_p, dwpe_p, dout, tok, B, T, C);
+    embedding_backward_wte_kernel<<<dim3(nu, ceil_div(C, EW_THREADS)), EW_THREADS>>>(dwte_f, dout, utok, ustart, upos,
+                                                                                   C);
+    LAUNCH_CHECK(embedding_backward_wte_kernel);
+    if (wpe) {
+        embedding_backward_wpe_kernel<<<EW_GRID((long)T * C)>>>(dwpe_f, dout, B, T, C);
+        LAUNCH_CHECK(embedding_backward_wpe_kernel);
+    }
+    pair_check_dev(layer, MM_FP32, "dwte", dwte_f, 0, dwte_p, (long)V * C, C, bound_f32());
+    if (wpe) pair_check_dev(layer, MM_FP32, "dwpe", dwpe_f, 0, dwpe_p, (long)T * C, C, bound_f32());
+    cudaCheck(cudaFree(d_ib));
+    free(ib);
+    pair_free();
+}
+
+// Rows of the norms' input: row n is offset + spread U(-1, 1), its scale 10^(-3 + 3 n / (N - 1)) from 1e-3 to 1,
+// so variances from 3e-7 (below eps = 1e-5: there eps decides rstd) to 0.33
+static float* norm_rows(Rng* g, int N, int C) {
+    float* x = pair_host((long)N * C);
+    for (int n = 0; n < N; n++) {
+        float s = powf(10.0f, -3.0f + 3.0f * n / (N - 1)), off = 0.3f * s * (2 * rng_uniform01_f32(g) - 1);
+        for (int c = 0; c < C; c++) x[(long)n * C + c] = off + s * (2 * rng_uniform01_f32(g) - 1);
+    }
+    return x;
+}
+
+// ---- norm forward: gpu_norm_forward vs launch_norm_forward; gpu_residual_norm_forward (residual + the branch's
+// bias + norm) vs launch_residual_forward + launch_norm_forward. The input and the residual are float32 in every
+// mode, the norm's output an activation.
+static void pair_norm_forward(int rms, float eps, int mode) {
+    const int N = PAIR_B * PAIR_T, C = PAIR_C;
+    char layer[64];
+    snprintf(layer, sizeof(layer), "%s forward eps %.0e", rms ? "RMSNorm" : "LayerNorm", (double)eps);
+    pair_mode(mode);
+    Rng g;
+    rng_seed(&g, 103 + rms);
+    float* x = up_f32(norm_rows(&g, N, C), (long)N * C);
+    float *w = up_f32(pair_rand(&g, C, 0.5f, 1.5f), C), *b = rms ? NULL : up_f32(pair_rand(&g, C, -1, 1), C);
+    float *out_p = pair_dev((long)N * C), *mean_p = pair_dev(N), *rstd_p = pair_dev(N);
+    float *out_a = pair_dev((long)N * C), *mean_f = pair_dev(N), *rstd_f = pair_dev(N);
+    launch_norm_forward(out_p, mean_p, rstd_p, x, w, b, rms, eps, N, C);
+    gpu_norm_forward(out_a, mean_f, rstd_f, x, w, b, rms, eps, N, C);
+    pair_check_dev(layer, mode, "out", out_a, 1, out_p, (long)N * C, C, bound_round(mode));
+    if (!rms) pair_check_dev(layer, mode, "mean", mean_f, 0, mean_p, N, 1, bound_f32());
+    pair_check_dev(layer, mode, "rstd", rstd_f, 0, rstd_p, N, 1, bound_f32());
+    pair_free();
+}
+
+static void pair_residual_norm(int rms, int mode) {
+    const int N = PAIR_B * PAIR_T, C = PAIR_C;
+    const float eps = 1e-5f;
+    const char* layer = rms ? "residual + RMSNorm forward" : "residual + LayerNorm forward";
+    pair_mode(mode);
+    Rng g;
+    rng_seed(&g, 105 + rms);
+    float* x = up_f32(pair_rand(&g, (long)N * C, -1, 1), (long)N * C);
+    float* branch = pair_act_values(pair_rand(&g, (long)N * C, -1, 1), (long)N * C);   // a GEMM's output
+    float* bias = pair_rand(&g, C, -1, 1);
+    float *w = up_f32(pair_rand(&g, C, 0.5f, 1.5f), C), *b = rms ? NULL : up_f32(pair_rand(&g, C, -1, 1), C);
+    float *xout_p = pair_dev((long)N * C), *out_p = pair_dev((long)N * C), *mean_p = pair_dev(N), *rstd_p = pair_dev(N);
+    float *xout_f = pair_dev((long)N * C), *out_a = pair_dev((long)N * C), *mean_f = pair_dev(N), *rstd_f = pair_dev(N);
+    launch_residual_forward(xout_p, x, up_f32(plus_bias(branch, bias, (long)N * C, C), (long)N * C), (long)N * C);
+    launch_norm_forward(out_p, mean_p, rstd_p, xout_p, w, b, rms, eps, N, C);
+    gpu_residual_norm_forward(xout_f, out_a, mean_f, rstd_f, x, up_act(branch, (long)N * C), up_f32(bias, C), w, b, rms,
+                              eps, N, C);
+    pair_check_dev(layer, mode, "xout", xout_f, 0, xout_p, (long)N * C, C, bound_f32());
+    pair_check_dev(layer, mode, "out", out_a, 1, out_p, (long)N * C, C, bound_round(mode));
+    if (!rms) pair_check_dev(layer, mode, "mean", mean_f, 0, mean_p, N, 1, bound_f32());
+    pair_check_dev(layer, mode, "rstd", rstd_f, 0, rstd_p, N, 1, bound_f32());
+    pair_free();
+}
+
+// ---- norm backward: gpu_norm_backward (dinp, with --dtype bf16 its bf16 copy, dw, db, and the bias gradient
+// of the projection before the norm: the column sum of the new dinp) vs launch_norm_backward and the plain
+// matmul backward's bias gradient of that dinp. All float32 but dinp16. LayerNorm adds to dinp (GRAD_ADD),
+// RMSNorm writes it (GRAD_SET: the plain side starts from zeros).
+static void pair_norm_backward(int rms, int mode) {
+    const int N = PAIR_B * PAIR_T, C = PAIR_C;
+    const char* layer = rms ? "RMSNorm backward (set)" : "LayerNorm backward (add)";
+    pair_mode(mode);
+    Rng g;
+    rng_seed(&g, 107 + rms);
+    float* x = up_f32(pair_rand(&g, (long)N * C, -1, 1), (long)N * C);
+    float* dout = up_f32(pair_rand(&g, (long)N * C, -1, 1), (long)N * C);
+    float *w = up_f32(pair_rand(&g, C, 0.5f, 1.5f), C), *b = rms ? NULL : up_f32(pair_rand(&g, C, -1, 1), C);
+    float *out = pair_dev((long)N * C), *mean = pair_dev(N), *rstd = pair_dev(N), *scratch = pair_dev(1 << 16);
+    launch_norm_forward(out, mean, rstd, x, w, b, rms, 1e-5f, N, C);        // the statistics both read
+    float *dinp0 = pair_rand(&g, (long)N * C, -1, 1), *dw0 = pair_rand(&g, C, -1, 1), *db0 = pair_rand(&g, C, -1, 1);
+    float *dbias0 = pair_rand(&g, C, -1, 1);
+    float* dinp_p = up_f32(dinp0, (long)N * C);
+    if (rms) cudaCheck(cudaMemset(dinp_p, 0, (size_t)N * C * sizeof(float)));
+    float *dw_p = up_f32(dw0, C), *db_p = rms ? NULL : up_f32(db0, C), *dbias_p = up_f32(dbias0, C);
+    float *dinp_f = up_f32(dinp0, (long)N * C), *dw_f = up_f32(dw0, C), *db_f = rms ? NULL : up_f32(db0, C);
+    float *dbias_f = up_f32(dbias0, C), *dinp16 = g_bf16.on ? pair_dev((long)N * C) : NULL;
+    launch_norm_backward(dinp_p, dw_p, db_p, dout, x, w, mean, rstd, rms, N, C);
+    plain_bias_grad(dbias_p, dinp_p, N, C);
+    gpu_norm_backward(dinp_f, rms ? GRAD_SET : GRAD_ADD, (__nv_bfloat16*)dinp16, dw_f, db_f, dbias_f, dout, x, w, mean,
+                      rstd, rms, N, C, scratch);
+    pair_check_dev(layer, mode, "dinp", dinp_f, 0, dinp_p, (long)N * C, C, bound_f32());
+    if (dinp16) pair_check_dev(layer, mode, "dinp16", dinp16, 1, dinp_p, (long)N * C, C, bound_round(mode));
+    pair_check_dev(layer, mode, "dw", dw_f, 0, dw_p, C, C, bound_f32());
+    if (!rms) pair_check_dev(layer, mode, "db", db_f, 0, db_p, C, C, bound_f32());
+    pair_check_dev(layer, mode, "dbias", dbias_f, 0, dbias_p, C, C, bound_f32());
+    pair_free();
+}
+
+// ---- RoPE: gpu_rope (forward adding q's or k's bias; backward without) vs launch_rope, on activations
+static void pair_rope(int mode) {
+    const int B = PAIR_B, T = PAIR_T, BT = B * T, hd = PAIR_C / PAIR_H;
+    pair_mode(mode);
+    Rng g;
+    rng_seed(&g, 109);
+    float* cs_h = pair_host((long)T * hd);
+    rope_table(cs_h, T, hd, 10000.0f);
+    float* cs = up_f32(cs_h, (long)T * hd);
+    const int heads[3] = {4, 2, 4};       // q (H heads), k (KVH = 2), then dq backward
+    const char* what[3] = {"q + bq", "k + bk", "dq"};
+    for (int k = 0; k < 3; k++) {
+        int nh = heads[k], bwd = k == 2;
+        long n = (long)BT * nh * hd;
+        float* x = pair_act_values(pair_rand(&g, n, -1, 1), n);
+        float* bias = pair_rand(&g, (long)nh * hd, -1, 1);
+        float *x_p = up_f32(bwd ? x : plus_bias(x, bias, n, (long)nh * hd), n), *x_a = up_act(x, n);
+        launch_rope(x_p, cs, B, T, nh, hd, bwd ? -1.0f : 1.0f);
+        gpu_rope(x_a, bwd ? NULL : up_f32(bias, (long)nh * hd), cs, BT, T, nh, hd, bwd ? -1.0f : 1.0f);
+        pair_check_dev(bwd ? "RoPE backward" : "RoPE forward", mode, what[k], x_a, 1, x_p, n, (long)nh * hd,
+                       bound_round(mode));
+    }
+    pair_free();
+}
+
+// ---- attention: gpu_attention_forward / _backward (CUDA cores in float32 and for head sizes the tensor cores do
+// not take; the tensor cores with TF32 or bf16 at head sizes 16 and 32) vs launch_attention_forward / _backward,
+// with the q, k, v biases that the fast kernels' tile loads add (the plain kernels get q + bq, k + bk, v + bv)
+static void pair_attention(int T, int KVH, int hd, int mode) {
+    const int B = PAIR_B, H = PAIR_H, BT = B * T, qd = H * hd, kvd = KVH * hd;
+    const float scale = 1.0f / sqrtf((float)hd);
+    pair_mode(mode);
+    char layer[96];
+    snprintf(layer, sizeof(layer), "attention %s T %d KVH %d hd %d", attention_on_tensor_cores(hd) ? "tc" : "cuda",
+             T, KVH, hd);
+    Rng g;
+    rng_seed(&g, 110 + hd + KVH);
+    long nq = (long)BT * qd, nkv = (long)BT * kvd;
+    float *q = pair_act_values(pair_rand(&g, nq, -1, 1), nq), *k = pair_act_values(pair_rand(&g, nkv, -1, 1), nkv);
+    float *v = pair_act_values(pair_rand(&g, nkv, -1, 1), nkv), *dy = pair_act_values(pair_rand(&g, nq, -1, 1), nq);
+    float *bq = pair_rand(&g, qd, -0.5f, 0.5f), *bk = pair_rand(&g, kvd, -0.5f, 0.5f);
+    float* bv = pair_rand(&g, kvd, -0.5f, 0.5f);
+    // plain
+    float *q_p = up_f32(plus_bias(q, bq, nq, qd), nq), *k_p = up_f32(plus_bias(k, bk, nkv, kvd), nkv);
+    float *v_p = up_f32(plus_bias(v, bv, nkv, kvd), nkv), *dy_p = up_f32(dy, nq);
+    float *y_p = pair_dev(nq), *att = pair_dev((long)B * H * T * T), *dP = pair_dev((long)B * H * T * T);
+    float *dq_p = pair_dev(nq), *dk_p = pair_dev(nkv), *dv_p = pair_dev(nkv);
+    launch_attention_forward(y_p, att, q_p, k_p, v_p, B, T, H, KVH, hd, scale);
+    launch_attention_backward(dq_p, dk_p, dv_p, dP, dy_p, att, q_p, k_p, v_p, B, T, H, KVH, hd, scale);
+    // fast
+    Qkv<float> in = {up_act(q, nq), up_act(k, nkv), up_act(v, nkv), up_f32(bq, qd), up_f32(bk, kvd), up_f32(bv, kvd)};
+    float *y_a = pair_dev(nq), *lse = pair_dev((long)B * H * T), *D = pair_dev((long)B * H * T);
+    float *dq_a = pair_dev(nq), *dk_a = pair_dev(nkv), *dv_a = pair_dev(nkv);
+    gpu_attention_forward(y_a, lse, in, B, T, H, KVH, hd, scale);
+    gpu_attention_backward(dq_a, dk_a, dv_a, D, up_act(dy, nq), y_a, lse, in, B, T, H, KVH, hd, scale);
+    pair_check_dev(layer, mode, "y", y_a, 1, y_p, nq, qd, bound_mm(mode));
+    pair_check_dev(layer, mode, "dq", dq_a, 1, dq_p, nq, qd, bound_mm(mode));
+    pair_check_dev(layer, mode, "dk", dk_a, 1, dk_p, nkv, kvd, bound_mm(mode));
+    pair_check_dev(layer, mode, "dv", dv_a, 1, dv_p, nkv, kvd, bound_mm(mode));
+    pair_free();
+}
+
+// ---- the attention gate: gpu_gate_forward (adding b_g) / gpu_gate_backward vs launch_attn_gate_forward /
+// _backward. The gate (pre-activation in, sigmoid out) is float32 in every mode; y, out, dy and dgpre activations.
+static void pair_gate(int mode) {
+    const int BT = PAIR_B * PAIR_T, H = 5, hd = PAIR_C / 5;    // B T H rows of a warp each: 2 mod 4 too
+    long n = (long)BT * H * hd, ng = (long)BT * H;
+    pair_mode(mode);
+    Rng g;
+    rng_seed(&g, 120);
+    float *y = pair_act_values(pair_rand(&g, n, -1, 1), n), *pre = pair_rand(&g, ng, -3, 3);
+    float* bias = pair_rand(&g, H, -1, 1);
+    float* dout = pair_act_values(pair_rand(&g, n, -1, 1), n);
+    float *y_p = up_f32(y, n), *gate_p = up_f32(plus_bias(pre, bias, ng, H), ng), *out_p = pair_dev(n);
+    float *y_a = up_act(y, n), *gate_f = up_f32(pre, ng), *out_a = pair_dev(n);
+    launch_attn_gate_forward(out_p, gate_p, y_p, BT, H, hd);
+    gpu_gate_forward(out_a, gate_f, up_f32(bias, H), y_a, BT, H, hd);
+    pair_check_dev("gate forward", mode, "out", out_a, 1, out_p, n, (long)H * hd, bound_round(mode));
+    pair_check_dev("gate forward", mode, "gate", gate_f, 0, gate_p, ng, H, bound_f32());
+    float *dy_p = pair_dev(n), *dg_p = pair_dev(ng), *dy_a = pair_dev(n), *dg_a = pair_dev(ng);
+    launch_attn_gate_backward(dy_p, dg_p, up_f32(dout, n), y_p, gate_p, BT, H, hd);
+    gpu_gate_backward(dy_a, dg_a, up_act(dout, n), y_a, gate_f, BT, H, hd);
+    pair_check_dev("gate backward", mode, "dy", dy_a, 1, dy_p, n, (long)H * hd, bound_round(mode));
+    pair_check_dev("gate backward", mode, "dgpre", dg_a, 1, dg_p, ng, H, bound_round(mode));
+    pair_free();
+}
+
+// ---- MLP activations: gpu_mlp_activation_forward / _backward (GELU, or SwiGLU with gpre; adding b_up and
+// b_gate, and summing their gradients) vs launch_gelu_* / launch_swiglu_* on the inputs with their biases, and
+// the plain matmul backward's bias gradients of dup and dgpre
+static void pair_mlp(int swiglu, int mode) {
+    const int rows = PAIR_B * PAIR_T, F = 4 * PAIR_C;
+    long n = (long)rows * F;
+    const char* fwd = swiglu ? "SwiGLU forward" : "GELU forward";
+    const char* bwd = swiglu ? "SwiGLU backward" : "GELU backward";
+    pair_mode(mode);
+    Rng g;
+    rng_seed(&g, 121 + swiglu);
+    float *up = pair_act_values(pair_rand(&g, n, -4, 4), n), *gp = pair_act_values(pair_rand(&g, n, -4, 4), n);
+    float *bup = pair_rand(&g, F, -1, 1), *bg = pair_rand(&g, F, -1, 1);
+    float* dh = pair_act_values(pair_rand(&g, n, -1, 1), n);
+    float *up_p = up_f32(plus_bias(up, bup, n, F), n), *gp_p = up_f32(plus_bias(gp, bg, n, F), n);
+    float *up_a = up_act(up, n), *gp_a = swiglu ? up_act(gp, n) : NULL, *bup_d = up_f32(bup, F), *bg_d = up_f32(bg, F);
+    float *h_p = pair_dev(n), *h_a = pair_dev(n), *scratch = pair_dev(1 << 16);
+    if (swiglu) launch_swiglu_forward(h_p, gp_p, up_p, n);
+    else launch_gelu_forward(h_p, up_p, n);
+    gpu_mlp_activation_forward(h_a, gp_a, up_a, swiglu ? bg_d : NULL, bup_d, n, F);
+    pair_check_dev(fwd, mode, "hact", h_a, 1, h_p, n, F, bound_round(mode));
+    float *dbup0 = pair_rand(&g, F, -1, 1), *dbg0 = pair_rand(&g, F, -1, 1);
+    float *dup_p = pair_dev(n), *dgp_p = pair_dev(n), *dbup_p = up_f32(dbup0, F), *dbg_p = up_f32(dbg0, F);
+    float *dup_a = pair_dev(n), *dgp_a = pair_dev(n), *dbup_f = up_f32(dbup0, F), *dbg_f = up_f32(dbg0, F);
+    float* dh_p = up_f32(dh, n);
+    if (swiglu) launch_swiglu_backward(dgp_p, dup_p, gp_p, up_p, dh_p, n);
+    else launch_gelu_backward(dup_p, up_p, dh_p, n);
+    plain_bias_grad(dbup_p, dup_p, rows, F);
+    if (swiglu) plain_bias_grad(dbg_p, dgp_p, rows, F);
+    gpu_mlp_activation_backward(swiglu ? dgp_a : NULL, dup_a, swiglu ? dbg_f : NULL, dbup_f, gp_a, up_a,
+                                swiglu ? bg_d : NULL, bup_d, up_act(dh, n), rows, F, scratch);
+    if (swiglu) pair_check_dev(bwd, mode, "dgpre", dgp_a, 1, dgp_p, n, F, bound_round(mode));
+    pair_check_dev(bwd, mode, "dup", dup_a, 1, dup_p, n, F, bound_round(mode));
+    // the bias gradients sum the float32 input gradients, before any rounding: F32 in every mode
+    if (swiglu) pair_check_dev(bwd, mode, "dbgate", dbg_f, 0, dbg_p, F, F, bound_f32());
+    pair_check_dev(bwd, mode, "dbup", dbup_f, 0, dbup_p, F, F, bound_f32());
+    pair_free();
+}
+
+// ---- softmax + cross-entropy and the LM head's backward: softmax_crossentropy_kernel (losses and dlogits in one
+// pass; dlogits over the logits, or in bf16 with --dtype bf16), loss_mean_kernel and the head's
+// gpu_matmul_backward with dloss as its alpha, as gpu_forward and gpu_backward run them, vs launch_softmax_forward
+// (probabilities and losses; the mean on the host in double, as plain_forward takes it) and
+// launch_lm_head_backward (crossentropy_backward_plain with scale x dloss, then the matmul backward). muP's
+// logit scale 0.75 and dloss 0.5 (a micro-batch's share): the plain dlogits carry dloss, the fast ones not
+// (their GEMMs do): compared as dloss x the fast ones, exact in every type. Then sampling's softmax
+// (softmax_forward_kernel, no targets) vs launch_softmax_forward without targets: float32 in every mode.
+static void pair_lm_head(int mode) {
+    const int BT = PAIR_B * PAIR_T, C = PAIR_C, V = PAIR_V;
+    const float scale = 0.75f, dloss = 0.5f;
+    long nl = (long)BT * V;
+    pair_mode(mode);
+    Rng g;
+    rng_seed(&g, 130);
+    float* logits = pair_rand(&g, nl, -6, 6);
+    int* tgt = (int*)xmalloc(BT * sizeof(int));
+    for (int i = 0; i < BT; i++) tgt[i] = (int)(rng_u32(&g) % V);
+    int* d_tgt = dmalloc_int(BT);
+    cudaCheck(cudaMemcpy(d_tgt, tgt, BT * sizeof(int), cudaMemcpyHostToDevice));
+    float* lnf = pair_act_values(pair_rand(&g, (long)BT * C, -1, 1), (long)BT * C);
+    float* W = pair_rand(&g, (long)V * C, -1, 1);
+    float* dW0 = pair_rand(&g, (long)V * C, -1e-3f, 1e-3f);      // the size of one step's dW here
+    float *d_W = pair_weights(W, (long)V * C), *scratch = pair_dev(1 << 16);
+    // plain
+    float *probs = up_f32(logits, nl), *losses_p = pair_dev(BT), *dln_p = pair_dev((long)BT * C);
+    float* dW_p = up_f32(dW0, (long)V * C);
+    cudaCheck(cudaMemset(dln_p, 0, (size_t)BT * C * sizeof(float)));
+    launch_softmax_forward(probs, losses_p, d_tgt, BT, V, scale);
+    launch_lm_head_backward(dln_p, dW_p, probs, d_tgt, up_f32(lnf, (long)BT * C), d_W, BT, C, V, scale * dloss);
+    // fast
+    float *logits_f = up_f32(logits, nl), *losses_f = pair_dev(BT), *loss_f = pair_dev(1);
+    float *dl16 = g_bf16.on ? pair_dev(nl) : NULL, *dln_f = pair_dev((long)BT * C), *dW_f = up_f32(dW0, (long)V * C);
+    float* lnf_a = up_act(lnf, (long)BT * C);
+    if (g_bf16.on)
+        softmax_crossentropy_kernel<__nv_bfloat16><<<BT, ROW_THREADS>>>(logits_f, losses_f, (__nv_bfloat16*)dl16, d_tgt,
+                                                                        V, scale, 1.0f / BT);
+    else
+        softmax_crossentropy_kernel<float><<<BT, ROW_THREADS>>>(logits_f, losses_f, logits_f, d_tgt, V, scale,
+                                                                1.0f / BT);
+    LAUNCH_CHECK(softmax_crossentropy_kernel);
+    loss_mean_kernel<<<1, 1024>>>(loss_f, losses_f, BT);
+    LAUNCH_CHECK(loss_mean_kernel);
+    gpu_matmul_backward(dln_f, NULL, GRAD_SET, dW_f, NULL, f32_of(logits_f), (__nv_bfloat16*)dl16, f32_of(lnf_a),
+                        bf16_of(lnf_a), d_W, BT, C, V, scratch, dloss);
+    const char* layer = "softmax + cross-entropy";
+    pair_check_dev(layer, mode, "losses", losses_f, 0, losses_p, BT, 1, bound_f32());
+    {
+        float* lp = down_f32(losses_p, BT);
+        double mean = 0.0;
+        for (int i = 0; i < BT; i++) mean += lp[i];
+        mean /= BT;
+        float got;
+        cudaCheck(cudaMemcpy(&got, loss_f, sizeof(float), cudaMemcpyDeviceToHost));
+        double rel = fabs(got - mean) / mean;
+        char lm[64];
+        snprintf(lm, sizeof(lm), "loss mean, %s", pair_mode_name[mode]);
+        check(rel <= 64 * FP32_U, "%-42s %-10s %.7f vs the plain losses' mean %.7f (relative %.1e, bound %.1e)", lm,
+              "loss", got, mean, rel, 64 * FP32_U);
+    }
+    float* dlog = g_bf16.on ? down_act(dl16, nl) : down_f32(logits_f, nl);
+    for (long i = 0; i < nl; i++) dlog[i] *= dloss;
+    pair_check(layer, mode, "dlogits", dlog, down_f32(probs, nl), nl, V, bound_round(mode));
+    pair_check_dev("LM head backward", mode, "dinp", dln_f, 0, dln_p, (long)BT * C, C, bound_mm(mode));
+    pair_check_dev("LM head backward", mode, "dW", dW_f, 0, dW_p, (long)V * C, C, bound_mm(mode));
+    if (mode == MM_FP32) {                // sampling: float32 in every mode, once
+        float *pp = up_f32(logits, nl), *pf = up_f32(logits, nl);
+        launch_softmax_forward(pp, NULL, NULL, BT, V, scale);
+        softmax_forward_kernel<<<BT, ROW_THREADS>>>(pf, V, scale);
+        LAUNCH_CHECK(softmax_forward_kernel);
+        pair_check_dev("softmax (sampling)", mode, "probs", pf, 0, pp, nl, V, bound_f32());
+    }
+    cudaCheck(cudaFree(d_tgt));
+    free(tgt);
+    pair_free();
+}
+
+// ---- AdamW and the gradient norm: gpu_grad_norm and adamw_kernel (one launch over every tensor, its clipping
+// factor from the device's norm) vs plain_grad_norm and plain_adamw_step (one launch per tensor, the factor
+// clip_scale of the plain norm), on a PlainGpu and a GpuModel built from the same host model: small_model
+// (llama, 2 layers), with every tensor's learning-rate multiplier set to one of 0.5, 0.75, 1, 1.25 (muP's
+// per-tensor rates, so that a tensor read from its neighbour's row of adamw_kernel's table fails), nonzero
+// moments (step 3), and random gradients whose norm (69) is clipped at 1. The update (new - old parameters) of
+// every tensor, and its moments, within F32 relative L2 of the plain step's (the worst tensor is shown); the norm
+// within 1e-12 relative (double sums of the same float32 squares in other orders). AdamW is float32 in every
+// mode; with --dtype bf16 adamw_kernel also writes the weights' bf16 copy, which must be the new weights rounded.
+static void pair_adamw(int mode) {
+    pair_mode(mode);
+    Config cfg = small_config("llama", 1, 2, 8);
+    Model host;
+    small_model(&host, &cfg);
+    Rng g;
+    rng_seed(&g, 140);
+    size_t P = host.num_params;
+    for (int i = 0; i < host.num_tensors; i++) host.tensors[i].lr_mult = 0.5f + 0.25f * (i % 4);
+    for (size_t i = 0; i < P; i++) {
+        host.adam_m[i] = 0.01f * (2 * rng_uniform01_f32(&g) - 1);
+        host.adam_v[i] = 1e-4f * rng_uniform01_f32(&g);
+    }
+    float* grads = pair_host((long)P);
+    for (size_t i = 0; i < P; i++) grads[i] = 0.3f * (2 * rng_uniform01_f32(&g) - 1);
+    float* p0 = pair_host((long)P);
+    memcpy(p0, host.params, P * sizeof(float));
+    PlainGpu pg;
+    plain_model_create(&pg, &host, 1, 8);
+    GpuModel gm;
+    gpu_model_create(&gm, &host, 1, 8);
+    cudaCheck(cudaMemcpy(pg.d.grads, grads, P * sizeof(float), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(gm.grads, grads, P * sizeof(float), cudaMemcpyHostToDevice));
+    OptConfig o;
+    memset(&o, 0, sizeof(o));
+    o.beta1 = 0.9f; o.beta2 = 0.95f; o.adam_eps = 1e-8f; o.weight_decay = 0.1f; o.clip = 1.0f;
+    const float lr = 1e-2f;
+    const int t = 3;
+    double norm_p = plain_grad_norm(&pg), norm_f = gpu_grad_norm(&gm);
+    plain_adamw_step(&pg, &o, lr, t, clip_scale(o.clip, norm_p));
+    gpu_adamw_step(&gm, &o, lr, t);
+    double rel = fabs(norm_f - norm_p) / norm_p;
+    char name[64];
+    snprintf(name, sizeof(name), "gradient norm, %s", pair_mode_name[mode]);
+    if (mode == MM_FP32)                  // float32 in every mode: once
+        check(rel <= 1e-12, "%-42s %-10s %.12g vs plain %.12g (relative %.1e, bound 1e-12)", name, "norm", norm_f,
+              norm_p, rel);
+    snprintf(name, sizeof(name), "AdamW, %s", pair_mode_name[mode]);
+    const float* got[3] = {down_f32(gm.params, (long)P), down_f32(gm.m, (long)P), down_f32(gm.v, (long)P)};
+    const float* want[3] = {down_f32(pg.d.params, (long)P), down_f32(pg.d.adam_m, (long)P),
+                            down_f32(pg.d.adam_v, (long)P)};
+    const char* names[3] = {"update", "m", "v"};
+    for (int k = 0; k < 3; k++) {
+        double worst = -1.0, worst_rel = 0.0;
+        const char* worst_name = "";
+        for (int i = 0; i < host.num_tensors; i++) {
+            const Tensor* tn = &host.tensors[i];
+            double err = 0.0, ref = 0.0, pref = 0.0;
+            for (size_t j = tn->offset; j < tn->offset + tn->numel; j++) {
+                double a = got[k][j], b = want[k][j];
+                if (k == 0) a -= p0[j], b -= p0[j];
+                err += (a - b) * (a - b);
+                ref += b * b;
+                pref += (double)want[k][j] * want[k][j];
+            }
+            // each side rounds the new parameter once: a rounding that differs (an FMA contracted on one side
+            // only, on a GPU) is an ulp of the parameter, not of its update, so the update's bound has 2 u32 of
+            // the parameters' norm on top (an ulp of a norm gain of 1 is 7e-6 of its update of ~0.017 here)
+            double bound = 64 * FP32_U * sqrt(ref) + (k == 0 ? 2 * FP32_U * sqrt(pref) : 0.0);
+            double r = sqrt(err) / bound;
+            if (!(r <= worst)) worst = r, worst_rel = sqrt(err / ref), worst_name = tn->name;
+        }
+        if (!(worst_rel <= g_pair_worst[0][0])) g_pair_worst[0][0] = worst_rel;
+        check(worst <= 1.0, "%-42s %-10s every tensor's within %.1e rel. L2%s (worst %.2f of its bound: %.1e, %s)",
+              name, names[k], 64 * FP32_U, k == 0 ? " + 2 u32 of the parameters" : "", worst, worst_rel,
+              worst_name);
+    }
+    if (g_bf16.on) {                      // the weights' bf16 copy, which the next GEMMs read: the new weights
+        __nv_bfloat16* w16 = (__nv_bfloat16*)xmalloc(P * sizeof(__nv_bfloat16));
+        cudaCheck(cudaMemcpy(w16, g_bf16.w16, P * sizeof(__nv_bfloat16), cudaMemcpyDeviceToHost));
+        size_t differ = 0;
+        for (size_t i = 0; i < P; i++)
+            differ += __bfloat162float(w16[i]) != __bfloat162float(__float2bfloat16(got[0][i]));
+        check(differ == 0, "%-42s %-10s the new weights rounded to bf16, bit for bit (%zu of %zu differ)", name, "w16",
+              differ, P);
+        free(w16);
+    }
+    plain_model_free(&pg);
+    gpu_model_free(&gm);
+    model_free(&host);
+    pair_free();
+}
+
+static void test_kernel_pairs(void) {
+    memset(g_pair_worst, 0, sizeof(g_pair_worst));
+    for (int mode = MM_FP32; mode <= MM_BF16; mode++) pair_matmul(mode);
+    pair_embedding(1);
+    pair_embedding(0);
+    for (int mode : {MM_FP32, MM_BF16})
+        for (int rms = 0; rms <= 1; rms++) {
+            pair_norm_forward(rms, 1e-5f, mode);
+            pair_norm_forward(rms, 1e-12f, mode);
+            pair_residual_norm(rms, mode);
+            pair_norm_backward(rms, mode);
+        }
+    for (int mode : {MM_FP32, MM_BF16}) pair_rope(mode);
+    // head size 20: the CUDA-core kernels in every mode (TF32 leaves them float32: not run twice); 16 (MHA) and
+    // 32 (GQA, two blocks of 64 query rows): the tensor cores with TF32 and bf16
+    for (int mode : {MM_FP32, MM_BF16}) pair_attention(37, 2, 20, mode);
+    for (int mode = MM_FP32; mode <= MM_BF16; mode++) {
+        pair_attention(37, 4, 16, mode);
+        pair_attention(70, 2, 32, mode);
+    }
+    for (int mode : {MM_FP32, MM_BF16}) {
+        pair_gate(mode);
+        pair_mlp(0, mode);
+        pair_mlp(1, mode);
+    }
+    for (int mode = MM_FP32; mode <= MM_BF16; mode++) pair_lm_head(mode);
+    pair_adamw(MM_FP32);
+    pair_adamw(MM_BF16);
+    pair_mode(MM_FP32);
+    double(*w)[2] = g_pair_worst;
+    printf("  worst relative L2 (in a row): F32 %.1f u32 (%.1f u32), ROUND %.2f u (%.2f u), MM %.2f u (%.2f u), "
+           "ACC %.4f u (%.4f u)\n", w[0][0] / FP32_U, w[0][1] / FP32_U, w[1][0], w[1][1], w[2][0], w[2][1], w[3][0],
+           w[3][1]);
+}
+
 // ---- 3. the two binaries ----------------------------------------------------------------------------------
 // The GPU trainer under test: the real one, or on the CPU runtime its twin built from the same source.
 #ifdef CUDA_CPU_RUNTIME
@@ -1074,6 +1808,8 @@ int main(void) {
     printf("the device memory estimate\n");
     test_memory_estimate();
 #endif
+    printf("each fast kernel against the plain kernel it replaces, in every precision mode it has\n");
+    test_kernel_pairs();
     printf("the binaries\n");
     test_binaries();
     printf("the source as a tutorial\n");

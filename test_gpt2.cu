@@ -1,6 +1,9 @@
 /*
 test_gpt2.cu: proves train_gpt2.cu right against the same references as test_gpt2.c.
 
+  0. Part I's plain kernels (--kernels plain), through the Engine the trainer uses, against the
+     PyTorch fixtures at the float32 tolerance: loss, logits, every gradient, the AdamW steps whole
+     and as 2 micro-batches.
   1. PyTorch fixtures (test/fixtures/model_*.bin, read by test/fixture.h, shared with test_gpt2.c):
      with TF32 off, the GPU's logits, loss, every parameter gradient and every parameter after the
      AdamW steps, at the CPU's float32 tolerance (1e-5 absolute + 1e-4 relative); gradients twice,
@@ -23,8 +26,12 @@ test_gpt2.cu: proves train_gpt2.cu right against the same references as test_gpt
      cross-entropy and the LM head, the gradient norm, AdamW), in every precision mode the fast
      kernel has (float32, TF32, bf16), each at a stated bound (float32 rounding, or units of u).
   3. If ./train_gpt2 and ./train_gpt2cu exist: both binaries train 4 steps on the same synthetic
-     corpus with the same flags; the logged losses must agree to 1e-3 relative.
-  4. (CPU runtime) every kernel of train_gpt2.cu ran, under the race check, and none races.
+     corpus with the same flags; the logged losses must agree to 1e-4 relative, the probes and the
+     samples too. The GPU binary with --kernels plain, fast --tf32 0 and the default, 20 steps of
+     both presets: the same losses to the float32 bound (plain vs --tf32 0) and TF32's.
+  4. The source as a tutorial: train_gpt2.cu's first kernel within 150 lines, Part I without wide
+     lines or Part II's devices, the file under 5% of lines wider than 100 columns; and (CPU
+     runtime) every kernel of train_gpt2.cu ran, under the race check, and none races.
 
     make test_gpt2cu && ./test_gpt2cu          (on a machine with an NVIDIA GPU)
 

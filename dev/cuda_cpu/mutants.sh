@@ -65,7 +65,7 @@ mutate() {
         echo '/^__global__ void attention_forward_tc_kernel(/,/^}$/{/^        __syncthreads();$/d;}'
         echo 2 ;;
     bf16-input)   # gpu_backward: W_up's weight gradient reads Norm1's output in bf16 (--dtype bf16 only) instead of Norm2's
-        echo '/^static void gpu_backward(/,/^}$/s/^\( *\)ln2_16, gpu_param_of(gm, K_WUP, l), BT, C, F, sc);/\1ln1_16, gpu_param_of(gm, K_WUP, l), BT, C, F, sc);/'
+        echo '/^static void gpu_backward(/,/^}$/s/ ln2_16, gpu_param_of(gm, K_WUP, l), BT, C, F, sc);/ ln1_16, gpu_param_of(gm, K_WUP, l), BT, C, F, sc);/'
         echo 2 ;;
     classifier)   # softmax_crossentropy_kernel: the probabilities not normalized in the gradient (the loss still right)
         echo '/^__global__ void softmax_crossentropy_kernel(/,/^}$/s/float pinv = (float)(1.0 \/ sum);/float pinv = 1.0f;/'

@@ -41,14 +41,29 @@ NVCCFLAGS += -lineinfo -Xcompiler -Wall,-Wextra,-Wno-unused-function,-fopenmp
 ifeq ($(DEBUG),1)
 NVCCFLAGS += -DCUDA_DEBUG=1
 endif
+# NCCL, for several GPUs (doc/cuda.md, "Several GPUs"): nccl.h in $(NCCL_HOME)/include, else beside nvcc's
+# CUDA headers, else in /usr/include. Found, the CUDA builds define USE_NCCL and link -lnccl; not found, or
+# with NO_NCCL=1, they build without it, and a launch of several ranks is refused with one line. Switching
+# NO_NCCL rebuilds (the define is in .nvcc_flags).
+NCCL_HOME ?=
+ifneq ($(NO_NCCL),1)
+NCCL_H := $(firstword $(wildcard $(if $(NCCL_HOME),$(NCCL_HOME)/include/nccl.h) \
+    $(dir $(shell command -v $(NVCC) 2>/dev/null))../include/nccl.h /usr/include/nccl.h))
+endif
+ifneq ($(NCCL_H),)
+NVCCFLAGS += -DUSE_NCCL $(if $(NCCL_HOME),-I$(NCCL_HOME)/include)
+NCCL_LIBS := $(if $(NCCL_HOME),-L$(NCCL_HOME)/lib) -lnccl
+endif
 NVCC_FLAGS_NOW := $(NVCC) $(NVCCFLAGS)
 $(shell echo '$(NVCC_FLAGS_NOW)' | cmp -s - .nvcc_flags || echo '$(NVCC_FLAGS_NOW)' > .nvcc_flags)
-NVLDLIBS = -lcublas -lgomp -lm
+NVLDLIBS = -lcublas $(NCCL_LIBS) -lgomp -lm
 # The CUDA code on the CPU (dev/cuda_cpu, doc/cuda.md): train_gpt2.cu and test_gpt2.cu compiled by the
 # host C++ compiler against a CPU runtime for CUDA, so that `make test` runs every kernel without a GPU.
+# Its NCCL (nccl.h there) joins processes of this machine: the trainer is built with USE_NCCL.
 CUDA_CPU := dev/cuda_cpu
 CUDA_CPU_GEN := $(CUDA_CPU)/gen
-CUDA_CPU_HEADERS := $(CUDA_CPU)/cuda_runtime.h $(CUDA_CPU)/cublas_v2.h $(CUDA_CPU)/cuda_bf16.h $(CUDA_CPU)/mma.h
+CUDA_CPU_HEADERS := $(CUDA_CPU)/cuda_runtime.h $(CUDA_CPU)/cublas_v2.h $(CUDA_CPU)/cuda_bf16.h $(CUDA_CPU)/mma.h \
+    $(CUDA_CPU)/nccl.h
 CUDA_CPU_CXX ?= $(CXX) -O2 $(ARCH_FLAGS) -std=c++17 -fopenmp -fno-math-errno -Wall -Wextra -Wno-unused-function
 export CUDA_CPU_CXX
 # The dev/ tools run on Debian's python3 (python3-torch, -numpy, -matplotlib; make deps); the labs need
@@ -154,10 +169,10 @@ $(CUDA_CPU_GEN)/selftest.cu: $(CUDA_CPU)/selftest.cu $(CUDA_CPU)/rewrite.sh
 	$(CUDA_CPU)/rewrite.sh $< $@
 
 test_gpt2cu_cpu: $(CUDA_CPU_GEN)/test_gpt2.cu $(CUDA_CPU_GEN)/train_gpt2.cu train_gpt2.c test/fixture.h $(CUDA_CPU_HEADERS)
-	$(CUDA_CPU_CXX) -I $(CUDA_CPU) -I . -x c++ -o $@ $< -lm
+	$(CUDA_CPU_CXX) -DUSE_NCCL -I $(CUDA_CPU) -I . -x c++ -o $@ $< -lm
 
 train_gpt2cu_cpu: $(CUDA_CPU_GEN)/train_gpt2.cu train_gpt2.c $(CUDA_CPU_HEADERS)
-	$(CUDA_CPU_CXX) -I $(CUDA_CPU) -I . -x c++ -o $@ $< -lm
+	$(CUDA_CPU_CXX) -DUSE_NCCL -I $(CUDA_CPU) -I . -x c++ -o $@ $< -lm
 
 $(CUDA_CPU)/selftest: $(CUDA_CPU_GEN)/selftest.cu $(CUDA_CPU_HEADERS)
 	$(CUDA_CPU_CXX) -I $(CUDA_CPU) -x c++ -o $@ $< -lm

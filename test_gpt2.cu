@@ -476,7 +476,7 @@ static void test_cpu_vs_gpu(const char* preset, int gate, int KVH, int mode) {
     char path[] = "/tmp/test_gpt2cu_ckpt.XXXXXX";
     int fd = mkstemp(path);
     if (fd >= 0) close(fd);
-    gpu_download_state(&gm);
+    gpu_download_state(&gm, 1);
     Ema spike[2] = {{0.5, 0.25, 3}, {1.5, 0.75, 3}}, spike_back[2];
     checkpoint_save(&host, path, STEPS, &data, &data, spike);
     Rng r1, r2;

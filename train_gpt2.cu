@@ -2207,6 +2207,12 @@ static void dp_discover(DpSetup* s) {
         fatal("rank %d of %d ranks (%s): a rank is 0 to the world size - 1", s->rank, s->ranks, s->source);
     int gpus = 0;
     s->nccl = s->ranks > 1 || s->world_flag || s->zero;
+#ifndef USE_NCCL
+    if (s->nccl)
+        fatal("this train_gpt2cu was built without NCCL (nccl.h was not found): it trains on one GPU; %d rank%s (%s) "
+              "need a build with NCCL (make train_gpt2cu where NCCL is installed, or NCCL_HOME=DIR)", s->ranks,
+              s->ranks > 1 ? "s" : "", s->world_flag || s->ranks > 1 ? s->source : "--zero 1");
+#endif
     if (s->nccl) {
         if (cudaGetDeviceCount(&gpus) == cudaSuccess && gpus > 0) g_device = s->local % gpus;
         if (s->rank > 0 && !freopen("/dev/null", "w", stdout))   // rank 0 alone prints
@@ -2321,7 +2327,7 @@ static void dp_join(const char* dir) {
     snprintf(path, sizeof(path), "%s/nccl_id", dir);
     double t0 = now_ms(), next_look = 0;
     ncclUniqueId id, newer;
-    int n;
+    int n = g_dp.ranks;
     if (g_dp.rank == 0) {
         ncclCheck(ncclGetUniqueId(&id));
         dp_write_id(dir, path, &id);
@@ -2448,9 +2454,10 @@ static void dp_check(const DpSetup* s, const Options* o) {
 // on each of N ranks make a batch of N B rows, and -d counts the tokens of all of them (micro-batches x B
 // x T x N). Before anything is written.
 static void dp_start(const DpSetup* s, Options* o) {
+    if (!s->nccl) return;
     if (!o->out_dir)
-        fatal("%d ranks need -o DIR: rank 0 writes NCCL's id there for the others (a directory every rank sees)",
-              s->ranks);
+        fatal("%d rank%s over NCCL need%s -o DIR: rank 0 writes NCCL's id there for the others (a directory every "
+              "rank sees)", s->ranks, s->ranks > 1 ? "s" : "", s->ranks > 1 ? "" : "s");
     if (o->probe.coord_check) fatal("--coord-check trains its widths one after another on one GPU: give one rank");
     long rows = (long)o->B * s->ranks, tokens = rows * o->T;
     if (rows > 1 << 20) fatal("-b %d on %d ranks is %ld rows per batch: at most %d", o->B, s->ranks, rows, 1 << 20);
@@ -2573,13 +2580,8 @@ static void dp_header(const GpuModel* gm) {
            g_dp.ranks, sh.n, P - sh.n, saved / (1 << 20));
 }
 #else
-// Built without NCCL (no nccl.h at build time): one GPU, no communicator.
-static void dp_start(const DpSetup* s, Options* o) {
-    (void)o;
-    fatal("this train_gpt2cu was built without NCCL (nccl.h was not found): it trains on one GPU; %d ranks (%s) need "
-          "a build with NCCL (make train_gpt2cu where NCCL is installed, or NCCL_HOME=DIR)", s->ranks,
-          s->world_flag || s->ranks > 1 ? s->source : "--zero 1");
-}
+// Built without NCCL (no nccl.h at build time): one GPU, no communicator (dp_discover refused more).
+static void dp_start(const DpSetup* s, Options* o) { (void)s, (void)o; }
 static void dp_end(void) {}
 static void zero_gather_norm_partials(GpuModel* gm) { (void)gm; }
 static void zero_gather_moments(GpuModel* gm) { (void)gm; }
@@ -2666,7 +2668,7 @@ int main(int argc, char** argv) {
     dp_discover(&dp);                     // rank, world size and GPU; rank > 0 prints nothing
     gpu_init(tf32);
     gpu_set_dtype(bf16);
-    if (dp.nccl) dp_start(&dp, &o);       // the ranks meet and compare flags and files (section 6)
+    dp_start(&dp, &o);                    // several ranks meet and compare flags and files (section 6)
     free(dp.flags);
     if (o.probe.coord_check) coord_check(&o, train_on_gpu, &tf32);  // every width, then the table
     else train_on_gpu(&o, &tf32);

@@ -2114,8 +2114,8 @@ static int dp_name_cmp(const char* a, const char* b) {
 static int dp_line_cmp(const void* a, const void* b) { return dp_name_cmp(*(char* const*)a, *(char* const*)b); }
 
 // --rank, --world-size, --zero and --nccl-timeout, taken out of argv before the other flags are read. The
-// rest of the command line is kept, sorted, for the ranks to compare (the flags read later included);
-// the rank and the world size are not compared, the world size is (dp_join).
+// command line is kept, sorted, for the ranks to compare (dp_check), less --rank and --world-size: the
+// world size is checked when the ranks meet (dp_join).
 static void take_dp_flags(int* argc, char** argv, DpSetup* s) {
     memset(s, 0, sizeof(*s));
     s->rank = -1;
@@ -2163,7 +2163,8 @@ static void dp_usage(void) {
            "              variables: OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/SIZE, RANK/WORLD_SIZE, SLURM_PROCID/NTASKS;\n"
            "              else one GPU). The ranks meet in -o DIR, which every rank must see\n"
            "  --zero 0|1  1: shard AdamW's moments over the ranks (ZeRO stage 1; default 0, all-reduce)\n"
-           "  --nccl-timeout S  a rank that dies or never comes stops the others after S seconds (default 600)\n");
+           "  --nccl-timeout S  the ranks stop, with one line, after S seconds without progress (a rank that\n"
+           "              died, hangs or never came; default 600)\n");
 }
 
 // A whole number from the launcher's variable `name`
@@ -2250,7 +2251,7 @@ static int dp_poll(ncclResult_t* st, int on_stream) {
     return 1;
 }
 
-// Between polls: at once for the first milliseconds (a collective takes about that long), then 1 ms
+// Between polls: 20 us for the first 5 ms (about what a collective takes), then 1 ms
 static void dp_pause(double waited_ms) {
     struct timespec ts = {0, waited_ms < 5 ? 20000 : 1000000};
     nanosleep(&ts, NULL);

@@ -2210,8 +2210,8 @@ static void dp_discover(DpSetup* s) {
     s->nccl = s->ranks > 1 || s->world_flag || s->zero;
 #ifndef USE_NCCL
     if (s->nccl)
-        fatal("this train_gpt2cu was built without NCCL (nccl.h was not found): it trains on one GPU; %d rank%s (%s) "
-              "need a build with NCCL (make train_gpt2cu where NCCL is installed, or NCCL_HOME=DIR)", s->ranks,
+        fatal("this train_gpt2cu was built without NCCL (nccl.h not found, or NO_NCCL=1): it trains on one GPU; %d "
+              "rank%s (%s) need a build with NCCL (make train_gpt2cu where NCCL is installed, or NCCL_HOME=DIR)", s->ranks,
               s->ranks > 1 ? "s" : "", s->world_flag || s->ranks > 1 ? s->source : "--zero 1");
 #endif
     if (s->nccl) {

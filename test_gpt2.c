@@ -2820,7 +2820,8 @@ static void test_source_map(void) {
 // The mirror's engine trains its own Model `dev` with Part I's functions.
 typedef struct { Model dev; Model* host; } Mirror;
 
-static void mirror_to_host(void* c) {
+static void mirror_to_host(void* c, int moments) {
+    (void)moments;                          // a mirror holds the whole state: it copies it all
     Mirror* mr = (Mirror*)c;
     size_t bytes = mr->dev.num_params * sizeof(float);
     memcpy(mr->host->params, mr->dev.params, bytes);

@@ -42,6 +42,8 @@ convention for a skipped test): non-zero, because nothing was shown, but not a f
 #define TRAIN_GPT2CU_NO_MAIN
 #include "train_gpt2.cu"
 #include "test/fixture.h"
+#include <signal.h>
+#include <sys/wait.h>
 
 // TF32 rounds matmul inputs to 10 mantissa bits (relative 2^-11 ~ 5e-4 per product), so with
 // --tf32 1 elementwise float32 tolerances do not apply. Loss within 1e-3 relative; logits and every
@@ -562,7 +564,7 @@ static void test_cpu_vs_gpu(const char* preset, int gate, int KVH, int mode) {
     char path[] = "/tmp/test_gpt2cu_ckpt.XXXXXX";
     int fd = mkstemp(path);
     if (fd >= 0) close(fd);
-    gpu_download_state(&gm);
+    gpu_download_state(&gm, 1);
     Ema spike[2] = {{0.5, 0.25, 3}, {1.5, 0.75, 3}}, spike_back[2];
     checkpoint_save(&host, path, STEPS, &data, &data, spike);
     Rng r1, r2;
@@ -1759,6 +1761,470 @@ static void test_source_layout(void) {
           100.0 * wide / n);
 }
 
+// ---- 5. several ranks over NCCL, on the CPU runtime --------------------------------------------------------
+// Processes of the GPU trainer (its NCCL is the runtime's, dev/cuda_cpu/nccl.h: real processes, shared
+// memory) started as a launcher starts them: with torchrun's variables, Open MPI's (mpirun), MPICH's, Slurm's
+// (srun), or --rank and --world-size (a shell loop), meeting in -o DIR. Each run of N ranks is set against
+// one process with the same global batch (-b N x B), the same flags otherwise: its log (every training loss,
+// gradient norm and validation loss), its last checkpoint (every parameter and both AdamW moments, per
+// tensor), its sample. What differs is rounding only: the ranks' gradients are averaged from per-rank means
+// instead of one mean, in another order (MR_RTOL below). One rank through NCCL (--world-size 1) must give the
+// plain run's files bit for bit. Then a resume on another number of ranks and on the CPU trainer, a rank
+// killed, one stopped, one that never comes, ranks started with different flags, data or world sizes, and
+// bad ranks: each refused or stopped with one line, never a hang. TRAIN_GPT2CU names another trainer binary
+// (dev/cuda_cpu/mutants.sh: a mutant's); TEST_SECTIONS=multirank runs this section alone.
+#ifdef CUDA_CPU_RUNTIME
+// Every logged loss and norm, and every parameter and moment of the last checkpoint per tensor (relative
+// L2), of N ranks against one process. Measured at most 3.5e-7 (losses and norms: the log's 6 decimals
+// included) and 1.9e-6 (tensors) over the runs below: N means averaged where one process takes one mean
+// differ in their last bits, which AdamW's division by sqrt(v) amplifies where gradients are near zero.
+// The bounds leave about 30 and 50 times that. attn.bk is left out, as in the binaries' comparison above:
+// its gradient is rounding noise.
+#define MR_RTOL 1e-4
+#define MR_LOG_RTOL 1e-5
+#define CUDA_CPU_NONCCL "dev/cuda_cpu/gen/train_gpt2cu_nonccl"
+
+static char g_mr_trainer[4096];
+static char g_mr_dir[64];
+
+static pid_t mr_start(const char* cwd, const char* vars, const char* args, const char* out) {
+    char cmd[8192];
+    snprintf(cmd, sizeof(cmd), "cd %s && exec env OMP_NUM_THREADS=1 CUDA_CPU_RACECHECK=0 %s %s %s > %s.out 2> %s.err",
+             cwd, vars, g_mr_trainer, args, out, out);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char*)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+// The exit status of pid within seconds, or -1: it was still running and has been killed
+static int mr_wait(pid_t pid, double seconds) {
+    double t0 = now_ms();
+    int st;
+    while (waitpid(pid, &st, WNOHANG) == 0) {
+        if (now_ms() - t0 > seconds * 1e3) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            return -1;
+        }
+        usleep(20000);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+// The launcher's variables for rank r of n, by form: what each launcher sets in its processes' environment
+static void mr_vars(char* out, size_t cap, const char* form, int r, int n) {
+    if (!strcmp(form, "torchrun")) snprintf(out, cap, "RANK=%d WORLD_SIZE=%d LOCAL_RANK=%d", r, n, r);
+    else if (!strcmp(form, "mpirun")) snprintf(out, cap, "OMPI_COMM_WORLD_RANK=%d OMPI_COMM_WORLD_SIZE=%d "
+                                               "OMPI_COMM_WORLD_LOCAL_RANK=%d", r, n, r);
+    else if (!strcmp(form, "mpich")) snprintf(out, cap, "PMI_RANK=%d PMI_SIZE=%d", r, n);
+    else snprintf(out, cap, "SLURM_PROCID=%d SLURM_NTASKS=%d SLURM_LOCALID=%d", r, n, r);     // srun
+}
+
+// N ranks of `form` with args into D/name (one process without a form); 1 if every rank ended with status 0
+// (each within 120 s), and rank > 0 printed nothing
+static int mr_run(const char* name, int n, const char* form, const char* args) {
+    pid_t pid[8];
+    char vars[256], full[4096], out[512];
+    for (int r = 0; r < n; r++) {
+        int flags = form && !strcmp(form, "flags");
+        vars[0] = 0;
+        if (form && !flags) mr_vars(vars, sizeof(vars), form, r, n);
+        snprintf(full, sizeof(full), "%s -o %s/%s", args, g_mr_dir, name);
+        if (flags) snprintf(full + strlen(full), sizeof(full) - strlen(full), " --rank %d --world-size %d", r, n);
+        snprintf(out, sizeof(out), "%s/%s.r%d", g_mr_dir, name, r);
+        pid[r] = mr_start(g_mr_dir, vars, full, out);
+    }
+    int ok = 1;
+    for (int r = 0; r < n; r++) ok &= mr_wait(pid[r], 120) == 0;
+    for (int r = 1; r < n; r++) {
+        snprintf(out, sizeof(out), "%s/%s.r%d.out", g_mr_dir, name, r);
+        struct stat st;
+        ok &= stat(out, &st) == 0 && st.st_size == 0;
+    }
+    return ok;
+}
+
+// The numbers after "field": in the log's lines of one event, in order; returns the count
+static int mr_field(const char* log, const char* event, const char* field, double* out, int max) {
+    FILE* f = fopen(log, "r");
+    if (!f) return 0;
+    char line[8192], tag[64], key[64];
+    snprintf(tag, sizeof(tag), "\"event\":\"%s\"", event);
+    snprintf(key, sizeof(key), "\"%s\":", field);
+    int k = 0;
+    while (k < max && fgets(line, sizeof(line), f)) {
+        const char* p = strstr(line, key);
+        if (strstr(line, tag) && p) out[k++] = atof(p + strlen(key));
+    }
+    fclose(f);
+    return k;
+}
+
+// The worst relative difference of the train losses, gradient norms and validation losses of log a against
+// log b (INFINITY where a has none, or not as many; a resumed run's against b's last ones)
+static double mr_log_diff(const char* a, const char* b, int resumed) {
+    const char* what[3][2] = {{"train", "train_loss"}, {"train", "grad_norm"}, {"val", "val_loss"}};
+    double worst = 0.0, x[64], y[64];
+    for (int w = 0; w < 3; w++) {
+        int na = mr_field(a, what[w][0], what[w][1], x, 64), nb = mr_field(b, what[w][0], what[w][1], y, 64);
+        if (na == 0 || na > nb || (na < nb && !resumed)) return INFINITY;
+        for (int i = 0; i < na; i++) worst = fmax(worst, fabs(x[i] - y[nb - na + i]) / fmax(fabs(y[nb - na + i]), 1e-30));
+    }
+    return worst;
+}
+
+// A checkpoint into a Model built from its own header; 0 if it cannot be read
+static int mr_load(const char* path, Model* m) {
+    FILE* f = fopen(path, "rb");
+    CkptHeader h;
+    int ok = f && fread(&h, sizeof(h), 1, f) == 1;
+    if (f) fclose(f);
+    if (!ok) return 0;
+    model_build(m, &h.cfg);
+    Rng g1, g2;
+    Ema spike[2];
+    checkpoint_load(m, path, &g1, &g2, spike);
+    return 1;
+}
+
+// The worst relative L2 difference of any tensor (attn.bk aside) in the parameters or either moment of two
+// checkpoints, and where; INFINITY if one is missing
+static double mr_ckpt_diff(const char* a, const char* b, char* where, size_t cap) {
+    Model x, y;
+    snprintf(where, cap, "%s missing", a);
+    if (!mr_load(a, &x)) return INFINITY;
+    snprintf(where, cap, "%s missing", b);
+    if (!mr_load(b, &y)) { model_free(&x); return INFINITY; }
+    double worst = 0.0;
+    const char* block[3] = {"weights", "first moment", "second moment"};
+    float* xs[3] = {x.params, x.adam_m, x.adam_v};
+    float* ys[3] = {y.params, y.adam_m, y.adam_v};
+    snprintf(where, cap, "-");
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < x.num_tensors; i++) {
+            const Tensor* t = &x.tensors[i];
+            if (strstr(t->name, "attn.bk")) continue;
+            double ref, d = l2_diff(xs[k] + t->offset, ys[k] + t->offset, t->numel, &ref);
+            double rel = d / fmax(ref, 1e-30);
+            if (rel > worst) {
+                worst = rel;
+                snprintf(where, cap, "%s's %s", t->name, block[k]);
+            }
+        }
+    model_free(&x);
+    model_free(&y);
+    return worst;
+}
+
+static char* mr_read(const char* name, const char* suffix) {
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s%s", g_mr_dir, name, suffix);
+    char* t = read_file_text(path);
+    return t ? t : strdup("");
+}
+
+// N ranks of `form` against the one-process run `base`, both with `args` (-b: the ranks' rows each)
+static void mr_compare(const char* title, const char* name, int n, const char* form, const char* args, const char* base,
+                       const char* zero, int sample) {
+    char full[2048], a[512], b[512], where[256];
+    snprintf(full, sizeof(full), "%s %s", args, zero);
+    double t0 = now_ms();
+    int ok = mr_run(name, n, form, full);
+    double secs = (now_ms() - t0) / 1e3;
+    snprintf(a, sizeof(a), "%s/%s/log.jsonl", g_mr_dir, name);
+    snprintf(b, sizeof(b), "%s/%s/log.jsonl", g_mr_dir, base);
+    double logd = mr_log_diff(a, b, strstr(args, " -y ") != NULL);
+    char* lg = read_file_text(a);
+    char ranks[32];
+    snprintf(ranks, sizeof(ranks), "\"ranks\":%d,", n);
+    int logged = lg && strstr(lg, ranks) != NULL;
+    free(lg);
+    snprintf(a, sizeof(a), "%s/%s/ckpt_000004.bin", g_mr_dir, name);
+    snprintf(b, sizeof(b), "%s/%s/ckpt_000004.bin", g_mr_dir, base);
+    double ckd = mr_ckpt_diff(a, b, where, sizeof(where));
+    char* err = mr_read(name, ".r0.err");
+    check(ok && logged && logd <= MR_LOG_RTOL && ckd <= MR_RTOL,
+          "%s: %d ranks (%s%s%s) against one process: losses and norms within %.1e (bound %.0e), every tensor of "
+          "the last checkpoint within %.1e (bound %.0e, at %s); the log says %d ranks; ranks > 0 print nothing "
+          "(%.1f s)%s%.*s", title, n, form, *zero ? ", " : "", zero, logd, MR_LOG_RTOL, ckd, MR_RTOL, where,
+          n, secs, *err ? "; rank 0: " : "", (int)strcspn(err, "\n"), err);
+    free(err);
+    if (!sample) return;
+    char *x = mr_read(name, ".r0.out"), *y = mr_read(base, ".r0.out");
+    const char *sx = strstr(x, "---- sample at step 4 ----"), *sy = strstr(y, "---- sample at step 4 ----");
+    check(sx && sy && !strncmp(sx, sy, 27 + strcspn(sy + 27, "\n")), "%s: %d ranks sample the one process's text",
+          title, n);
+    free(x);
+    free(y);
+}
+
+// A run that must stop: every rank's exit status 1 within `seconds`, each rank's stderr one line holding
+// `want` (on the ranks in `which`, a bit mask; the others may say something else)
+static void mr_refused(const char* title, const char* name, int n, const char* const* vars, const char* args,
+                       const char* want, unsigned which, double seconds) {
+    pid_t pid[8];
+    char out[512];
+    for (int r = 0; r < n; r++) {
+        snprintf(out, sizeof(out), "%s/%s.r%d", g_mr_dir, name, r);
+        pid[r] = mr_start(g_mr_dir, vars[r], args, out);
+    }
+    double t0 = now_ms();
+    int ok = 1;
+    char said[300] = "";
+    for (int r = 0; r < n; r++) {
+        int st = mr_wait(pid[r], seconds + 30);
+        char suffix[32];
+        snprintf(suffix, sizeof(suffix), ".r%d.err", r);
+        char* err = mr_read(name, suffix);
+        int one_line = err[0] && strchr(err, '\n') == err + strlen(err) - 1;
+        int says = !(which >> r & 1) || strstr(err, want);
+        if (r == 0 || !(one_line && says && st == 1)) snprintf(said, sizeof(said), "rank %d, exit %d: %.*s", r, st,
+                                                               (int)strcspn(err, "\n"), err);
+        ok &= st == 1 && one_line && says;
+        free(err);
+    }
+    double secs = (now_ms() - t0) / 1e3;
+    check(ok && secs <= seconds, "%s: every rank exits 1 within %.0f s (%.1f s), with one line; %s", title, seconds,
+          secs, said);
+}
+
+static void test_multirank(void) {
+    if (access(GPU_TRAINER, X_OK) != 0 && !getenv("TRAIN_GPT2CU")) {
+        check(0, GPU_TRAINER " is built by `make test`: it is missing");
+        return;
+    }
+    if (!realpath(getenv("TRAIN_GPT2CU") ? getenv("TRAIN_GPT2CU") : GPU_TRAINER, g_mr_trainer)) {
+        check(0, "cannot find the trainer %s", getenv("TRAIN_GPT2CU"));
+        return;
+    }
+    snprintf(g_mr_dir, sizeof(g_mr_dir), "/tmp/test_gpt2cu_mr.XXXXXX");
+    if (!mkdtemp(g_mr_dir)) { check(0, "cannot create a temporary directory"); return; }
+    char path[512], cmd[8192];
+    Dataset ds;
+    synthetic_dataset(&ds, 30000, 9);
+    unsigned char* bytes = (unsigned char*)xmalloc(ds.n);
+    for (size_t i = 0; i < ds.n; i++) bytes[i] = (unsigned char)ds.tok[i];
+    snprintf(path, sizeof(path), "%s/train.txt", g_mr_dir);
+    write_bytes(path, bytes, ds.n);
+    snprintf(path, sizeof(path), "%s/val.txt", g_mr_dir);
+    write_bytes(path, bytes, ds.n / 10);
+    free(ds.tok);
+    double t0 = now_ms();
+    char gpt2[1024], llama[1024], accum[1024], f[1500];
+    const char* common = "--tf32 0 -i train.txt -j val.txt -L 2 -C 64 -H 4 -t 32 -x 4 -v 2 -m 2 -n 2";
+    snprintf(gpt2, sizeof(gpt2), "%s -S 16", common);
+    snprintf(llama, sizeof(llama), "%s -S 0 -a llama -G 1 -K 2", common);
+    snprintf(accum, sizeof(accum), "%s -S 0 -d 384", common);    // 2 micro-batches of 6 rows
+
+    // one process each, the global batch of 6 rows
+    snprintf(f, sizeof(f), "%s -b 6", gpt2);
+    int base_ok = mr_run("gpt2", 1, NULL, f);
+    snprintf(f, sizeof(f), "%s -b 6", llama);
+    base_ok &= mr_run("llama", 1, NULL, f);
+    snprintf(f, sizeof(f), "%s -b 6", accum);
+    base_ok &= mr_run("accum", 1, NULL, f);
+    check(base_ok, "the one-process runs (gpt2, llama, gpt2 with 2 micro-batches) train");
+
+    // one rank through NCCL gives the plain run's files bit for bit
+    snprintf(f, sizeof(f), "%s -b 6", gpt2);
+    int ok = mr_run("one", 1, "flags", f);
+    snprintf(path, sizeof(path), "%s/gpt2/ckpt_000004.bin", g_mr_dir);
+    snprintf(cmd, sizeof(cmd), "cmp -s %s %s/one/ckpt_000004.bin && cmp -s %s/gpt2/ckpt_000002.bin "
+             "%s/one/ckpt_000002.bin", path, g_mr_dir, g_mr_dir, g_mr_dir);
+    char a[512], b[512];
+    snprintf(a, sizeof(a), "%s/one/log.jsonl", g_mr_dir);
+    snprintf(b, sizeof(b), "%s/gpt2/log.jsonl", g_mr_dir);
+    check(ok && system(cmd) == 0 && mr_log_diff(a, b, 0) == 0.0,
+          "one rank through NCCL (--rank 0 --world-size 1): the same checkpoints, byte for byte, and log numbers");
+
+    snprintf(f, sizeof(f), "%s -b 3", gpt2);
+    mr_compare("gpt2", "g2", 2, "torchrun", f, "gpt2", "", 1);
+    snprintf(f, sizeof(f), "%s -b 2", gpt2);
+    mr_compare("gpt2", "g3z", 3, "mpirun", f, "gpt2", "--zero 1", 1);
+    snprintf(f, sizeof(f), "%s -b 3", gpt2);
+    mr_compare("gpt2", "g2z", 2, "flags", f, "gpt2", "--zero 1", 0);
+    snprintf(f, sizeof(f), "%s -b 2", accum);
+    mr_compare("gpt2, -d 384 (2 micro-batches)", "a3", 3, "flags", f, "accum", "", 0);
+    snprintf(f, sizeof(f), "%s -b 3", accum);
+    mr_compare("gpt2, -d 384 (2 micro-batches)", "a2z", 2, "srun", f, "accum", "--zero 1", 0);
+    snprintf(f, sizeof(f), "%s -b 3", llama);
+    mr_compare("llama, gated, GQA", "l2z", 2, "mpich", f, "llama", "--zero 1", 0);
+    snprintf(f, sizeof(f), "%s -b 2", llama);
+    mr_compare("llama, gated, GQA", "l3", 3, "torchrun", f, "llama", "", 0);
+
+    // the probes: rank 0 recomputes a probe step on the host over all the ranks' rows, so its lines are one
+    // process's, and training is the run's without probes
+    snprintf(f, sizeof(f), "%s -b 6 -p 2", gpt2);
+    ok = mr_run("probes1", 1, NULL, f);
+    snprintf(f, sizeof(f), "%s -b 3 -p 2", gpt2);
+    ok &= mr_run("probes2", 2, "mpirun", f);
+    {
+        char where_probe[300];
+        double worst_probe;
+        snprintf(a, sizeof(a), "%s/probes1/log.jsonl", g_mr_dir);
+        snprintf(b, sizeof(b), "%s/probes2/log.jsonl", g_mr_dir);
+        int lines = compare_events(a, b, "probe", "attn.bk\"", PROBE_RTOL, PROBE_ATOL, &worst_probe, where_probe,
+                                   sizeof(where_probe));
+        snprintf(a, sizeof(a), "%s/gpt2/log.jsonl", g_mr_dir);
+        double unchanged = mr_log_diff(b, a, 0);
+        check(ok && lines > 100 && worst_probe <= 1.0 && unchanged <= MR_LOG_RTOL,
+              "the probes on 2 ranks (-p 2): all %d probe lines as one process writes them (worst %.2f of the bound, "
+              "at %s), and the losses and norms of the run without probes (within %.1e)", lines, worst_probe,
+              where_probe, unchanged);
+    }
+
+    // resumed on another number of ranks: 2 ranks' (all-reduce) checkpoint on 3 with --zero 1, the 3 ranks'
+    // sharded one on one process and on the CPU trainer
+    snprintf(f, sizeof(f), "%s -b 2 -y %s/g2/ckpt_000002.bin", gpt2, g_mr_dir);
+    mr_compare("resumed from 2 ranks' step 2", "g2to3", 3, "torchrun", f, "gpt2", "--zero 1", 1);
+    snprintf(f, sizeof(f), "%s -b 6 -y %s/g3z/ckpt_000002.bin", gpt2, g_mr_dir);
+    ok = mr_run("g3to1", 1, NULL, f);
+    snprintf(a, sizeof(a), "%s/g3to1/ckpt_000004.bin", g_mr_dir);
+    char where[256], repo[4096];
+    double ckd = mr_ckpt_diff(a, path, where, sizeof(where));
+    check(ok && ckd <= MR_RTOL, "3 ranks' --zero 1 checkpoint resumed on one process: the last checkpoint within "
+          "%.1e of the uninterrupted run's (bound %.0e, at %s)", ckd, MR_RTOL, where);
+    if (access("./train_gpt2", X_OK) == 0 && getcwd(repo, sizeof(repo))) {
+        snprintf(cmd, sizeof(cmd), "cd %s && %s/train_gpt2 %s -b 6 -y g3z/ckpt_000002.bin -o cpu > cpu.out 2>&1",
+                 g_mr_dir, repo, gpt2 + strlen("--tf32 0 "));
+        ok = system(cmd) == 0;
+        snprintf(a, sizeof(a), "%s/cpu/log.jsonl", g_mr_dir);
+        snprintf(b, sizeof(b), "%s/gpt2/log.jsonl", g_mr_dir);
+        double x[4], y[4];
+        int nx = mr_field(a, "train", "train_loss", x, 4), ny = mr_field(b, "train", "train_loss", y, 4);
+        double worst = nx == 2 && ny == 4 ? fmax(fabs(x[0] - y[2]) / y[2], fabs(x[1] - y[3]) / y[3]) : INFINITY;
+        check(ok && worst < TRAIN_RTOL, "3 ranks' --zero 1 checkpoint resumed on the CPU trainer: steps 3 and 4 "
+              "within %.1e of the GPU run's losses (bound %.0e)", worst, (double)TRAIN_RTOL);
+    }
+
+    // faults: a rank killed mid-run, a rank stopped, a rank that never comes
+    {
+        const char* args = "--tf32 0 -i train.txt -j val.txt -L 2 -C 64 -H 4 -t 32 -x 100000 -v 0 -S 0 -n 0 -b 2 "
+                           "--nccl-timeout 60 -o killed";
+        snprintf(a, sizeof(a), "%s/killed.r0", g_mr_dir);
+        snprintf(b, sizeof(b), "%s/killed.r1", g_mr_dir);
+        pid_t p0 = mr_start(g_mr_dir, "RANK=0 WORLD_SIZE=2", args, a);
+        pid_t p1 = mr_start(g_mr_dir, "RANK=1 WORLD_SIZE=2", args, b);
+        double x[4];
+        snprintf(path, sizeof(path), "%s/killed/log.jsonl", g_mr_dir);
+        for (double t = now_ms(); mr_field(path, "train", "train_loss", x, 4) < 2 && now_ms() - t < 60e3;) usleep(50000);
+        kill(p1, SIGKILL);
+        waitpid(p1, NULL, 0);
+        double tk = now_ms();
+        int st = mr_wait(p0, 30);
+        char* err = mr_read("killed", ".r0.err");
+        check(st == 1 && strstr(err, "rank 0 of 2") && strchr(err, '\n') == err + strlen(err) - 1,
+              "a rank killed mid-run: rank 0 exits 1 after %.2f s with one line: %.*s", (now_ms() - tk) / 1e3,
+              (int)strcspn(err, "\n"), err);
+        free(err);
+    }
+    {
+        const char* args = "--tf32 0 -i train.txt -j val.txt -L 2 -C 64 -H 4 -t 32 -x 100000 -v 0 -S 0 -n 0 -b 2 "
+                           "--nccl-timeout 3 -o stopped";
+        snprintf(a, sizeof(a), "%s/stopped.r0", g_mr_dir);
+        snprintf(b, sizeof(b), "%s/stopped.r1", g_mr_dir);
+        pid_t p0 = mr_start(g_mr_dir, "RANK=0 WORLD_SIZE=2", args, a);
+        pid_t p1 = mr_start(g_mr_dir, "RANK=1 WORLD_SIZE=2", args, b);
+        double x[4];
+        snprintf(path, sizeof(path), "%s/stopped/log.jsonl", g_mr_dir);
+        for (double t = now_ms(); mr_field(path, "train", "train_loss", x, 4) < 2 && now_ms() - t < 60e3;) usleep(50000);
+        kill(p1, SIGSTOP);
+        double tk = now_ms();
+        int st = mr_wait(p0, 30);
+        kill(p1, SIGKILL);
+        waitpid(p1, NULL, 0);
+        char* err = mr_read("stopped", ".r0.err");
+        check(st == 1 && strstr(err, "did not complete within 3 s") && strchr(err, '\n') == err + strlen(err) - 1,
+              "a rank stopped (SIGSTOP) mid-run: rank 0 exits 1 after %.1f s (--nccl-timeout 3) with one line: %.*s",
+              (now_ms() - tk) / 1e3, (int)strcspn(err, "\n"), err);
+        free(err);
+    }
+    const char* two[] = {"RANK=0 WORLD_SIZE=2", "RANK=1 WORLD_SIZE=2", "RANK=2 WORLD_SIZE=3"};
+    snprintf(f, sizeof(f), "%s -b 2 --nccl-timeout 3 -o alone0", gpt2);
+    mr_refused("rank 0 alone of 2", "alone0", 1, two, f, "did not complete within 3 s", 1, 10);
+    snprintf(f, sizeof(f), "%s -b 2 --nccl-timeout 3 -o alone1", gpt2);
+    mr_refused("rank 1 alone of 2", "alone1", 1, two + 1, f, "no NCCL id from rank 0", 1, 10);
+    const char* sizes[] = {"RANK=0 WORLD_SIZE=2", "RANK=1 WORLD_SIZE=3"};
+    snprintf(f, sizeof(f), "%s -b 2 --nccl-timeout 3 -o sizes", gpt2);
+    mr_refused("ranks told different world sizes", "sizes", 2, sizes, f, "is for 2 ranks", 2, 10);
+
+    // ranks that differ: a flag; the bytes of the data under the same name (rank 1 in its own directory);
+    // the checkpoint likewise
+    {
+        pid_t p[2];
+        snprintf(a, sizeof(a), "%s/flags.r0", g_mr_dir);
+        snprintf(b, sizeof(b), "%s/flags.r1", g_mr_dir);
+        snprintf(f, sizeof(f), "%s -b 2 -o %s/flags", gpt2, g_mr_dir);
+        p[0] = mr_start(g_mr_dir, "RANK=0 WORLD_SIZE=2", f, a);
+        snprintf(f, sizeof(f), "%s -l 0.001 -b 2 -o %s/flags", gpt2, g_mr_dir);
+        p[1] = mr_start(g_mr_dir, "RANK=1 WORLD_SIZE=2", f, b);
+        int st0 = mr_wait(p[0], 60), st1 = mr_wait(p[1], 60);
+        char *e0 = mr_read("flags", ".r0.err"), *e1 = mr_read("flags", ".r1.err");
+        snprintf(path, sizeof(path), "%s/flags/log.jsonl", g_mr_dir);
+        const char* want = "rank 1 was started with -l 0.001, rank 0 without it: every rank needs the same flags";
+        check(st0 == 1 && st1 == 1 && strstr(e0, want) && strstr(e1, want) && access(path, F_OK) != 0,
+              "ranks with different flags: both exit 1 before writing anything, naming the flag: %.*s",
+              (int)strcspn(e0, "\n"), e0);
+        free(e0);
+        free(e1);
+    }
+    snprintf(cmd, sizeof(cmd), "cd %s && mkdir -p other0 other1 && cp val.txt other0/ && sed 's/whale/whalf/' train.txt "
+             "> other0/train.txt && cp train.txt val.txt other1/ && cp gpt2/ckpt_000002.bin other1/ckpt.bin && "
+             "cp g2/ckpt_000002.bin ckpt.bin", g_mr_dir);
+    if (system(cmd) != 0) check(0, "cannot prepare the other rank's files");
+    const char* files[][2] = {{"data", "training data (-i train.txt) differs from rank 0's"},
+                              {"checkpoint", "checkpoint (-y ckpt.bin) differs from rank 0's"}};
+    for (int k = 0; k < 2; k++) {
+        pid_t p[2];
+        snprintf(f, sizeof(f), "%s -b 2 -o %s/files%d%s", gpt2, g_mr_dir, k, k ? " -y ckpt.bin" : "");
+        snprintf(a, sizeof(a), "%s/files%d.r0", g_mr_dir, k);
+        snprintf(b, sizeof(b), "%s/files%d.r1", g_mr_dir, k);
+        p[0] = mr_start(g_mr_dir, "RANK=0 WORLD_SIZE=2", f, a);
+        snprintf(path, sizeof(path), "%s/other%d", g_mr_dir, k);
+        p[1] = mr_start(path, "RANK=1 WORLD_SIZE=2", f, b);
+        int st0 = mr_wait(p[0], 60), st1 = mr_wait(p[1], 60);
+        snprintf(path, sizeof(path), "files%d", k);
+        char *e0 = mr_read(path, ".r0.err"), *e1 = mr_read(path, ".r1.err");
+        check(st0 == 1 && st1 == 1 && strstr(e0, files[k][1]) && strstr(e1, files[k][1]),
+              "ranks with different %s under the same name: both exit 1: %.*s", files[k][0], (int)strcspn(e0, "\n"), e0);
+        free(e0);
+        free(e1);
+    }
+
+    // bad ranks and world sizes, refused before any rank waits for another
+    struct { const char *vars, *flags, *want; } bad[] = {
+        {"", "--rank 2 --world-size 2 -o bad", "rank 2 of 2 ranks (--rank, --world-size): a rank is 0 to the world "
+         "size - 1"},
+        {"", "--rank 1 -o bad", "--rank and --world-size go together"},
+        {"RANK=0", "-o bad", "RANK is set but WORLD_SIZE is not"},
+        {"SLURM_PROCID=x SLURM_NTASKS=2", "-o bad", "SLURM_PROCID=x is not a rank"},
+        {"RANK=0 WORLD_SIZE=2", "", "2 ranks over NCCL need -o DIR"},
+        {"RANK=0 WORLD_SIZE=2", "-d 192 -o bad", "-d 192 is not a multiple of 2 ranks x -b 2 x -t 32 = 128 tokens"},
+        {"RANK=0 WORLD_SIZE=2", "--coord-check 1 -o bad", "--coord-check trains its widths"},
+    };
+    for (const auto& c : bad) {
+        const char* vars[1] = {c.vars};
+        snprintf(f, sizeof(f), "%s -b 2 %s", gpt2, c.flags);
+        mr_refused(c.want, "bad", 1, vars, f, c.want, 1, 10);
+    }
+    // the trainer built without NCCL (as where nccl.h is missing; make test builds it): several ranks refused
+    if (realpath(CUDA_CPU_NONCCL, g_mr_trainer)) {
+        snprintf(f, sizeof(f), "%s -b 2 -o nonccl", gpt2);
+        mr_refused("built without NCCL", "nonccl", 1, two, f, "this train_gpt2cu was built without NCCL", 1, 10);
+    } else {
+        check(0, CUDA_CPU_NONCCL " is missing: `make test` builds it");
+    }
+    printf("  (the runs of several ranks took %.0f s)\n", (now_ms() - t0) / 1e3);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", g_mr_dir);
+    if (system(cmd) != 0) printf("  (could not remove %s)\n", g_mr_dir);
+}
+#endif
+
 // ---- 4. on the CPU runtime: every kernel ran and none depends on the order of its threads ----------------
 // The kernels are the __global__ functions of train_gpt2.cu, read from the source, so a new kernel
 // that no test launches fails here. Each must also have run at least once under the race check
@@ -1796,6 +2262,15 @@ int main(void) {
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, 0));
     printf("device: %s\n", prop.name);
+#ifdef CUDA_CPU_RUNTIME
+    // TEST_SECTIONS=multirank: section 5 alone (dev/cuda_cpu/mutants.sh, for the mutants of train_gpt2.cu's
+    // section 6, whose trainer binary TRAIN_GPT2CU names)
+    if (getenv("TEST_SECTIONS") && !strcmp(getenv("TEST_SECTIONS"), "multirank")) {
+        test_multirank();
+        printf("%d passed, %d failed\n", n_passed, n_failed);
+        return n_failed ? 1 : 0;
+    }
+#endif
     test_plain_fixtures();
     test_fixtures();
     printf("CPU and GPU trainers side by side (float32 matmuls)\n");
@@ -1822,6 +2297,8 @@ int main(void) {
     printf("the source as a tutorial\n");
     test_source_layout();
 #ifdef CUDA_CPU_RUNTIME
+    printf("several ranks over NCCL, on the CPU runtime\n");
+    test_multirank();
     printf("every kernel, on the CPU runtime\n");
     test_kernel_coverage();
 #endif

@@ -2305,6 +2305,10 @@ typedef struct {
     int B, T, steps, seed;
     // micro-batches of B x T per update: -d TOKENS / (B x T) (gradient accumulation)
     int micro;
+    long tokens_per_update;        // -d as given; 0: one batch per update
+    // train_gpt2.cu's data parallelism: this process's rank of `ranks`, B the batch of all of them
+    // (train_gpt2.cu section 6). Rank 0 alone prints, logs, probes and writes files.
+    int rank, ranks;
     int sequential;                // --data-order sequential (llm.c's order); 0: random windows
     int val_every, val_batches, sample_every, sample_len, ckpt_every;
     int decay_emb;
@@ -2345,7 +2349,9 @@ struct Engine {
     void (*backward)(void* ctx, int B, int T, float dloss);   // model_backward's, adding in
     double (*grad_norm)(void* ctx);
     void (*update)(void* ctx, const OptConfig* o, float lr, int t, float grad_scale);
-    void (*to_host)(void* ctx);   // parameters and AdamW state into the host Model
+    // the parameters into the host Model, with moments 1 the AdamW state too (a checkpoint: with
+    // several ranks every rank calls it then, since gathering a sharded state is a collective)
+    void (*to_host)(void* ctx, int moments);
 };
 
 static float engine_forward(Model* m, const int* tokens, const int* targets, int B, int T) {
@@ -2365,9 +2371,10 @@ static const float* model_probs(Model* m, int bt) {
     int V = m->cfg.V;
     return m->engine ? m->engine->probs(m->engine->ctx, bt, V) : m->a.logits + (size_t)bt * V;
 }
-// The host Model's parameters and AdamW state, up to date (nothing to do without an engine).
-static void model_to_host(Model* m) {
-    if (m->engine) m->engine->to_host(m->engine->ctx);
+// The host Model's parameters, and with moments 1 its AdamW state, up to date (nothing to do
+// without an engine).
+static void model_to_host(Model* m, int moments) {
+    if (m->engine) m->engine->to_host(m->engine->ctx, moments);
 }
 static const char* model_device(const Model* m) { return m->engine ? m->engine->device : "cpu"; }
 
@@ -4463,6 +4470,7 @@ static void options_default(Options* o) {
     o->bias = o->tie = o->gate = -1;
     o->L = 4; o->C = 128; o->H = 4;
     o->B = 12; o->T = 64; o->micro = 1; o->steps = 2000; o->seed = 1337;
+    o->ranks = 1;
     o->val_every = 250;
     o->val_batches = 20;
     o->sample_every = 0;
@@ -4847,6 +4855,7 @@ static void parse_args(Options* o, int argc, char** argv) {
         fatal("-d %ld is %ld micro-batches of -b x -t; at most 65536", tokens_per_update,
               tokens_per_update / batch_tokens);
     o->micro = tokens_per_update ? (int)(tokens_per_update / batch_tokens) : 1;
+    o->tokens_per_update = tokens_per_update;
     if (o->probe.dump_tokens && o->val_batches == 0)
         fatal("--dump-token-losses needs validation batches (-m N > 0)");
     if (init_given && o->gamma >= 0.0)
@@ -5174,25 +5183,28 @@ static void run_header(Run* r) {
            c->rmsnorm ? "RMSNorm" : "LayerNorm", c->swiglu ? "SwiGLU" : "GELU",
            c->rope ? "RoPE" : "learned positions", c->tied ? ", tied head" : "",
            c->attn_gate ? ", gated attention" : "", (double)c->eps);
-    char accum[64] = "";
+    char accum[64] = "", split[64] = "";
     if (o->micro > 1)
         snprintf(accum, sizeof(accum), " x %d micro-batches (%ld tokens per update)", o->micro,
                  (long)o->micro * o->B * o->T);
-    printf("parameters: %zu | data: %s %zu tokens, val %zu tokens | B=%d T=%d%s steps=%d | %s, %d "
-           "threads\n",
+    if (o->ranks > 1)
+        snprintf(split, sizeof(split), " (%d per rank x %d ranks)", o->B / o->ranks, o->ranks);
+    printf("parameters: %zu | data: %s %zu tokens, val %zu tokens | B=%d%s T=%d%s steps=%d | %s, "
+           "%d threads\n",
            r->model.num_params, r->train.is_shard ? "token shard" : "bytes", r->train.n, r->val.n,
-           o->B, o->T, accum, o->steps, device, threads);
+           o->B, split, o->T, accum, o->steps, device, threads);
     if (o->sequential) printf("batches: sequential, llm.c's order (--data-order)\n");
     printf("init: %s, residual scaling %s%s, seed %d\n", r->spec.first, resid_names[r->spec.resid],
            r->spec.mup ? ", muP" : "", o->seed);
     if (o->resume) printf("resumed from %s at step %d\n", o->resume, r->start_step);
     log_event(&r->lg,
               "\"event\":\"config\",\"preset\":\"%s\",\"L\":%d,\"C\":%d,\"H\":%d,\"KVH\":%d,"
-              "\"F\":%d,\"V\":%d,\"T\":%d,\"B\":%d,\"micro_batches\":%d,\"data_order\":\"%s\","
+              "\"F\":%d,\"V\":%d,\"T\":%d,\"B\":%d,\"micro_batches\":%d,\"ranks\":%d,"
+              "\"data_order\":\"%s\","
               "\"steps\":%d,\"lr\":%g,\"weight_decay\":%g,\"eps\":%g,\"gamma\":%g,\"init\":\"%s\","
               "\"gate\":%d,\"seed\":%d,\"params\":%zu,\"device\":\"%s\",\"threads\":%d,"
               "\"start_step\":%d,\"ln_V\":%.6f",
-            o->preset, c->L, c->C, c->H, c->KVH, c->F, c->V, o->T, o->B, o->micro,
+            o->preset, c->L, c->C, c->H, c->KVH, c->F, c->V, o->T, o->B, o->micro, o->ranks,
             o->sequential ? "sequential" : "random", o->steps,
             (double)o->opt.lr, (double)o->opt.weight_decay, (double)c->eps, o->gamma, o->init,
             c->attn_gate, o->seed, r->model.num_params, device, threads, r->start_step,
@@ -5641,7 +5653,9 @@ static void run_setup(Run* r, int host_engine) {
         fatal("validation data %s has %zu tokens, fewer than one batch (-b %d x -t %d + 1)",
               o->val_path, r->val.n, o->B, o->T);
     init_spec_from_options(&r->spec, o);
-    int host_acts = host_engine || o->probe.every || o->probe.dump_tokens || o->init_report;
+    // the probes and the token dump run on rank 0 alone (train_gpt2.cu's ranks)
+    int host_acts = host_engine || (!o->rank && (o->probe.every || o->probe.dump_tokens)) ||
+            o->init_report;
     memory_check(&cfg, o, host_acts);
     if (o->llmc_save) llmc_check(&cfg, &r->spec, "--save-llmc");
     if (o->llmc_load) llmc_check(&cfg, &r->spec, "--load-llmc");
@@ -5678,8 +5692,9 @@ static void run_setup(Run* r, int host_engine) {
               o->resume, r->start_step, o->steps, r->start_step, r->start_step);
     r->probes = probes_new(&o->probe, &r->model, r->train.tok, r->train.n, o->out_dir, r->spike,
                            probe_log_line, &r->lg);
-    r->lock = outputs_claim(o);     // before the log: files written at the end may go in -o
-    log_open(&r->lg, o->out_dir, o->resume, r->start_step);
+    // before the log: files written at the end may go in -o. Rank 0 alone writes.
+    r->lock = o->rank ? -1 : outputs_claim(o);
+    log_open(&r->lg, o->rank ? NULL : o->out_dir, o->resume, r->start_step);
 
     tr->model = &r->model;
     tr->train = &r->train;
@@ -5730,7 +5745,7 @@ static void run_before_step(Run* r, int step) {
     }
     if (o->out_dir && (step > r->start_step || (last && !o->resume)) &&
         (last || (o->ckpt_every && step % o->ckpt_every == 0))) {
-        model_to_host(m);
+        model_to_host(m, 1);        // on every rank: a sharded state is gathered first
         char what[256];
         if (model_nonfinite(m, what, sizeof(what))) {
             log_event(&r->lg, "\"event\":\"blowup\",\"step\":%d", step);
@@ -5739,7 +5754,8 @@ static void run_before_step(Run* r, int step) {
                   step, what, r->last_ckpt);
         }
         snprintf(r->last_ckpt, sizeof(r->last_ckpt), "%s/ckpt_%06d.bin", o->out_dir, step);
-        checkpoint_save(m, r->last_ckpt, step, &r->data_rng, &r->sample_rng, r->spike);
+        if (!o->rank)
+            checkpoint_save(m, r->last_ckpt, step, &r->data_rng, &r->sample_rng, r->spike);
         log_event(&r->lg, "\"event\":\"checkpoint\",\"step\":%d,\"path\":\"%s\"", step,
                   r->last_ckpt);
     }
@@ -5751,7 +5767,7 @@ static void run_before_step(Run* r, int step) {
 static void host_recompute(Run* r) {
     Model* m = &r->model;
     Engine* e = m->engine;
-    model_to_host(m);
+    model_to_host(m, 0);
     m->engine = NULL;
     compute_gradients(m, r->tr.inp, r->tr.tgt, r->o.B, r->o.T, r->o.micro);
     m->engine = e;
@@ -5774,8 +5790,9 @@ static int run_inspect(Run* r, int step, float loss, double norm) {
     if (step == 0)
         printf("initial loss %.4f against ln V = %.4f, a uniform prediction's\n", loss,
                log((double)m->cfg.V));
+    // every rank decides a spike alike (the same loss and norm); the probes run on rank 0
     int skip = probe_spike(r->probes, step, loss, norm);
-    r->probing = probes_due(r->probes, step);
+    r->probing = !r->o.rank && probes_due(r->probes, step);
     if (r->probing) {
         if (m->engine) host_recompute(r);
         probes_before_update(r->probes, m, step);
@@ -5786,7 +5803,7 @@ static int run_inspect(Run* r, int step, float loss, double norm) {
 // After the update: the probes' update-to-weight ratios, then the log's train event.
 static void run_after_step(Run* r, int step, float loss, float lr, double norm, double ms) {
     if (r->probing) {
-        model_to_host(&r->model);
+        model_to_host(&r->model, 0);
         probes_after_update(r->probes, &r->model);
     }
     double tok_s = r->o.micro * (double)r->o.B * r->o.T / (ms / 1e3);
@@ -5801,7 +5818,8 @@ static void run_finish(Run* r) {
     Options* o = &r->o;
     Model* m = &r->model;
     if (isfinite(r->last_val)) printf("final val loss %.6f\n", r->last_val);
-    if (o->probe.dump_tokens || o->llmc_save) model_to_host(m);
+    if (o->rank) return;        // the files at the end are rank 0's
+    if (o->probe.dump_tokens || o->llmc_save) model_to_host(m, 0);
     Engine* e = m->engine;
     m->engine = NULL;           // the token losses are the host's forward, as with probes
     if (o->probe.dump_tokens)

@@ -17,7 +17,8 @@ What is not arithmetic on the model is train_gpt2.c's, not a copy: this file #in
 its flags, Config, tensor table, data, initializers (the model is initialized on the host and copied
 up, so a seed gives the weights of ./train_gpt2), schedule, checkpoints (one format for both
 trainers), log, probes and its training loop, train(), which hands each forward, backward and
-update to the GPU through train_gpt2.c's Engine. Every kernel is deterministic (no atomics): a run
+update to the GPU through train_gpt2.c's Engine. Several GPUs (section 9) train data-parallel
+over NCCL, with AdamW's state sharded by --zero 1. Every kernel is deterministic (no atomics): a run
 gives the same losses bit for bit. doc/cuda.md lists the kernels, and where they have run.
 */
 #include <cuda_runtime.h>
@@ -513,11 +514,13 @@ typedef struct {
 
 #define NORM_CHUNK 65536                  // gradients per partial sum of the gradient norm
 
-static void plain_copy_state(PlainGpu* pg, cudaMemcpyKind dir) { // params, m, v: host <-> device
+// the parameters (and with moments 1 AdamW's m and v): host <-> device
+static void plain_copy_state(PlainGpu* pg, cudaMemcpyKind dir, int moments) {
     Model *d = &pg->d, *h = pg->host;
     size_t bytes = h->num_params * sizeof(float);
     int up = dir == cudaMemcpyHostToDevice;
     cudaCheck(cudaMemcpy(up ? d->params : h->params, up ? h->params : d->params, bytes, dir));
+    if (!moments) return;
     cudaCheck(cudaMemcpy(up ? d->adam_m : h->adam_m, up ? h->adam_m : d->adam_m, bytes, dir));
     cudaCheck(cudaMemcpy(up ? d->adam_v : h->adam_v, up ? h->adam_v : d->adam_v, bytes, dir));
 }
@@ -558,7 +561,7 @@ static void plain_model_create(PlainGpu* pg, Model* host, int B, int T) {
     pg->sumsq_h = (double*)xmalloc(chunks * sizeof(double));
     pg->losses_h = (float*)xmalloc((size_t)B * T * sizeof(float));
     pg->probs_h = (float*)xmalloc((size_t)c->V * sizeof(float));
-    plain_copy_state(pg, cudaMemcpyHostToDevice);
+    plain_copy_state(pg, cudaMemcpyHostToDevice, 1);
 }
 
 static void plain_model_free(PlainGpu* pg) {
@@ -793,8 +796,8 @@ static void plain_engine_update(void* pg, const OptConfig* o, float lr, int t, f
     plain_adamw_step((PlainGpu*)pg, o, lr, t, grad_scale);
     cudaCheck(cudaDeviceSynchronize());      // the step is done when the loop takes its time
 }
-static void plain_engine_to_host(void* pg) {
-    plain_copy_state((PlainGpu*)pg, cudaMemcpyDeviceToHost);
+static void plain_engine_to_host(void* pg, int moments) {
+    plain_copy_state((PlainGpu*)pg, cudaMemcpyDeviceToHost, moments);
 }
 static Engine plain_engine(PlainGpu* pg, const char* device) {
     return (Engine){device, pg, plain_engine_forward, plain_engine_probs, plain_engine_zero_grad,
@@ -2217,6 +2220,26 @@ __global__ void softmax_crossentropy_kernel(const float* logits, float* losses, 
 // the parameter block, its learning-rate multiplier and whether it decays.
 typedef struct { size_t offset; float lr_mult; int decay; } AdamwTensor;
 
+// ZeRO stage 1 (--zero 1, section 9): this process is rank `rank` of `ranks` and keeps the
+// AdamW moments of one shard of the parameter block only. ranks 0 (one GPU, or several with a
+// plain all-reduce): all of them.
+static struct { int rank, ranks; } g_zero;
+
+// The part of the parameter block whose moments this process keeps and whose update it computes:
+// elements [lo, lo + n), shard `index` of `count`; and `padded`, the length of the parameter and
+// gradient blocks: P rounded up to `count` equal shards of whole 128-byte lines, the pieces
+// NCCL's reduce-scatter and all-gather move. The last shard may reach past P, into padding that
+// nothing reads (shard_numel).
+typedef struct { size_t lo, n, padded; int index, count; } Shard;
+static Shard zero_shard(size_t P) {
+    if (!g_zero.ranks) return {0, P, P, 0, 1};
+    size_t n = ((P + g_zero.ranks - 1) / g_zero.ranks + 31) / 32 * 32;
+    return {(size_t)g_zero.rank * n, n, n * g_zero.ranks, g_zero.rank, g_zero.ranks};
+}
+static size_t shard_numel(Shard s, size_t P) {
+    return s.lo >= P ? 0 : P - s.lo < s.n ? P - s.lo : s.n;
+}
+
 // Device mirrors of Acts (train_gpt2.c section 2), the same shapes, plus what the kernels need.
 typedef struct {
     // att is not Acts' [L, B, H, T, T] probabilities but the fused attention's row
@@ -2254,11 +2277,20 @@ typedef struct {
     int nu;                               // distinct tokens of the last forward with targets
     float* probs_h;                       // one row of the softmax, for sampling
     double *norm_partial, *norm;          // the gradient norm's partials and the norm itself
+    // partials per shard (shard.count of them, in shard order)
     size_t norm_chunks;
     int norm_fresh;                       // gm->norm is that of the current gradients
-    AdamwTensor* adamw_tab;               // the tensor table for adamw_kernel
+    AdamwTensor* adamw_tab;               // the tensor table for adamw_kernel, the shard's rows
+    int adamw_rows;
+    // m, v: the moments of this part of the block (all of it on one GPU)
+    Shard shard;
     float loss;
 } GpuModel;
+
+// --zero 1 (section 9): every rank's partial sums of the gradient norm, and the moments gathered
+// for a checkpoint. Nothing to do with one shard.
+static void zero_gather_norm_partials(GpuModel* gm);
+static void zero_gather_moments(GpuModel* gm);
 
 // Block l's slice of a parameter kind and of its gradient on the device
 // (param_of, grad_of of train_gpt2.c)
@@ -2318,28 +2350,45 @@ static int adamw_tensor_cmp(const void* a, const void* b) {
 static void gpu_upload_state(GpuModel* gm) {       // host params, m, v, tensor table -> device
     const Model* hm = gm->host;
     size_t bytes = hm->num_params * sizeof(float);
+    Shard sh = gm->shard;
+    // the moments of the shard (all of them on one GPU)
+    size_t mine = shard_numel(sh, hm->num_params);
     cudaCheck(cudaMemcpy(gm->params, hm->params, bytes, cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(gm->m, hm->adam_m, bytes, cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(gm->v, hm->adam_v, bytes, cudaMemcpyHostToDevice));
+    if (sh.padded > hm->num_params)       // the padding after the last shard's parameters
+        cudaCheck(cudaMemset(gm->params + hm->num_params, 0,
+                             (sh.padded - hm->num_params) * sizeof(float)));
+    cudaCheck(cudaMemset(gm->m, 0, sh.n * sizeof(float)));
+    cudaCheck(cudaMemset(gm->v, 0, sh.n * sizeof(float)));
+    cudaCheck(cudaMemcpy(gm->m, hm->adam_m + sh.lo, mine * sizeof(float), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(gm->v, hm->adam_v + sh.lo, mine * sizeof(float), cudaMemcpyHostToDevice));
     // the weights' bf16 copy
     if (g_bf16.on) bf16_round(g_bf16.w16, gm->params, (long)hm->num_params);
-    // the table in offset order (the host's is layer-major, the block
-    // kind-major), for the binary search
+    // the table in offset order (the host's is layer-major, the block kind-major), for the binary
+    // search; the rows of the tensors in the shard, their offsets from its start (the first one's
+    // 0: it may begin before the shard)
     AdamwTensor* tab = xmalloc((size_t)hm->num_tensors * sizeof(AdamwTensor));
+    int rows = 0;
     for (int i = 0; i < hm->num_tensors; i++) {
-        tab[i].offset = hm->tensors[i].offset;
-        tab[i].lr_mult = hm->tensors[i].lr_mult;
-        tab[i].decay = hm->tensors[i].decay;
+        const Tensor* t = &hm->tensors[i];
+        if (t->offset + t->numel <= sh.lo || t->offset >= sh.lo + mine) continue;
+        tab[rows].offset = t->offset > sh.lo ? t->offset - sh.lo : 0;
+        tab[rows].lr_mult = t->lr_mult;
+        tab[rows++].decay = t->decay;
     }
-    qsort(tab, (size_t)hm->num_tensors, sizeof(AdamwTensor), adamw_tensor_cmp);
-    cudaCheck(cudaMemcpy(gm->adamw_tab, tab, (size_t)hm->num_tensors * sizeof(AdamwTensor),
+    qsort(tab, (size_t)rows, sizeof(AdamwTensor), adamw_tensor_cmp);
+    cudaCheck(cudaMemcpy(gm->adamw_tab, tab, (size_t)rows * sizeof(AdamwTensor),
                          cudaMemcpyHostToDevice));
+    gm->adamw_rows = rows;
     free(tab);
 }
 
-static void gpu_download_state(GpuModel* gm) {     // device params, m, v -> host (checkpoints)
+// device params -> host (probes), and with moments m, v too (checkpoints;
+// gathered first under --zero 1)
+static void gpu_download_state(GpuModel* gm, int moments) {
     size_t bytes = gm->host->num_params * sizeof(float);
     cudaCheck(cudaMemcpy(gm->host->params, gm->params, bytes, cudaMemcpyDeviceToHost));
+    if (!moments) return;
+    if (gm->shard.count > 1) { zero_gather_moments(gm); return; }
     cudaCheck(cudaMemcpy(gm->host->adam_m, gm->m, bytes, cudaMemcpyDeviceToHost));
     cudaCheck(cudaMemcpy(gm->host->adam_v, gm->v, bytes, cudaMemcpyDeviceToHost));
 }
@@ -2415,7 +2464,9 @@ static double gpu_memory_need(const Model* host, int B, int T) {
     size_t acts = 0;
     GpuActs shape;
     gpu_acts_layout(&shape, &host->cfg, B, T, &acts);
-    double need = 4.0 * host->num_params * sizeof(float) + acts;
+    // parameters and gradients, and this rank's moments
+    Shard sh = zero_shard(host->num_params);
+    double need = (2.0 * sh.padded + 2.0 * sh.n) * sizeof(float) + acts;
     if (g_bf16.on) need += (double)host->num_params * sizeof(__nv_bfloat16);
     return need;
 }
@@ -2442,10 +2493,11 @@ static void gpu_model_create(GpuModel* gm, Model* host, int B, int T) {
     gm->B = B;
     gm->T = T;
     size_t P = host->num_params;
-    gm->params = dmalloc(P);
-    gm->grads = dmalloc(P);
-    gm->m = dmalloc(P);
-    gm->v = dmalloc(P);
+    gm->shard = zero_shard(P);
+    gm->params = dmalloc(gm->shard.padded);
+    gm->grads = dmalloc(gm->shard.padded);
+    gm->m = dmalloc(gm->shard.n);
+    gm->v = dmalloc(gm->shard.n);
     gm->adamw_tab = (AdamwTensor*)gpu_buf(NULL, (size_t)host->num_tensors, sizeof(AdamwTensor));
     for (int kd = 0; kd < NUM_KINDS; kd++) {
         gm->p[kd] = host->p[kd] ? gm->params + (host->p[kd] - host->params) : NULL;
@@ -2457,7 +2509,7 @@ static void gpu_model_create(GpuModel* gm, Model* host, int B, int T) {
         g_bf16.w16 = (__nv_bfloat16*)gpu_buf(NULL, P, sizeof(__nv_bfloat16));
     }
     gpu_upload_state(gm);
-    cudaCheck(cudaMemset(gm->grads, 0, P * sizeof(float)));
+    cudaCheck(cudaMemset(gm->grads, 0, gm->shard.padded * sizeof(float)));
 
     const Config* c = &host->cfg;
     long BT = (long)B * T, hd = c->C / c->H;
@@ -2484,9 +2536,10 @@ static void gpu_model_create(GpuModel* gm, Model* host, int B, int T) {
     gm->ustart_h = hi[3];
     gm->upos_h = hi[4];
     gm->probs_h = xmalloc((size_t)c->V * sizeof(float));
-    gm->norm_chunks = (P + NORM_CHUNK - 1) / NORM_CHUNK;
-    gm->norm_partial = (double*)gpu_buf(NULL, gm->norm_chunks + 1, sizeof(double));
-    gm->norm = gm->norm_partial + gm->norm_chunks;
+    gm->norm_chunks = (gm->shard.n + NORM_CHUNK - 1) / NORM_CHUNK;
+    size_t partials = gm->norm_chunks * gm->shard.count;
+    gm->norm_partial = (double*)gpu_buf(NULL, partials + 1, sizeof(double));
+    gm->norm = gm->norm_partial + partials;
 }
 
 static void gpu_model_free(GpuModel* gm) {
@@ -2796,12 +2849,18 @@ __global__ void grad_norm_finish_kernel(double* norm, const double* partial, int
     if (threadIdx.x == 0) *norm = sqrt(s);
 }
 
-// the norm of the current gradients into gm->norm (device), without copying it anywhere
+// the norm of the current gradients into gm->norm (device), without copying it anywhere. Under
+// --zero 1 each rank sums the squares of its shard, whose gradients are averaged over the ranks,
+// and the ranks' partials are gathered, in shard order, before the one block adds them.
 static void gpu_grad_norm_device(GpuModel* gm) {
-    grad_sq_partial_kernel<<<(unsigned)gm->norm_chunks, 256>>>(gm->norm_partial, gm->grads,
-            gm->host->num_params);
+    Shard sh = gm->shard;
+    grad_sq_partial_kernel<<<(unsigned)gm->norm_chunks, 256>>>(
+            gm->norm_partial + sh.index * gm->norm_chunks, gm->grads + sh.lo,
+            shard_numel(sh, gm->host->num_params));
     LAUNCH_CHECK(grad_sq_partial_kernel);
-    grad_norm_finish_kernel<<<1, 1024>>>(gm->norm, gm->norm_partial, (int)gm->norm_chunks);
+    zero_gather_norm_partials(gm);
+    grad_norm_finish_kernel<<<1, 1024>>>(gm->norm, gm->norm_partial,
+            (int)(gm->norm_chunks * sh.count));
     LAUNCH_CHECK(grad_norm_finish_kernel);
     gm->norm_fresh = 1;
 }
@@ -2856,22 +2915,28 @@ __global__ void adamw_kernel(float* p, __nv_bfloat16* w16, const float* g, float
 }
 
 // Step t (from 1) at the scheduled rate sched_lr, clipped at o->clip by the norm of the current
-// gradients (computed here if gpu_grad_norm has not seen them).
+// gradients (computed here if gpu_grad_norm has not seen them). Under --zero 1 the step of this
+// rank's shard only, with the moments it keeps (section 9 gathers the parameters after it).
 static void gpu_adamw_step(GpuModel* gm, const OptConfig* o, float sched_lr, int t) {
     if (!gm->norm_fresh) gpu_grad_norm_device(gm);
-    size_t n = gm->host->num_params;
+    Shard sh = gm->shard;
+    size_t n = shard_numel(sh, gm->host->num_params);
     double bc1 = 1.0 - pow(o->beta1, t);
     float b2c = (float)sqrt(1.0 - pow(o->beta2, t));
-    __nv_bfloat16* w16 = g_bf16.on ? g_bf16.w16 : NULL;
-    adamw_kernel<<<EW_GRID(n)>>>(gm->params, w16, gm->grads, gm->m, gm->v, n, gm->adamw_tab,
-            gm->host->num_tensors, gm->norm, o->clip, sched_lr, o->weight_decay, o->beta1, o->beta2,
-            bc1, b2c, o->adam_eps);
+    __nv_bfloat16* w16 = g_bf16.on ? g_bf16.w16 + sh.lo : NULL;
+    adamw_kernel<<<EW_GRID(n)>>>(gm->params + sh.lo, w16, gm->grads + sh.lo, gm->m, gm->v, n,
+            gm->adamw_tab, gm->adamw_rows, gm->norm, o->clip, sched_lr, o->weight_decay, o->beta1,
+            o->beta2, bc1, b2c, o->adam_eps);
     LAUNCH_CHECK(adamw_kernel);
 }
 
 // ============================================================================================
 // 8. Evaluation, sampling, the training loop
 // ============================================================================================
+
+// The GPU this process uses: 0, or with several ranks its local rank's
+// (section 9), set before gpu_init
+static int g_device;
 
 // TF32 tensor-core math in the matmuls when tf32 is 1 (--tf32, default 1), full float32 else.
 static void gpu_set_tf32(int tf32) {
@@ -2884,7 +2949,7 @@ static void gpu_set_tf32(int tf32) {
 static void gpu_set_dtype(int bf16) {
     if (bf16) {
         cudaDeviceProp prop;
-        cudaCheck(cudaGetDeviceProperties(&prop, 0));
+        cudaCheck(cudaGetDeviceProperties(&prop, g_device));
         if (prop.major < 8)
             fatal("--dtype bf16 needs a GPU of compute capability 8.0 or newer; %s is %d.%d (use "
                   "--dtype fp32)",
@@ -2893,11 +2958,12 @@ static void gpu_set_dtype(int bf16) {
     g_bf16.on = bf16;
 }
 
-// Device 0 and the cuBLAS handle; without a usable GPU, the one-line error and exit status 1.
+// The device (g_device) and the cuBLAS handle; without a usable GPU, the
+// one-line error and exit status 1.
 static void gpu_init(int tf32) {
     const char* why = gpu_unavailable();
     if (why) fatal("no CUDA GPU found (%s)", why);
-    cudaCheck(cudaSetDevice(0));
+    cudaCheck(cudaSetDevice(g_device));
     cublasCheck(cublasCreate(&g_blas));
     gpu_set_tf32(tf32);
 }
@@ -2925,13 +2991,599 @@ static void gpu_engine_update(void* gm, const OptConfig* o, float lr, int t, flo
     gpu_adamw_step((GpuModel*)gm, o, lr, t);
     cudaCheck(cudaDeviceSynchronize());      // the step is done when the loop takes its time
 }
-static void gpu_engine_to_host(void* gm) { gpu_download_state((GpuModel*)gm); }
+static void gpu_engine_to_host(void* gm, int moments) {
+    gpu_download_state((GpuModel*)gm, moments);
+}
 
 static Engine gpu_engine(GpuModel* gm, const char* device) {
     return (Engine){device, gm, gpu_engine_forward, gpu_engine_probs, gpu_engine_zero_grad,
                     gpu_engine_backward, gpu_engine_grad_norm, gpu_engine_update,
                     gpu_engine_to_host};
 }
+
+// ============================================================================================
+// 9. Several GPUs: data parallel over NCCL, the optimizer sharded on request (ZeRO stage 1)
+// ============================================================================================
+// N processes, one GPU each, on one machine or many (doc/cuda.md, "Several GPUs"). Every rank draws
+// the same batch of N x B rows with the same data generator (the batch one process draws with -b
+// N*B) and runs the forward and backward of its own rows, [rank B, (rank + 1) B). Before the
+// gradient norm the ranks' gradients are averaged (equally many rows each, so the mean of their
+// means is the batch's): by ncclAllReduce, after which every rank takes the same AdamW step from
+// the same gradients; or, with
+// --zero 1, by ncclReduceScatter, after which each rank holds the average of its shard of the block
+// only, takes that shard's step with the only moments it keeps, and ncclAllGather gives every rank
+// the whole block again (ZeRO stage 1). The mean loss is averaged the same way: the loop,
+// validation, the log and checkpoints see the batch's numbers on every rank, and every rank decides
+// alike (a spike skip, a NaN stop). Rank 0 alone prints, logs, runs the probes and writes files
+// (train_gpt2.c section 12). The ranks meet in -o DIR, and compare their flags and input files
+// before anything is written. Every NCCL call is waited for here, not inside NCCL (a non-blocking
+// communicator), so that a rank that dies, hangs or never comes ends the others with one line
+// within --nccl-timeout seconds.
+
+// Who this process is among the ranks, and how they run (take_dp_flags, dp_discover)
+typedef struct {
+    int rank, ranks, local;       // local: the rank among this machine's, which picks its GPU
+    char source[80];              // where the rank and the world size came from
+    int world_flag;               // --world-size given: NCCL even for one rank (make gpu-check)
+    int zero;                     // --zero 1
+    // several ranks, --world-size or --zero 1: the run goes through NCCL
+    int nccl;
+    double timeout;               // --nccl-timeout, seconds
+    char* flags;                  // every other flag as "flag value" lines, sorted (dp_check)
+} DpSetup;
+
+// Flags by name alone: "-b 8" sorts and compares as "-b"
+static int dp_name_cmp(const char* a, const char* b) {
+    size_t na = strcspn(a, " \n"), nb = strcspn(b, " \n");
+    int c = memcmp(a, b, na < nb ? na : nb);
+    return c ? c : (na > nb) - (na < nb);
+}
+static int dp_line_cmp(const void* a, const void* b) {
+    return dp_name_cmp(*(char* const*)a, *(char* const*)b);
+}
+
+// --rank, --world-size, --zero and --nccl-timeout, taken out of argv before the other flags are
+// read. The command line is kept, sorted, for the ranks to compare (dp_check), less --rank and
+// --world-size: the world size is checked when the ranks meet (dp_join).
+static void take_dp_flags(int* argc, char** argv, DpSetup* s) {
+    memset(s, 0, sizeof(*s));
+    s->rank = -1;
+    s->timeout = 600;
+    char** lines = xmalloc((size_t)*argc * sizeof(char*));
+    int out = 1, n = 0;
+    size_t len = 1;
+    // flag, value: parse_args reads them so (-h aside)
+    for (int i = 1; i < *argc; i++) {
+        const char* f = argv[i];
+        if (!strcmp(f, "-h") || !strcmp(f, "--help")) { argv[out++] = argv[i]; continue; }
+        const char* v = i + 1 < *argc ? argv[i + 1] : "";
+        int rank_or_world = !strcmp(f, "--rank") || !strcmp(f, "--world-size");
+        if ((rank_or_world || !strcmp(f, "--zero") || !strcmp(f, "--nccl-timeout")) &&
+            i + 1 >= *argc)
+            fatal("flag %s needs a value", f);
+        if (!strcmp(f, "--rank")) s->rank = (int)parse_int(f, v, 0, 65535);
+        else if (!strcmp(f, "--world-size"))
+            s->ranks = (int)parse_int(f, v, 1, 65536), s->world_flag = 1;
+        else if (!strcmp(f, "--zero")) s->zero = (int)parse_int(f, v, 0, 1);
+        else if (!strcmp(f, "--nccl-timeout")) s->timeout = parse_float(f, v, 1.0, 1e6);
+        else {
+            argv[out++] = argv[i];
+            if (i + 1 < *argc) argv[out++] = argv[i + 1];
+        }
+        if (!rank_or_world) {
+            lines[n] = xmalloc(strlen(f) + strlen(v) + 2);
+            sprintf(lines[n], "%s %s", f, v);
+            len += strlen(lines[n++]) + 1;
+        }
+        i++;
+    }
+    *argc = out;
+    argv[out] = NULL;
+    qsort(lines, (size_t)n, sizeof(char*), dp_line_cmp);
+    s->flags = xmalloc(len);
+    s->flags[0] = 0;
+    for (int i = 0; i < n; i++) {
+        strcat(strcat(s->flags, lines[i]), "\n");
+        free(lines[i]);
+    }
+    free(lines);
+}
+
+static void dp_usage(void) {
+    printf("Several GPUs (train_gpt2cu only; doc/cuda.md, \"Several GPUs\"): one process per GPU, "
+           "-b each one's rows\n"
+           "  --rank R --world-size N  this process's rank of N (default: from mpirun's, srun's or "
+           "torchrun's\n"
+           "              variables: OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/SIZE, RANK/WORLD_SIZE, "
+           "SLURM_PROCID/NTASKS;\n"
+           "              else one GPU). The ranks meet in -o DIR, which every rank must see\n"
+           "  --zero 0|1  1: shard AdamW's moments over the ranks (ZeRO stage 1; default 0, "
+           "all-reduce)\n"
+           "  --nccl-timeout S  the ranks stop, with one line, after S seconds without progress (a "
+           "rank that\n"
+           "              died, hangs or never came; default 600)\n");
+}
+
+// A whole number from the launcher's variable `name`
+static int dp_env_int(const char* name, const char* text) {
+    char* end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text || *end || v < 0 || v > 65536)
+        fatal("%s=%s is not a rank or a rank count", name, text);
+    return (int)v;
+}
+
+// The rank, the world size and the local rank: from --rank and --world-size, else from the first
+// launcher whose variables are set (mpirun: Open MPI's, then MPICH's and Intel MPI's;
+// torchrun's; srun's: torchrun before srun, which may start it), else one GPU. The GPU: the
+// local rank modulo the GPUs this process sees (with one GPU visible per process, as Slurm's
+// --gpus-per-task gives, always its 0).
+static void dp_discover(DpSetup* s) {
+    static const char* const env[][3] = {
+            {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+            {"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"},
+            {"RANK", "WORLD_SIZE", "LOCAL_RANK"},
+            {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"}};
+    if (s->rank >= 0 || s->ranks) {
+        if (s->rank < 0 || !s->ranks) fatal("--rank and --world-size go together: give both");
+        snprintf(s->source, sizeof(s->source), "--rank, --world-size");
+        s->local = s->rank;
+    } else {
+        s->rank = 0;
+        s->ranks = 1;
+        for (const auto& e : env) {
+            const char *r = getenv(e[0]), *n = getenv(e[1]), *l = getenv(e[2]);
+            if (!r && !n) continue;
+            if (!r || !n)
+                fatal("%s is set but %s is not: a launcher sets both (or give --rank and "
+                      "--world-size)",
+                      r ? e[0] : e[1], r ? e[1] : e[0]);
+            s->rank = dp_env_int(e[0], r);
+            s->ranks = dp_env_int(e[1], n);
+            s->local = l ? dp_env_int(e[2], l) : s->rank;
+            snprintf(s->source, sizeof(s->source), "%s, %s", e[0], e[1]);
+            break;
+        }
+    }
+    if (s->ranks < 1 || s->rank >= s->ranks)
+        fatal("rank %d of %d ranks (%s): a rank is 0 to the world size - 1", s->rank, s->ranks,
+              s->source);
+    int gpus = 0;
+    s->nccl = s->ranks > 1 || s->world_flag || s->zero;
+#ifndef USE_NCCL
+    if (s->nccl)
+        fatal("this train_gpt2cu was built without NCCL (nccl.h not found, or NO_NCCL=1): it "
+              "trains on one GPU; %d "
+              "rank%s (%s) need a build with NCCL (make train_gpt2cu where NCCL is installed, or "
+              "NCCL_HOME=DIR)",
+              s->ranks, s->ranks > 1 ? "s" : "",
+              s->world_flag || s->ranks > 1 ? s->source : "--zero 1");
+#endif
+    if (s->nccl) {
+        if (cudaGetDeviceCount(&gpus) == cudaSuccess && gpus > 0) g_device = s->local % gpus;
+        if (s->rank > 0 && !freopen("/dev/null", "w", stdout))   // rank 0 alone prints
+            fatal("rank %d: cannot send its output to /dev/null (%s)", s->rank, strerror(errno));
+    }
+}
+
+#ifdef USE_NCCL
+#include <nccl.h>
+
+static struct {
+    ncclComm_t comm;              // NULL: one GPU, no NCCL
+    int rank, ranks;
+    double timeout_ms;
+    int reduced;                  // the gradients of this update are averaged over the ranks
+} g_dp;
+
+#define ncclCheck(call)                                                                            \
+    do {                                                                                           \
+        ncclResult_t r_ = (call);                                                                  \
+        if (r_ != ncclSuccess)                                                                     \
+            fatal("NCCL error at %s:%d: %s", __FILE__, __LINE__, ncclGetErrorString(r_));          \
+    } while (0)
+
+// Polls what the last NCCL call started on the non-blocking communicator: 1 done, 0 not yet, -1
+// failed
+// (*st is the error). A call is done when the communicator's state has left ncclInProgress and, for
+// a collective (on_stream), the stream has run it.
+static int dp_poll(ncclResult_t* st, int on_stream) {
+    if (*st == ncclSuccess || *st == ncclInProgress) {
+        ncclResult_t async = ncclSuccess, q = ncclCommGetAsyncError(g_dp.comm, &async);
+        *st = q != ncclSuccess ? q : async;
+    }
+    if (*st == ncclInProgress) return 0;
+    if (*st != ncclSuccess) return -1;
+    if (!on_stream) return 1;
+    cudaError_t e = cudaStreamQuery(0);
+    if (e == cudaErrorNotReady) return 0;
+    cudaCheck(e);
+    return 1;
+}
+
+// Between polls: 20 us for the first 5 ms (about what a collective takes), then 1 ms
+static void dp_pause(double waited_ms) {
+    struct timespec ts = {0, waited_ms < 5 ? 20000 : 1000000};
+    nanosleep(&ts, NULL);
+}
+
+// Aborts the communicator (which never waits for the other ranks) and ends the run with one line
+static void dp_fail(const char* what, const char* why) {
+    char detail[600];
+    snprintf(detail, sizeof(detail), "%s", g_dp.comm ? ncclGetLastError(g_dp.comm) : "");
+    for (char* p = detail; *p; p++)
+        if (*p == '\n') *p = ' ';
+    if (g_dp.comm) ncclCommAbort(g_dp.comm);
+    g_dp.comm = NULL;
+    fatal("rank %d of %d: %s %s%s%s%s", g_dp.rank, g_dp.ranks, what, why, detail[0] ? " (" : "",
+          detail, detail[0] ? ")" : "");
+}
+
+// Waits for a collective started by `called`, which names `what` in the error
+static void dp_call(ncclResult_t called, const char* what) {
+    double t0 = now_ms();
+    int state;
+    while ((state = dp_poll(&called, 1)) == 0) {
+        double waited = now_ms() - t0;
+        if (waited > g_dp.timeout_ms) {
+            char why[200];
+            snprintf(why, sizeof(why),
+                     "did not complete within %.0f s (--nccl-timeout): another rank died, hangs "
+                     "or is far behind",
+                     g_dp.timeout_ms / 1e3);
+            dp_fail(what, why);
+        }
+        dp_pause(waited);
+    }
+    if (state < 0) {
+        char why[200];
+        snprintf(why, sizeof(why), "failed: %s", ncclGetErrorString(called));
+        dp_fail(what, why);
+    }
+}
+
+// DIR/nccl_id: a line with the world size, then NCCL's unique id in hex. Written to a temporary
+// name and renamed, so that a reader sees the whole file or none.
+static void dp_write_id(const char* dir, const char* path, const ncclUniqueId* id) {
+    output_dir_create(dir);
+    char tmp[4300];
+    snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)getpid());
+    FILE* f = fopen(tmp, "w");
+    if (!f) fatal("rank 0: cannot write %s (%s)", tmp, strerror(errno));
+    fprintf(f, "nccl id for %d ranks\n", g_dp.ranks);
+    for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; i++)
+        fprintf(f, "%02x", (unsigned char)id->internal[i]);
+    int ok = fprintf(f, "\n") > 0;
+    if (fclose(f) != 0 || !ok || rename(tmp, path) != 0)
+        fatal("rank 0: cannot write %s (%s)", path, strerror(errno));
+}
+
+// 1 and the id and its world size when `path` holds one, else 0
+static int dp_read_id(const char* path, ncclUniqueId* id, int* ranks) {
+    FILE* f = fopen(path, "r");
+    if (!f) return 0;
+    int ok = fscanf(f, "nccl id for %d ranks ", ranks) == 1;
+    for (int i = 0; ok && i < NCCL_UNIQUE_ID_BYTES; i++) {
+        unsigned x;
+        ok = fscanf(f, "%2x", &x) == 1;
+        id->internal[i] = (char)x;
+    }
+    fclose(f);
+    return ok;
+}
+
+// The ranks meet in DIR: rank 0 writes a new unique id to DIR/nccl_id, every rank joins with the id
+// found there, and rank 0 removes the file once all have joined. A rank that fails to join (or
+// waits) with an id that the file no longer holds tries the newer one: a file that an earlier run
+// left behind is replaced by this run's rank 0, and a rank that read it first joins again.
+static void dp_join(const char* dir) {
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/nccl_id", dir);
+    double t0 = now_ms(), next_look = 0;
+    ncclUniqueId id, newer;
+    int n = g_dp.ranks;
+    if (g_dp.rank == 0) {
+        ncclCheck(ncclGetUniqueId(&id));
+        dp_write_id(dir, path, &id);
+    } else {
+        while (!dp_read_id(path, &id, &n)) {
+            if (now_ms() - t0 > g_dp.timeout_ms)
+                fatal("rank %d of %d: no NCCL id from rank 0 in %s after %.0f s (--nccl-timeout): "
+                      "is rank 0 running, "
+                      "with this -o on a file system this machine shares?",
+                      g_dp.rank, g_dp.ranks, path, g_dp.timeout_ms / 1e3);
+            dp_pause(1e3);
+        }
+    }
+    for (;;) {
+        if (g_dp.rank && n != g_dp.ranks)
+            fatal("rank %d of %d: rank 0's id in %s is for %d ranks: every rank needs the same "
+                  "world size",
+                  g_dp.rank, g_dp.ranks, path, n);
+        ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+        // every call returns at once; dp_poll waits, up to the timeout
+        cfg.blocking = 0;
+        ncclResult_t st = ncclCommInitRankConfig(&g_dp.comm, g_dp.ranks, id, g_dp.rank, &cfg);
+        int state, moved = 0;
+        while ((state = dp_poll(&st, 0)) == 0 || (state < 0 && g_dp.rank && !moved)) {
+            double now = now_ms();
+            if (g_dp.rank && now >= next_look) {     // a newer id from this run's rank 0?
+                next_look = now + 200;
+                moved = dp_read_id(path, &newer, &n) && memcmp(&newer, &id, sizeof(id)) != 0;
+                if (moved) break;
+            }
+            if (now - t0 > g_dp.timeout_ms) {
+                if (!g_dp.rank) unlink(path);
+                char why[300];
+                snprintf(why, sizeof(why), "%s within %.0f s (--nccl-timeout)%s",
+                         state < 0 ? "failed, and no newer "
+                                     "id came"
+                                   : "did not complete",
+                         g_dp.timeout_ms / 1e3,
+                         state < 0   ? ""
+                         : g_dp.rank ? ": is every rank running, with the same world size?"
+                                     : ": were all the ranks started, with this -o on a file "
+                                       "system they share?");
+                dp_fail("joining the ranks", why);
+            }
+            dp_pause(now - t0);
+        }
+        if (state == 1) break;
+        if (!moved) {                                 // rank 0's own init failed
+            unlink(path);
+            char why[200];
+            snprintf(why, sizeof(why), "failed: %s", ncclGetErrorString(st));
+            dp_fail("joining the ranks", why);
+        }
+        ncclCommAbort(g_dp.comm);
+        id = newer;
+    }
+    if (g_dp.rank == 0) unlink(path);
+}
+
+// What every rank must share, compared once the ranks have met and before anything is
+// written: the flags (DpSetup.flags: all but --rank and --world-size, in sorted order) and
+// the bytes of every file read.
+#define DP_FLAGS_TEXT 3072
+typedef struct {
+    // the flags' lines, cut short if longer (flags_crc covers them all)
+    char flags[DP_FLAGS_TEXT];
+    uint32_t flags_crc, file_crc[4];
+    // -1: not given, or not readable (the run's own check says so)
+    int64_t file_size[4];
+} DpPrint;
+
+static void dp_file_print(const char* path, uint32_t* crc, int64_t* size) {
+    *crc = 0;
+    *size = -1;
+    FILE* f = path ? fopen(path, "rb") : NULL;
+    if (!f) return;
+    static char buf[1 << 20];
+    *size = 0;
+    for (size_t got; (got = fread(buf, 1, sizeof(buf), f)) > 0; *size += (int64_t)got)
+        *crc = crc32_update(*crc, buf, got);
+    fclose(f);
+}
+
+// The first difference between rank 0's flag lines a and rank r's b, as a sentence into out
+static void dp_flag_difference(char* out, size_t cap, const char* a, const char* b, int r) {
+    while (*a || *b) {
+        int la = (int)strcspn(a, "\n"), lb = (int)strcspn(b, "\n");
+        int c = !*a ? 1 : !*b ? -1 : dp_name_cmp(a, b);
+        if (c == 0 && la == lb && !memcmp(a, b, (size_t)la)) {
+            a += la + (a[la] == '\n');
+            b += lb + (b[lb] == '\n');
+            continue;
+        }
+        if (c == 0)
+            snprintf(out, cap, "rank %d was started with %.*s, rank 0 with %.*s", r, lb, b, la, a);
+        else if (c < 0)
+            snprintf(out, cap, "rank 0 was started with %.*s, rank %d without it", la, a, r);
+        else snprintf(out, cap, "rank %d was started with %.*s, rank 0 without it", r, lb, b);
+        return;
+    }
+    snprintf(out, cap, "rank %d's flags differ from rank 0's after their first %d characters", r,
+             DP_FLAGS_TEXT - 1);
+}
+
+// Every rank compares every rank's print with rank 0's and stops at the same first difference, with
+// the same line: the flags first, then the files.
+static void dp_check(const DpSetup* s, const Options* o) {
+    const char* what[4] = {"training data (-i", "validation data (-j", "checkpoint (-y",
+                           "llm.c model file (--load-llmc"};
+    const char* path[4] = {o->train_path, o->val_path, o->resume, o->llmc_load};
+    DpPrint mine;
+    memset(&mine, 0, sizeof(mine));
+    snprintf(mine.flags, sizeof(mine.flags), "%s", s->flags);
+    mine.flags_crc = crc32_update(0, s->flags, strlen(s->flags));
+    for (int k = 0; k < 4; k++) dp_file_print(path[k], &mine.file_crc[k], &mine.file_size[k]);
+    size_t bytes = sizeof(DpPrint), N = (size_t)g_dp.ranks;
+    char* d = (char*)gpu_buf(NULL, bytes * N, 1);
+    cudaCheck(cudaMemcpy(d + g_dp.rank * bytes, &mine, bytes, cudaMemcpyHostToDevice));
+    dp_call(ncclAllGather(d + g_dp.rank * bytes, d, bytes, ncclUint8, g_dp.comm, 0),
+            "comparing the ranks' flags and files");
+    DpPrint* all = xmalloc(bytes * N);
+    cudaCheck(cudaMemcpy(all, d, bytes * N, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaFree(d));
+    for (int r = 1; r < g_dp.ranks; r++) {
+        const DpPrint *a = &all[0], *b = &all[r];
+        char diff[2 * DP_FLAGS_TEXT];
+        if (a->flags_crc != b->flags_crc) {
+            dp_flag_difference(diff, sizeof(diff), a->flags, b->flags, r);
+            fatal("%s: every rank needs the same flags", diff);
+        }
+        for (int k = 0; k < 4; k++)
+            if (a->file_crc[k] != b->file_crc[k] || a->file_size[k] != b->file_size[k])
+                fatal("rank %d's %s %s) differs from rank 0's: %lld bytes, CRC-32 %08x, against "
+                      "%lld bytes, %08x; "
+                      "every rank must read the same files",
+                      r, what[k], path[k], (long long)b->file_size[k], b->file_crc[k],
+                      (long long)a->file_size[k], a->file_crc[k]);
+    }
+    free(all);
+}
+
+// The ranks meet and agree (dp_join, dp_check), and the run's options become the whole batch's: -b
+// rows on each of N ranks make a batch of N B rows, and -d counts the tokens of all of them
+// (micro-batches x B x T x N). Before anything is written.
+static void dp_start(const DpSetup* s, Options* o) {
+    if (!s->nccl) return;
+    if (!o->out_dir)
+        fatal("%d rank%s over NCCL need%s -o DIR: rank 0 writes NCCL's id there for the others (a "
+              "directory every "
+              "rank sees)",
+              s->ranks, s->ranks > 1 ? "s" : "", s->ranks > 1 ? "" : "s");
+    if (o->probe.coord_check)
+        fatal("--coord-check trains its widths one after another on one GPU: give one rank");
+    long rows = (long)o->B * s->ranks, tokens = rows * o->T;
+    if (rows > 1 << 20)
+        fatal("-b %d on %d ranks is %ld rows per batch: at most %d", o->B, s->ranks, rows, 1 << 20);
+    if (o->tokens_per_update % tokens)
+        fatal("-d %ld is not a multiple of %d ranks x -b %d x -t %d = %ld tokens",
+              o->tokens_per_update, s->ranks, o->B, o->T, tokens);
+    o->micro = o->tokens_per_update ? (int)(o->tokens_per_update / tokens) : 1;
+    o->B = (int)rows;
+    o->rank = s->rank;
+    o->ranks = s->ranks;
+    g_dp.rank = s->rank;
+    g_dp.ranks = s->ranks;
+    g_dp.timeout_ms = s->timeout * 1e3;
+    dp_join(o->out_dir);
+    dp_check(s, o);
+    if (s->zero && s->ranks > 1) g_zero = {s->rank, s->ranks};
+}
+
+static void dp_end(void) {
+    if (!g_dp.comm) return;
+    dp_call(ncclCommFinalize(g_dp.comm), "leaving the ranks");
+    ncclCommDestroy(g_dp.comm);
+    g_dp.comm = NULL;
+}
+
+// --zero 1's hooks in sections 6 and 7: the ranks' partial sums of the gradient norm in shard
+// order, and every rank's moments for a checkpoint, gathered into the gradients' block (free
+// between updates: checkpoints are written before a step's backward) and copied to the host Model.
+static void zero_gather_norm_partials(GpuModel* gm) {
+    Shard sh = gm->shard;
+    if (sh.count == 1) return;
+    dp_call(ncclAllGather(gm->norm_partial + sh.index * gm->norm_chunks, gm->norm_partial,
+                          gm->norm_chunks, ncclDouble, g_dp.comm, 0),
+            "the gradient norm's all-gather");
+}
+static void zero_gather_moments(GpuModel* gm) {
+    float* moments[2] = {gm->m, gm->v};
+    float* host[2] = {gm->host->adam_m, gm->host->adam_v};
+    for (int k = 0; k < 2; k++) {
+        dp_call(ncclAllGather(moments[k], gm->grads, gm->shard.n, ncclFloat, g_dp.comm, 0),
+                "the AdamW moments' all-gather");
+        cudaCheck(cudaMemcpy(host[k], gm->grads, gm->host->num_params * sizeof(float),
+                             cudaMemcpyDeviceToHost));
+    }
+    gm->norm_fresh = 0;
+}
+
+// The Engine over the ranks: section 8's, with the batch split and the gradients averaged.
+static float dp_engine_forward(void* ctx, const int* inp, const int* tgt, int B, int T) {
+    GpuModel* gm = (GpuModel*)ctx;
+    // sampling: each rank the same rows, alone
+    if (!tgt) return gpu_forward(gm, inp, NULL, B, T);
+    int rows = B / g_dp.ranks;
+    if (rows * g_dp.ranks != B)
+        fatal("internal: a batch of %d rows does not split over %d ranks", B, g_dp.ranks);
+    size_t at = (size_t)g_dp.rank * rows * T;               // this rank's rows
+    gpu_forward(gm, inp + at, tgt + at, rows, T);
+    dp_call(ncclAllReduce(gm->a.loss, gm->a.loss, 1, ncclFloat, ncclAvg, g_dp.comm, 0),
+            "the loss's all-reduce");
+    cudaCheck(cudaMemcpy(&gm->loss, gm->a.loss, sizeof(float), cudaMemcpyDeviceToHost));
+    return gm->loss;
+}
+static void dp_engine_backward(void* ctx, int B, int T, float dloss) {
+    gpu_backward((GpuModel*)ctx, B / g_dp.ranks, T, dloss);
+    g_dp.reduced = 0;
+}
+
+// The gradients of the ranks' rows averaged, once per update, before the norm and the step: the
+// whole block on every rank, or under --zero 1 each rank's shard on that rank.
+static void dp_reduce_grads(GpuModel* gm) {
+    if (g_dp.reduced) return;
+    Shard sh = gm->shard;
+    if (sh.count > 1)
+        dp_call(ncclReduceScatter(gm->grads, gm->grads + sh.lo, sh.n, ncclFloat, ncclAvg, g_dp.comm,
+                                  0),
+                "the gradients' reduce-scatter");
+    else
+        dp_call(ncclAllReduce(gm->grads, gm->grads, gm->host->num_params, ncclFloat, ncclAvg,
+                              g_dp.comm, 0),
+                "the gradients' all-reduce");
+    g_dp.reduced = 1;
+    gm->norm_fresh = 0;
+}
+static double dp_engine_grad_norm(void* ctx) {
+    dp_reduce_grads((GpuModel*)ctx);
+    return gpu_grad_norm((GpuModel*)ctx);
+}
+// AdamW: the whole block on every rank alike, or under --zero 1 each rank's shard, then all of them
+// to every rank (and the weights' bf16 copy made again where the other shards changed).
+static void dp_engine_update(void* ctx, const OptConfig* o, float lr, int t, float grad_scale) {
+    GpuModel* gm = (GpuModel*)ctx;
+    dp_reduce_grads(gm);
+    gpu_engine_update(ctx, o, lr, t, grad_scale);
+    Shard sh = gm->shard;
+    if (sh.count == 1) return;
+    dp_call(ncclAllGather(gm->params + sh.lo, gm->params, sh.n, ncclFloat, g_dp.comm, 0),
+            "the parameters' all-gather");
+    if (g_bf16.on) bf16_round(g_bf16.w16, gm->params, (long)gm->host->num_params);
+}
+
+// The run's engine: over the ranks where they have met, else section 8's for one GPU
+static Engine run_engine(GpuModel* gm, const char* device) {
+    if (!g_dp.comm) return gpu_engine(gm, device);
+    return (Engine){device, gm, dp_engine_forward, gpu_engine_probs, gpu_engine_zero_grad,
+                    dp_engine_backward, dp_engine_grad_norm, dp_engine_update, gpu_engine_to_host};
+}
+
+// The ranks in the run's header (after run_header), and in its device name
+static void dp_describe(char* device, size_t cap) {
+    if (!g_dp.comm) return;
+    size_t n = strlen(device);
+    snprintf(device + n, cap - n, ", %d rank%s over NCCL%s", g_dp.ranks, g_dp.ranks > 1 ? "s" : "",
+             g_zero.ranks ? ", ZeRO-1" : "");
+}
+static void dp_header(const GpuModel* gm) {
+    if (!g_dp.comm) return;
+    int v;
+    ncclCheck(ncclGetVersion(&v));
+    size_t P = gm->host->num_params;
+    printf("ranks: %d, NCCL %d.%d.%d, -b %d rows each; ", g_dp.ranks, v / 10000, v / 100 % 100,
+           v % 100, gm->B);
+    if (!g_zero.ranks) {
+        printf("the gradients averaged by all-reduce (%.1f MiB per update)\n", P * 4.0 / (1 << 20));
+        return;
+    }
+    Shard sh = gm->shard;
+    double saved = (4.0 * P - 2.0 * sh.padded - 2.0 * sh.n) * sizeof(float);
+    printf("--zero 1: the gradients reduce-scattered, AdamW on 1/%d of the parameters per rank "
+           "(%zu), the "
+           "parameters all-gathered; the moments of the other %zu not kept: %.1f MiB less GPU "
+           "memory per rank\n",
+           g_dp.ranks, sh.n, P - sh.n, saved / (1 << 20));
+}
+#else
+// Built without NCCL (no nccl.h at build time): one GPU, no communicator
+// (dp_discover refused more).
+static void dp_start(const DpSetup* s, Options* o) { (void)s, (void)o; }
+static void dp_end(void) {}
+static void zero_gather_norm_partials(GpuModel* gm) { (void)gm; }
+static void zero_gather_moments(GpuModel* gm) { (void)gm; }
+static Engine run_engine(GpuModel* gm, const char* device) { return gpu_engine(gm, device); }
+static void dp_describe(char* device, size_t cap) { (void)device, (void)cap; }
+static void dp_header(const GpuModel* gm) { (void)gm; }
+#endif
+
+// ============================================================================================
+// 10. This binary's flags, a run on one GPU or several, main
+// ============================================================================================
 
 // Flags of this binary only, taken out of argv before the shared parse_args sees it.
 typedef struct {
@@ -2988,6 +3640,7 @@ static void take_gpu_flags(int* argc, char** argv, GpuFlags* f) {
                    "stay float32\n"
                    "              (--tf32 then does not matter). Needs compute capability 8.0 or "
                    "newer\n");
+            dp_usage();
             exit(0);
         }
         argv[out++] = argv[i];
@@ -3007,7 +3660,7 @@ static void train_on_gpu(const Options* o, void* ctx) {
     r.o = *o;
     run_setup(&r, 0);
     cudaDeviceProp prop;
-    cudaCheck(cudaGetDeviceProperties(&prop, 0));
+    cudaCheck(cudaGetDeviceProperties(&prop, g_device));
     char device[300];
     snprintf(device, sizeof(device), "%s, %s", prop.name,
              f->plain ? "plain float32 kernels (Part I)" : g_bf16.on ? "bf16 matmuls"
@@ -3015,15 +3668,17 @@ static void train_on_gpu(const Options* o, void* ctx) {
     GpuModel gm;
     PlainGpu pg;
     Engine e;
-    if (f->plain) {
+    if (f->plain) {            // one GPU (main refuses several ranks with it)
         plain_model_create(&pg, &r.model, r.o.B, r.o.T);     // uploads params, m, v
         e = plain_engine(&pg, device);
     } else {
-        gpu_model_create(&gm, &r.model, r.o.B, r.o.T);
-        e = gpu_engine(&gm, device);
+        gpu_model_create(&gm, &r.model, r.o.B / r.o.ranks, r.o.T);   // one rank's rows
+        dp_describe(device, sizeof(device));
+        e = run_engine(&gm, device);
     }
     r.model.engine = &e;
     run_header(&r);
+    if (!f->plain) dp_header(&gm);
     train(&r.tr, &r);
     run_finish(&r);
     r.model.engine = NULL;
@@ -3035,13 +3690,24 @@ static void train_on_gpu(const Options* o, void* ctx) {
 #ifndef TRAIN_GPT2CU_NO_MAIN
 int main(int argc, char** argv) {
     GpuFlags f = {1, 0, 0};
+    DpSetup dp;
+    // first: it keeps the whole command line for the ranks to compare
+    take_dp_flags(&argc, argv, &dp);
     take_gpu_flags(&argc, argv, &f);
     Options o;
     parse_args(&o, argc, argv);
+    dp_discover(&dp);                     // rank, world size and GPU; rank > 0 prints nothing
+    if (f.plain && dp.nccl)
+        fatal("--kernels plain trains on one GPU without NCCL: ranks and --zero need the fast "
+              "kernels");
     gpu_init(f.tf32);
     gpu_set_dtype(f.bf16);
+    // several ranks meet and compare flags and files (section 9)
+    dp_start(&dp, &o);
+    free(dp.flags);
     if (o.probe.coord_check) coord_check(&o, train_on_gpu, &f);  // every width, then the table
     else train_on_gpu(&o, &f);
+    dp_end();
     cublasCheck(cublasDestroy(g_blas));
     return 0;
 }

@@ -213,7 +213,7 @@ static void fixture_check_steps(Fixture* fx, const char* base, const char* who, 
     check(sched_ok, "%s: %slearning-rate schedule (warmup, cosine, floor) equals the reference", base, who);
     check(loss_ok, "%s: %slosses of %d AdamW steps track the reference", base, who, steps);
     check(norm_ok, "%s: %sgradient norms (clipping input) track the reference", base, who);
-    model_to_host(m);
+    model_to_host(m, 0);
     double worst;
     int bad = fixture_check_after(fx, m, steps, o->lr, FX_ATOL, FX_RTOL, &worst);
     check(bad == 0, "%s: %severy parameter after %d AdamW steps within tolerance (worst diff %.2e)", base, who, steps, worst);

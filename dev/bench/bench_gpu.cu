@@ -299,6 +299,63 @@ static void print_batch_sweep(const char* title, const Model* m, int T) {
     g_bf16.on = 0;
 }
 
+// ---- several GPUs: the gradients' exchange (train_gpt2.cu section 6) ------------------------------------------
+#define NVLINK_BW 450e9          // bytes/s each way per GPU: H100 SXM, NVLink 4 (18 links of 25 GB/s)
+#define IB_BW 50e9               // bytes/s each way per GPU: InfiniBand NDR, 400 Gb/s, one NIC per GPU
+
+// The plan's time of a step's backward: its kernels named so (half of those that run both ways), for what an
+// exchange beside the backward could hide
+static double plan_backward(const std::vector<PlanOp>& ops, int m) {
+    double t = 0.0;
+    for (const PlanOp& o : ops)
+        if (strstr(o.name, "backward") || strstr(o.name, "gradient"))
+            t += op_time(o, m) * (strstr(o.name, "forward and backward") ? 0.5 : 1.0);
+    return t;
+}
+
+// N GPUs, each with B rows (-b B) and the same model: per update, the ranks' float32 gradients averaged by a
+// ring all-reduce, in which every GPU sends and receives 2 (N-1)/N of them; or under --zero 1 a reduce-scatter
+// of the gradients and an all-gather of the float32 parameters, (N-1)/N each: the same bytes, and AdamW and
+// the gradient norm over 1/N of the parameters. Over NVLink within a machine, over InfiniBand between
+// machines (one GPU per machine: the slowest link of a ring). As built, the exchange starts after the
+// last micro-batch's backward and AdamW waits for it: the step is compute + exchange. "Overlapped" is the
+// bound if buckets of gradients were all-reduced while the backward still runs (as PyTorch's DDP does;
+// not built): compute + what of the exchange the last backward cannot hide. Memory: --zero 1 keeps 1/N of
+// AdamW's two moments per GPU.
+static void print_data_parallel(const char* title, const Model* m, int B, int T) {
+    double P = (double)m->num_params, S = 4 * P;
+    printf("\n%s on N GPUs, -b %d each (T %d), at the same peaks: the gradients' exchange per update, %.0f MB of "
+           "float32 gradients;\nring collectives at NVLink 4's %.0f GB/s or InfiniBand NDR's %.0f GB/s each way per "
+           "GPU. ms: per update; tokens/s: all N GPUs; eff.: against N single GPUs.\n", title, B, T, S / 1e6,
+           NVLINK_BW / 1e9, IB_BW / 1e9);
+    std::vector<PlanOp> micro = plan_micro_batch(&m->cfg, B, T), update, update_z;
+    PlanTimes mb = plan_times(micro);
+    plan_update(&update, P);
+    PlanTimes up = plan_times(update);
+    for (int md = 0; md < NMODES; md++) {
+        double one = mb.tot[md] + up.tot[md], bwd = plan_backward(micro, md);
+        printf("%s: one GPU %.2f ms/step, %.0f tokens/s (backward %.2f ms)\n", mode_title[md], 1e3 * one, B * T / one,
+               1e3 * bwd);
+        printf("%3s %-10s %8s | %9s %9s %5s | %10s %9s %8s | %11s | %-21s %5s\n", "N", "link", "exchange", "ms",
+               "tokens/s", "eff.", "--zero 1 ms", "tokens/s", "GiB less", "overlapped", "8 micro-batches: ms", "eff.");
+        for (int N = 2; N <= 8; N *= 2)
+            for (int link = 0; link < 2; link++) {
+                double comm = 2.0 * (N - 1) / N * S / (link ? IB_BW : NVLINK_BW);
+                // --zero 1: the memset of all the gradients, their norm and AdamW over 1/N of them
+                std::vector<PlanOp> uz;
+                plan_update(&uz, P / N);
+                double zero_update = plan_times(uz).tot[md] + P * 4 / H100_BW * (N - 1) / N;
+                double step = one + comm, step_z = mb.tot[md] + zero_update + comm;
+                double overlapped = one + fmax(0.0, comm - bwd), acc = 8 * mb.tot[md] + up.tot[md] + comm;
+                double saved = 2.0 * 4 * P * (N - 1) / N / (1 << 30);
+                printf("%3d %-10s %8.2f | %9.2f %9.0f %4.0f%% | %10.2f %9.0f %8.2f | %11.0f | %9.2f %11.0f %4.0f%%\n", N,
+                       link ? "InfiniBand" : "NVLink", 1e3 * comm, 1e3 * step, N * B * T / step, 100 * one / step,
+                       1e3 * step_z, N * B * T / step_z, saved, N * B * T / overlapped, 1e3 * acc, 8.0 * N * B * T / acc,
+                       100 * (8 * mb.tot[md] + up.tot[md]) / acc);
+            }
+    }
+}
+
 // ---- the models ----------------------------------------------------------------------------------
 typedef struct { const char* title; Options o; int V; } BenchModel;
 
@@ -479,6 +536,7 @@ int main(int argc, char** argv) {
             model_build(&m, &cfg);
             print_plan(bm[i].title, &m.cfg, (double)m.num_params, bm[i].o.B, bm[i].o.T);
             if (i == 0) print_batch_sweep(bm[i].title, &m, bm[i].o.T);
+            if (i == 0) print_data_parallel(bm[i].title, &m, bm[i].o.B, bm[i].o.T);
             model_free(&m);
         }
         return 0;

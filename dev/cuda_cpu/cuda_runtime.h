@@ -90,6 +90,7 @@ enum cudaError_t {
     cudaErrorInvalidDevicePointer = 17,
     cudaErrorInvalidMemcpyDirection = 21,
     cudaErrorInvalidDevice = 101,
+    cudaErrorNotReady = 600,
 };
 struct cuda_cpu_error_text { cudaError_t code; const char *name, *message; };
 static const cuda_cpu_error_text cuda_cpu_errors[] = {
@@ -100,6 +101,7 @@ static const cuda_cpu_error_text cuda_cpu_errors[] = {
     {cudaErrorInvalidDevicePointer, "cudaErrorInvalidDevicePointer", "invalid device pointer"},
     {cudaErrorInvalidMemcpyDirection, "cudaErrorInvalidMemcpyDirection", "invalid copy direction for memcpy"},
     {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
+    {cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
 };
 static inline const cuda_cpu_error_text* cuda_cpu_error(cudaError_t e) {
     for (const cuda_cpu_error_text& t : cuda_cpu_errors)
@@ -678,6 +680,9 @@ static inline cudaError_t cuda_cpu_fail(cudaError_t e) { return cuda_cpu::rt.las
 static inline cudaError_t cudaGetDeviceCount(int* n) { *n = 1; return cudaSuccess; }
 static inline cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cuda_cpu_fail(cudaErrorInvalidDevice); }
 static inline cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+// Every launch, copy and collective (nccl.h) has run to completion when its call returns: a stream is
+// always idle.
+static inline cudaError_t cudaStreamQuery(cudaStream_t) { return cudaSuccess; }
 static inline cudaError_t cudaDeviceReset(void) { return cudaSuccess; }
 static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
     if (d != 0) return cuda_cpu_fail(cudaErrorInvalidDevice);

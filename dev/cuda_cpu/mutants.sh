@@ -6,6 +6,9 @@
 # end), built like `make test_gpt2cu_cpu` and run under test_gpt2.cu. It is caught when that run fails
 # (a failed check, a race or fault reported by the runtime, a timeout); one that survives shows a blind
 # spot of the runtime (race check, guard pages, 0xFF fill) or of the tests. doc/cuda.md describes it.
+# The mutants of the data parallelism (dp-*, train_gpt2.cu section 6) live in the trainer's processes: for
+# them the trainer is built from the mutant too (NAME/train_gpt2cu_cpu) and test_gpt2.cu runs its section
+# of several ranks alone (TEST_SECTIONS=multirank), on that binary (TRAIN_GPT2CU).
 #
 # The unmutated source must first build and pass the same way, or the catches mean nothing (where it
 # fails some checks, a mutant must fail more of them, or stop with a runtime error). Each sed pattern
@@ -19,10 +22,11 @@ cd "$(dirname "$0")/../.." || exit 2
 CXX=${CUDA_CPU_CXX:-g++ -O2 -march=native -std=c++17 -fopenmp -fno-math-errno -Wno-unused-function}
 TIMEOUT=600
 GEN=dev/cuda_cpu/gen/mutants
-ALL="syncthreads attn-sync transposed causal-skip grid reduction bounds adamw-table bf16-stale tc-rescale tc-diagonal tc-skip tc-sync bf16-input classifier grad-set tf32-round norm-bias gelu-bias qkv-bias rope-bias accum-zero head-dloss accum-bf16 sample-scale plain-causal plain-gqa plain-norm-db plain-wpe plain-adamw plain-logit-scale plain-rope-sign"
+ALL="syncthreads attn-sync transposed causal-skip grid reduction bounds adamw-table bf16-stale tc-rescale tc-diagonal tc-skip tc-sync bf16-input classifier grad-set tf32-round norm-bias gelu-bias qkv-bias rope-bias accum-zero head-dloss accum-bf16 sample-scale plain-causal plain-gqa plain-norm-db plain-wpe plain-adamw plain-logit-scale plain-rope-sign dp-skip dp-sum dp-shard dp-rows"
 
 # mutate NAME: print the sed script of mutant NAME, then (second line) how many lines of
-# `diff original mutant` start with < or > when it applies as intended.
+# `diff original mutant` start with < or > when it applies as intended, then for the mutants that the
+# tests of several ranks must catch, a third line: multirank.
 mutate() {
     case $1 in
     syncthreads)  # block_sum: the barrier between writing buf[] and reading it
@@ -121,6 +125,18 @@ mutate() {
     plain-rope-sign) # plain_backward: the gradients of q turned forward again instead of back
         echo '/^static void plain_backward(/,/^}$/s/launch_rope(a->dq, a->rope_cs, B, T, H, hd, -1.0f);/launch_rope(a->dq, a->rope_cs, B, T, H, hd, 1.0f);/'
         echo 2 ;;
+    dp-skip)      # dp_engine_backward marks the gradients averaged: the all-reduce (reduce-scatter under --zero 1) never runs
+        echo '/^static void dp_engine_backward(/,/^}$/s/    g_dp.reduced = 0;/    g_dp.reduced = 1;/'
+        echo 2; echo multirank ;;
+    dp-sum)       # dp_reduce_grads: the gradients' all-reduce sums the ranks' gradients instead of averaging them
+        echo '/^static void dp_reduce_grads(/,/^}$/s/gm->host->num_params, ncclFloat, ncclAvg,$/gm->host->num_params, ncclFloat, ncclSum,/'
+        echo 2; echo multirank ;;
+    dp-shard)     # zero_shard: every rank's shard starts one element late (--zero 1)
+        echo '/^static Shard zero_shard(/,/^}$/s/return {(size_t)g_zero.rank \* n, n,/return {(size_t)g_zero.rank * n + 1, n,/'
+        echo 2; echo multirank ;;
+    dp-rows)      # dp_engine_forward: every rank reads rank 0's input rows (with its own targets)
+        echo '/^static float dp_engine_forward(/,/^}$/s/gpu_forward(gm, inp + at, tgt + at, rows, T);/gpu_forward(gm, inp, tgt + at, rows, T);/'
+        echo 2; echo multirank ;;
     *) return 1 ;;
     esac
 }
@@ -159,12 +175,16 @@ for n in unmutated $names; do
 done
 
 # build NAME: as `make test_gpt2cu_cpu`, in NAME/ (rewrite.sh's output NAME/train_gpt2.cu is what
-# NAME/test_gpt2.cu's #include "train_gpt2.cu" finds); leaves NAME/build.rc, its exit status.
+# NAME/test_gpt2.cu's #include "train_gpt2.cu" finds), and for a multirank mutant `make train_gpt2cu_cpu`
+# too; leaves NAME/build.rc, its exit status.
 build() {
     d=$GEN/$1
     { dev/cuda_cpu/rewrite.sh "$d/train_gpt2.cu.in" "$d/train_gpt2.cu" &&
         dev/cuda_cpu/rewrite.sh "$GEN/src/test_gpt2.cu" "$d/test_gpt2.cu" &&
-        $CXX -I dev/cuda_cpu -I . -x c++ -o "$d/test_gpt2cu_cpu" "$d/test_gpt2.cu" -lm; } > "$d/build.log" 2>&1
+        $CXX -DUSE_NCCL -I dev/cuda_cpu -I . -x c++ -o "$d/test_gpt2cu_cpu" "$d/test_gpt2.cu" -lm &&
+        { [ "$(mutate "$1" 2>/dev/null | sed -n 3p)" != multirank ] ||
+            $CXX -DUSE_NCCL -I dev/cuda_cpu -I . -x c++ -o "$d/train_gpt2cu_cpu" "$d/train_gpt2.cu" -lm; }; } \
+        > "$d/build.log" 2>&1
     echo $? > "$d/build.rc"
 }
 # Builds in the background, two at a time.
@@ -188,7 +208,12 @@ stop_at_fail=
 run() {
     while [ ! -f "$GEN/$1/build.rc" ]; do sleep 1; done
     [ "$(cat "$GEN/$1/build.rc")" = 0 ] || return 1
-    TEST_STOP_AT_FAIL=$stop_at_fail timeout $TIMEOUT "$GEN/$1/test_gpt2cu_cpu" > "$GEN/$1/log" 2>&1
+    if [ "$(mutate "$1" 2>/dev/null | sed -n 3p)" = multirank ]; then
+        TEST_SECTIONS=multirank TRAIN_GPT2CU=$GEN/$1/train_gpt2cu_cpu TEST_STOP_AT_FAIL=$stop_at_fail \
+            timeout $TIMEOUT "$GEN/$1/test_gpt2cu_cpu" > "$GEN/$1/log" 2>&1
+    else
+        TEST_STOP_AT_FAIL=$stop_at_fail timeout $TIMEOUT "$GEN/$1/test_gpt2cu_cpu" > "$GEN/$1/log" 2>&1
+    fi
     rc=$?
 }
 # the "N passed, N failed" line of a log, or nothing

@@ -8,7 +8,9 @@ __syncthreads, an exited lane, a deadlock, a gemm operand past its buffer) and c
 codes, beta == 0, TF32), the bf16 conversion (ties to even, overflow to inf, NaN, all 65536 values back and
 forth), cublasGemmEx against cublasSgemm on bf16-representable inputs (and its status codes), and the warp matrix
 functions of mma.h (every layout of A and B against the host in double; a misaligned pointer, lanes naming
-different memory and half a warp at a store, each fatal). Its launches are CUDA syntax, so it exercises
+different memory and half a warp at a store, each fatal), and NCCL across forked processes (nccl.h: the three
+collectives, in place and not, over several pieces, summed in rank order; the non-blocking protocol; ranks that
+call different collectives; a rank that dies; a host buffer). Its launches are CUDA syntax, so it exercises
 rewrite.sh too. Build and run:
   mkdir -p dev/cuda_cpu/gen && dev/cuda_cpu/rewrite.sh dev/cuda_cpu/selftest.cu dev/cuda_cpu/gen/selftest.cu &&
   g++ -O2 -std=c++17 -Wall -Wextra -Wno-unused-function -I dev/cuda_cpu -x c++ -o dev/cuda_cpu/selftest \
@@ -19,6 +21,7 @@ Each check prints "  ok   ..." or "  FAIL ..."; the last line is "N passed, N fa
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <mma.h>
+#include <nccl.h>
 #include <cfloat>
 #include <sys/wait.h>
 
@@ -323,6 +326,66 @@ template <typename LA, typename LB> static void check_wmma_product(void) {
 __global__ void deadlock(int* x) {             // half the warp at a barrier, half at a full-warp shuffle
     if (threadIdx.x < 16) __syncthreads();
     else x[threadIdx.x] = __shfl_xor_sync(FULL, (int)threadIdx.x, 1);
+}
+
+// ---- NCCL across processes (nccl.h) ----------------------------------------------------------------
+// body(rank, n, id) in n forked processes, the ranks of one communicator; their exit statuses into st
+// (body's own codes name what went wrong; -1: killed by a signal)
+static void nccl_ranks(int n, void (*body)(int, int, ncclUniqueId), int* st) {
+    ncclUniqueId id;
+    ncclGetUniqueId(&id);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid[4];
+    for (int r = 0; r < n; r++)
+        if ((pid[r] = fork()) == 0) {
+            body(r, n, id);
+            _exit(0);
+        }
+    for (int r = 0; r < n; r++) {
+        int status = 0;
+        waitpid(pid[r], &status, 0);
+        st[r] = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
+}
+
+// The three collectives on 3 ranks, blocking: rank r's value at i, and what each collective must give
+static float nccl_val(int r, size_t i) { return (float)((r + 1) * 0.25 + (double)(i % 1000) * 0.125); }
+static void nccl_collectives(int r, int n, ncclUniqueId id) {
+    ncclComm_t c = NULL;
+    if (ncclCommInitRank(&c, n, id, r) != ncclSuccess) _exit(10);
+    const size_t N = 300000;                  // 1.2 MB of floats per block: the calls move several pieces
+    std::vector<float> x(N * n);
+    for (size_t i = 0; i < x.size(); i++) x[i] = nccl_val(r, i);
+    float *d = upload(x), *o = dev_alloc<float>(N * n);
+    auto sum = [&](size_t i) { float s = 0; for (int k = 0; k < n; k++) s += nccl_val(k, i); return s; };
+    if (ncclAllReduce(d, o, N * n, ncclFloat, ncclSum, c, 0) != ncclSuccess) _exit(11);
+    std::vector<float> got = download(o, N * n);
+    for (size_t i = 0; i < got.size(); i++) if (got[i] != sum(i)) _exit(12);
+    if (ncclAllReduce(d, d, N * n, ncclFloat, ncclAvg, c, 0) != ncclSuccess) _exit(13);     // in place
+    got = download(d, N * n);
+    for (size_t i = 0; i < got.size(); i++) if (got[i] != sum(i) / n) _exit(14);
+    cudaMemcpy(d, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice);
+    if (ncclReduceScatter(d, d + r * N, N, ncclFloat, ncclSum, c, 0) != ncclSuccess) _exit(15);   // in place
+    got = download(d + r * N, N);
+    for (size_t i = 0; i < N; i++) if (got[i] != sum(r * N + i)) _exit(16);
+    std::vector<double> y(N * n, -1.0);
+    for (size_t i = 0; i < N; i++) y[r * N + i] = r + (double)i / N;
+    double* dy = upload(y);
+    if (ncclAllGather(dy + r * N, dy, N, ncclDouble, c, 0) != ncclSuccess) _exit(17);          // in place
+    std::vector<double> all = download(dy, N * n);
+    for (size_t i = 0; i < all.size(); i++) if (all[i] != (double)(i / N) + (double)(i % N) / N) _exit(18);
+    // rank order: 1e8 + 1 - 1e8 is 0 in float from rank 0 on (1e8 + 1 rounds to 1e8), 1 in any order that
+    // adds -1e8 first
+    float v = r == 0 ? 1e8f : r == 1 ? 1.0f : -1e8f;
+    float* dv = upload(std::vector<float>{v});
+    if (ncclAllReduce(dv, dv, 1, ncclFloat, ncclSum, c, 0) != ncclSuccess || download(dv, 1)[0] != 0.0f) _exit(19);
+    std::vector<int> m = {r * 7 % 5, -r};
+    int* dm = upload(m);
+    if (ncclAllReduce(dm, dm, 2, ncclInt32, ncclMax, c, 0) != ncclSuccess) _exit(20);
+    std::vector<int> mx = download(dm, 2);
+    if (mx[0] != 4 || mx[1] != 0) _exit(21);
+    ncclCommDestroy(c);
 }
 
 int main(void) {
@@ -760,6 +823,67 @@ int main(void) {
             cudaFree(da), cudaFree(db), cudaFree(dc), cudaFree(c4), cudaFree(a4);
         }
         cublasDestroy(h);
+    }
+
+    printf("NCCL across processes (nccl.h):\n");
+    {
+        int st[4];
+        nccl_ranks(3, nccl_collectives, st);
+        check(st[0] == 0 && st[1] == 0 && st[2] == 0, "3 ranks, blocking: all-reduce (sum, avg in place, int max), "
+              "in-place reduce-scatter and all-gather of 1.2 MB blocks, every element right on every rank, the sum in "
+              "rank order (1e8 + 1 - 1e8 = 0 in float) (exit %d %d %d)", st[0], st[1], st[2]);
+        nccl_ranks(2, [](int r, int n, ncclUniqueId id) {
+            ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+            cfg.blocking = 0;
+            ncclComm_t c = NULL;
+            ncclResult_t s = ncclCommInitRankConfig(&c, n, id, r, &cfg);
+            if (s != ncclInProgress && s != ncclSuccess) _exit(10);
+            while (s == ncclInProgress) ncclCommGetAsyncError(c, &s);
+            if (s != ncclSuccess) _exit(11);
+            if (r == 1) usleep(200000);                // rank 0's call waits for this one
+            float* d = upload(std::vector<float>{(float)r + 1});
+            s = ncclAllReduce(d, d, 1, ncclFloat, ncclSum, c, 0);
+            if (r == 0 && s != ncclInProgress) _exit(12);
+            while (s == ncclInProgress) ncclCommGetAsyncError(c, &s);
+            if (s != ncclSuccess || download(d, 1)[0] != 3.0f || cudaStreamQuery(0) != cudaSuccess) _exit(13);
+            ncclCommDestroy(c);
+        }, st);
+        check(st[0] == 0 && st[1] == 0, "non-blocking (config.blocking = 0): the init and an all-reduce that waits for "
+              "a late rank return ncclInProgress, ncclCommGetAsyncError moves them to ncclSuccess (exit %d %d)",
+              st[0], st[1]);
+        nccl_ranks(2, [](int r, int n, ncclUniqueId id) {
+            ncclComm_t c = NULL;
+            if (ncclCommInitRank(&c, n, id, r) != ncclSuccess) _exit(10);
+            float* d = dev_alloc<float>(20);
+            ncclResult_t s = r == 0 ? ncclAllReduce(d, d, 10, ncclFloat, ncclSum, c, 0)
+                                    : ncclAllGather(d, d, 10, ncclFloat, c, 0);
+            const char* e = ncclGetLastError(c);
+            if (s != ncclInvalidUsage || !strstr(e, "rank 1's call #1 is ncclAllGather(count 10") ||
+                !strstr(e, "rank 0's #1 ncclAllReduce(count 10")) _exit(11);
+            ncclCommAbort(c);
+        }, st);
+        check(st[0] == 0 && st[1] == 0, "rank 0 calls ncclAllReduce where rank 1 calls ncclAllGather: both fail with "
+              "ncclInvalidUsage, ncclGetLastError naming both calls (exit %d %d)", st[0], st[1]);
+        nccl_ranks(2, [](int r, int n, ncclUniqueId id) {
+            ncclComm_t c = NULL;
+            if (ncclCommInitRank(&c, n, id, r) != ncclSuccess) _exit(10);
+            if (r == 1) _exit(0);                     // gone, without ncclCommDestroy (a zombie until reaped)
+            float* d = dev_alloc<float>(1);
+            ncclResult_t s = ncclAllReduce(d, d, 1, ncclFloat, ncclSum, c, 0);
+            if (s != ncclRemoteError || !strstr(ncclGetLastError(c), "rank 1 (pid")) _exit(11);
+            if (ncclAllReduce(d, d, 1, ncclFloat, ncclSum, c, 0) != ncclRemoteError) _exit(12);   // the error stays
+            ncclCommAbort(c);
+        }, st);
+        check(st[0] == 0, "a rank that exits after the init: the other's all-reduce fails with ncclRemoteError, "
+              "\"rank 1 (pid ...) exited\", and the communicator stays failed (exit %d)", st[0]);
+        nccl_ranks(1, [](int r, int n, ncclUniqueId id) {
+            ncclComm_t c = NULL;
+            if (ncclCommInitRank(&c, n, id, r) != ncclSuccess) _exit(10);
+            float host[4] = {1, 2, 3, 4};
+            if (ncclAllReduce(host, host, 4, ncclFloat, ncclSum, c, 0) != ncclInvalidArgument) _exit(11);
+            ncclCommDestroy(c);
+        }, st);
+        check(st[0] == 0, "a host buffer: ncclInvalidArgument (exit %d)", st[0]);
     }
 
     check(cuda_cpu_races().size() == 2, "no kernel but the two racy ones was reported by the race check (%zu races)",

@@ -39,6 +39,7 @@ The last line is "N passed, N failed"; the exit status is non-zero on any failur
 it prints one line, "skipped: no CUDA GPU found (...)", and exits with status 77 (the automake
 convention for a skipped test): non-zero, because nothing was shown, but not a failure code.
 */
+#include <vector>
 #define TRAIN_GPT2CU_NO_MAIN
 #include "train_gpt2.cu"
 #include "test/fixture.h"

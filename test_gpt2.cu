@@ -1589,6 +1589,21 @@ static void write_bytes(const char* path, const unsigned char* bytes, size_t n) 
     fclose(f);
 }
 
+// DIR/train.txt and DIR/val.txt: the synthetic corpus's bytes, the first tenth of them for validation
+static void write_corpus(const char* dir) {
+    Dataset ds;
+    synthetic_dataset(&ds, 30000, 9);
+    unsigned char* bytes = (unsigned char*)xmalloc(ds.n);
+    for (size_t i = 0; i < ds.n; i++) bytes[i] = (unsigned char)ds.tok[i];
+    char path[512];
+    snprintf(path, sizeof(path), "%s/train.txt", dir);
+    write_bytes(path, bytes, ds.n);
+    snprintf(path, sizeof(path), "%s/val.txt", dir);
+    write_bytes(path, bytes, ds.n / 10);
+    free(bytes);
+    free(ds.tok);
+}
+
 // A whole text file, or NULL
 static char* read_file_text(const char* path) {
     FILE* f = fopen(path, "rb");
@@ -1626,16 +1641,7 @@ static void test_binaries(void) {
     char dir[] = "/tmp/test_gpt2cu.XXXXXX";
     if (!mkdtemp(dir)) { check(0, "cannot create a temporary directory"); return; }
     char path[256], cmd[1024];
-    Dataset ds;
-    synthetic_dataset(&ds, 30000, 9);
-    unsigned char* bytes = (unsigned char*)xmalloc(ds.n);
-    for (size_t i = 0; i < ds.n; i++) bytes[i] = (unsigned char)ds.tok[i];
-    snprintf(path, sizeof(path), "%s/train.txt", dir);
-    write_bytes(path, bytes, ds.n);
-    snprintf(path, sizeof(path), "%s/val.txt", dir);
-    write_bytes(path, bytes, ds.n / 10);
-    free(bytes);
-    free(ds.tok);
+    write_corpus(dir);
     // muP changes the forward (the logits' and attention's scales): its samples are compared too
     const char* presets[] = {"-a gpt2 -b 4", "-a llama -G 1 -K 2 -b 2 -d 128", "-a gpt2 -b 4 -I mup --tie 0"};
     for (int pi = 0; pi < 3; pi++) {
@@ -2006,15 +2012,7 @@ static void test_multirank(void) {
     snprintf(g_mr_dir, sizeof(g_mr_dir), "/tmp/test_gpt2cu_mr.XXXXXX");
     if (!mkdtemp(g_mr_dir)) { check(0, "cannot create a temporary directory"); return; }
     char path[512], cmd[8192];
-    Dataset ds;
-    synthetic_dataset(&ds, 30000, 9);
-    unsigned char* bytes = (unsigned char*)xmalloc(ds.n);
-    for (size_t i = 0; i < ds.n; i++) bytes[i] = (unsigned char)ds.tok[i];
-    snprintf(path, sizeof(path), "%s/train.txt", g_mr_dir);
-    write_bytes(path, bytes, ds.n);
-    snprintf(path, sizeof(path), "%s/val.txt", g_mr_dir);
-    write_bytes(path, bytes, ds.n / 10);
-    free(ds.tok);
+    write_corpus(g_mr_dir);
     double t0 = now_ms();
     char gpt2[1024], llama[1024], accum[1024], f[1500];
     const char* common = "--tf32 0 -i train.txt -j val.txt -L 2 -C 64 -H 4 -t 32 -x 4 -v 2 -m 2 -n 2";

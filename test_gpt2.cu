@@ -2000,6 +2000,34 @@ static void mr_refused(const char* title, const char* name, int n, const char* c
           secs, said);
 }
 
+// Two ranks train until the log has 2 steps, then rank 1 gets sig (SIGKILL: it dies; SIGSTOP: it hangs):
+// rank 0 must exit 1 within the time its --nccl-timeout allows, with one line that contains want
+static void mr_fault(const char* name, int timeout, int sig, const char* want, const char* what) {
+    char args[512], a[600], b[600], path[600];
+    snprintf(args, sizeof(args), "--tf32 0 -i train.txt -j val.txt -L 2 -C 64 -H 4 -t 32 -x 100000 -v 0 -S 0 -n 0 "
+             "-b 2 --nccl-timeout %d -o %s", timeout, name);
+    snprintf(a, sizeof(a), "%s/%s.r0", g_mr_dir, name);
+    snprintf(b, sizeof(b), "%s/%s.r1", g_mr_dir, name);
+    pid_t p0 = mr_start(g_mr_dir, "RANK=0 WORLD_SIZE=2", args, a);
+    pid_t p1 = mr_start(g_mr_dir, "RANK=1 WORLD_SIZE=2", args, b);
+    double x[4];
+    snprintf(path, sizeof(path), "%s/%s/log.jsonl", g_mr_dir, name);
+    for (double t = now_ms(); mr_field(path, "train", "train_loss", x, 4) < 2 && now_ms() - t < 60e3;) usleep(50000);
+    kill(p1, sig);
+    if (sig == SIGKILL) waitpid(p1, NULL, 0);       // gone, as a launcher would see it
+    double tk = now_ms();
+    int st = mr_wait(p0, 30);
+    if (sig != SIGKILL) {
+        kill(p1, SIGKILL);
+        waitpid(p1, NULL, 0);
+    }
+    char* err = mr_read(name, ".r0.err");
+    check(st == 1 && strstr(err, want) && strchr(err, '\n') == err + strlen(err) - 1,
+          "%s: rank 0 exits 1 after %.2f s (--nccl-timeout %d) with one line: %.*s", what, (now_ms() - tk) / 1e3,
+          timeout, (int)strcspn(err, "\n"), err);
+    free(err);
+}
+
 static void test_multirank(void) {
     if (access(GPU_TRAINER, X_OK) != 0 && !getenv("TRAIN_GPT2CU")) {
         check(0, GPU_TRAINER " is built by `make test`: it is missing");
@@ -2102,47 +2130,8 @@ static void test_multirank(void) {
     }
 
     // faults: a rank killed mid-run, a rank stopped, a rank that never comes
-    {
-        const char* args = "--tf32 0 -i train.txt -j val.txt -L 2 -C 64 -H 4 -t 32 -x 100000 -v 0 -S 0 -n 0 -b 2 "
-                           "--nccl-timeout 60 -o killed";
-        snprintf(a, sizeof(a), "%s/killed.r0", g_mr_dir);
-        snprintf(b, sizeof(b), "%s/killed.r1", g_mr_dir);
-        pid_t p0 = mr_start(g_mr_dir, "RANK=0 WORLD_SIZE=2", args, a);
-        pid_t p1 = mr_start(g_mr_dir, "RANK=1 WORLD_SIZE=2", args, b);
-        double x[4];
-        snprintf(path, sizeof(path), "%s/killed/log.jsonl", g_mr_dir);
-        for (double t = now_ms(); mr_field(path, "train", "train_loss", x, 4) < 2 && now_ms() - t < 60e3;) usleep(50000);
-        kill(p1, SIGKILL);
-        waitpid(p1, NULL, 0);
-        double tk = now_ms();
-        int st = mr_wait(p0, 30);
-        char* err = mr_read("killed", ".r0.err");
-        check(st == 1 && strstr(err, "rank 0 of 2") && strchr(err, '\n') == err + strlen(err) - 1,
-              "a rank killed mid-run: rank 0 exits 1 after %.2f s with one line: %.*s", (now_ms() - tk) / 1e3,
-              (int)strcspn(err, "\n"), err);
-        free(err);
-    }
-    {
-        const char* args = "--tf32 0 -i train.txt -j val.txt -L 2 -C 64 -H 4 -t 32 -x 100000 -v 0 -S 0 -n 0 -b 2 "
-                           "--nccl-timeout 3 -o stopped";
-        snprintf(a, sizeof(a), "%s/stopped.r0", g_mr_dir);
-        snprintf(b, sizeof(b), "%s/stopped.r1", g_mr_dir);
-        pid_t p0 = mr_start(g_mr_dir, "RANK=0 WORLD_SIZE=2", args, a);
-        pid_t p1 = mr_start(g_mr_dir, "RANK=1 WORLD_SIZE=2", args, b);
-        double x[4];
-        snprintf(path, sizeof(path), "%s/stopped/log.jsonl", g_mr_dir);
-        for (double t = now_ms(); mr_field(path, "train", "train_loss", x, 4) < 2 && now_ms() - t < 60e3;) usleep(50000);
-        kill(p1, SIGSTOP);
-        double tk = now_ms();
-        int st = mr_wait(p0, 30);
-        kill(p1, SIGKILL);
-        waitpid(p1, NULL, 0);
-        char* err = mr_read("stopped", ".r0.err");
-        check(st == 1 && strstr(err, "did not complete within 3 s") && strchr(err, '\n') == err + strlen(err) - 1,
-              "a rank stopped (SIGSTOP) mid-run: rank 0 exits 1 after %.1f s (--nccl-timeout 3) with one line: %.*s",
-              (now_ms() - tk) / 1e3, (int)strcspn(err, "\n"), err);
-        free(err);
-    }
+    mr_fault("killed", 60, SIGKILL, "rank 0 of 2", "a rank killed mid-run");
+    mr_fault("stopped", 3, SIGSTOP, "did not complete within 3 s", "a rank stopped (SIGSTOP) mid-run");
     const char* two[] = {"RANK=0 WORLD_SIZE=2", "RANK=1 WORLD_SIZE=2", "RANK=2 WORLD_SIZE=3"};
     snprintf(f, sizeof(f), "%s -b 2 --nccl-timeout 3 -o alone0", gpt2);
     mr_refused("rank 0 alone of 2", "alone0", 1, two, f, "did not complete within 3 s", 1, 10);

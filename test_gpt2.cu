@@ -2069,20 +2069,21 @@ static void test_multirank(void) {
     check(ok && system(cmd) == 0 && mr_log_diff(a, b, 0) == 0.0,
           "one rank through NCCL (--rank 0 --world-size 1): the same checkpoints, byte for byte, and log numbers");
 
-    snprintf(f, sizeof(f), "%s -b 3", gpt2);
-    mr_compare("gpt2", "g2", 2, "torchrun", f, "gpt2", "", 1);
-    snprintf(f, sizeof(f), "%s -b 2", gpt2);
-    mr_compare("gpt2", "g3z", 3, "mpirun", f, "gpt2", "--zero 1", 1);
-    snprintf(f, sizeof(f), "%s -b 3", gpt2);
-    mr_compare("gpt2", "g2z", 2, "flags", f, "gpt2", "--zero 1", 0);
-    snprintf(f, sizeof(f), "%s -b 2", accum);
-    mr_compare("gpt2, -d 384 (2 micro-batches)", "a3", 3, "flags", f, "accum", "", 0);
-    snprintf(f, sizeof(f), "%s -b 3", accum);
-    mr_compare("gpt2, -d 384 (2 micro-batches)", "a2z", 2, "srun", f, "accum", "--zero 1", 0);
-    snprintf(f, sizeof(f), "%s -b 3", llama);
-    mr_compare("llama, gated, GQA", "l2z", 2, "mpich", f, "llama", "--zero 1", 0);
-    snprintf(f, sizeof(f), "%s -b 2", llama);
-    mr_compare("llama, gated, GQA", "l3", 3, "torchrun", f, "llama", "", 0);
+    // N ranks of 6/N rows against the one-process run of 6 rows (ref), each launch form at least once
+    const char* accum_title = "gpt2, -d 384 (2 micro-batches)";
+    const struct { const char *title, *name; int ranks; const char *launch, *flags, *ref, *extra; int sample; } runs[] = {
+        {"gpt2", "g2", 2, "torchrun", gpt2, "gpt2", "", 1},
+        {"gpt2", "g3z", 3, "mpirun", gpt2, "gpt2", "--zero 1", 1},
+        {"gpt2", "g2z", 2, "flags", gpt2, "gpt2", "--zero 1", 0},
+        {accum_title, "a3", 3, "flags", accum, "accum", "", 0},
+        {accum_title, "a2z", 2, "srun", accum, "accum", "--zero 1", 0},
+        {"llama, gated, GQA", "l2z", 2, "mpich", llama, "llama", "--zero 1", 0},
+        {"llama, gated, GQA", "l3", 3, "torchrun", llama, "llama", "", 0},
+    };
+    for (const auto& r : runs) {
+        snprintf(f, sizeof(f), "%s -b %d", r.flags, 6 / r.ranks);
+        mr_compare(r.title, r.name, r.ranks, r.launch, f, r.ref, r.extra, r.sample);
+    }
 
     // the probes: rank 0 recomputes a probe step on the host over all the ranks' rows, so its lines are one
     // process's, and training is the run's without probes

@@ -3624,7 +3624,7 @@ static void take_gpu_flags(int* argc, char** argv, GpuFlags* f) {
                    "train_gpt2.cu's Part I,\n"
                    "              one float32 thread per output element or row, to read, step "
                    "through and\n"
-                   "              profile beside the fast ones (one GPU, float32: --tf32 does not apply)\n"
+                   "              profile beside the fast ones (one GPU, float32 only)\n"
                    "  --tf32 0|1  TF32 tensor cores in the matmuls and attention's products (head "
                    "sizes 16-64;\n"
                    "              default 1); 0 = full float32\n"

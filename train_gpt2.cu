@@ -1,7 +1,7 @@
 /*
 train_gpt2.cu: the trainer of train_gpt2.c on NVIDIA GPUs, in one file and two parts.
 
-    make train_gpt2cu && ./train_gpt2cu -g 1.0 -e 1e-12   # gamma-init [SmallInit], rate 1, eps 1e-12
+    make train_gpt2cu && ./train_gpt2cu -g 1.0 -e 1e-12   # [SmallInit]: gamma 1, eps 1e-12
     ./train_gpt2cu --kernels plain                         # the same run on Part I's kernels
 
 PART I   THE MODEL ON THE GPU, PLAINLY. One float32 kernel (or two) per layer of train_gpt2.c's

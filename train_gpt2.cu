@@ -538,6 +538,7 @@ static void plain_model_create(PlainGpu* pg, Model* host, int B, int T) {
     d->adam_m = block + 2 * n;
     d->adam_v = block + 3 * n;
     cudaCheck(cudaMemset(d->grads, 0, n * sizeof(float)));
+    d->grads_zero = 1;
     for (int kd = 0; kd < NUM_KINDS; kd++) {
         d->p[kd] = host->p[kd] ? d->params + (host->p[kd] - host->params) : NULL;
         d->g[kd] = host->g[kd] ? d->grads + (host->g[kd] - host->grads) : NULL;
@@ -648,6 +649,7 @@ static float plain_forward(PlainGpu* pg, const int* tokens, const int* targets, 
 // dloss is 1, or 1/N for one of the N micro-batches of an update
 static void plain_backward(PlainGpu* pg, int B, int T, float dloss) {
     Model* m = &pg->d;
+    m->grads_zero = 0;
     const Config* c = &m->cfg;
     Acts* a = &m->a;
     int BT = B * T, C = c->C, H = c->H, KVH = c->KVH, hd = C / H, F = c->F, qd = H * hd;
@@ -768,6 +770,7 @@ static void plain_adamw_step(PlainGpu* pg, const OptConfig* o, float sched_lr, i
                 o->beta1, o->beta2, o->adam_eps, grad_scale);
         LAUNCH_CHECK(adamw_plain);
     }
+    m->grads_zero = 1;
 }
 
 // ---- the Engine: how train_gpt2.c's loop (train) reaches these
@@ -783,9 +786,12 @@ static const float* plain_engine_probs(void* ctx, int bt, int V) {     // one ro
                          cudaMemcpyDeviceToHost));
     return pg->probs_h;
 }
+// model_zero_grad: adamw_plain zeroes each gradient it reads, so in training this has nothing to do
 static void plain_engine_zero_grad(void* ctx) {
-    PlainGpu* pg = (PlainGpu*)ctx;
-    cudaCheck(cudaMemset(pg->d.grads, 0, pg->d.num_params * sizeof(float)));
+    Model* d = &((PlainGpu*)ctx)->d;
+    if (d->grads_zero) return;
+    cudaCheck(cudaMemset(d->grads, 0, d->num_params * sizeof(float)));
+    d->grads_zero = 1;
 }
 static void plain_engine_backward(void* pg, int B, int T, float dloss) {
     plain_backward((PlainGpu*)pg, B, T, dloss);

@@ -2316,6 +2316,7 @@ typedef struct {
     int resid_scale;               // -1: the -I recipe decides; 0 off; 1 out/down x 1/sqrt(2L)
     int mup_base;                  // 0: MUP_BASE_DEFAULT
     int init_report;               // print the initialization table and exit
+    int overwrite;                 // --overwrite 1: a new run replaces the run in -o DIR
     float eps, rope_theta;
     OptConfig opt;
     ProbeOptions probe;            // -p, --probes, ... (section 9)
@@ -2416,8 +2417,9 @@ static void init_report(Model* m, const InitSpec* spec, const int* tokens, int B
 static void memory_check(const Config* c, const Options* o, int host_acts);
 // -o DIR made and claimed (one run per directory), every output path proven writable; the lock
 static int outputs_claim(const Options* o);
-// -o DIR made and claimed by this process alone (DIR/.lock); the lock's descriptor
-static int output_dir_claim(const char* dir);
+// -o DIR made and claimed by this process alone (DIR/.lock), refused when it holds a run the flags
+// do not continue (--overwrite); the lock's descriptor
+static int output_dir_claim(const Options* o, const char* dir);
 // a checkpoint: config, step, both generators, the spike state, parameters and AdamW moments, with
 // a CRC-32 (doc/checkpoint.md); save refuses a model holding NaN or inf
 static void checkpoint_save(const Model* m, const char* path, int step, const Rng* data_rng,
@@ -4495,6 +4497,9 @@ static void usage(void) {
            "  -o DIR    output dir, made with its parents: DIR/log.jsonl, checkpoints "
            "DIR/ckpt_STEP.bin\n"
            "  -y FILE   resume from this checkpoint (the model flags must match it)\n"
+           "  --overwrite 0|1  1: a run that does not resume DIR's own checkpoint replaces the "
+           "run DIR\n"
+           "            holds (its log, checkpoints, cossim dumps); 0 (default): it is refused\n"
            "  --decode FILE  decode table for token shards (default: beside -i, "
            "PREFIX_decode.bin)\n"
            "  --load-llmc FILE  start from the weights of an llm.c model file (gpt2 preset; AdamW "
@@ -4746,30 +4751,69 @@ static const char* parse_choice(const char* flag, const char* v, const char* a, 
     return v;
 }
 
-// OMP_NUM_THREADS, checked before the first parallel region reads it: OpenMP crashes on an absurd
-// count and takes minutes to start a very large one. More than 4 threads a core only slows a run;
-// up to 64 are allowed anywhere.
-static void threads_check(void) {
-    const char* env = getenv("OMP_NUM_THREADS");
-    if (!env) return;
+// OMP_NUM_THREADS, checked before libgomp reads it. libgomp parses it as it loads, before main,
+// and prints its own line on a value it cannot read; OpenMP crashes on an absurd count and takes
+// minutes to start a very large one. The check runs from the executable's .preinit_array, which
+// the dynamic loader runs before any shared library's initializers (System V gABI, "Dynamic
+// Section": DT_PREINIT_ARRAY), so the trainer's one line is all that is printed; env is the
+// environment the loader passes. More than 4 threads a core only slows a run; up to 64 are allowed
+// anywhere.
+static void threads_check(int argc, char** argv, char** env) {
+    (void)argc, (void)argv;
+    const char* value = NULL;
+    for (char** e = env; e && *e && !value; e++)
+        if (strncmp(*e, "OMP_NUM_THREADS=", 16) == 0) value = *e + 16;
+    if (!value) return;
     long cores = sysconf(_SC_NPROCESSORS_ONLN), most = 4 * cores > 64 ? 4 * cores : 64;
-    for (const char* p = env; *p;) {                // OpenMP takes a list, "4,2", one per level
-        char* end;
+    char* end;
+    for (const char* p = value;; p = end + 1) {     // OpenMP takes a list, "4,2", one per level
         errno = 0;
         long n = strtol(p, &end, 10);
         if (end == p || errno || n < 1 || (*end && *end != ','))
             fatal("OMP_NUM_THREADS=%s is not a thread count (a positive integer, or a list of "
-                  "them)", env);
+                  "them)", value);
         if (n > most)
             fatal("OMP_NUM_THREADS=%s asks for %ld threads; at most %ld on this machine's %ld "
-                  "cores (4 per core, or 64): unset it to use one per core", env, n, most, cores);
-        p = *end ? end + 1 : end;
+                  "cores (4 per core, or 64): unset it to use one per core", value, n, most, cores);
+        if (!*end) break;
+    }
+}
+__attribute__((section(".preinit_array"), used)) static void (*const threads_check_at_load)(
+        int, char**, char**) = threads_check;
+
+// The command line is read as flag, value pairs from argv[1]: the flag at argv[at] must not be one
+// given before it. train_gpt2.cu calls it on the whole command line, its own flags included.
+static void flag_once(char** argv, int at) {
+    for (int j = 1; j < at; j += 2)
+        if (strcmp(argv[j], argv[at]) == 0)
+            fatal("flag %s is given twice (%s, then %s): give each flag once", argv[at],
+                  argv[j + 1], argv[at + 1]);
+}
+
+// The variables by which launchers tell a process its rank, the world size and the local rank
+// (mpirun: Open MPI's, then MPICH's and Intel MPI's; torchrun's; srun's), in the order
+// train_gpt2.cu reads them.
+static const char* const launcher_env[4][3] = {
+        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+        {"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"},
+        {"RANK", "WORLD_SIZE", "LOCAL_RANK"},
+        {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"}};
+
+// The CPU trainer is one process: started by a launcher as one of several ranks, each copy would
+// train the whole job alone, and all of them into the same files.
+static void single_process_check(void) {
+    for (int i = 0; i < 4; i++) {
+        const char *rank = getenv(launcher_env[i][0]), *size = getenv(launcher_env[i][1]);
+        if ((rank && strcmp(rank, "0") != 0) || (size && strcmp(size, "1") != 0))
+            fatal("%s=%s %s=%s: a launcher started this as one of several ranks, but the CPU "
+                  "trainer is one process; train on several GPUs with train_gpt2cu",
+                  launcher_env[i][0], rank ? rank : "(unset)", launcher_env[i][1],
+                  size ? size : "(unset)");
     }
 }
 
 static void parse_args(Options* o, int argc, char** argv) {
     options_default(o);
-    threads_check();
     const char* init_given = NULL;
     long tokens_per_update = 0;        // -d; 0: one batch
     for (int i = 1; i < argc; i++) {
@@ -4780,10 +4824,7 @@ static void parse_args(Options* o, int argc, char** argv) {
         const char* v = argv[++i];
         if (v[0] == '-' && (isalpha((unsigned char)v[1]) || v[1] == '-'))
             fatal("flag %s needs a value, and the next word is the flag %s (see -h)", f, v);
-        for (int j = 1; j < i - 1; j += 2)
-            if (strcmp(argv[j], f) == 0)
-                fatal("flag %s is given twice (%s, then %s): give each flag once", f, argv[j + 1],
-                      v);
+        flag_once(argv, i - 1);
         const long BIG = 1L << 30;
         if (strcmp(f, "-i") == 0) o->train_path = v;
         else if (strcmp(f, "-j") == 0) o->val_path = v;
@@ -4792,6 +4833,7 @@ static void parse_args(Options* o, int argc, char** argv) {
         else if (strcmp(f, "--decode") == 0) o->decode_path = v;
         else if (strcmp(f, "--load-llmc") == 0) o->llmc_load = v;
         else if (strcmp(f, "--save-llmc") == 0) o->llmc_save = v;
+        else if (strcmp(f, "--overwrite") == 0) o->overwrite = parse_int(f, v, 0, 1);
         else if (strcmp(f, "-a") == 0) o->preset = parse_choice(f, v, "gpt2", "llama");
         else if (strcmp(f, "-L") == 0) o->L = parse_int(f, v, 1, 1024);
         else if (strcmp(f, "-C") == 0) o->C = parse_int(f, v, 1, 65536);
@@ -5011,9 +5053,11 @@ static void output_dir_create(const char* dir) {
 
 // One run per output directory: DIR/.lock, held with flock() for as long as the process lives (the
 // kernel releases it when the process ends, however it ends) and holding the run's pid. A second
-// run into DIR is refused with the first one's pid, before it writes anything. Creating the lock
-// also proves DIR writable. Returns the lock's descriptor.
-static int output_dir_claim(const char* dir) {
+// run into DIR is refused with the first one's pid, before it writes anything, and so is a run into
+// a DIR that holds a run it does not continue (run_dir_check; the lock keeps the last run's pid).
+// Creating the lock also proves DIR writable. Returns the lock's descriptor.
+static void run_dir_check(const Options* o, const char* dir, int clear);
+static int output_dir_claim(const Options* o, const char* dir) {
     output_dir_create(dir);
     char path[4200];
     snprintf(path, sizeof(path), "%s/.lock", dir);
@@ -5027,6 +5071,7 @@ static int output_dir_claim(const char* dir) {
         fatal("output dir %s is in use by another run (pid %s): one run per directory; wait for "
               "it to end or give another -o", dir, pid[0] ? pid : "unknown");
     }
+    run_dir_check(o, dir, 0);
     char pid[32];
     int n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
     if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n)
@@ -5034,27 +5079,221 @@ static int output_dir_claim(const char* dir) {
     return fd;
 }
 
-// Every path a run writes, checked at its start, before anything is computed: -o DIR is made and
-// claimed (output_dir_claim), no directory may sit where the log and the checkpoints go, and the
-// files written at the end must be writable (output_file_check). Returns
-// the output dir's lock, or -1 without -o.
-static int outputs_claim(const Options* o) {
-    int lock = -1;
-    if (o->out_dir) {
-        lock = output_dir_claim(o->out_dir);
-        DIR* d = opendir(o->out_dir);
-        if (!d) fatal("cannot open output dir %s (%s)", o->out_dir, strerror(errno));
-        for (struct dirent* de; (de = readdir(d)) != NULL;) {
-            const char* n = de->d_name;
-            if (strcmp(n, "log.jsonl") != 0 && strncmp(n, "ckpt_", 5) != 0) continue;
-            char path[4400];
-            struct stat st;
-            snprintf(path, sizeof(path), "%s/%s", o->out_dir, n);
-            if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-                fatal("%s is a directory, and the run writes its log and checkpoints there", path);
-        }
-        closedir(d);
+// ---- the files a run reads and writes, checked against each other -------------------------------
+// A path made absolute and free of symbolic links, "." and "..": realpath() of its longest existing
+// prefix, then the rest as written, with "." and ".." taken lexically (a directory that does not
+// exist yet holds no links; -o makes it as mkdir -p would).
+static void path_resolve(const char* path, char* out, size_t cap) {
+    char full[2 * PATH_MAX], head[PATH_MAX], cwd[PATH_MAX];
+    if (path[0] == '/' || !getcwd(cwd, sizeof(cwd))) snprintf(full, sizeof(full), "%s", path);
+    else snprintf(full, sizeof(full), "%s/%s", cwd, path);
+    char* tail = full + strlen(full);       // full[..tail) resolves; the rest is taken lexically
+    for (;;) {
+        char keep = *tail;
+        *tail = 0;
+        int ok = tail > full && realpath(full, head) != NULL;
+        *tail = keep;
+        if (ok) break;
+        while (tail > full && *--tail != '/') {}
+        if (tail == full) { snprintf(head, sizeof(head), "/"); break; }
     }
+    snprintf(out, cap, "%s", strcmp(head, "/") ? head : "");
+    char rest[2 * PATH_MAX], *save = NULL;
+    snprintf(rest, sizeof(rest), "%s", tail);
+    for (char* c = strtok_r(rest, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+        size_t n = strlen(out);
+        if (strcmp(c, "..") == 0) { *(strrchr(out, '/') ? strrchr(out, '/') : out) = 0; continue; }
+        if (strcmp(c, ".") != 0) snprintf(out + n, cap - n, "/%s", c);
+    }
+    if (!out[0]) snprintf(out, cap, "/");
+}
+
+// A file the run reads or writes, as a flag names it.
+typedef struct {
+    const char* flag;           // "-i"; the message names it
+    const char* path;           // NULL: not given
+    int writes;
+    char real[PATH_MAX];        // path_resolve's
+    int exists;
+    struct stat st;             // when it exists: its device and inode
+} RunFile;
+
+// The same file: the same resolved path, or, for two that exist, the same device and inode (hard
+// links).
+static int same_file(const RunFile* a, const RunFile* b) {
+    return strcmp(a->real, b->real) == 0 || (a->exists && b->exists &&
+                                             a->st.st_dev == b->st.st_dev &&
+                                             a->st.st_ino == b->st.st_ino);
+}
+
+static void run_file_stat(RunFile* f) {
+    path_resolve(f->path, f->real, sizeof(f->real));
+    f->exists = stat(f->path, &f->st) == 0;
+}
+
+// Is the resolved path `real` an entry of the resolved directory `dir`?
+static int path_in_dir(const char* real, const char* dir) {
+    size_t n = (size_t)(strrchr(real, '/') - real);
+    return n ? strlen(dir) == n && strncmp(real, dir, n) == 0 : strcmp(dir, "/") == 0;
+}
+
+// -y names a checkpoint in -o DIR: the run continues the one there.
+static int run_continues_dir(const Options* o) {
+    if (!o->resume || !o->out_dir) return 0;
+    char y[PATH_MAX], dir[PATH_MAX];
+    path_resolve(o->resume, y, sizeof(y));
+    path_resolve(o->out_dir, dir, sizeof(dir));
+    return path_in_dir(y, dir);
+}
+
+// Is a checkpoint written before step `step` of a run that starts at start_step: every -n steps,
+// and after the last (-x 0: the initialization, unless a resume already holds it).
+static int ckpt_due(const Options* o, int start_step, int step) {
+    return o->out_dir && step >= start_step && step <= o->steps &&
+            (step > start_step || (step == o->steps && !o->resume)) &&
+            (step == o->steps || (o->ckpt_every && step % o->ckpt_every == 0));
+}
+
+// What the run writes, or removes, as -o DIR's entry `name`, or NULL: its log and lock, the
+// checkpoints of the steps ckpt_due gives, every checkpoint's temporary file (log_open removes
+// those a killed run left), the --cossim-dump files, and, when --overwrite 1 replaces a run there,
+// all of that run's checkpoints (run_dir_check).
+static const char* run_dir_writes(const Options* o, int start_step, const char* name) {
+    size_t n = strlen(name);
+    int ckpt = strncmp(name, "ckpt_", 5) == 0 && n > 9 && strcmp(name + n - 4, ".bin") == 0;
+    if (strcmp(name, "log.jsonl") == 0) return "log";
+    if (strcmp(name, ".lock") == 0) return "lock";
+    if (strncmp(name, "ckpt_", 5) == 0 && n > 13 && strcmp(name + n - 8, ".bin.tmp") == 0)
+        return "checkpoint's temporary file";
+    if (ckpt && o->overwrite && !run_continues_dir(o)) return "checkpoint (replaced)";
+    int step;
+    char want[64];
+    if (ckpt && sscanf(name, "ckpt_%d", &step) == 1 &&
+        snprintf(want, sizeof(want), "ckpt_%06d.bin", step) > 0 && strcmp(want, name) == 0 &&
+        ckpt_due(o, start_step, step))
+        return "checkpoint";
+    char prefix[128];
+    snprintf(prefix, sizeof(prefix), "cossim_%s_step", o->probe.cossim ? o->probe.cossim : "");
+    if (o->probe.every && o->probe.cossim && strncmp(name, prefix, strlen(prefix)) == 0)
+        return "--cossim-dump file";
+    return NULL;
+}
+
+// No file the run writes may be a file it reads, or one it writes otherwise: a clash is refused
+// with one line naming both flags, before anything is written. Checked on every rank, from the
+// flags and what exists: the explicit files pairwise, then each of them against -o DIR's files,
+// by name (run_dir_writes) and, for those that exist, by inode. decode: the decode table read.
+static void paths_check(const Options* o, int start_step, const char* decode) {
+    char tmp[PATH_MAX + 8];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", o->llmc_save ? o->llmc_save : "");
+    RunFile f[] = {
+            {.flag = "--save-llmc", .path = o->llmc_save, .writes = 1},
+            {.flag = "--save-llmc's temporary file", .path = o->llmc_save ? tmp : NULL,
+             .writes = 1},
+            {.flag = "--dump-token-losses", .path = o->probe.dump_tokens, .writes = 1},
+            {.flag = "-i", .path = o->train_path},
+            {.flag = "-j", .path = o->val_path},
+            {.flag = "-y", .path = o->resume},
+            {.flag = "--load-llmc", .path = o->llmc_load},
+            {.flag = o->decode_path ? "--decode" : "the decode table beside -i", .path = decode}};
+    int n = (int)(sizeof(f) / sizeof(f[0]));
+    for (int i = 0; i < n; i++)
+        if (f[i].path) run_file_stat(&f[i]);
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n && f[i].path && f[i].writes; j++)
+            if (f[j].path && same_file(&f[i], &f[j]))
+                fatal("%s %s and %s %s are the same file: the run would write over it; give one "
+                      "of them another path", f[i].flag, f[i].path, f[j].flag, f[j].path);
+    if (!o->out_dir) return;
+    char dir[PATH_MAX];
+    path_resolve(o->out_dir, dir, sizeof(dir));
+    for (int i = 0; i < n; i++) {
+        const char* what = f[i].path ? run_dir_writes(o, start_step, strrchr(f[i].real, '/') + 1)
+                                     : NULL;
+        if (what && path_in_dir(f[i].real, dir))
+            fatal("%s %s is -o %s's %s: the run would write over it; give another path",
+                  f[i].flag, f[i].path, o->out_dir, what);
+    }
+    DIR* d = opendir(o->out_dir);
+    for (struct dirent* de; d && (de = readdir(d)) != NULL;) {
+        const char* what = run_dir_writes(o, start_step, de->d_name);
+        char path[PATH_MAX];
+        struct stat st;
+        snprintf(path, sizeof(path), "%s/%s", o->out_dir, de->d_name);
+        if (!what || stat(path, &st) != 0) continue;
+        for (int i = 0; i < n; i++)
+            if (f[i].path && f[i].exists && f[i].st.st_dev == st.st_dev &&
+                f[i].st.st_ino == st.st_ino)
+                fatal("%s %s is -o %s's %s (%s, a link to the same file): the run would write "
+                      "over it; give another path",
+                      f[i].flag, f[i].path, o->out_dir, what, de->d_name);
+    }
+    if (d) closedir(d);
+}
+
+// A run that does not continue the run in -o DIR (no -y, or -y from elsewhere) is refused when DIR
+// holds a run's log or checkpoints, naming them and how to go on: a new log would stand beside the
+// first run's checkpoints, or cut into its log. --overwrite 1 asks to replace it: the log, the
+// checkpoints and the --cossim-dump files are removed, when `clear` (after every other check).
+static void run_dir_check(const Options* o, const char* dir, int clear) {
+    DIR* d = opendir(dir);
+    if (!d) fatal("cannot open output dir %s (%s)", dir, strerror(errno));
+    int logs = 0, ckpts = 0, last = -1;
+    for (struct dirent* de; (de = readdir(d)) != NULL;) {
+        const char* n = de->d_name;
+        size_t len = strlen(n);
+        int step, ckpt = strncmp(n, "ckpt_", 5) == 0 && len > 9 && !strcmp(n + len - 4, ".bin");
+        if (strcmp(n, "log.jsonl") != 0 && strncmp(n, "ckpt_", 5) != 0) continue;
+        char path[4400];
+        struct stat st;
+        snprintf(path, sizeof(path), "%s/%s", dir, n);
+        if (stat(path, &st) != 0) continue;
+        if (S_ISDIR(st.st_mode))
+            fatal("%s is a directory, and the run writes its log and checkpoints there", path);
+        if (!S_ISREG(st.st_mode)) continue;     // a link to a device: no run's file
+        logs += n[0] == 'l';
+        ckpts += ckpt;
+        if (ckpt && sscanf(n, "ckpt_%d", &step) == 1 && step > last) last = step;
+    }
+    closedir(d);
+    if ((!logs && !ckpts) || run_continues_dir(o)) return;
+    if (!o->overwrite) {
+        char held[64] = "log.jsonl and no checkpoint", go_on[4400] = "";
+        if (ckpts) {
+            snprintf(held, sizeof(held), "%s%d checkpoint%s", logs ? "log.jsonl and " : "",
+                     ckpts, ckpts == 1 ? "" : "s");
+            snprintf(go_on, sizeof(go_on), "resume it with -y %s/ckpt_%06d.bin and a larger -x, ",
+                     dir, last);
+        }
+        fatal("output dir %s holds a run (%s): %sgive another -o, or --overwrite 1 to replace it",
+              dir, held, go_on);
+    }
+    if (!clear) return;
+    d = opendir(dir);
+    int removed = 0;
+    for (struct dirent* de; d && (de = readdir(d)) != NULL;) {
+        const char* n = de->d_name;
+        size_t len = strlen(n);
+        if (strcmp(n, "log.jsonl") != 0 &&
+            !(strncmp(n, "ckpt_", 5) == 0 && len > 9 && !strcmp(n + len - 4, ".bin")) &&
+            !(strncmp(n, "cossim_", 7) == 0 && len > 11 && !strcmp(n + len - 4, ".bin")))
+            continue;
+        char path[4400];
+        snprintf(path, sizeof(path), "%s/%s", dir, n);
+        if (unlink(path) != 0) fatal("--overwrite 1: cannot remove %s (%s)", path, strerror(errno));
+        removed++;
+    }
+    if (d) closedir(d);
+    printf("--overwrite 1: removed the %d files of the run in %s (log, checkpoints, cossim "
+           "dumps)\n", removed, dir);
+}
+
+// Every path a run writes, checked at its start, before anything is computed: -o DIR is made and
+// claimed (output_dir_claim), the files written at the end must be writable (output_file_check),
+// and DIR must not hold another run (run_dir_check, which clears it with --overwrite 1). Returns the
+// output dir's lock, or -1 without -o.
+static int outputs_claim(const Options* o) {
+    int lock = o->out_dir ? output_dir_claim(o, o->out_dir) : -1;
     char tmp[4200];
     if (o->probe.dump_tokens)
         output_file_check(o->probe.dump_tokens, o->probe.dump_tokens, "--dump-token-losses");
@@ -5062,6 +5301,7 @@ static int outputs_claim(const Options* o) {
         snprintf(tmp, sizeof(tmp), "%s.tmp", o->llmc_save);     // llmc_save writes it first
         output_file_check(o->llmc_save, tmp, "--save-llmc");
     }
+    if (o->out_dir) run_dir_check(o, o->out_dir, 1);
     return lock;
 }
 
@@ -5626,20 +5866,21 @@ static void run_setup(Run* r, int host_engine) {
     if (r->train.is_shard != r->val.is_shard)
         fatal("-i and -j must both be text or both token shards");
     int V = r->train.is_shard ? shard_V : 256;
-    if (r->train.is_shard) {
-        char path[4096];
-        const char* p = o->decode_path;
-        if (!p) {   // data/x_train.bin -> data/x_decode.bin
-            snprintf(path, sizeof(path), "%s", o->train_path);
-            char* us = strrchr(path, '_');
-            if (us) {
-                *us = 0;
-                strncat(path, "_decode.bin", sizeof(path) - strlen(path) - 1);
-                p = path;
-            }
-        }
-        if (p && access(p, R_OK) == 0) decoder_load(&r->dec, p);
+    // the decode table: --decode's, else the one beside -i where there is one (data/x_train.bin
+    // -> data/x_decode.bin)
+    const char* decode = o->decode_path;
+    char beside[4096];
+    if (decode && !r->train.is_shard)
+        fatal("--decode %s: -i %s is byte text, which needs no decode table (token shards do)",
+              decode, o->train_path);
+    snprintf(beside, sizeof(beside), "%s", o->train_path);
+    char* us = strrchr(beside, '_');
+    if (us && r->train.is_shard && !decode) {
+        *us = 0;
+        strncat(beside, "_decode.bin", sizeof(beside) - strlen(beside) - 1);
+        if (access(beside, R_OK) == 0) decode = beside;
     }
+    if (decode) decoder_load(&r->dec, decode);
     Config cfg = config_from_options(o, V);
     if (r->train.n < (size_t)o->T + 2)
         fatal("training data %s has %zu tokens, fewer than -t %d + 2", o->train_path, r->train.n,
@@ -5692,6 +5933,7 @@ static void run_setup(Run* r, int host_engine) {
               o->resume, r->start_step, o->steps, r->start_step, r->start_step);
     r->probes = probes_new(&o->probe, &r->model, r->train.tok, r->train.n, o->out_dir, r->spike,
                            probe_log_line, &r->lg);
+    paths_check(o, r->start_step, decode);
     // before the log: files written at the end may go in -o. Rank 0 alone writes.
     r->lock = o->rank ? -1 : outputs_claim(o);
     log_open(&r->lg, o->rank ? NULL : o->out_dir, o->resume, r->start_step);
@@ -5743,8 +5985,7 @@ static void run_before_step(Run* r, int step) {
         sample_text(m, &r->sample_rng, &r->dec, sample_T, r->val.tok[0], o->sample_len);
         printf("----\n");
     }
-    if (o->out_dir && (step > r->start_step || (last && !o->resume)) &&
-        (last || (o->ckpt_every && step % o->ckpt_every == 0))) {
+    if (ckpt_due(o, r->start_step, step)) {
         model_to_host(m, 1);        // on every rank: a sharded state is gathered first
         char what[256];
         if (model_nonfinite(m, what, sizeof(what))) {
@@ -5863,7 +6104,8 @@ static void train_on_cpu(const Options* o, void* unused) {
 static void coord_check(const Options* o, void (*train)(const Options* o, void* ctx), void* ctx) {
     if (!o->out_dir) fatal("--coord-check needs -o DIR");
     if (o->resume) fatal("--coord-check trains from initialization; it cannot resume (-y)");
-    int lock = output_dir_claim(o->out_dir);
+    int lock = output_dir_claim(o, o->out_dir);
+    run_dir_check(o, o->out_dir, 1);
     int widths[64], nw = 0, S = o->probe.coord_steps;
     char list[512], *save = NULL;
     snprintf(list, sizeof(list), "%s", o->probe.coord_widths);
@@ -5940,6 +6182,7 @@ static void coord_check(const Options* o, void (*train)(const Options* o, void* 
 
 #ifndef TRAIN_GPT2_NO_MAIN
 int main(int argc, char** argv) {
+    single_process_check();
     Options o;
     parse_args(&o, argc, argv);
     if (o.probe.coord_check) coord_check(&o, train_on_cpu, NULL);    // every width, then the table

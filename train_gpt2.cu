@@ -3051,6 +3051,9 @@ static int dp_line_cmp(const void* a, const void* b) {
 // read. The command line is kept, sorted, for the ranks to compare (dp_check), less --rank and
 // --world-size: the world size is checked when the ranks meet (dp_join).
 static void take_dp_flags(int* argc, char** argv, DpSetup* s) {
+    // every flag once, this binary's own too (parse_args sees the others only); -h ends the line
+    for (int i = 1; i + 1 < *argc && strcmp(argv[i], "-h") && strcmp(argv[i], "--help"); i += 2)
+        flag_once(argv, i);
     memset(s, 0, sizeof(*s));
     s->rank = -1;
     s->timeout = 600;
@@ -3120,16 +3123,11 @@ static int dp_env_int(const char* name, const char* text) {
 }
 
 // The rank, the world size and the local rank: from --rank and --world-size, else from the first
-// launcher whose variables are set (mpirun: Open MPI's, then MPICH's and Intel MPI's;
-// torchrun's; srun's: torchrun before srun, which may start it), else one GPU. The GPU: the
+// launcher whose variables are set (launcher_env in train_gpt2.c; torchrun before srun, which may
+// start it), else one GPU. The GPU: the
 // local rank modulo the GPUs this process sees (with one GPU visible per process, as Slurm's
 // --gpus-per-task gives, always its 0).
 static void dp_discover(DpSetup* s) {
-    static const char* const env[][3] = {
-            {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
-            {"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"},
-            {"RANK", "WORLD_SIZE", "LOCAL_RANK"},
-            {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"}};
     if (s->rank >= 0 || s->ranks) {
         if (s->rank < 0 || !s->ranks) fatal("--rank and --world-size go together: give both");
         snprintf(s->source, sizeof(s->source), "--rank, --world-size");
@@ -3137,7 +3135,7 @@ static void dp_discover(DpSetup* s) {
     } else {
         s->rank = 0;
         s->ranks = 1;
-        for (const auto& e : env) {
+        for (const auto& e : launcher_env) {
             const char *r = getenv(e[0]), *n = getenv(e[1]), *l = getenv(e[2]);
             if (!r && !n) continue;
             if (!r || !n)

@@ -1604,10 +1604,7 @@ static void test_refusal_keeps_files(void) {
                           "-K 4 -x 4 --save-llmc /nonexistent/dir/m.bin", "-a llama --save-llmc @/m.bin"};
     for (size_t i = 0; i < sizeof(late) / sizeof(late[0]); i++) {
         char expanded[1024];
-        size_t k = 0;
-        for (const char* p = late[i]; *p && k < 700; p++)
-            k += *p == '@' ? (size_t)snprintf(expanded + k, sizeof(expanded) - k, "%s", tmpdir) : (expanded[k] = *p, 1);
-        expanded[k] = 0;
+        expand_at(late[i], tmpdir, expanded, sizeof(expanded));
         snprintf(flags, sizeof(flags), SMALL " -x 4 -n 2 -o %s/keep %s", tmpdir, expanded);
         st = run_trainer(flags);
         char* after = read_text(log, NULL);
@@ -1845,21 +1842,12 @@ static int ckpt_state_equal(const char* run_a, const char* run_b, const char* na
 }
 
 // Each bad input: exit status non-zero, and stderr is exactly one line naming the problem.
-// Runs the trainer with `flags` ("@" stands for the temporary directory) after `base` and checks that it
-// refuses: a non-zero exit and exactly one line on stderr that contains `expect`.
-static void expand_tmpdir(const char* text, char* out, size_t cap) {
-    size_t k = 0;
-    for (const char* p = text; *p && k < cap - 300; p++) {
-        if (*p == '@') k += snprintf(out + k, cap - k, "%s", tmpdir);
-        else out[k++] = *p;
-    }
-    out[k] = 0;
-}
-
+// Runs the trainer with `flags` ("@" stands for the temporary directory, there and in `expect`) after
+// `base` and checks that it refuses: a non-zero exit and exactly one line on stderr that contains `expect`.
 static void expect_refusal(const char* base, const char* flags, const char* expect) {
     char expanded[1024], all[2048], path[512], want[1024];
-    expand_tmpdir(flags, expanded, sizeof(expanded));
-    expand_tmpdir(expect, want, sizeof(want));
+    expand_at(flags, tmpdir, expanded, sizeof(expanded));
+    expand_at(expect, tmpdir, want, sizeof(want));
     snprintf(all, sizeof(all), "%s %s", base, expanded);   // flags after base win
     int st = run_trainer(all);
     snprintf(path, sizeof(path), "%s/stderr.txt", tmpdir);

@@ -1705,17 +1705,31 @@ static void test_binaries(void) {
         check(ok && worst[2] < TF32_TRAIN_RTOL, "%s: --kernels plain and the default (fast, TF32) log the same 20 "
               "losses (worst relative diff %.2e, bound %.1e)", kernel_presets[pi], worst[2], TF32_TRAIN_RTOL);
     }
-    // the plain kernels are float32 only: --dtype bf16 with them is refused in one line
-    snprintf(cmd, sizeof(cmd), "%s --kernels plain --dtype bf16 -i %s/train.txt > /dev/null 2> %s/plain_err.txt",
-             GPU_TRAINER, dir, dir);
-    int refused = system(cmd);
-    snprintf(path, sizeof(path), "%s/plain_err.txt", dir);
-    char* plain_err = read_file_text(path);
-    check(WIFEXITED(refused) && WEXITSTATUS(refused) == 1 && plain_err && strstr(plain_err, "float32 only") &&
-          strchr(plain_err, '\n') == plain_err + strlen(plain_err) - 1,
-          "--kernels plain --dtype bf16 is refused with one line: %.*s", plain_err ? (int)strcspn(plain_err, "\n") : 9,
-          plain_err ? plain_err : "(nothing)");
-    free(plain_err);
+    // refused in one line: the plain kernels with bf16 (float32 only); this binary's own flags given
+    // twice, like every other flag; an output that is an input (the host code train_gpt2.c checks)
+    struct { const char* flags; const char* expect; } refusals[] = {
+        {"--kernels plain --dtype bf16", "float32 only"},
+        {"--tf32 1 --tf32 0", "flag --tf32 is given twice (1, then 0)"},
+        {"--kernels fast --kernels plain", "flag --kernels is given twice (fast, then plain)"},
+        {"--dtype fp32 --dtype bf16", "flag --dtype is given twice (fp32, then bf16)"},
+        {"--nccl-timeout 5 --nccl-timeout 6", "flag --nccl-timeout is given twice (5, then 6)"},
+        {"--zero 0 --zero 1", "flag --zero is given twice (0, then 1)"},
+        {"--save-llmc @/train.txt", "--save-llmc @/train.txt and -i @/train.txt are the same file"},
+    };
+    for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++) {
+        char flags[512], expect[512];
+        expand_at(refusals[i].flags, dir, flags, sizeof(flags));
+        expand_at(refusals[i].expect, dir, expect, sizeof(expect));
+        snprintf(cmd, sizeof(cmd), "%s %s -i %s/train.txt -j %s/val.txt -L 1 -C 32 -H 2 -t 16 -b 2 -x 1 -S 0 "
+                 "> /dev/null 2> %s/refused.txt", GPU_TRAINER, flags, dir, dir, dir);
+        int refused = system(cmd);
+        snprintf(path, sizeof(path), "%s/refused.txt", dir);
+        char* err = read_file_text(path);
+        check(WIFEXITED(refused) && WEXITSTATUS(refused) == 1 && err && strstr(err, expect) &&
+              strchr(err, '\n') == err + strlen(err) - 1, "%s is refused with one line: %.*s", refusals[i].flags,
+              err ? (int)strcspn(err, "\n") : 9, err ? err : "(nothing)");
+        free(err);
+    }
     // activations of hundreds of GiB (without any T x T matrix on the device): refused before any cudaMalloc,
     // with one line
     snprintf(cmd, sizeof(cmd), "%s -i %s/train.txt -j %s/val.txt -L 2 -C 64 -H 1 -b 65536 -t 1024 -v 0 -S 0 -x 1 "

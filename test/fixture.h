@@ -28,6 +28,16 @@ static void check(int ok, const char* fmt, ...) {
     }
 }
 
+// The tests write the temporary directory `dir` as "@" in flags and expected messages.
+static void expand_at(const char* text, const char* dir, char* out, size_t cap) {
+    size_t k = 0;
+    for (const char* p = text; *p && k + strlen(dir) + 1 < cap; p++) {
+        if (*p == '@') k += (size_t)snprintf(out + k, cap - k, "%s", dir);
+        else out[k++] = *p;
+    }
+    out[k] = 0;
+}
+
 // ---- fixture files (format: doc/model.md) ---------------------------------------------------------
 typedef struct {
     char name[128];

@@ -15,6 +15,8 @@ and checks it against the code (issue 34 item 1: a handout must not drift from t
     shebang; a script run by `python3 FILE` exists, and if it imports numpy or matplotlib it calls
     figstyle.need_plotting(), so that it works with the first python3 on the PATH;
   - `python3 - <<'EOF'` blocks compile;
+  - no two ./train_gpt2 commands start a new run (no -y, no --overwrite) in the same -o DIR, in any of
+    the files: the trainer refuses the second;
   - every repository path a command names exists, or is made: by make (the Makefile names it), by an
     earlier command of the same file (-o, --dump-token-losses, mlp_lab -o, llm_compose's prefix), or it
     is a lab's output out/labs/NAME/FILE for a file the lab commits to doc/labs/.
@@ -134,6 +136,7 @@ class Code:
         self.train = os.path.join(ROOT, "train_gpt2")
         self.mlp = os.path.join(ROOT, "dev", "labs", "mlp_lab")
         self.train_flags = flags_of(self.train) if os.access(self.train, os.X_OK) else None
+        self.run_dirs = {}      # -o DIR of a new run (no -y, no --overwrite): the command that trains there
         self.mlp_flags = flags_of(self.mlp) if os.access(self.mlp, os.X_OK) else None
         r = subprocess.run([self.mlp, "-h"], capture_output=True, text=True) if self.mlp_flags else None
         m = re.search(r"^labs:(.*(?:\n {6}.*)*)", (r.stdout + r.stderr) if r else "", re.M)
@@ -243,6 +246,18 @@ class Checker:
             return True          # a lab's output folder
         return False
 
+    def new_run_dir(self, prog, args):
+        """Two new runs into one -o DIR, across every handout and key (a student works through them all):
+        the trainer refuses the second, so each needs its own directory."""
+        if "-o" not in args[:-1] or "-y" in args or "--overwrite" in args:
+            return
+        d = os.path.normpath(args[args.index("-o") + 1])
+        cmd = " ".join([prog] + args)
+        first = self.code.run_dirs.setdefault(d, cmd)
+        if first != cmd:
+            self.err(f"{prog} -o {d}: a run trains there already (`{first[:80]}`), and the trainer refuses "
+                     "a new run into a finished run's directory: give this one its own -o")
+
     def command(self, words, heredoc, made):
         """Check one simple command; record the paths it makes into made."""
         c = self.code
@@ -274,6 +289,7 @@ class Checker:
                 return
             outs = {"-o", "--dump-token-losses", "--save-llmc", "--cossim-dump"}
             ins = {"-i", "-j", "-y", "--load-llmc", "--decode"}
+            self.new_run_dir(prog, args)
             k = 0
             while k < len(args):
                 a = args[k]

@@ -1977,7 +1977,8 @@ static void test_bad_input(void) {
     // inputs the flags alone do not show: a flag given twice (the runner above passes each once),
     // OMP_NUM_THREADS that OpenMP would crash on or take minutes to start, or that libgomp cannot read
     // (it says so itself as it loads, before main, unless the trainer's check came first: nothing of
-    // libgomp's may show), a launcher's variables that make this one of several ranks
+    // libgomp's may show), a launcher's variables that make this one of several ranks (after the
+    // thread count: "2 RANK=1" sets both)
     struct { const char* threads; const char* flags; const char* expect; } raw[] = {
         {"2", "-x 1 -b 4 -b 2", "flag -b is given twice (4, then 2): give each flag once"},
         {"100000", "-x 1", "OMP_NUM_THREADS=100000 asks for 100000 threads; at most"},
@@ -2118,7 +2119,7 @@ static void test_path_clashes(void) {
 // the new log; resuming a checkpoint of the directory needs no flag.
 static void test_finished_run_dir(void) {
     printf("trainer: a finished run's directory is not written over unasked\n");
-    char flags[1024], before[128], after[128], dir[512];
+    char flags[1024], before[128], after[128], dir[300];     // tmpdir is 256 characters at most
     snprintf(dir, sizeof(dir), "%s/done", tmpdir);
     snprintf(flags, sizeof(flags), SMALL " -x 4 -n 2 -o %s", dir);
     int st = run_trainer(flags);

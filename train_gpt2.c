@@ -6104,6 +6104,7 @@ static void train_on_cpu(const Options* o, void* unused) {
 static void coord_check(const Options* o, void (*train)(const Options* o, void* ctx), void* ctx) {
     if (!o->out_dir) fatal("--coord-check needs -o DIR");
     if (o->resume) fatal("--coord-check trains from initialization; it cannot resume (-y)");
+    paths_check(o, 0, NULL);    // DIR's own log; each width's run checks its directory
     int lock = output_dir_claim(o, o->out_dir);
     run_dir_check(o, o->out_dir, 1);
     int widths[64], nw = 0, S = o->probe.coord_steps;

@@ -2161,7 +2161,7 @@ static FILE* open_regular(const char* path, const char* what, const char* hint, 
 static void dataset_load(Dataset* d, const char* path, int V) {
     long size;
     FILE* f =
-            open_regular(path, "data file", "; run `make data` to fetch the default corpus", &size);
+            open_regular(path, "data file", "; the default corpus ships in data/ (`git checkout data/` restores it)", &size);
     dataset_read(d, f, size, path, V);
     fclose(f);
 }

@@ -1397,17 +1397,17 @@ static void test_accumulation(void) {
     }
 }
 
-// --data-order sequential is llm.c's order: a loader that starts at token 0, reads B T + 1 tokens
+// --data-order sequential is llm.c's order with its shuffling off: a loader that starts at token 0, reads B T + 1 tokens
 // (inputs and, one token on, targets), moves on by B T, and starts again at 0 when the next read
 // would pass the end. Simulated here from that description, over three passes through a file that
 // does not divide into batches, against next_batch. Then the trainer: 2 micro-batches of 2 rows
 // are one batch of 4 in this order too, a resumed run continues it, and it is not the random order.
 static void test_data_order(void) {
-    printf("trainer: --data-order sequential (llm.c's batches)\n");
+    printf("trainer: --data-order sequential (llm.c's batches, unshuffled)\n");
     Dataset d = {.n = 1000};
     d.tok = xmalloc(d.n * sizeof(uint16_t));
     for (size_t i = 0; i < d.n; i++) d.tok[i] = (uint16_t)(i * 7 % 50000);
-    Trainer tr = {.train = &d, .B = 3, .T = 7, .sequential = 1};
+    Trainer tr = {.train = &d, .B = 3, .T = 7, .order = ORDER_SEQUENTIAL};
     int BT = tr.B * tr.T, inp[21], tgt[21], same = 1, wraps = 0;
     size_t pos = 0;
     for (long k = 0; k < 150; k++) {
@@ -1442,6 +1442,72 @@ static void test_data_order(void) {
     st = run_trainer(flags);
     check(st == 0, "sequential: resumed from the step-3 checkpoint (exit %d)", st);
     check_resumed("seq_big", "seq_res", 0, "ckpt_000006.bin", "sequential, steps 4-6");
+}
+
+// --data-order llmc against test/fixtures/llmc_order.txt, the offsets llm.c's own DataLoader served
+// (dev/ref/make_llmc_order_fixture.sh): every case over two epochs and more, for 1, 2 and 3
+// processes, each of whose rows next_batch must fill from that process's offset. Each case twice:
+// from the last batch back to the first (a fresh order that starts several epochs in, as a resumed
+// run does, then earlier epochs), then from the first on. Then the trainer: a run resumed in its
+// second epoch continues the order, with 2 micro-batches per update, and it is not the sequential one.
+static void test_llmc_order(void) {
+    printf("trainer: --data-order llmc (llm.c's shuffled batches, test/fixtures/llmc_order.txt)\n");
+    FILE* f = fopen("test/fixtures/llmc_order.txt", "r");
+    if (!f) { check(0, "test/fixtures/llmc_order.txt is missing"); return; }
+    fscanf(f, "%*[^\n]");      // the comment line
+    int ntok, rows, T, ranks, batches, cases = 0;
+    while (fscanf(f, " case %d %d %d %d %d", &ntok, &rows, &T, &ranks, &batches) == 5) {
+        int* want = xmalloc((size_t)ranks * batches * sizeof(int));
+        for (int i = 0; i < ranks * batches; i++)
+            if (fscanf(f, "%d", &want[i]) != 1) want[i] = -1;
+        Dataset d = {.n = (size_t)ntok};
+        d.tok = xmalloc(d.n * sizeof(uint16_t));
+        for (size_t i = 0; i < d.n; i++) d.tok[i] = (uint16_t)i;
+        LlmcOrder lo;
+        llmc_order_new(&lo, &d, ranks * rows, T, ranks);
+        Trainer tr = {.train = &d, .order = ORDER_LLMC, .llmc = &lo, .B = ranks * rows, .T = T};
+        int BT = tr.B * T, *inp = xmalloc(BT * sizeof(int)), *tgt = xmalloc(BT * sizeof(int));
+        long bad = -1;
+        for (long n = 0; n < 2L * batches && bad < 0; n++) {
+            long k = n < batches ? batches - 1 - n : n - batches;
+            next_batch(&tr, k, inp, tgt);
+            for (int i = 0; i < BT && bad < 0; i++) {
+                int off = want[(i / (rows * T)) * batches + k] + i % (rows * T);
+                if (inp[i] != off || tgt[i] != off + 1) bad = k;
+            }
+        }
+        check(bad < 0, "%d tokens, %d process%s of %d x %d, %d batches (%.1f epochs): llm.c's "
+              "offsets%s", ntok, ranks, ranks > 1 ? "es" : "", rows, T, batches,
+              (double)batches / lo.samples, bad < 0 ? "" : " (a wrong batch below)");
+        if (bad >= 0) printf("    batch %ld differs\n", bad);
+        llmc_order_free(&lo);
+        free(d.tok), free(want), free(inp), free(tgt);
+        cases++;
+    }
+    fclose(f);
+    check(cases == 4, "the fixture holds 4 cases (read %d)", cases);
+    // 149 tokens: 4 batches of 2 x 16 an epoch, so 6 steps of 2 micro-batches are 3 epochs
+    char flags[2048], a[512], b[512];
+    snprintf(a, sizeof(a), "%s/llmc_train.txt", tmpdir);
+    write_corpus(a, 149, 13);
+    const char* tiny = SMALL " -b 2 -d 64 -x 6 -n 3";
+    snprintf(flags, sizeof(flags), "%s --data-order llmc -i %s -o %s/llmc_full0", tiny, a, tmpdir);
+    int st = run_trainer(flags);
+    snprintf(flags, sizeof(flags), "%s --data-order llmc -i %s -o %s/llmc_res0 -y %s/llmc_full0/"
+             "ckpt_000003.bin", tiny, a, tmpdir, tmpdir);
+    st |= run_trainer(flags);
+    check(st == 0, "llmc: 6 steps of 2 micro-batches over 3 epochs, resumed at step 3 (exit %d)", st);
+    check_resumed("llmc_full", "llmc_res", 0, "ckpt_000006.bin", "llmc, steps 4-6 (epochs 2-3)");
+    snprintf(flags, sizeof(flags), "%s --data-order sequential -i %s -o %s/llmc_seq0", tiny, a,
+             tmpdir);
+    run_trainer(flags);
+    snprintf(a, sizeof(a), "%s/llmc_full0/log.jsonl", tmpdir);
+    snprintf(b, sizeof(b), "%s/llmc_seq0/log.jsonl", tmpdir);
+    char *la = losses_of_log(a), *lb = losses_of_log(b), *lg = read_text(a, NULL);
+    check(la && lb && strcmp(la, lb) != 0, "llmc and sequential orders train on different batches");
+    check(lg && strstr(lg, "\"data_order\":\"llmc:1\""), "the log's config line says \"data_order\":\"llmc:1\" "
+          "(llm.c's order for 1 process)");
+    free(la), free(lb), free(lg);
 }
 
 // ---- 3b. reliability: checked inputs, checkpoints that prove themselves, models that travel ---------------
@@ -3024,6 +3090,7 @@ static void test_trainer(void) {
     write_corpus(path, 4000, 12);
     if (access(trainer_binary(), X_OK) != 0) { check(0, "%s is missing: run `make test`", trainer_binary()); return; }
     test_resume_and_determinism();
+    test_llmc_order();
     write_bad_files();
     test_bad_input();
     if (full_tier()) {  // make check: the rest of the trainer end to end

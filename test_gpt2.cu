@@ -2084,6 +2084,12 @@ static void test_multirank(void) {
         snprintf(f, sizeof(f), "%s -b %d", r.flags, 6 / r.ranks);
         mr_compare(r.title, r.name, r.ranks, r.launch, f, r.ref, r.extra, r.sample);
     }
+    // --data-order llmc: 2 ranks read llm.c's shuffled order for 2 processes, rank r process r's rows,
+    // as one process of llmc:2 reads them
+    snprintf(f, sizeof(f), "%s -b 6 --data-order llmc:2", gpt2);
+    check(mr_run("llmc", 1, NULL, f), "one process of 6 rows in llm.c's order for 2 processes trains");
+    snprintf(f, sizeof(f), "%s -b 3 --data-order llmc", gpt2);
+    mr_compare("llm.c's order (--data-order llmc)", "llmc2", 2, "torchrun", f, "llmc", "", 0);
 
     // the probes: rank 0 recomputes a probe step on the host over all the ranks' rows, so its lines are one
     // process's, and training is the run's without probes

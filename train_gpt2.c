@@ -5379,8 +5379,8 @@ static void run_dir_check(const Options* o, const char* dir, int clear) {
 
 // Every path a run writes, checked at its start, before anything is computed: -o DIR is made and
 // claimed (output_dir_claim), the files written at the end must be writable (output_file_check),
-// and DIR must not hold another run (run_dir_check, which clears it with --overwrite 1). Returns the
-// output dir's lock, or -1 without -o.
+// and DIR must not hold another run (run_dir_check, which clears it with --overwrite 1). Returns
+// the output dir's lock, or -1 without -o.
 static int outputs_claim(const Options* o) {
     int lock = o->out_dir ? output_dir_claim(o, o->out_dir) : -1;
     char tmp[4200];

@@ -1614,13 +1614,13 @@ INDEX = [
     ("explode", "1. Explode / vanish", "[InitGuide ch. 0-1]", "20 ReLU layers with N(0,1), N(0,0.01), He; the 512ⁿ table; where fp32 overflows; the backward signal per layer", "12 s"),
     ("xavier", "2. Xavier vs naive (tanh), Xavier vs He (ReLU)", "[InitGuide ch. 2-3], [InitFP §3.3]",
      "per-layer std, histograms at layers 1/5/10, the 32-layer d = 4096 table over 5 seeds; the backward signal per layer", "3 min"),
-    ("orthogonal", "3. Orthogonal", "[InitGuide ch. 4]", "exact norm preservation through 20/64 layers, gains; the ReLU stacks over 5 seeds", "2 min"),
-    ("residual", "4. Residual accumulation", "[InitFP §4], [InitGuide ch. 5]", "1 + 2Lσ² and the 1/√(2L) scaling over 5 seeds, the GPT-2 XL check", "90 s"),
-    ("symmetry", "5. Symmetry", "[InitGuide ch. 7]", "constant init keeps neurons identical forever", "1 s"),
+    ("orthogonal", "3. Orthogonal", "[InitGuide ch. 4]", "the norm through 20/64 orthogonal layers, gains; the ReLU stacks over 5 seeds", "2 min"),
+    ("residual", "4. Residual accumulation", "[InitFP §4], [InitGuide ch. 5]", "the variance of a residual stream over 160 sublayers, unscaled and scaled by 1/√n, over 5 seeds; the GPT-2 XL check", "90 s"),
+    ("symmetry", "5. Symmetry", "[InitGuide ch. 7]", "constant, zero and He init: whether two neurons can ever become different", "1 s"),
     ("race", "6. The race", "[InitGuide ch. 8]", "zero, N(0,0.01), Xavier, He, orthogonal at depth 4/32/64, ReLU and tanh; the contested runs over 5 seeds", "4 min"),
     ("sweep", "7. Std sweep", "[VarDyn E1]", "25 σ from 1e-4 to 10 on MNIST 784-64-32-32-10", "73 s"),
     ("xavier_kaiming", "8. Xavier vs Kaiming", "[VarDyn E2]", "4 blocks of 10 paired seeds, iterations to target, paired t-tests", "4 s"),
-    ("gains", "9. Activation gains", "[Errata 001-7, 004-3]", "c_φ(q), d_φ(q) for relu/gelu/silu/tanh; gains for a 32-layer stack over 5 seeds, and why it drifts", "40 s"),
+    ("gains", "9. Activation gains", "[Errata 001-7, 004-3]", "c_φ(q), d_φ(q) for relu/gelu/silu/tanh; gains for a 32-layer stack over 5 seeds", "40 s"),
     ("diag", "10. Diagnostics", "[Makemore], [InitGuide ch. 2-3]",
      "MNIST 784-100×5-10, tanh and GELU, N(0,1) / N(0,0.01²) / Kaiming: loss at step 0 against ln 10, histograms per layer, saturated units, update-to-data ratio", "19 s"),
 ]
@@ -1688,14 +1688,9 @@ that has both, and where none has them it says so in one line (`dev/plot/figstyl
 requires the same bytes (so edit `plot_labs.py`, not the page). The write-ups of labs II and every answer
 key are by hand; a number they quote from a CSV carries its source in an HTML comment right after it,
 invisible on the rendered page, which `dev/labs/quote_check.py` (run by `make test`) recomputes and
-compares with the number as printed (to half a unit of its last digit):
-
-    ×1.68–1.96<!-- = qkv_layers range final where tensor == 'wv' and layer == 2 -->
-    2.025 ± 0.012<!-- = llm_tokens_seeds.csv value mean, sd where bin == 'all' and quantity == 'loss_gamma1' -->
-    0.14<!-- = calc mean('llm_how_small.csv', 'val_loss', 'gamma == 1') - mean('llm_how_small.csv', 'val_loss', 'gamma == 0.5') -->
-
+compares with the number as printed (to half a unit of its last digit).
 The forms (a CSV or a table derived from one, `value`, `list`, `mean`, `sd`, `range`, `meansd`, `by KEY`,
-`calc`) are in the script's docstring. Annotate a number when you write it; the numbers of the exercise
+`calc`) are in the script's docstring, with examples. Annotate a number when you write it; the numbers of the exercise
 runs, which no CSV holds, are not annotated.
 
 **Figures.** Every plotting script (`dev/plot/*.py`, `dev/labs/plot_labs.py`, `dev/labs/llm_labs.py`)
@@ -1749,7 +1744,7 @@ clang and without OpenMP reproduces explode bit for bit, gains to 2e-9 and resid
 at a load of 2 (explode 10 s; gains 55 s, its stacks at 5 seeds); every row and every quantity counts
 as one test.
 
-| lab | source | what | time on 2 cores | page |
+| lab | source | what | time on 2 cores | write-up: results, after the exercises |
 |---|---|---|---|---|
 @rows@
 

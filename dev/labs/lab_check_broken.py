@@ -20,7 +20,9 @@ broken run is the lab's committed CSV changed the way the bug would change it, i
 
 Each broken run must make dev/labs/lab_check.py exit 1 with at least one quantity that DIFFERS (not only
 rows: a row's tolerance is a seed's worth, see lab_check.py's QUANTITIES). Two controls per lab: the
-committed CSV against itself passes; and for labs II, a run in which the last seed's rows are replaced by
+committed CSV against itself has no row or quantity that DIFFERS, and its verdict (the summary's first
+line) is PASS, or FAILS only because the rows cannot resolve the lab's effect (lab_check.py's
+RESOLUTION: required of how-small and qkv, refused of resflow); and for labs II, a run in which the last seed's rows are replaced by
 the first seed's (a change of seed, not a bug) has no quantity that DIFFERS. Python's standard library
 only; about 10 s for all twenty.
 """
@@ -162,6 +164,35 @@ def run_check(lab, d):
     return st, m, text
 
 
+def verdict(lab, text):
+    """The summary's first line, the verdict: the line just before the counts (None if not there)."""
+    lines = text.rstrip("\n").split("\n")
+    return lines[-2] if len(lines) > 1 and lines[-2].startswith(f"lab-check {lab}: ") else None
+
+
+# Labs whose committed rows are too wide for their effect (issue 40: how-small rows ±0.2 around settings
+# 0.15 apart, qkv ±0.88 on ratios 0.24 apart): their check of the committed CSV against itself must FAIL
+# on that verdict alone, and say so first; resflow's rows resolve its effect (control: PASS).
+UNRESOLVED = ("how_small", "qkv")
+RESOLVED = ("resflow",)
+
+
+def self_check(lab, st, m, text):
+    """The committed CSV against itself: (ok, message). No row or quantity DIFFERS; the verdict is PASS
+    with exit 0, or FAILS, exit 1, only because the rows cannot resolve the lab's effect."""
+    v = verdict(lab, text)
+    if not m or int(m.group(3)) or int(m.group(6)) or v is None:
+        return False, f"exit {st}: {text.strip()[-300:]}"
+    unresolved = "cannot resolve its effect" in v
+    if unresolved != (st == 1) or (v.endswith(": PASS") == unresolved):
+        return False, f"exit {st} with the verdict {v!r}"
+    if lab in UNRESOLVED and not unresolved:
+        return False, f"its rows cannot resolve its effect, but the verdict is {v!r}"
+    if lab in RESOLVED and unresolved:
+        return False, f"its rows resolve its effect, but the verdict is {v!r}"
+    return True, v
+
+
 def main():
     labs = [lab_check.lab_name(x) for x in sys.argv[1:]] or lab_check.LABS_I + list(lab_check.LABS_II)
     passed = failed = 0
@@ -173,11 +204,14 @@ def main():
             for fname in lab_check.files_of(lab):
                 shutil.copy(os.path.join(REF, fname), d)
             st, m, text = run_check(lab, d)
-            if st != 0:
+            ok, why = self_check(lab, st, m, text)
+            if not ok:
                 failed += 1
-                print(f"  FAIL {lab}: its committed CSV against itself: exit {st}")
+                print(f"  FAIL {lab}: its committed CSV against itself: {why}")
                 continue
             passed += 1
+            if lab in UNRESOLVED or lab in RESOLVED:
+                print(f"  ok   {lab}: its committed CSV against itself: {why[:160]}")
             if lab in lab_check.LABS_II:
                 reseeded(lab, d)
                 st, m, text = run_check(lab, d)

@@ -1717,9 +1717,11 @@ pass most rows (a qkv run in which no weight moves passes 99.7 % of them), so fo
 of a labs-II CSV, a section/metric of labs I) every difference is divided by its seed spread (labs II: the
 difference of the means over the seeds, over the spread of such a mean), and the quantity DIFFERS when
 the root mean square of these z exceeds 3: a rerun that differs like a new draw of seeds gives about 1,
-a broken run 4 to millions. Then one summary line,
-`lab-check NAME: N rows, N PASS, N DIFFERS; N quantities, N agree, N DIFFER`; the exit status is 1 if
-any row or quantity DIFFERS. `make test` proves that this catches broken runs:
+a broken run 4 to millions. Then the summary: first the verdict, `lab-check NAME: PASS` or
+`lab-check NAME: FAILS: REASONS`, then `lab-check NAME: N rows, N PASS, N DIFFERS; N quantities, N agree,
+N DIFFER`; the exit status is 1 if any row or quantity DIFFERS, or if a lab of labs II cannot resolve its
+effect: where the rows' tolerance is as wide as the spread of the settings the lab compares (how-small,
+qkv), a row could take another setting's value and pass, and the verdict says so with both numbers. `make test` proves that this catches broken runs:
 `dev/labs/lab_check_broken.py` checks every lab on a broken run, made from its committed CSV the way the
 bug would change it (the lab's setting never reaching the trainer, so every run gets the first init; the
 qkv lab at learning rate 0, where every std stays at its step-0 value), and requires a quantity that

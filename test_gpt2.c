@@ -3100,6 +3100,7 @@ int main(void) {
         run_suite("the numbers the labs' pages quote, against their CSVs", "dev/labs/py_suite.sh",
                   "dev/labs/quote_check.py");
         run_suite("make lab-check on a broken run of every lab", "dev/labs/py_suite.sh", "dev/labs/lab_check_broken.py");
+        run_suite("every axis of the labs' figures labelled", "dev/labs/py_suite.sh", "dev/labs/figure_check.py");
     }
     printf("%d passed, %d failed\n", n_passed, n_failed);
     return n_failed ? 1 : 0;

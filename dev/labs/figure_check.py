@@ -45,26 +45,19 @@ def main():
         print("skipped: no python3 here has numpy and matplotlib, so no figure was drawn (make lab-deps)")
         print("0 passed, 0 failed")
         return 0
-    passed = failed = 0
-    tmp = tempfile.mkdtemp(prefix="figure_check.")
-    try:
+    results = []
+    with tempfile.TemporaryDirectory(prefix="figure_check.") as tmp:
         for lab in labs:
             d = os.path.join(tmp, lab)
             os.makedirs(d)
             st, err = draw(py, lab, d)
-            bare = [l for l in err.splitlines() if "an axis without a label" in l]
-            pngs = sorted(f for f in os.listdir(d) if f.endswith(".png"))
-            if st == 0 and not bare and pngs:
-                passed += 1
-                print(f"  ok   {lab}: {len(pngs)} figures, every axis labelled")
-            else:
-                failed += 1
-                why = "; ".join(l.split("figstyle: ", 1)[1] for l in bare) or f"exit {st}: {err.strip()[-300:]}"
-                print(f"  FAIL {lab}: {why}")
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+            bare = [l.split("figstyle: ", 1)[1] for l in err.splitlines() if "an axis without a label" in l]
+            pngs = [f for f in os.listdir(d) if f.endswith(".png")]
+            results.append(st == 0 and not bare and bool(pngs))
+            print(f"  ok   {lab}: {len(pngs)} figures, every axis labelled" if results[-1] else
+                  f"  FAIL {lab}: " + ("; ".join(bare) or f"exit {st}: {err.strip()[-300:]}"))
+    print(f"{sum(results)} passed, {len(results) - sum(results)} failed")
+    return 0 if all(results) else 1
 
 
 if __name__ == "__main__":

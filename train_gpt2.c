@@ -139,6 +139,8 @@ typedef struct Scheme Scheme;        // a parsed initializer, "xavier_normal" (s
 
 // ---- random numbers (section 6) ---------------------------------------------------------------
 static Rng* rng_new(uint64_t seed);                  // a generator after torch.manual_seed(seed)
+static void rng_seed(Rng* g, uint64_t seed);         // torch.manual_seed(seed)
+static uint32_t rng_u32(Rng* g);                     // one mt19937 draw
 static uint64_t rng_u64(Rng* g);                     // 64 random bits: two 32-bit draws
 // draws a (rows, cols) tensor from d exactly as the nn.init function does
 static void dist_fill(Rng* g, float* w, int rows, int cols, const Dist* d);
@@ -1449,31 +1451,57 @@ static void dataset_random_batch(const Dataset* d, Rng* g, int* inp, int* tgt, i
     }
 }
 
+// --data-order: random windows (dataset_random_batch), the file in consecutive batches from its
+// start (dataset_batch_at), or llm.c's shuffled batches (LlmcOrder). doc/log.md section 3.
+enum { ORDER_RANDOM, ORDER_SEQUENTIAL, ORDER_LLMC };
+static const char* const data_order_names[] = {"random", "sequential", "llmc"};
+
+// --data-order llmc: the batches of llm.c's DataLoader with shuffling on, as llm.c's train_gpt2.c
+// and train_gpt2.cu create it (llmc/dataloader.h, llmc/rand.h), for one token file read by `ranks`
+// processes of B / ranks rows each. The file is cut into S = floor((n - 1) / (B T)) samples of B T
+// tokens, every rank's rows of one batch. In each epoch, process r reads the samples in the order
+// perm_r: its j-th batch is its own rows of sample perm_r[j], the B / ranks windows of T tokens
+// from perm_r[j] B T + r (B / ranks) T. perm_r is 0 .. S-1 shuffled by Fisher-Yates from the last
+// position down, position i swapped with position (draw % (i + 1)), the draws from a Mersenne
+// Twister seeded 42 + r, which goes on to draw the next epoch's permutation when this one ends.
+typedef struct {
+    int ranks;
+    long samples;           // S: the batches of one epoch
+    long epoch;             // the epoch `perm` holds, -1 before the first
+    Rng** gen;              // per rank: its generator, after the permutations up to `epoch`
+    int* perm;              // per rank, S apart: its order of the samples in `epoch`
+} LlmcOrder;
+
 // What the loop needs. run_setup (section 12) fills it in from the flags, after loading the data
 // and initializing the model (or resuming it from a checkpoint).
 typedef struct {
     Model* model;
     const Dataset* train;
     Rng* data_rng;          // draws the random batches
-    int sequential;         // --data-order sequential: llm.c's order, no random draws
+    int order;              // --data-order: ORDER_RANDOM, ORDER_SEQUENTIAL or ORDER_LLMC
+    LlmcOrder* llmc;        // ORDER_LLMC's permutations
     OptConfig opt;          // learning rate, schedule, AdamW's constants, clipping
     int B, T, micro;        // micro-batches of B x T per update (-b, -t, -d)
     int first_step, steps;  // from 0, or from a checkpoint's step, to -x
     int *inp, *tgt;         // one update's micro-batches, micro x B x T
 } Trainer;
 
+// `rows` consecutive windows from token `off` on: row b the T tokens from off + b T as inputs and
+// the next token of each as targets.
+static void dataset_rows_at(const Dataset* d, size_t off, int rows, int T, int* inp, int* tgt) {
+    for (int b = 0; b < rows; b++)
+        for (int t = 0; t < T; t++) {
+            inp[b * T + t] = d->tok[off + (size_t)b * T + t];
+            tgt[b * T + t] = d->tok[off + (size_t)b * T + t + 1];
+        }
+}
+
 // The data cut into consecutive batches from its start: batch i holds the B x T tokens from
 // i B T on as inputs and the next token of each as targets, row b the window from (i B + b) T. The
 // validation loss is the mean over the first batches; --data-order sequential trains on them in
-// turn (llm.c's order).
+// turn (llm.c's order with its shuffling off).
 static void dataset_batch_at(const Dataset* d, long i, int* inp, int* tgt, int B, int T) {
-    for (int b = 0; b < B; b++) {
-        size_t off = ((size_t)i * B + b) * T;
-        for (int t = 0; t < T; t++) {
-            inp[b * T + t] = d->tok[off + t];
-            tgt[b * T + t] = d->tok[off + t + 1];
-        }
-    }
+    dataset_rows_at(d, (size_t)i * B * T, B, T, inp, tgt);
 }
 
 // How many such batches the data holds (the last target must exist).
@@ -1481,14 +1509,62 @@ static long dataset_num_batches(const Dataset* d, int B, int T) {
     return (long)((d->n - 1) / ((size_t)B * T));
 }
 
-// Batch k of a run (k = step x micro + micro-batch): random windows, or with --data-order
-// sequential the consecutive batches in turn, from the start again when they run out.
+// The order for `ranks` processes reading batches of B x T tokens (B / ranks rows each) from d,
+// which holds at least one such batch; no permutation drawn yet.
+static void llmc_order_new(LlmcOrder* o, const Dataset* d, int B, int T, int ranks) {
+    o->ranks = ranks;
+    o->samples = dataset_num_batches(d, B, T);
+    o->epoch = -1;
+    o->gen = xmalloc(ranks * sizeof(Rng*));
+    for (int r = 0; r < ranks; r++) o->gen[r] = rng_new(42 + (uint64_t)r);
+    o->perm = xmalloc((size_t)ranks * o->samples * sizeof(int));
+}
+
+static void llmc_order_free(LlmcOrder* o) {
+    for (int r = 0; o->gen && r < o->ranks; r++) free(o->gen[r]);
+    free(o->gen);
+    free(o->perm);
+}
+
+// Makes o->perm hold epoch e's permutations: drawn on from the current epoch, or from the seeds
+// again when e is earlier (llm.c draws each epoch's from where the last one left its generator).
+static void llmc_order_epoch(LlmcOrder* o, long e) {
+    if (e < o->epoch) {
+        for (int r = 0; r < o->ranks; r++) rng_seed(o->gen[r], 42 + (uint64_t)r);
+        o->epoch = -1;
+    }
+    for (; o->epoch < e; o->epoch++)
+        for (int r = 0; r < o->ranks; r++) {
+            int* p = o->perm + r * o->samples;
+            for (long i = 0; i < o->samples; i++) p[i] = (int)i;
+            for (long i = o->samples - 1; i > 0; i--) {
+                long j = rng_u32(o->gen[r]) % (uint32_t)(i + 1);
+                int swap = p[i];
+                p[i] = p[j], p[j] = swap;
+            }
+        }
+}
+
+// Batch k of a run (k = step x micro + micro-batch): random windows; with --data-order sequential
+// the consecutive batches in turn, from the start again when they run out; with llmc, for each
+// rank r, the rows r reads at its k-th batch in llm.c's shuffled order.
 static void next_batch(const Trainer* tr, long k, int* inp, int* tgt) {
-    if (tr->sequential)
-        dataset_batch_at(tr->train, k % dataset_num_batches(tr->train, tr->B, tr->T), inp, tgt,
-                         tr->B, tr->T);
-    else
-        dataset_random_batch(tr->train, tr->data_rng, inp, tgt, tr->B, tr->T);
+    const Dataset* d = tr->train;
+    int B = tr->B, T = tr->T;
+    if (tr->order == ORDER_RANDOM) {
+        dataset_random_batch(d, tr->data_rng, inp, tgt, B, T);
+    } else if (tr->order == ORDER_SEQUENTIAL) {
+        dataset_batch_at(d, k % dataset_num_batches(d, B, T), inp, tgt, B, T);
+    } else {
+        LlmcOrder* o = tr->llmc;
+        int rows = B / o->ranks;
+        llmc_order_epoch(o, k / o->samples);
+        for (int r = 0; r < o->ranks; r++) {
+            size_t sample = (size_t)o->perm[r * o->samples + k % o->samples];
+            size_t at = (size_t)r * rows * T;
+            dataset_rows_at(d, sample * B * T + at, rows, T, inp + at, tgt + at);
+        }
+    }
 }
 
 // One update's gradient: the forward and backward passes of `micro` micro-batches of B x T, the
@@ -2161,7 +2237,7 @@ static FILE* open_regular(const char* path, const char* what, const char* hint, 
 static void dataset_load(Dataset* d, const char* path, int V) {
     long size;
     FILE* f =
-            open_regular(path, "data file", "; run `make data` to fetch the default corpus", &size);
+            open_regular(path, "data file", "; the default corpus ships in data/ (`git checkout data/` restores it)", &size);
     dataset_read(d, f, size, path, V);
     fclose(f);
 }
@@ -2309,7 +2385,8 @@ typedef struct {
     // train_gpt2.cu's data parallelism: this process's rank of `ranks`, B the batch of all of them
     // (train_gpt2.cu section 6). Rank 0 alone prints, logs, probes and writes files.
     int rank, ranks;
-    int sequential;                // --data-order sequential (llm.c's order); 0: random windows
+    int data_order;                // --data-order: ORDER_RANDOM, ORDER_SEQUENTIAL, ORDER_LLMC
+    int llmc_procs;                // --data-order llmc:P: llm.c's processes; 0: the ranks
     int val_every, val_batches, sample_every, sample_len, ckpt_every;
     int decay_emb;
     double gamma;                  // < 0: not given
@@ -2451,6 +2528,7 @@ struct Run {
     Model model;                  // on the host: initialized here, checkpointed from here
     InitSpec spec;                // what -I, -g, --resid-scale and --mup-base chose
     Rng data_rng, sample_rng;
+    LlmcOrder llmc;               // --data-order llmc's permutations
     Ema spike[2];                 // the spike probe's statistics of the loss and the gradient norm
     int start_step;
     Probes* probes;
@@ -4537,9 +4615,15 @@ static void usage(void) {
            "whose\n"
            "            gradients are averaged before each AdamW step (gradient accumulation, as "
            "llm.c's -d)\n"
-           "  --data-order random|sequential  random windows (default), or llm.c's order:\n"
-           "            the training file in consecutive batches of B x T tokens from its\n"
-           "            start, again from the start when they run out\n"
+           "  --data-order random|sequential|llmc[:P]  random windows (default); sequential: "
+           "the\n"
+           "            training file in consecutive batches of B x T tokens from its start, "
+           "again from\n"
+           "            the start when they run out (llm.c with its shuffling off); llmc: those "
+           "batches\n"
+           "            shuffled as llm.c's DataLoader shuffles them (seed 42 + rank, anew each "
+           "epoch), as\n"
+           "            llm.c run on as many processes as this run's ranks, or on P\n"
            "  -x N      steps (default %d)\n"
            "  -l LR     peak learning rate (default %g)   -u N  warmup steps (default %d)\n"
            "  -q F      cosine floor as a fraction of the peak (default %g)\n"
@@ -4817,8 +4901,13 @@ static void parse_args(Options* o, int argc, char** argv) {
         else if (strcmp(f, "-b") == 0) o->B = parse_int(f, v, 1, 1 << 20);
         else if (strcmp(f, "-t") == 0) o->T = parse_int(f, v, 1, 1 << 16);
         else if (strcmp(f, "-d") == 0) tokens_per_update = parse_int(f, v, 1, BIG);
-        else if (strcmp(f, "--data-order") == 0)
-            o->sequential = !strcmp(parse_choice(f, v, "random", "sequential"), "sequential");
+        else if (strcmp(f, "--data-order") == 0) {
+            o->llmc_procs = !strncmp(v, "llmc:", 5) ? (int)parse_int("--data-order llmc:P", v + 5, 1, 65536) : 0;
+            for (o->data_order = ORDER_LLMC; o->data_order >= 0; o->data_order--)
+                if (!strcmp(o->llmc_procs ? "llmc" : v, data_order_names[o->data_order])) break;
+            if (o->data_order < 0)
+                fatal("--data-order must be random, sequential, llmc or llmc:P, got '%s'", v);
+        }
         else if (strcmp(f, "-x") == 0) o->steps = parse_int(f, v, 0, BIG);
         else if (strcmp(f, "-l") == 0) o->opt.lr = parse_float(f, v, 0.0, 10.0);
         else if (strcmp(f, "-u") == 0) o->opt.warmup = parse_int(f, v, 0, BIG);
@@ -5183,7 +5272,8 @@ static void run_header(Run* r) {
            c->rmsnorm ? "RMSNorm" : "LayerNorm", c->swiglu ? "SwiGLU" : "GELU",
            c->rope ? "RoPE" : "learned positions", c->tied ? ", tied head" : "",
            c->attn_gate ? ", gated attention" : "", (double)c->eps);
-    char accum[64] = "", split[64] = "";
+    char accum[64] = "", split[64] = "", llmc[16] = "";   // llmc: the log's ":P" of llmc:P
+    if (o->data_order == ORDER_LLMC) snprintf(llmc, sizeof(llmc), ":%d", r->llmc.ranks);
     if (o->micro > 1)
         snprintf(accum, sizeof(accum), " x %d micro-batches (%ld tokens per update)", o->micro,
                  (long)o->micro * o->B * o->T);
@@ -5193,19 +5283,23 @@ static void run_header(Run* r) {
            "%d threads\n",
            r->model.num_params, r->train.is_shard ? "token shard" : "bytes", r->train.n, r->val.n,
            o->B, split, o->T, accum, o->steps, device, threads);
-    if (o->sequential) printf("batches: sequential, llm.c's order (--data-order)\n");
+    if (o->data_order == ORDER_SEQUENTIAL)
+        printf("batches: sequential, llm.c's order with its shuffling off (--data-order)\n");
+    if (o->data_order == ORDER_LLMC)
+        printf("batches: llm.c's shuffled order for %d process%s (--data-order)\n",
+               r->llmc.ranks, r->llmc.ranks > 1 ? "es" : "");
     printf("init: %s, residual scaling %s%s, seed %d\n", r->spec.first, resid_names[r->spec.resid],
            r->spec.mup ? ", muP" : "", o->seed);
     if (o->resume) printf("resumed from %s at step %d\n", o->resume, r->start_step);
     log_event(&r->lg,
               "\"event\":\"config\",\"preset\":\"%s\",\"L\":%d,\"C\":%d,\"H\":%d,\"KVH\":%d,"
               "\"F\":%d,\"V\":%d,\"T\":%d,\"B\":%d,\"micro_batches\":%d,\"ranks\":%d,"
-              "\"data_order\":\"%s\","
+              "\"data_order\":\"%s%s\","
               "\"steps\":%d,\"lr\":%g,\"weight_decay\":%g,\"eps\":%g,\"gamma\":%g,\"init\":\"%s\","
               "\"gate\":%d,\"seed\":%d,\"params\":%zu,\"device\":\"%s\",\"threads\":%d,"
               "\"start_step\":%d,\"ln_V\":%.6f",
             o->preset, c->L, c->C, c->H, c->KVH, c->F, c->V, o->T, o->B, o->micro, o->ranks,
-            o->sequential ? "sequential" : "random", o->steps,
+            data_order_names[o->data_order], llmc, o->steps,
             (double)o->opt.lr, (double)o->opt.weight_decay, (double)c->eps, o->gamma, o->init,
             c->attn_gate, o->seed, r->model.num_params, device, threads, r->start_step,
             log((double)c->V));
@@ -5644,9 +5738,14 @@ static void run_setup(Run* r, int host_engine) {
     if (r->train.n < (size_t)o->T + 2)
         fatal("training data %s has %zu tokens, fewer than -t %d + 2", o->train_path, r->train.n,
               o->T);
-    if (o->sequential && dataset_num_batches(&r->train, o->B, o->T) == 0)
-        fatal("--data-order sequential: training data %s has %zu tokens, fewer than one batch "
-              "(-b %d x -t %d + 1)", o->train_path, r->train.n, o->B, o->T);
+    if (o->data_order != ORDER_RANDOM && dataset_num_batches(&r->train, o->B, o->T) == 0)
+        fatal("--data-order %s: training data %s has %zu tokens, fewer than one batch "
+              "(-b %d x -t %d + 1)", data_order_names[o->data_order], o->train_path, r->train.n,
+              o->B, o->T);
+    int procs = o->llmc_procs ? o->llmc_procs : o->ranks;     // llm.c's processes (llmc order)
+    if (o->data_order == ORDER_LLMC && o->B % procs)
+        fatal("--data-order llmc:%d: a batch of %d rows does not split into %d processes' equal "
+              "shares", procs, o->B, procs);
     int validating = (o->val_every && o->val_batches) || o->probe.dump_tokens;
     if (r->val.n < (size_t)o->T + 2 ||
         (validating && dataset_num_batches(&r->val, o->B, o->T) == 0))
@@ -5676,9 +5775,15 @@ static void run_setup(Run* r, int host_engine) {
 
     rng_seed(&r->data_rng, (uint64_t)o->seed + 1);
     rng_seed(&r->sample_rng, (uint64_t)o->seed + 2);
+    tr->train = &r->train;
+    tr->data_rng = &r->data_rng;
+    tr->B = o->B, tr->T = o->T, tr->micro = o->micro;
+    tr->order = o->data_order;
+    memset(&r->llmc, 0, sizeof(r->llmc));
+    if (o->data_order == ORDER_LLMC) llmc_order_new(&r->llmc, &r->train, o->B, o->T, procs);
+    tr->llmc = &r->llmc;
     if (o->init_report) {       // a batch of the training data, the one step 1 would see
-        if (o->sequential) dataset_batch_at(&r->train, 0, tr->inp, tr->tgt, o->B, o->T);
-        else dataset_random_batch(&r->train, &r->data_rng, tr->inp, tr->tgt, o->B, o->T);
+        next_batch(tr, 0, tr->inp, tr->tgt);
         init_report(&r->model, &r->spec, tr->inp, o->B, o->T);
         exit(0);
     }
@@ -5697,11 +5802,7 @@ static void run_setup(Run* r, int host_engine) {
     log_open(&r->lg, o->rank ? NULL : o->out_dir, o->resume, r->start_step);
 
     tr->model = &r->model;
-    tr->train = &r->train;
-    tr->data_rng = &r->data_rng;
     tr->opt = o->opt;
-    tr->B = o->B, tr->T = o->T, tr->micro = o->micro;
-    tr->sequential = o->sequential;
     tr->first_step = r->start_step, tr->steps = o->steps;
     snprintf(r->last_ckpt, sizeof(r->last_ckpt), "%s", o->resume ? o->resume : "none written");
     r->last_val = NAN;
@@ -5839,6 +5940,7 @@ static void run_free(Run* r) {
     free(r->val.tok);
     free(r->tr.inp);
     free(r->tr.tgt);
+    llmc_order_free(&r->llmc);
 }
 
 // One training run on the CPU with the options o: what main does once, and --coord-check per width.

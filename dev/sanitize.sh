@@ -9,7 +9,7 @@
 # line), where a report could go unnoticed. Any report fails the run: they are printed, then a last
 # line that says so. Otherwise the last line is test_gpt2's "N passed, N failed".
 # Without the compiler (SAN_CC, default clang: a laptop with gcc alone) the suite is skipped, in one line
-# and "0 passed, 0 failed", so that make test passes there; SANITIZE_REQUIRE=1 counts it as a failure.
+# and "0 passed, 0 failed", so that make check passes there; SANITIZE_REQUIRE=1 counts it as a failure.
 set -u
 cd "$(dirname "$0")/.."
 san_cc=${SAN_CC:-clang}
@@ -33,7 +33,7 @@ rm -rf "$reports" && mkdir -p "$reports" || exit 1
 # exitcode 86: a finding is not mistaken for the trainer's exit 1 on bad input
 export ASAN_OPTIONS="detect_leaks=1:detect_stack_use_after_return=1:exitcode=86:log_path=$reports/asan"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=86:log_path=$reports/ubsan"
-# the passing checks are the ones make test has just shown unsanitized: only headers, FAILs and the count
+# the passing checks are the ones make check shows unsanitized: only headers, FAILs and the count
 TEST_TRAINER=$dir/train_gpt2 TEST_SUITES=0 "$dir/test_gpt2" | grep -v '^  ok '
 st=${PIPESTATUS[0]}
 n=$(find "$reports" -type f | wc -l)

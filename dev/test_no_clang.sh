@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# README's claim "make test needs only a C compiler", checked (a suite of make test, issue 34 item 9): the
-# test command is dry-run (make -n, nothing is built) with clang and nvcc hidden from PATH, as on a laptop
-# with gcc alone, and must neither fail nor call clang; the sanitizer suite (dev/sanitize.sh) must then say
+# README's claim "the tests need only a C compiler", checked (a suite of make check, issue 34 item 9): both
+# tiers' commands and make test-sanitize are dry-run (make -n, nothing is built) with clang and nvcc hidden
+# from PATH, as on a laptop with gcc alone, and must neither fail nor call clang; the sanitizer suite
+# (dev/sanitize.sh, which make test-sanitize runs) must then say
 # in one line that it skipped, and exit 0 (1 with SANITIZE_REQUIRE=1). Hiding: a scratch directory of
 # symlinks to every program on PATH except clang* and nvcc becomes the PATH. About a second.
 #
@@ -28,22 +29,22 @@ hidden() { env -u SAN_CC -u NVCC PATH="$TMP/bin" "$@"; }
 if hidden sh -c 'command -v clang || command -v nvcc' >/dev/null 2>&1; then
     bad "clang or nvcc is still on the scratch PATH"
 fi
-# which sanitizer targets make test asks for: none without clang; both where clang exists (as in CI)
+# which sanitizer targets make test-sanitize asks for: none without clang; both where clang exists (as in CI)
 san=$(hidden make --no-print-directory --eval='print-san-targets: ; @echo "[$(SAN_TARGETS)]"' print-san-targets)
-[ "$san" = "[]" ] && ok "without clang, make test builds no sanitizer target" \
-    || bad "without clang, make test still builds the sanitizer targets: $san"
+[ "$san" = "[]" ] && ok "without clang, make test-sanitize builds no sanitizer target" \
+    || bad "without clang, make test-sanitize still builds the sanitizer targets: $san"
 if command -v "${SAN_CC:-clang}" >/dev/null 2>&1; then
     san=$(env -u SAN_CC make --no-print-directory --eval='print-san-targets: ; @echo "[$(SAN_TARGETS)]"' print-san-targets)
-    case $san in *build/sanitize/test_gpt2*build/sanitize/train_gpt2*) ok "with clang, make test builds the sanitizer targets" ;;
-        *) bad "with clang on PATH, make test no longer builds the sanitizer targets: $san" ;; esac
+    case $san in *build/sanitize/test_gpt2*build/sanitize/train_gpt2*) ok "with clang, make test-sanitize builds the sanitizer targets" ;;
+        *) bad "with clang on PATH, make test-sanitize no longer builds the sanitizer targets: $san" ;; esac
 fi
-# the test command's build, dry-run: no failure, no clang, one line saying what was skipped
-out=$(hidden make -n test 2>&1); st=$?
-[ $st -eq 0 ] && ok "make -n test without clang exits 0" || { bad "make -n test without clang exits $st:"; tail -n 5 <<<"$out" | sed 's/^/       /'; }
-grep -v "skipped:" <<<"$out" | grep -Eq '(^|[ /])clang ' && bad "make -n test without clang still calls clang: $(grep -Em1 '(^|[ /])clang ' <<<"$out")" \
-    || ok "make -n test without clang calls no clang"
-grep -q 'skipped: clang not found' <<<"$out" && ok "make test says the sanitizer builds were skipped" \
-    || bad "make -n test without clang does not say that it skipped the sanitizer builds"
+# the test commands' builds, dry-run: no failure, no clang
+for tier in test check test-sanitize; do
+    out=$(hidden make -n $tier 2>&1); st=$?
+    [ $st -eq 0 ] && ok "make -n $tier without clang exits 0" || { bad "make -n $tier without clang exits $st:"; tail -n 5 <<<"$out" | sed 's/^/       /'; }
+    grep -v "skipped:" <<<"$out" | grep -Eq '(^|[ /])clang ' && bad "make -n $tier without clang still calls clang: $(grep -Em1 '(^|[ /])clang ' <<<"$out")" \
+        || ok "make -n $tier without clang calls no clang"
+done
 # the suite itself
 out=$(hidden dev/sanitize.sh "$TMP/no-build" 2>&1); st=$?
 if [ $st -eq 0 ] && [ "$(tail -n 1 <<<"$out")" = "0 passed, 0 failed" ] && [ "$(grep -c '^skipped: clang not found' <<<"$out")" = 1 ]; then

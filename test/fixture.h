@@ -28,6 +28,10 @@ static void check(int ok, const char* fmt, ...) {
     }
 }
 
+// The tier: TEST_TIER=quick (make test) runs what a student needs after an edit; unset or anything else,
+// every test (make check, .ci/run). A slow test is guarded by `if (full_tier())`.
+static int full_tier(void) { const char* t = getenv("TEST_TIER"); return !(t && strcmp(t, "quick") == 0); }
+
 // ---- fixture files (format: doc/model.md) ---------------------------------------------------------
 typedef struct {
     char name[128];

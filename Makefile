@@ -332,7 +332,8 @@ dev/labs/llm_compose: dev/labs/llm_compose.c
 # that DIFFER and a summary, exit 1 on any DIFFERS (LAB_CHECK_FLAGS=--all prints every row). A labs-I check
 # draws no figures and needs python3 alone (no numpy, no matplotlib). dev/labs/lab_check_ci.sh (run by make
 # check) checks two labs that need no data; dev/labs/lab_check_broken.py (make check too) checks that every
-# lab's check fails on a broken run.
+# lab's check fails on a broken run, and that the labs' drivers finish on degenerate runs
+# (dev/labs/still_trainer.sh: learning rate 0).
 # make lab-publish LAB=NAME and make labs-publish (everything, both groups) are the only targets that
 # rewrite doc/labs/: a lab's CSV and figures, for labs I its page and the index README.md (the
 # write-ups of labs II, llm_NAME.md, are by hand).

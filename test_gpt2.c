@@ -3366,6 +3366,7 @@ static const Suite full_suites[] = {
     {"this file's tests under ASan, LeakSanitizer and UBSan", "dev/fresh_copy.sh", "'make test-sanitize'", ""},
     {"the labs' numbers against doc/labs (make lab-check)", "dev/labs/lab_check_ci.sh", "", ""},
     {"make lab-check on a broken run of every lab", "dev/labs/py_suite.sh", "dev/labs/lab_check_broken.py", ""},
+    {"every axis of the labs' figures labelled", "dev/labs/py_suite.sh", "dev/labs/figure_check.py", ""},
     {"the labs' handouts, run and checked against the code", "dev/labs/py_suite.sh",
      "dev/labs/handout_check.py", ""},
     {"the numbers the labs' pages quote, against their CSVs", "dev/labs/py_suite.sh",

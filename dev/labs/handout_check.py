@@ -4,9 +4,9 @@
     dev/labs/handout_check.py [--parse-only] [--keep] [FILE.md ...]
 
 Reads doc/labs/README.md, doc/labs/README_llm.md, every doc/labs/handouts/*.md and doc/labs/answers/*.md
-(or the files named), takes every command block (a code block indented by four spaces, or by more under a
-list item) and every inline command (a `code span` that starts with ./train_gpt2, dev/, make or python3),
-and checks it against the code (issue 34 item 1: a handout must not drift from the code):
+(or the files named), takes every command block (a fenced code block, ```; an indented one fails: copied
+from the raw file it keeps its indent, and a heredoc's indented EOF no longer ends it) and every inline
+command (a `code span` that starts with ./train_gpt2, dev/, make or python3), and checks it against the code (issue 34 item 1: a handout must not drift from the code):
 
   - ./train_gpt2 and ./train_gpt2cu: every flag is one that `./train_gpt2 -h` lists;
   - dev/labs/mlp_lab: the lab is one of its labs and every flag one that `dev/labs/mlp_lab -h` lists;
@@ -25,7 +25,7 @@ Blocks marked cheap are then run, in the order of their file, in a scratch copy 
 tracked files (a temporary directory, removed at the end; --keep keeps it), with the binaries make test
 has built copied in and a small synthetic data/moby_train.txt and moby_val.txt, under bash -e -o pipefail,
 so that a grep that finds nothing fails. The mark is an HTML comment (invisible on the rendered page) on
-the line before the block, or before the blank line above it:
+the line before the block's opening fence, or before the blank line above it:
 
     <!-- check: run -->                          run the block as written
     <!-- check: run; sub -x 500 => -x 20 -->     ... with these text replacements first (a long run
@@ -67,20 +67,44 @@ class Block:
         return f"{os.path.relpath(self.path, ROOT)}:{self.line}"
 
 
+FENCE = re.compile(r"^( *)(`{3,}|~{3,})")
+
+
+def mark_of(lines, i):
+    """(mark, options) of the block whose first line is lines[i]: the check comment on the line before it,
+    or before the blank line above it."""
+    for k in (i - 1, i - 2):
+        m = MARK.match(lines[k]) if k >= 0 else None
+        if m:
+            return m.group(1), m.group(2).strip().lstrip(";").strip()
+        if k >= 0 and lines[k].strip():
+            break
+    return None, ""
+
+
 def blocks_of(path):
-    """Indented code blocks (with their mark) and inline commands of one markdown file."""
+    """Fenced code blocks (with their mark), indented code blocks and inline commands of one markdown
+    file. An indented block gets the mark "indented": a student who copies it from the raw file copies
+    its indent too, and an indented heredoc's EOF no longer ends it (issue 40), so the labs' pages use
+    fenced blocks and main() fails an indented one; other pages are only read."""
     lines = open(path, encoding="utf-8").read().split("\n")
-    out, i, in_fence = [], 0, False
+    out, i = [], 0
     while i < len(lines):
         s = lines[i]
-        if s.lstrip().startswith("```"):
-            in_fence = not in_fence
-            i += 1
+        f = FENCE.match(s)
+        if f:
+            pad, fence = len(f.group(1)), f.group(2)
+            j = i + 1
+            while j < len(lines) and not (lines[j].strip().startswith(fence[0] * len(fence))
+                                          and not lines[j].strip().strip(fence[0])):
+                j += 1
+            body = [x[pad:] if x.startswith(" " * pad) else x.lstrip(" ") for x in lines[i + 1:j]]
+            out.append(Block(path, i + 2, "\n".join(body).rstrip() + "\n", *mark_of(lines, i)))
+            i = j + 1
             continue
         prev = lines[i - 1] if i else ""
         indent = len(s) - len(s.lstrip(" "))
-        starts = s.strip() and indent >= 4 and not in_fence and (
-            prev.strip() == "" or prev.startswith("#") or MARK.match(prev))
+        starts = s.strip() and indent >= 4 and (prev.strip() == "" or prev.startswith("#") or MARK.match(prev))
         # under a list item a block is indented by the item's indent + 4: accept 4 or more after a blank line
         if starts:
             j, body = i, []
@@ -88,20 +112,12 @@ def blocks_of(path):
                                       (lines[j].strip() == "" and j + 1 < len(lines) and lines[j + 1].startswith(" " * indent))):
                 body.append(lines[j][indent:])
                 j += 1
-            mark, opts = None, ""
-            for k in (i - 1, i - 2):
-                m = MARK.match(lines[k]) if k >= 0 else None
-                if m:
-                    mark, opts = m.group(1), m.group(2).strip().lstrip(";").strip()
-                    break
-                if k >= 0 and lines[k].strip():
-                    break
-            out.append(Block(path, i + 1, "\n".join(body).rstrip() + "\n", mark, opts))
+            mark, opts = mark_of(lines, i)
+            out.append(Block(path, i + 1, "\n".join(body).rstrip() + "\n", "indented" if mark != "skip" else mark, opts))
             i = j
             continue
-        if not in_fence:
-            for m in INLINE.finditer(s):
-                out.append(Block(path, i + 1, m.group(1) + "\n", "inline"))
+        for m in INLINE.finditer(s):
+            out.append(Block(path, i + 1, m.group(1) + "\n", "inline"))
         i += 1
     return out
 
@@ -524,6 +540,11 @@ def main():
         envs[os.path.abspath(path)], mades[os.path.abspath(path)] = env, made
         for b in blocks_of(os.path.abspath(path)):
             if b.mark == "skip":
+                continue
+            if b.mark == "indented":
+                failed += 1
+                print(f"  FAIL {b.where()} `{b.text.strip().split(chr(10))[0][:70]}`: an indented code block; copied "
+                      "from the raw file it keeps its indent (a heredoc's EOF no longer ends it): fence it with ```")
                 continue
             ch = Checker(code)
             try:

@@ -9,10 +9,19 @@ The first form reads the lab's CSV(s) from --ref (the committed doc/labs/) and f
 run: `make lab-check` runs the lab into out/labs/check/NAME/ first), matches rows by their key
 columns and checks every row: PASS, DIFFERS or UNCHECKED, with the new value, the committed value and the
 tolerance. A row missing on either side DIFFERS. It prints only the rows that DIFFER (--all: every row),
-then one verdict line per quantity (below), and last the summary
+then one verdict line per quantity (below), and last the summary, two lines: the verdict
+`lab-check NAME: PASS` or `lab-check NAME: FAILS: REASONS`, then the counts
 `lab-check NAME: N rows, N PASS, N DIFFERS[, N UNCHECKED]; N quantities, N agree, N DIFFER (...)`.
-Exit status: 1 if any row or quantity DIFFERS, 2 if the check could not run (a CSV or the lab's
-tolerances missing), else 0. Needs python3 alone (no numpy, matplotlib).
+Exit status: 1 if any row or quantity DIFFERS or the lab cannot resolve its effect (RESOLUTION), 2 if
+the check could not run (a CSV or the lab's tolerances missing), else 0. Needs python3 alone (no numpy,
+matplotlib).
+
+RESOLUTION (labs II): a row check means something only if its tolerance is narrower than the effect the
+lab measures. For the quantity each lab's verdict reads (EFFECT), the effect is the sample sd of the
+committed settings' seed means, and the row tolerance its median width at those means; where the
+tolerance is as wide as the effect or wider (how-small: rows ±0.2 around settings 0.15 apart; qkv:
+±0.88 on ratios 0.24 apart), a row of one setting could take another setting's value and PASS, so
+the verdict FAILS, naming both numbers, even when every row passes (issue 40).
 
 QUANTITIES: a row's tolerance must let one run's value differ from another's by a change of seed, so a
 broken run (no weight moves, another initializer) could pass most rows (issue 34: 99.7 % of the qkv lab's
@@ -101,6 +110,14 @@ LABS_II = {
             "llm_mup_coord.csv": (("param", "seed", "width", "step", "tensor"), "seed", ())},
     "compose": {"llm_compose.csv": (("gamma", "seed", "steps"), "seed", ())},
 }
+
+# labs II: the quantity each lab's verdict reads (its write-up's result), whose settings the rows must tell
+# apart: (file, column). See RESOLUTION.
+EFFECT = {"norm_eps": ("llm_norm_eps.csv", "val_loss"), "sinks": ("llm_sinks.csv", "sink_final"),
+          "resflow": ("llm_resflow_depth.csv", "ratio"), "how_small": ("llm_how_small.csv", "val_loss"),
+          "tokens": ("llm_tokens.csv", "mean"), "condense": ("llm_condense.csv", "value"),
+          "complexity": ("llm_complexity.csv", "param_norm_final"), "qkv": ("llm_qkv.csv", "ratio"),
+          "mup": ("llm_mup.csv", "val_loss"), "compose": ("llm_compose.csv", "held_comp_acc")}
 
 
 def lab_name(name):
@@ -346,6 +363,18 @@ def verdicts(zmap, fname):
     return out
 
 
+def resolution(ref, key_cols, seed_col, tol, q):
+    """(row tolerance, effect, settings) of quantity q of a labs-II CSV: the effect is the sample sd of the
+    committed settings' seed means (how far apart the settings the lab compares lie), the row tolerance
+    the median over the settings of the tolerance's width at their means. None without two settings."""
+    means = sorted(sum(v) / len(v) for v in seed_groups(ref, key_cols, seed_col).get(q, {}).values())
+    if len(means) < 2 or tol is None:
+        return None
+    m = sum(means) / len(means)
+    effect = math.sqrt(sum((x - m) ** 2 for x in means) / (len(means) - 1))
+    return tol.width(means[len(means) // 2]), effect, len(means)
+
+
 # ---- the check -------------------------------------------------------------------------------------
 def files_of(lab):
     """{csv file name: (key columns, seed column, closed-form columns, long form?)}"""
@@ -371,7 +400,7 @@ def check(lab, new_dir, ref_dir, show_all=False):
         return 2
     counts = {"PASS": 0, "DIFFERS": 0, "UNCHECKED": 0}
     diff_by_q, unchecked_q = {}, set()
-    qlines = []
+    qlines, unresolved = [], []
     for fname, (key_cols, seed_col, closed, long_form) in files_of(lab).items():
         paths = [os.path.join(d, fname) for d in (ref_dir, new_dir)]
         for p in paths:
@@ -383,6 +412,13 @@ def check(lab, new_dir, ref_dir, show_all=False):
         zmap = {}
         if not long_form and seed_col is not None:
             zmap = quantity_z_labs2(ref, new, key_cols, seed_col, closed)
+        if EFFECT.get(lab, (None,))[0] == fname:
+            q = EFFECT[lab][1]
+            res = resolution(ref, key_cols, seed_col, csv_tols.get(q), q)
+            if res and res[0] >= res[1]:
+                unresolved.append(f"{fname} {q}: a row may differ by ±{res[0]:.2g}, but the {res[2]} settings' "
+                                  f"means lie only {res[1]:.2g} apart (sd), so a row of one setting could take "
+                                  "another's value and PASS")
         for key in list(ref) + [k for k in new if k not in ref]:
             rv, nv = ref.get(key), new.get(key)
             where = ", ".join(f"{c}={v}" for c, v in zip(key_cols, key) if not (long_form and c in ("section", "metric")))
@@ -424,11 +460,15 @@ def check(lab, new_dir, ref_dir, show_all=False):
     if unchecked_q:
         print(f"lab-check {lab}: no measured spread, not checked: " + ", ".join(f"{f} {q}" for f, q in sorted(unchecked_q)))
     total = sum(counts.values())
+    fails = ([f"{counts['DIFFERS']} rows DIFFER"] if counts["DIFFERS"] else []) + \
+        ([f"{nq_diff} quantities DIFFER"] if nq_diff else []) + \
+        [f"at this row tolerance the lab cannot resolve its effect: {u}" for u in unresolved]
+    print(f"lab-check {lab}: " + (f"FAILS: {'; '.join(fails)}" if fails else "PASS"))
     print(f"lab-check {lab}: {total} rows, {counts['PASS']} PASS, {counts['DIFFERS']} DIFFERS"
           + (f", {counts['UNCHECKED']} UNCHECKED" if counts["UNCHECKED"] else "")
           + f"; {len(qlines)} quantities, {len(qlines) - nq_diff} agree, {nq_diff} DIFFER"
           + f" (new: {shown(new_dir)}, committed: {shown(ref_dir)})")
-    return 1 if counts["DIFFERS"] or nq_diff else 0
+    return 1 if fails else 0
 
 
 # ---- measuring the tolerances of a labs-I lab ----------------------------------------------------------

@@ -58,6 +58,11 @@ for lab in "${LABS[@]}"; do
   qp="$(sed -n 's/.* quantities, \([0-9]*\) agree.*/\1/p' <<<"$summary")"
   qf="$(sed -n 's/.* agree, \([0-9]*\) DIFFER .*/\1/p' <<<"$summary")"
   [[ -n "$qp" && -n "$qf" ]] && { p=$((p + qp)); f=$((f + qf)); }
+  # a lab whose rows cannot resolve its effect fails on that verdict alone (lab_check.py's RESOLUTION)
+  if grep -q "^lab-check $lab: FAILS: .*cannot resolve its effect" "$TMP/$lab.check"; then
+    grep "^lab-check $lab: FAILS: " "$TMP/$lab.check"
+    f=$((f + 1))
+  fi
   if [[ -z "$p" || -z "$f" ]] || { (( st != 0 )) && (( f == 0 )); }; then
     echo "lab-check $lab: dev/labs/lab_check.py did not finish (exit $st):"
     tail -n 5 "$TMP/$lab.check" | sed 's/^/  /'

@@ -123,6 +123,13 @@ def accepted_flags(binary):
     return _flags_cache[binary]
 
 
+def cap_top(ax, top):
+    """Cut off the early, high part of loss curves at `top`, unless every point lies above it (a run
+    that never learned): then the axis keeps its range rather than turning upside down."""
+    if ax.get_ylim()[0] < top:
+        ax.set_ylim(top=top)
+
+
 def val_curve(run):
     return [e["step"] for e in run["val"]], [e["val_loss"] for e in run["val"]]
 
@@ -177,7 +184,7 @@ def lab_norm_eps(lab):
     for (g, eps, s), (st, vl) in sorted(curves.items()):
         ax[1].plot(st, vl, "-" if eps == 1e-5 else "--", color="C3" if g == 1.0 else "C4", alpha=0.6, lw=0.8,
                    label=f"gamma={g:g} eps={eps:g}" if s == seeds[0] else None)
-    ax[1].set_ylim(top=3.0)
+    cap_top(ax[1], 3.0)
     label_axes(ax[1], "validation loss (nats/byte)", f"training at d={sc['C']}, gated attention, one line per seed "
                f"({len(seeds)} seeds)", legend=7, title_size=9)
     save(fig, lab.path("llm_norm_eps.png"))
@@ -243,6 +250,7 @@ def lab_sinks(lab):
     ax[0].set_title("attention on the first token after training (bars: mean; whiskers: seeds)", fontsize=9)
     ax[0].legend(fontsize=8)
     ax[1].set_xticks(range(4), [f"g={g:g}\ngate={gate}" for g, gate in combos])
+    ax[1].set_xlabel("setting (gamma, gated attention)")
     ax[1].set_ylabel("final validation loss (nats/byte)")
     ax[1].set_title("final loss, one point per seed", fontsize=9)
     save(fig, lab.path("llm_sinks.png"))
@@ -314,24 +322,25 @@ def lab_resflow(lab):
                 ax[k].loglog(*zip(*pts), ls, color=f"C{i}", ms=4,
                              label=f"gamma={g:g}" + (" FFN only" if ffn_only else ""))
         ax[k].set_xlabel("width d")
-        ax[k].set_ylabel("||h_L - e|| / ||e|| at init")
+        ax[k].set_ylabel("||h_L - e|| / ||e|| at init (unitless)")
         ax[k].set_title(f"{mlp} MLP, L=4, eps=1e-12: full (solid), attention out = 0 (dashed)", fontsize=9)
         ax[k].legend(fontsize=7, ncol=2)
     gg = np.array([0.4, 1.35])
     ax[2].plot(gg, 1 - gg, "k-", lw=0.8, label="1 - gamma [SmallInit App. A]")
     ax[2].plot(gg, 1.5 - 2 * gg, "k:", lw=0.8, label="3/2 - 2 gamma [Errata 000-5c]")
-    for mlp, color in (("gelu", "C0"), ("swiglu", "C3")):   # colour: the MLP; marker: full or FFN only
+    # colours C0-C3 mean gamma in the first two panels: the MLP here and the branch in the last panel get others
+    for mlp, color in (("gelu", "C4"), ("swiglu", "C6")):   # colour: the MLP; marker: full or FFN only
         for ffn_only in (0, 1):
             pts = [(s["gamma"], s["slope"]) for s in slopes if (s["mlp"], s["ffn_only"]) == (mlp, ffn_only)]
             ax[2].plot(*zip(*pts), "x" if ffn_only else "o", color=color, ms=8 if ffn_only else 6,
                        mfc="none" if not ffn_only else None, label=f"{mlp}, {'FFN only' if ffn_only else 'full'}")
     ax[2].set_xlabel("gamma")
-    ax[2].set_ylabel("fitted exponent of d")
+    ax[2].set_ylabel("fitted exponent of d (unitless)")
     ax[2].set_title("slope of log ratio vs log d", fontsize=9)
     ax[2].legend(fontsize=7)
-    for i, (br, v) in enumerate(ratio.items()):
-        ax[3].errorbar(depths, v.mean(1), yerr=v.std(1, ddof=1), fmt="-o", ms=4, capsize=3, color=f"C{i}", label=br)
-        ax[3].loglog(depths, v.mean(1)[0] * np.sqrt(np.array(depths) / depths[0]), ":", color=f"C{i}", lw=0.8)
+    for (br, v), color in zip(ratio.items(), ("C5", "C8", "C9")):
+        ax[3].errorbar(depths, v.mean(1), yerr=v.std(1, ddof=1), fmt="-o", ms=4, capsize=3, color=color, label=br)
+        ax[3].loglog(depths, v.mean(1)[0] * np.sqrt(np.array(depths) / depths[0]), ":", color=color, lw=0.8)
     ax[3].set_xlabel("blocks L")
     ax[3].set_ylabel("||h_L - e|| / ||e|| at init")
     ax[3].set_title(f"gamma=1, d={sc['res_depth_d']}, GELU: mean ± sd over {len(sc['verdict_seeds'])} seeds;\n"
@@ -355,15 +364,17 @@ def lab_how_small(lab):
     write_csv(lab.path("llm_how_small.csv"), rows)
     fig, ax = plt.subplots(1, 2, figsize=(11, 4))
     means = []
+    # one colour per init in both panels: gamma in shades of one map, the gpt2 init C1
+    shade = dict(zip(HOW_SMALL, plt.get_cmap("viridis")(np.linspace(0.0, 0.85, len(HOW_SMALL)))))
     for g in HOW_SMALL:
         v = [r["val_loss"] for r in rows if r["gamma"] == g]
-        ax[0].plot([g] * len(v), v, "o", color="C0", alpha=0.6)
+        ax[0].plot([g] * len(v), v, "o", color=shade[g], alpha=0.8)
         means.append(np.mean(v))
         print(f"  gamma={g:<5g} val loss {np.mean(v):.4f} (seeds {', '.join(f'{x:.4f}' for x in v)})")
-    ax[0].plot(HOW_SMALL, means, "-", color="C0", label="gamma-init (mean over seeds)")
+    ax[0].plot(HOW_SMALL, means, "-", color="0.5", label="gamma-init (mean over seeds; dots: seeds)")
     ref = [r["val_loss"] for r in rows if r["gamma"] == -1]
     print(f"  gpt2 init  val loss {np.mean(ref):.4f} (seeds {', '.join(f'{x:.4f}' for x in ref)})")
-    ax[0].axhspan(min(ref), max(ref), color="C1", alpha=0.3, label="gpt2 init N(0, 0.02) (seed range)")
+    ax[0].axhspan(min(ref), max(ref), color="C1", alpha=0.3, label="gpt2 init N(0, 0.02²) (seed range)")
     ax[0].set_xlabel("gamma")
     ax[0].set_ylabel(f"validation loss at step {sc['x']} (nats/byte)")
     ax[0].set_title(f"eps=1e-12, gated attention, d={sc['C']}, L={sc['L']}", fontsize=9)
@@ -372,9 +383,9 @@ def lab_how_small(lab):
         if s != sc["seeds"][0]:
             continue
         st, vl = val_curve(log(dd))
-        ax[1].plot(st, vl, label=f"gamma={g:g}" if g != "gpt2" else "gpt2 init")
-    ax[1].set_ylim(top=3.2)
-    label_axes(ax[1], "validation loss", f"seed {sc['seeds'][0]}", title_size=9)
+        ax[1].plot(st, vl, color="C1" if g == "gpt2" else shade[g], label=f"gamma={g:g}" if g != "gpt2" else "gpt2 init")
+    cap_top(ax[1], 3.2)
+    label_axes(ax[1], "validation loss (nats/byte)", f"seed {sc['seeds'][0]}", title_size=9)
     save(fig, lab.path("llm_how_small.png"))
 
 
@@ -409,12 +420,12 @@ def lab_tokens(lab):
     fig, ax = plt.subplots(1, 2, figsize=(11, 4))
     s0 = seeds[0]
     ds = deltas[s0][0]
-    ax[0].hist(ds, bins=80, color="C0")
-    ax[0].axvline(ds.mean(), color="C3", label=f"mean {ds.mean():+.3f}")
+    ax[0].hist(ds, bins=80, color="0.6")
+    ax[0].axvline(ds.mean(), color="C0", label=f"mean {ds.mean():+.3f}")
     ax[0].axvline(np.median(ds), color="C2", ls="--", label=f"median {np.median(ds):+.3f}")
     ax[0].set_yscale("log")
     ax[0].set_xlabel("delta_sym p = 2 (p_A - p_B) / (p_A + p_B),  A: gamma=1, B: gamma=0.5")
-    ax[0].set_ylabel("tokens")
+    ax[0].set_ylabel("bytes (count, log scale)")
     ax[0].set_title(f"seed {s0}, {len(ds)} validation bytes", fontsize=9)
     ax[0].legend(fontsize=8)
     for key, style, color in (("mean", "-o", "C0"), ("median", "--s", "C2")):
@@ -523,8 +534,9 @@ def lab_condense(lab):
                     figstyle.mark_band(k.fill_between(st, v.min(0), v.max(0), color=color, alpha=0.15, lw=0), "band: min to max over the seeds")
         k.set_title(kind, fontsize=9)
         k.set_xlabel("step")
+        k.set_ylabel("stable rank (unitless)")
         k.legend(fontsize=6)
-    ax[0, 0].set_ylabel("stable rank ||W||_F^2 / ||W||_2^2")
+    ax[0, 0].set_ylabel("stable rank ||W||_F^2 / ||W||_2^2 (unitless)")
     fig.suptitle(f"mean over {len(seeds)} seeds; band: min to max", fontsize=10)
     save(fig, lab.path("llm_condense_rank.png"))
     for g in (0.5, 1.0):
@@ -535,8 +547,9 @@ def lab_condense(lab):
             lo = v.min(1)
             climbed = int(np.sum(v[:, -1] > 1.1 * lo))
             at = lambda j: f"{v[:, j].mean():.1f}±{v[:, j].std(ddof=1):.1f}"
-            print(f"  gamma={g}: stable rank of {name} over {len(v)} seeds: step {st[0]} {at(0)}, {st[1]} {at(1)}, "
-                  f"{st[2]} {at(2)}, {st[-1]} {at(-1)}; min {lo.mean():.2f}±{lo.std(ddof=1):.2f}; "
+            shown = sorted({j % len(st) for j in (0, 1, 2, -1)})     # a short run has fewer probe steps
+            print(f"  gamma={g}: stable rank of {name} over {len(v)} seeds: "
+                  + ", ".join(f"step {st[j]} {at(j)}" for j in shown) + f"; min {lo.mean():.2f}±{lo.std(ddof=1):.2f}; "
                   f"last above 1.1 x min in {climbed} of {len(v)} seeds")
 
 
@@ -625,14 +638,16 @@ def lab_complexity(lab):
                 ax[k].semilogy(*mean_curve(g, lam, 0, 2), ":", color=f"C{i}", label=f"g={g:g} wte undecayed")
         ax[k].set_title(f"lambda={lam:g}: decay on matrices and embeddings\n(mean of {len(seeds)} seeds)", fontsize=9)
         ax[k].set_xlabel("step")
+        ax[k].set_ylabel("Frobenius norm (log scale)")
         ax[k].set_ylim(1, 5000)     # room for the legend above the curves
         ax[k].legend(fontsize=5.5, ncol=3, loc="upper center", columnspacing=0.5, handlelength=1.2)
-    ax[0].set_ylabel("Frobenius norm: all = matrices and embeddings")
+    ax[0].set_ylabel("Frobenius norm (log scale): all = matrices and embeddings")
     for i, g in enumerate(G):
         for k, lam in enumerate(Lm):
             ax[-1].plot(*mean_curve(g, lam, 1, 3), ["-", "--", ":", "-."][k % 4], color=f"C{i}", label=f"g={g:g} l={lam:g}")
     ax[-1].set_title("mean |cos| of the 50 most frequent bytes' embeddings", fontsize=9)
     ax[-1].set_xlabel("step")
+    ax[-1].set_ylabel("mean |cosine| (unitless)")
     ax[-1].legend(fontsize=6, ncol=2)
     save(fig, lab.path("llm_complexity_norm.png"))
 
@@ -706,7 +721,8 @@ def lab_qkv(lab):
             # A layer that never moved 10% ranks after every layer that did.
             rho = spearman(range(L), [m if m is not None else q["x"] for m in moved])
             rhos.append(rho)
-            earliest = [l for l in range(L) if moved[l] == min(m for m in moved if m is not None)]
+            steps = [m for m in moved if m is not None]
+            earliest = [l for l in range(L) if steps and moved[l] == min(steps)] or "none moved"
             print(f"  {t} seed {s}: first step moved 10% per layer {moved} (earliest: layers {earliest}; Spearman with "
                   f"the layer {rho:+.2f}); final std/std0 {' '.join(f'{v:.2f}' for v in fin)} (largest: layer "
                   f"{int(np.argmax(fin))})")
@@ -830,7 +846,8 @@ def lab_mup(lab):
             ax[i, k].set_xscale("log")
             ax[i, k].set_yscale("log")
             ax[i, k].set_title(f"{p}: {name}", fontsize=9)
-            ax[i, k].set_xlabel("width")
+            ax[i, k].set_xlabel("width d (log scale)")
+            ax[i, k].set_ylabel("mean |x| (activation units, log scale)")
         ax[i, 0].set_ylabel(f"mean |x| (mean ± sd over {len(seeds)} seeds)")
         ax[i, 0].legend(fontsize=7)
         for name, sel in groups[1:3]:
@@ -849,8 +866,8 @@ def lab_mup(lab):
             v = np.array([[loss[(p, w, lr, s)] for lr in mp["lrs"]] for s in seeds])
             m, sd = v.mean(0), v.std(0, ddof=1)
             ax[0, i].errorbar(mp["lrs"], m, yerr=sd, fmt="-o", color=f"C{j}", capsize=3, label=f"width {w}")
-            best = [mp["lrs"][int(np.nanargmin(x))] for x in v]
-            k = int(np.nanargmin(m))
+            best = [mp["lrs"][int(np.nanargmin(x))] if np.isfinite(x).any() else float("nan") for x in v]
+            k = int(np.nanargmin(m)) if np.isfinite(m).any() else 0   # every run diverged: no best
             ax[0, i].plot(mp["lrs"][k], m[k], "*", color=f"C{j}", ms=14)
             print(f"  {p} width {w}: best lr of the mean {mp['lrs'][k]:g} (val {m[k]:.4f}±{sd[k]:.4f}); best lr per seed "
                   f"{' '.join(f'{x:g}' for x in best)}; " + ", ".join(f"{lr:g}: {a:.3f}±{b:.3f}" for lr, a, b in
@@ -859,7 +876,7 @@ def lab_mup(lab):
         ax[0, i].set_xlabel("peak learning rate")
         ax[0, i].set_ylabel(f"validation loss at step {mp['x']} (mean ± sd, {len(seeds)} seeds)")
         ax[0, i].set_title(f"{p} (-I {params[p]}), L={mp['L']}; star: best mean", fontsize=9)
-        ax[0, i].set_ylim(top=min(4.0, ax[0, i].get_ylim()[1]))
+        cap_top(ax[0, i], min(4.0, ax[0, i].get_ylim()[1]))
         ax[0, i].legend(fontsize=8)
     save(fig, lab.path("llm_mup.png"))
 
@@ -945,12 +962,13 @@ def lab_compose(lab):
                            label=f"gamma={g:g}, {x} steps" if s == seeds[0] else None)
     ax[0].axhline(1 / 26, color="k", lw=0.8, ls=":", label="chance, 1/26")
     ax[0].set_xticks(range(3), [k[1] for k in kinds], fontsize=8)
-    ax[0].set_ylabel("mean p(answer)")
+    ax[0].set_xlabel("which answer the model is asked for")
+    ax[0].set_ylabel("mean p(answer) (probability)")
     ax[0].set_title(f"one point per seed ({len(seeds)} seeds); bars: mean ± sd", fontsize=9)
     ax[0].legend(fontsize=7)
-    ax[1].set_ylim(top=1.6)
+    cap_top(ax[1], 1.6)
     ax[1].set_xlabel("step")
-    ax[1].set_ylabel("validation loss (all bytes)")
+    ax[1].set_ylabel("validation loss (nats/byte, all bytes)")
     ax[1].legend(fontsize=8)
     save(fig, lab.path("llm_compose.png"))
 

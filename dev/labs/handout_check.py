@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Every command of the labs' handouts and indexes, checked against the code (a suite of make test).
+"""Every command of the labs' handouts and indexes, checked against the code (a suite of make check).
 
     dev/labs/handout_check.py [--parse-only] [--keep] [FILE.md ...]
 
@@ -22,7 +22,7 @@ command (a `code span` that starts with ./train_gpt2, dev/, make or python3), an
     is a lab's output out/labs/NAME/FILE for a file the lab commits to doc/labs/.
 
 Blocks marked cheap are then run, in the order of their file, in a scratch copy of the working tree's
-tracked files (a temporary directory, removed at the end; --keep keeps it), with the binaries make test
+tracked files (a temporary directory, removed at the end; --keep keeps it), with the binaries make check
 has built copied in and a small synthetic data/moby_train.txt and moby_val.txt, under bash -e -o pipefail,
 so that a grep that finds nothing fails. The mark is an HTML comment (invisible on the rendered page) on
 the line before the block's opening fence, or before the blank line above it:
@@ -37,7 +37,7 @@ the line before the block's opening fence, or before the blank line above it:
 
 Every block not marked run is parsed. One test per block (parsed, or run) and per inline command; the
 last line is "N passed, N failed". Needs python3 alone; the runs need ./train_gpt2 and dev/labs/mlp_lab
-(make test builds both first). doc/labs/README.md documents the convention.
+(make check builds both first). doc/labs/README.md documents the convention.
 """
 import argparse
 import glob

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """make lab-check must tell a broken lab from a working one: every lab, checked on a broken run (a suite
-of make test, issue 34 item 3).
+of make check, issue 34 item 3).
 
     dev/labs/lab_check_broken.py [LAB ...] [--drivers default|all|none]
                                    (default: all twenty; the last line is "N passed, N failed")
 
-Running twenty labs broken is far too slow for make test (labs II take minutes to an hour each), so each
+Running twenty labs broken is far too slow for make check (labs II take minutes to an hour each), so each
 broken run is the lab's committed CSV changed the way the bug would change it, in a scratch directory:
 
   another initializer (a lab whose setting never reaches the trainer, so every run gets the first one):

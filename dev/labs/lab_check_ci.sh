@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make lab-check for two labs that need no data (explode and gains, about 65 s together on 2 cores at a
-# load of 2; gains runs its stacks at 5 seeds), as a suite of test_gpt2 (make test): each lab is run
+# load of 2; gains runs its stacks at 5 seeds), as a suite of test_gpt2 (make check): each lab is run
 # into a temporary directory (removed at the end; nothing in the repository is written) and
 # dev/labs/lab_check.py compares it with the committed doc/labs/ CSV. Only the rows and quantities that DIFFER
 # are printed; each row and each quantity counts as one test and the last line is "N passed, N failed"
@@ -8,10 +8,10 @@
 #
 #   dev/labs/lab_check_ci.sh [LAB ...]        (default: explode gains; run from anywhere)
 #
-# Needs dev/labs/mlp_lab (make test builds it) and python3 (the standard library only: no numpy, no
-# matplotlib; $PYTHON, else /usr/bin/python3, else python3 on the PATH). make test promises to need no
+# Needs dev/labs/mlp_lab (make check builds it) and python3 (the standard library only: no numpy, no
+# matplotlib; $PYTHON, else /usr/bin/python3, else python3 on the PATH). make check promises to need no
 # Python, so without python3 the check says "skipped" and counts nothing ("0 passed, 0 failed"), the way
-# make test skips the nvcc build without nvcc; LAB_CHECK_REQUIRE_PYTHON=1 (for CI) counts it as one failed
+# make check skips the nvcc build without nvcc; LAB_CHECK_REQUIRE_PYTHON=1 (for CI) counts it as one failed
 # test instead.
 set -uo pipefail
 
@@ -33,7 +33,7 @@ if [[ -z "$PY" ]]; then
   exit 0
 fi
 if [[ ! -x dev/labs/mlp_lab ]]; then
-  echo "lab-check: dev/labs/mlp_lab is missing: run make dev/labs/mlp_lab (make test builds it)"
+  echo "lab-check: dev/labs/mlp_lab is missing: run make dev/labs/mlp_lab (make check builds it)"
   echo "0 passed, 1 failed"
   exit 1
 fi

@@ -10,7 +10,7 @@ What is new here is only what an MLP needs on top: the other activations, the la
 optional residual blocks and normalization, its backward pass, SGD/Adam, the data tables, the labs.
 
     make dev/labs/mlp_lab
-    dev/labs/mlp_lab selftest                 backward passes against finite differences, worked examples (make test)
+    dev/labs/mlp_lab selftest                 backward passes against finite differences, worked examples (make check)
     dev/labs/mlp_lab worked                   the sources' worked examples, recomputed next to their numbers
     dev/labs/mlp_lab LAB [flags]              one lab; writes its CSV, out/labs/LAB/LAB.csv (make lab-LAB also plots it)
 

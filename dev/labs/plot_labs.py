@@ -1661,7 +1661,7 @@ lab's figures and writes its page from the lab's CSV. Lab 10 runs the checks of 
 course ([Makemore]) on one deep MLP: the loss at step 0 against ln 10, histograms per layer, saturated
 units and the update-to-data ratio.
 
-The self-test (`make lab-selftest`, part of `make test`) checks the backward passes against finite
+The self-test (`make lab-selftest`, part of `make check`) checks the backward passes against finite
 differences, among them the per-layer backward signal `grad_var` that labs 1 and 2 record; the
 Student t distribution and the paired t-test; Adam's first step; lab 10's two saturation tests on a
 hand-made layer, its update ratio on a known SGD step and its kept dL/dh; and the sources' worked examples
@@ -1682,7 +1682,7 @@ and pages committed here are rewritten only by `make lab-publish LAB=NAME` (one 
 `make labs-publish` (all labs I and II, and this index); `make lab-NAME LAB_OUT=doc/labs` is refused.
 `dev/labs/plot_labs.py NAME --dir DIR` redraws a lab's figures and page from DIR/NAME.csv.
 
-**Handouts that run as written.** `make test` runs `dev/labs/handout_check.py`, which reads every
+**Handouts that run as written.** `make check` runs `dev/labs/handout_check.py`, which reads every
 command of these indexes, of the handouts and of the answer keys (fenced blocks, and inline commands
 that start with `./train_gpt2`, `dev/`, `make` or `python3`) and checks it against the code: every
 `./train_gpt2` flag is one that `./train_gpt2 -h` lists, every `dev/labs/mlp_lab` lab and flag one that it
@@ -1713,10 +1713,10 @@ or matplotlib, it re-runs itself with `$PYTHON`, `.venv/bin/python3` or `/usr/bi
 that has both, and where none has them it says so in one line (`dev/plot/figstyle.py`).
 
 **Numbers quoted from the CSVs.** The pages of labs I (this index and NAME.md) are written by
-`dev/labs/plot_labs.py` from the CSVs, and `make test` writes them again from the committed CSVs and
+`dev/labs/plot_labs.py` from the CSVs, and `make check` writes them again from the committed CSVs and
 requires the same bytes (so edit `plot_labs.py`, not the page). The write-ups of labs II and every answer
 key are by hand; a number they quote from a CSV carries its source in an HTML comment right after it,
-invisible on the rendered page, which `dev/labs/quote_check.py` (run by `make test`) recomputes and
+invisible on the rendered page, which `dev/labs/quote_check.py` (run by `make check`) recomputes and
 compares with the number as printed (to half a unit of its last digit).
 The forms (a CSV or a table derived from one, `value`, `list`, `mean`, `sd`, `range`, `meansd`, `by KEY`,
 `calc`) are in the script's docstring, with examples. Annotate a number when you write it; the numbers of the exercise
@@ -1753,7 +1753,7 @@ a broken run 4 to millions. Then the summary: first the verdict, `lab-check NAME
 N DIFFER`; the exit status is 1 if any row or quantity DIFFERS, or if a lab of labs II cannot resolve its
 effect: where the rows' tolerance is as wide as the spread of the settings the lab compares (how-small,
 qkv), a row could take another setting's value and pass, and the verdict says so with both numbers.
-`make test` proves that this catches broken runs:
+`make check` proves that this catches broken runs:
 `dev/labs/lab_check_broken.py` checks every lab on a broken run, made from its committed CSV the way the
 bug would change it (the lab's setting never reaching the trainer, so every run gets the first init; the
 qkv lab at learning rate 0, where every std stays at its step-0 value), and requires a quantity that
@@ -1777,7 +1777,7 @@ falls outside in at most 0.9 % of the rows of labs 1 to 9 (none in explode and s
 for one of the sweep's seeds, whose initialization is an outlier, and 2.7 % for one of the race's; a
 rounding difference moves a row much less than a new seed, except in the chaotic rows: a build with
 clang and without OpenMP reproduces explode bit for bit, gains to 2e-9 and residual to 1e-7 relative
-(2e-6 in a standard deviation over seeds, the difference of close numbers). `make test` runs
+(2e-6 in a standard deviation over seeds, the difference of close numbers). `make check` runs
 `dev/labs/lab_check_ci.sh`, the check of explode and gains (they need no data): about 65 s on 2 cores
 at a load of 2 (explode 10 s; gains 55 s, its stacks at 5 seeds); every row and every quantity counts
 as one test.
@@ -1831,7 +1831,7 @@ tar czf lab-data.tgz data_labs
 
 and copy `lab-data.tgz` with the repository to each machine; unpack it in the repository's root
 (`tar xzf lab-data.tgz`). There make finds the files and fetches nothing: `make lab-NAME`,
-`make labs-variance`, `make labs-llm`, `make lab-check LAB=NAME`, `make lab-selftest` and `make test` run
+`make labs-variance`, `make labs-llm`, `make lab-check LAB=NAME`, `make lab-selftest`, `make test` and `make check` run
 without network (lab 10 of labs II makes its own data with `dev/labs/llm_compose`). What does need the
 network: `make data-labs`, `make data-gpt2`, `make lab-deps`, `make deps` and pip. For Python on
 machines without network, copy the packages too: Debian's (`apt-get download python3-numpy

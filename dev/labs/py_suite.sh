@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs a Python check of the labs as a suite of test_gpt2 (make test): the labs' handouts
+# Runs a Python check of the labs as a suite of test_gpt2 (make check): the labs' handouts
 # (dev/labs/handout_check.py), the numbers their pages quote (dev/labs/quote_check.py), lab-check on
 # broken runs (dev/labs/lab_check_broken.py), every axis of the labs' figures labelled
 # (dev/labs/figure_check.py). They need python3 alone (the standard library), and numpy and matplotlib

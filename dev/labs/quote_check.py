@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The numbers the labs' pages quote from their CSVs, recomputed from the CSVs (a suite of make test).
+"""The numbers the labs' pages quote from their CSVs, recomputed from the CSVs (a suite of make check).
 
     dev/labs/quote_check.py [--no-pages] [FILE.md ...]   (default: doc/labs/*.md and doc/labs/answers/*.md)
 

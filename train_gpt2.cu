@@ -3148,9 +3148,9 @@ static void dp_job(DpSetup* s) {
 // run) would leave the others waiting for it the whole --nccl-timeout. So fatal() (FATAL_HOOK)
 // appends a line to DIR/nccl_failed: when the rank started, its rank, pid, job and message. Every
 // rank waiting to meet reads that file every 200 ms (dp_watch) and stops at once, naming the rank
-// and its reason. A line counts for the other ranks of the same job that started at most
-// DP_NOTE_WINDOW s before the rank that wrote it: a failed attempt's line does not stop the next
-// attempt of the same command. The file stays in DIR, a record of the failed start.
+// and its reason. A line counts for the other ranks of the same job that started before the rank
+// that wrote it or at most DP_NOTE_WINDOW s after it: a failed attempt's line does not stop the
+// next attempt of the same command. The file stays in DIR, a record of the failed start.
 #define DP_NOTE_WINDOW 10.0
 static const DpSetup* g_dp_setup;  // main's (NULL in the tests)
 static int g_dp_quiet;             // no line in DIR/nccl_failed: the ranks met, or one wrote first

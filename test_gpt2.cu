@@ -1643,9 +1643,9 @@ static void test_blowups(const char* dir) {
             if (!g && line_ok) snprintf(first, sizeof(first), "%s", err);
             if (!(WIFEXITED(st) && WEXITSTATUS(st) == 1 && line_ok && !strcmp(err, first) &&
                   access(path, F_OK) != 0) && ok) {
-                snprintf(said, sizeof(said), "; but %s: exit %d, %s%.*s", modes[g], WIFEXITED(st) ? WEXITSTATUS(st) : -1,
-                         access(path, F_OK) ? "" : "a checkpoint written, ", err ? (int)strcspn(err, "\n") : 0,
-                         err ? err : "");
+                snprintf(said, sizeof(said), "; but %s: exit %d, %s%.*s", modes[g],
+                         WIFEXITED(st) ? WEXITSTATUS(st) : -1, access(path, F_OK) ? "" : "a checkpoint written, ",
+                         err ? (int)strcspn(err, "\n") : 0, err ? err : "");
                 ok = 0;
             }
             free(err);

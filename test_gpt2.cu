@@ -2205,31 +2205,33 @@ static void test_multirank(void) {
     snprintf(f, sizeof(f), "%s -b 2 --nccl-timeout 8 -o train.txt/out", gpt2);
     mr_refused("an -o that cannot be made", "nodir", 2, two, f, NULL, "(train.txt is not a directory)", 2, 4);
 
-    // two jobs (Slurm's job ids 101 and 102) into one directory at once: job 102's rank 1 starts while job
-    // 101's rank 0 waits there with its id, then the other two. Each rank pairs with its own job only: 101
-    // trains, and 102's ranks stop at once, each with one line
-    {
+    // two jobs (job ids 101 and 102, from Slurm's variables, then torchrun's) into one directory at once: job
+    // 102's rank 1 starts while job 101's rank 0 waits there with its id, then the other two. Each rank pairs
+    // with its own job only: 101 trains, and 102's ranks stop at once, each with one line
+    const char* launchers[] = {"SLURM_JOB_ID=%s SLURM_STEP_ID=0 SLURM_PROCID=%s SLURM_NTASKS=2",
+                               "TORCHELASTIC_RUN_ID=%s MASTER_PORT=29500 RANK=%s WORLD_SIZE=2 LOCAL_RANK=%s"};
+    for (int li = 0; li < 2; li++) {
         const char* job[4][2] = {{"101", "0"}, {"102", "1"}, {"101", "1"}, {"102", "0"}};
         pid_t p[4];
         int st[4];
-        char vars[256];
-        snprintf(f, sizeof(f), "%s -b 2 --nccl-timeout 8 -o jobs", gpt2);
+        char vars[256], name[32];
+        snprintf(f, sizeof(f), "%s -b 2 --nccl-timeout 8 -o jobs%d", gpt2, li);
         for (int j = 0; j < 4; j++) {
-            snprintf(vars, sizeof(vars), "SLURM_JOB_ID=%s SLURM_STEP_ID=0 SLURM_PROCID=%s SLURM_NTASKS=2",
-                     job[j][0], job[j][1]);
-            snprintf(a, sizeof(a), "%s/jobs%s.r%s", g_mr_dir, job[j][0], job[j][1]);
+            snprintf(vars, sizeof(vars), launchers[li], job[j][0], job[j][1], job[j][1]);
+            snprintf(a, sizeof(a), "%s/jobs%d_%s.r%s", g_mr_dir, li, job[j][0], job[j][1]);
             p[j] = mr_start(g_mr_dir, vars, f, a);
-            snprintf(path, sizeof(path), "%s/jobs/nccl_id", g_mr_dir);
+            snprintf(path, sizeof(path), "%s/jobs%d/nccl_id", g_mr_dir, li);
             for (double t = now_ms(); j == 0 && access(path, F_OK) != 0 && now_ms() - t < 30e3;) usleep(20000);
             if (j == 1) usleep(500000);          // long enough to pair with 101's rank 0, if it could
         }
         for (int j = 0; j < 4; j++) st[j] = mr_wait(p[j], 60);
-        char *e0 = mr_read("jobs102", ".r0.err"), *e1 = mr_read("jobs102", ".r1.err");
+        snprintf(name, sizeof(name), "jobs%d_102", li);
+        char *e0 = mr_read(name, ".r0.err"), *e1 = mr_read(name, ".r1.err");
         const char* want = "is in use by another run";
         check(st[0] == 0 && st[2] == 0 && st[1] == 1 && st[3] == 1 && strstr(e0, want) && strstr(e1, want) &&
               strchr(e1, '\n') == e1 + strlen(e1) - 1,
-              "two jobs into one directory at once: job 101's ranks train (exit %d, %d), job 102's stop (exit %d, %d): "
-              "%.*s", st[0], st[2], st[3], st[1], (int)strcspn(e1, "\n"), e1);
+              "two jobs into one directory at once (%s): job 101's ranks train (exit %d, %d), job 102's stop (exit "
+              "%d, %d): %.*s", li ? "torchrun" : "srun", st[0], st[2], st[3], st[1], (int)strcspn(e1, "\n"), e1);
         free(e0);
         free(e1);
     }

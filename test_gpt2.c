@@ -3227,6 +3227,29 @@ static void test_decay_emb(void) {
     check(dflt == 0 && refused, "--decay-emb defaults to 0; --decay-emb 2 is refused: %s", fatal_msg);
 }
 
+// The blow-up stop names the loss as it is: a finite loss beside a norm that is not is printed as
+// the progress line prints it (once "loss is inf" was said of -I constant:1e30's loss of ln 256,
+// whose gradient norm alone was NaN)
+static void test_blowup_message(void) {
+    static Run r;       // static: zeroed, and unchanged by the longjmp
+    snprintf(r.last_ckpt, sizeof(r.last_ckpt), "none written");
+    const float loss[3] = {5.545177f, NAN, INFINITY};
+    const double norm[3] = {NAN, NAN, 1.0};
+    const char* want[3] = {"loss is 5.545177 (grad norm nan) at step 1",
+                           "loss is nan (grad norm nan) at step 1",
+                           "loss is inf (grad norm finite) at step 1"};
+    static int said, i;     // static: changed between setjmp and longjmp
+    said = 0;
+    fatal_armed = 1;
+    for (i = 0; i < 3; i++) {
+        if (setjmp(fatal_jump) == 0) run_inspect(&r, 0, loss[i], norm[i]);
+        else said += strstr(fatal_msg, want[i]) != NULL;
+    }
+    fatal_armed = 0;
+    check(said == 3, "the blow-up stop prints a finite loss as a number, nan and inf as such (%d of 3): %s",
+          said, fatal_msg);
+}
+
 static void test_trainer(void) {
     snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_gpt2.XXXXXX");
     if (!mkdtemp(tmpdir)) { check(0, "cannot create a temporary directory"); return; }
@@ -3435,6 +3458,7 @@ int main(void) {
     test_finite_differences();
     test_fast_vs_definition();
     test_probes();
+    test_blowup_message();
     test_trainer();
     test_source_map();
     test_readme_tiers();

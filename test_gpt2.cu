@@ -1618,6 +1618,43 @@ static char* read_file_text(const char* path) {
     return buf;
 }
 
+// A blow-up: both trainers stop at the same step with the same line (doc/log.md, "blowup") and exit 1,
+// writing no checkpoint, in every GPU mode. Blow-ups whose loss is not finite in PyTorch either: gpt2 with
+// every weight and bias 1e30 (a NaN loss), llama with a head of N(0, 1e37^2) (logits past float's range: an
+// inf loss). The quick tier runs gpt2 on the CPU and the default GPU mode.
+static void test_blowups(const char* dir) {
+    char path[256], cmd[1024];
+    const char* blowups[] = {"-a gpt2 -b 4 -I constant:1e30,bias=constant:1e30",
+                             "-a llama -G 1 -K 2 -b 2 -d 128 -I llama,head=normal:1e37"};
+    const char* modes[] = {"./train_gpt2", "--kernels fast", "--kernels plain", "--kernels fast --tf32 0",
+                           "--dtype bf16"};
+    for (int pi = 0; pi < (full_tier() ? 2 : 1); pi++) {
+        char first[512] = "", said[512] = "";
+        int ok = 1;
+        for (int g = 0; g < (full_tier() ? 5 : 2); g++) {
+            snprintf(cmd, sizeof(cmd), "%s %s %s -L 2 -C 64 -H 4 -t 32 -x 4 -v 0 -S 0 -n 1 -i %s/train.txt -j "
+                     "%s/val.txt -o %s/blow%d%d > /dev/null 2> %s/blow%d%d.txt", g ? GPU_TRAINER : "./train_gpt2",
+                     g ? modes[g] : "", blowups[pi], dir, dir, dir, pi, g, dir, pi, g);
+            int st = system(cmd);
+            snprintf(path, sizeof(path), "%s/blow%d%d.txt", dir, pi, g);
+            char* err = read_file_text(path);
+            snprintf(path, sizeof(path), "%s/blow%d%d/ckpt_000001.bin", dir, pi, g);
+            int line_ok = err && strstr(err, "training stopped") && strchr(err, '\n') == err + strlen(err) - 1;
+            if (!g && line_ok) snprintf(first, sizeof(first), "%s", err);
+            if (!(WIFEXITED(st) && WEXITSTATUS(st) == 1 && line_ok && !strcmp(err, first) &&
+                  access(path, F_OK) != 0) && ok) {
+                snprintf(said, sizeof(said), "; but %s: exit %d, %s%.*s", modes[g],
+                         WIFEXITED(st) ? WEXITSTATUS(st) : -1, access(path, F_OK) ? "" : "a checkpoint written, ",
+                         err ? (int)strcspn(err, "\n") : 0, err ? err : "");
+                ok = 0;
+            }
+            free(err);
+        }
+        check(ok, "%s: every trainer stops alike, exit 1, no checkpoint: %.*s%s", blowups[pi],
+              (int)strcspn(first, "\n"), first, said);
+    }
+}
+
 // Both binaries train on the same synthetic corpus with the same flags, every probe on (-p 2): the
 // losses of every step, and every number of every probe line, must agree. The GPU run computes its
 // probes on the host from the weights it downloads, so this shows that the weights track the CPU's
@@ -1705,6 +1742,7 @@ static void test_binaries(void) {
         check(ok && worst[2] < TF32_TRAIN_RTOL, "%s: --kernels plain and the default (fast, TF32) log the same 20 "
               "losses (worst relative diff %.2e, bound %.1e)", kernel_presets[pi], worst[2], TF32_TRAIN_RTOL);
     }
+    test_blowups(dir);
     // refused in one line: the plain kernels with bf16 (float32 only); this binary's own flags given
     // twice, like every other flag; an output that is an input (the host code train_gpt2.c checks)
     struct { const char* flags; const char* expect; } refusals[] = {
@@ -1987,12 +2025,13 @@ static void mr_compare(const char* title, const char* name, int n, const char* f
 // A run that must stop: every rank's exit status 1 within `seconds`, each rank's stderr one line holding
 // `want` (on the ranks in `which`, a bit mask; the others may say something else)
 static void mr_refused(const char* title, const char* name, int n, const char* const* vars, const char* args,
-                       const char* want, unsigned which, double seconds) {
+                       const char* const* extra, const char* want, unsigned which, double seconds) {
     pid_t pid[8];
-    char out[512];
+    char out[512], full[4096];
     for (int r = 0; r < n; r++) {
         snprintf(out, sizeof(out), "%s/%s.r%d", g_mr_dir, name, r);
-        pid[r] = mr_start(g_mr_dir, vars[r], args, out);
+        snprintf(full, sizeof(full), "%s %s", args, extra ? extra[r] : "");    // flags rank r alone is given
+        pid[r] = mr_start(g_mr_dir, vars[r], full, out);
     }
     double t0 = now_ms();
     int ok = 1;
@@ -2155,12 +2194,67 @@ static void test_multirank(void) {
     mr_fault("stopped", 3, SIGSTOP, "did not complete within 3 s", "a rank stopped (SIGSTOP) mid-run");
     const char* two[] = {"RANK=0 WORLD_SIZE=2", "RANK=1 WORLD_SIZE=2", "RANK=2 WORLD_SIZE=3"};
     snprintf(f, sizeof(f), "%s -b 2 --nccl-timeout 3 -o alone0", gpt2);
-    mr_refused("rank 0 alone of 2", "alone0", 1, two, f, "did not complete within 3 s", 1, 10);
+    mr_refused("rank 0 alone of 2", "alone0", 1, two, f, NULL, "did not complete within 3 s", 1, 10);
     snprintf(f, sizeof(f), "%s -b 2 --nccl-timeout 3 -o alone1", gpt2);
-    mr_refused("rank 1 alone of 2", "alone1", 1, two + 1, f, "no NCCL id from rank 0", 1, 10);
+    mr_refused("rank 1 alone of 2", "alone1", 1, two + 1, f, NULL, "no NCCL id from rank 0", 1, 10);
     const char* sizes[] = {"RANK=0 WORLD_SIZE=2", "RANK=1 WORLD_SIZE=3"};
     snprintf(f, sizeof(f), "%s -b 2 --nccl-timeout 3 -o sizes", gpt2);
-    mr_refused("ranks told different world sizes", "sizes", 2, sizes, f, "is for 2 ranks", 2, 10);
+    mr_refused("ranks told different world sizes", "sizes", 2, sizes, f, NULL, "is for 2 ranks", 2, 10);
+
+    // before the ranks meet, with --nccl-timeout 8 and 4 s allowed: a rank into a directory that another run
+    // holds (here the test, as pid 4242) stops at once, as a whole job does; a rank that fails at start (a
+    // flag only it was given, an -o that cannot be made) ends the others at once, naming it
+    snprintf(path, sizeof(path), "%s/held", g_mr_dir);
+    mkdir(path, 0755);
+    snprintf(path, sizeof(path), "%s/held/.lock", g_mr_dir);
+    int held = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    check(held >= 0 && write(held, "4242\n", 5) == 5 && flock(held, LOCK_EX) == 0, "the test holds %s", path);
+    snprintf(f, sizeof(f), "%s -b 2 --nccl-timeout 8 -o held", gpt2);
+    mr_refused("rank 1 into a directory another run holds", "held", 1, two + 1, f, NULL,
+               "is in use by another run (pid 4242)", 1, 4);
+    mr_refused("a job of 2 ranks into a directory another run holds", "held", 2, two, f, NULL,
+               "is in use by another run (pid 4242)", 3, 4);
+    if (held >= 0) close(held);
+    const char* bad_flag0[] = {"-l abc", ""};
+    const char* bad_flag1[] = {"", "--bogus 1"};
+    snprintf(f, sizeof(f), "%s -b 2 --nccl-timeout 8 -o early", gpt2);
+    mr_refused("rank 0 given a bad flag", "early0", 2, two, f, bad_flag0,
+               "failed before the ranks met: -l expects a number, got 'abc'", 2, 4);
+    mr_refused("rank 1 given a bad flag", "early1", 2, two, f, bad_flag1,
+               "failed before the ranks met: unknown flag --bogus", 1, 4);
+    snprintf(f, sizeof(f), "%s -b 2 --nccl-timeout 8 -o train.txt/out", gpt2);
+    mr_refused("an -o that cannot be made", "nodir", 2, two, f, NULL, "(train.txt is not a directory)", 2, 4);
+
+    // two jobs (job ids 101 and 102, from Slurm's variables, then torchrun's) into one directory at once: job
+    // 102's rank 1 starts while job 101's rank 0 waits there with its id, then the other two. Each rank pairs
+    // with its own job only: 101 trains, and 102's ranks stop at once, each with one line
+    const char* launchers[] = {"SLURM_JOB_ID=%s SLURM_STEP_ID=0 SLURM_PROCID=%s SLURM_NTASKS=2",
+                               "TORCHELASTIC_RUN_ID=%s MASTER_PORT=29500 RANK=%s WORLD_SIZE=2 LOCAL_RANK=%s"};
+    for (int li = 0; li < 2; li++) {
+        const char* job[4][2] = {{"101", "0"}, {"102", "1"}, {"101", "1"}, {"102", "0"}};
+        pid_t p[4];
+        int st[4];
+        char vars[256], name[32];
+        snprintf(f, sizeof(f), "%s -b 2 --nccl-timeout 8 -o jobs%d", gpt2, li);
+        for (int j = 0; j < 4; j++) {
+            snprintf(vars, sizeof(vars), launchers[li], job[j][0], job[j][1], job[j][1]);
+            snprintf(a, sizeof(a), "%s/jobs%d_%s.r%s", g_mr_dir, li, job[j][0], job[j][1]);
+            p[j] = mr_start(g_mr_dir, vars, f, a);
+            snprintf(path, sizeof(path), "%s/jobs%d/nccl_id", g_mr_dir, li);
+            for (double t = now_ms(); j == 0 && access(path, F_OK) != 0 && now_ms() - t < 30e3;) usleep(20000);
+            if (j == 1) usleep(500000);          // long enough to pair with 101's rank 0, if it could
+        }
+        for (int j = 0; j < 4; j++) st[j] = mr_wait(p[j], 60);
+        snprintf(name, sizeof(name), "jobs%d_102", li);
+        char *e0 = mr_read(name, ".r0.err"), *e1 = mr_read(name, ".r1.err");
+        const char* want = "is in use by another run";
+        check(st[0] == 0 && st[2] == 0 && st[1] == 1 && st[3] == 1 && strstr(e0, want) && strstr(e1, want) &&
+              strchr(e1, '\n') == e1 + strlen(e1) - 1,
+              "two jobs into one directory at once (%s): job 101's ranks train (exit %d, %d), job 102's stop (exit "
+              "%d, %d): %.*s", li ? "torchrun" : "srun", st[0], st[2], st[3], st[1], (int)strcspn(e1, "\n"), e1);
+        free(e0);
+        free(e1);
+    }
 
     // ranks that differ: a flag; the bytes of the data under the same name (rank 1 in its own directory);
     // the checkpoint likewise
@@ -2219,12 +2313,12 @@ static void test_multirank(void) {
     for (const auto& c : bad) {
         const char* vars[1] = {c.vars};
         snprintf(f, sizeof(f), "%s -b 2 %s", gpt2, c.flags);
-        mr_refused(c.want, "bad", 1, vars, f, c.want, 1, 10);
+        mr_refused(c.want, "bad", 1, vars, f, NULL, c.want, 1, 10);
     }
     // the trainer built without NCCL (as where nccl.h is missing; make test_gpt2cu_cpu builds it): several ranks refused
     if (realpath(CUDA_CPU_NONCCL, g_mr_trainer)) {
         snprintf(f, sizeof(f), "%s -b 2 -o nonccl", gpt2);
-        mr_refused("built without NCCL", "nonccl", 1, two, f, "this train_gpt2cu was built without NCCL", 1, 10);
+        mr_refused("built without NCCL", "nonccl", 1, two, f, NULL, "this train_gpt2cu was built without NCCL", 1, 10);
     } else {
         check(0, CUDA_CPU_NONCCL " is missing: `make test_gpt2cu_cpu` builds it");
     }

@@ -5146,13 +5146,25 @@ static void output_dir_create(const char* dir) {
 // a DIR that holds a run it does not continue (run_dir_check; the lock keeps the last run's pid).
 // Creating the lock also proves DIR writable. Returns the lock's descriptor.
 static void run_dir_check(const Options* o, const char* dir, int clear);
-static int output_dir_claim(const Options* o, const char* dir) {
+static int held_lock = -1;             // output_dir_hold's claim, until the run takes it over
+static char held_dir[4096];
+
+// DIR made, its lock taken and (when `o` is given) DIR checked for another run, then the pid and
+// `note` (a job, or "") written into the lock.
+static int output_dir_lock(const Options* o, const char* dir, const char* note) {
     output_dir_create(dir);
     char path[4200];
     snprintf(path, sizeof(path), "%s/.lock", dir);
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) fatal("cannot write in output dir %s (%s)", dir, strerror(errno));
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    // the other ranks of train_gpt2cu look whether the lock is held by taking it shared for a
+    // moment (dp_lock_holder): a claim that meets such a look tries again, for up to 20 ms
+    int locked;
+    for (int tries = 0; !(locked = flock(fd, LOCK_EX | LOCK_NB) == 0) && errno == EWOULDBLOCK &&
+                        tries < 20;
+         tries++)
+        usleep(1000);
+    if (!locked) {
         char pid[32] = "";
         ssize_t n = pread(fd, pid, sizeof(pid) - 1, 0);
         pid[n > 0 ? n : 0] = 0;
@@ -5160,12 +5172,23 @@ static int output_dir_claim(const Options* o, const char* dir) {
         fatal("output dir %s is in use by another run (pid %s): one run per directory; wait for "
               "it to end or give another -o", dir, pid[0] ? pid : "unknown");
     }
-    run_dir_check(o, dir, 0);
-    char pid[32];
-    int n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+    if (o) run_dir_check(o, dir, 0);
+    char pid[300];
+    int n = snprintf(pid, sizeof(pid), "%ld\n%s", (long)getpid(), note);
     if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n)
         fatal("cannot write in output dir %s (%s)", dir, strerror(errno));
     return fd;
+}
+
+// The run's claim of DIR: the lock output_dir_hold took for it, else a new one.
+static int output_dir_claim(const Options* o, const char* dir) {
+    if (held_lock >= 0 && !strcmp(dir, held_dir)) {
+        int fd = held_lock;
+        held_lock = -1;
+        run_dir_check(o, dir, 0);
+        return fd;
+    }
+    return output_dir_lock(o, dir, "");
 }
 
 // ---- the files a run reads and writes, checked against each other -------------------------------
@@ -5375,6 +5398,15 @@ static void run_dir_check(const Options* o, const char* dir, int clear) {
     if (d) closedir(d);
     printf("--overwrite 1: removed the %d files of the run in %s (log, checkpoints, cossim "
            "dumps)\n", removed, dir);
+}
+
+// train_gpt2.cu's rank 0 claims DIR before the ranks meet, so that a run already there stops the
+// job at once, and writes `note` (its job) after its pid; the run's own claim (outputs_claim) then
+// takes this one over
+static int output_dir_hold(const char* dir, const char* note) {
+    held_lock = output_dir_lock(NULL, dir, note);
+    snprintf(held_dir, sizeof(held_dir), "%s", dir);
+    return held_lock;
 }
 
 // Every path a run writes, checked at its start, before anything is computed: -o DIR is made and
@@ -6121,8 +6153,12 @@ static int run_inspect(Run* r, int step, float loss, double norm) {
     Model* m = &r->model;
     if (!isfinite(loss) || !isfinite(norm)) {
         log_event(&r->lg, "\"event\":\"blowup\",\"step\":%d", step + 1);
+        // a finite loss is printed as the progress line prints it: with a norm that is not, the
+        // loss itself is usually fine (e.g. ln V where the norms map overflowing rows to 0)
+        char l[32];
+        snprintf(l, sizeof(l), isfinite(loss) ? "%.6f" : isnan(loss) ? "nan" : "inf", loss);
         fatal("loss is %s (grad norm %s) at step %d: training stopped; last good checkpoint: %s",
-              isnan(loss) ? "nan" : "inf",
+              l,
               isnan(norm)           ? "nan"
                       : isinf(norm) ? "inf"
                                     : "finite",

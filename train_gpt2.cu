@@ -24,6 +24,9 @@ gives the same losses bit for bit. doc/cuda.md lists the kernels, and where they
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <mma.h>
+// A rank that fails before the ranks have met tells the others (section 9, dp_fatal)
+static void dp_fatal(void);
+#define FATAL_HOOK() dp_fatal()
 #define TRAIN_GPT2_NO_MAIN
 #include "train_gpt2.c"
 
@@ -3035,6 +3038,9 @@ typedef struct {
     int nccl;
     double timeout;               // --nccl-timeout, seconds
     char* flags;                  // every other flag as "flag value" lines, sorted (dp_check)
+    const char* dir;              // -o DIR as given: the ranks meet there
+    char job[160];                // the job this rank belongs to (dp_job)
+    double started;               // when this rank started, wall-clock seconds
 } DpSetup;
 
 // Flags by name alone: "-b 8" sorts and compares as "-b"
@@ -3057,6 +3063,9 @@ static void take_dp_flags(int* argc, char** argv, DpSetup* s) {
     memset(s, 0, sizeof(*s));
     s->rank = -1;
     s->timeout = 600;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    s->started = now.tv_sec + now.tv_nsec * 1e-9;
     char** lines = xmalloc((size_t)*argc * sizeof(char*));
     int out = 1, n = 0;
     size_t len = 1;
@@ -3075,6 +3084,7 @@ static void take_dp_flags(int* argc, char** argv, DpSetup* s) {
         else if (!strcmp(f, "--zero")) s->zero = (int)parse_int(f, v, 0, 1);
         else if (!strcmp(f, "--nccl-timeout")) s->timeout = parse_float(f, v, 1.0, 1e6);
         else {
+            if (!strcmp(f, "-o") && i + 1 < *argc) s->dir = v;
             argv[out++] = argv[i];
             if (i + 1 < *argc) argv[out++] = argv[i + 1];
         }
@@ -3110,6 +3120,145 @@ static void dp_usage(void) {
            "  --nccl-timeout S  the ranks stop, with one line, after S seconds without progress (a "
            "rank that\n"
            "              died, hangs or never came; default 600)\n");
+}
+
+// The job a rank belongs to, known to all its ranks without their talking: the launcher's id of
+// the job where one is set (Slurm's job and step; PMIx's namespace: Open MPI 5, srun --mpi=pmix;
+// Open MPI 4's job id; torchrun's run id, master port and restart count), else "none". Rank 0
+// writes it beside NCCL's id and in DIR/.lock, and a rank joins only its own job's id, so the ranks
+// of two jobs started at once into one directory never pair. Jobs without a launcher's id (a shell
+// loop, --rank by hand) are all "none": there, only the lock and the notes below keep them apart.
+static void dp_job(DpSetup* s) {
+    const char* e;
+    if ((e = getenv("SLURM_JOB_ID")))
+        snprintf(s->job, sizeof(s->job), "slurm job %s step %s", e,
+                 getenv("SLURM_STEP_ID") ? getenv("SLURM_STEP_ID") : "none");
+    else if ((e = getenv("PMIX_NAMESPACE")))
+        snprintf(s->job, sizeof(s->job), "pmix namespace %s", e);
+    else if ((e = getenv("OMPI_MCA_ess_base_jobid")))
+        snprintf(s->job, sizeof(s->job), "open mpi job %s", e);
+    else if ((e = getenv("TORCHELASTIC_RUN_ID")))
+        snprintf(s->job, sizeof(s->job), "torchrun run %s port %s restart %s", e,
+                 getenv("MASTER_PORT") ? getenv("MASTER_PORT") : "none",
+                 getenv("TORCHELASTIC_RESTART_COUNT") ? getenv("TORCHELASTIC_RESTART_COUNT")
+                                                      : "0");
+    else snprintf(s->job, sizeof(s->job), "none");
+    for (char* c = s->job; *c; c++)          // the files below split their lines at ':' and '\n'
+        if (*c == ':' || *c == '\n') *c = '_';
+}
+
+// Until the ranks have met, a rank that stops (a bad flag, an unusable -o, DIR in use by another
+// run) would leave the others waiting for it the whole --nccl-timeout. So fatal() (FATAL_HOOK)
+// appends a line to DIR/nccl_failed: when the rank started, its rank, pid, job and message. Every
+// rank waiting to meet reads that file every 200 ms (dp_watch) and stops at once, naming the rank
+// and its reason. A line counts for the other ranks of the same job that started before the rank
+// that wrote it or at most DP_NOTE_WINDOW s after it: a failed attempt's line does not stop the
+// next attempt of the same command. The file stays in DIR, a record of the failed start.
+#define DP_NOTE_WINDOW 10.0
+static const DpSetup* g_dp_setup;  // main's (NULL in the tests)
+static int g_dp_quiet;             // no line in DIR/nccl_failed: the ranks met, or one wrote first
+
+static void dp_fatal(void) {
+    static int busy;
+    if (busy) exit(1);             // writing the line failed; the run's own line is out
+    busy = 1;
+    fprintf(stderr, "error: %s\n", fatal_msg);
+    const DpSetup* s = g_dp_setup;
+    if (s && s->ranks > 1 && s->dir && !g_dp_quiet) {
+        output_dir_create(s->dir);
+        char path[4200], line[1400];
+        snprintf(path, sizeof(path), "%s/nccl_failed", s->dir);
+        int n = snprintf(line, sizeof(line), "started %.3f rank %d pid %ld job %s: %s\n",
+                         s->started, s->rank, (long)getpid(), s->job, fatal_msg);
+        // one write, so that lines of ranks failing together do not mix; a line that cannot be
+        // written leaves the others to --nccl-timeout, as before, and this rank's line stands alone
+        int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            ssize_t written = write(fd, line, (size_t)n);
+            (void)written;
+            close(fd);
+        }
+    }
+    exit(1);
+}
+
+// The first line of DIR/nccl_failed that another rank of this job wrote (above), as a sentence
+static int dp_failed_peer(const DpSetup* s, char* out, size_t cap) {
+    char path[4200], line[1400], job[160], msg[1100];
+    snprintf(path, sizeof(path), "%s/nccl_failed", s->dir);
+    FILE* f = fopen(path, "r");
+    int found = 0;
+    while (f && !found && fgets(line, sizeof(line), f)) {
+        double t;
+        int r;
+        long pid;
+        found = sscanf(line, "started %lf rank %d pid %ld job %159[^:]: %1099[^\n]", &t, &r, &pid,
+                       job, msg) == 5 &&
+                r != s->rank && !strcmp(job, s->job) && t >= s->started - DP_NOTE_WINDOW;
+        if (found)
+            snprintf(out, cap, "rank %d (pid %ld, job %s) failed before the ranks met: %s", r,
+                     pid, job, msg);
+    }
+    if (f) fclose(f);
+    return found;
+}
+
+// 1 when DIR/.lock is held by a run other than this job's rank 0 (which writes its pid, then "job"
+// and its job: output_dir_hold), with the holder's pid (and job) into out. The lock is taken shared
+// for a moment to see whether it is held; output_dir_claim tries again when it meets such a look.
+static int dp_lock_foreign(const DpSetup* s, char* out, size_t cap) {
+    char path[4200], text[300], mine[200];
+    snprintf(path, sizeof(path), "%s/.lock", s->dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    int held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    ssize_t n = held ? pread(fd, text, sizeof(text) - 1, 0) : 0;
+    close(fd);
+    text[n > 0 ? n : 0] = 0;
+    snprintf(mine, sizeof(mine), "\njob %s\n", s->job);
+    if (!text[0] || strstr(text, mine)) return 0;     // empty: a claim being written
+    char* job = strstr(text, "\njob ");          // the holder's job, when it is a rank 0
+    int pid_len = (int)strcspn(text, "\n");
+    if (job)
+        snprintf(out, cap, "pid %.*s, %.*s", pid_len, text, (int)strcspn(job + 1, "\n"), job + 1);
+    else snprintf(out, cap, "pid %.*s", pid_len, text);
+    return 1;
+}
+
+// Rank 0 makes -o DIR with its parents and writes there: a rank > 0 that sees it cannot be made
+// (a file on the way) or written stops now
+static void dp_dir_check(const DpSetup* s) {
+    char p[4096];
+    snprintf(p, sizeof(p), "%s", s->dir);
+    struct stat st;
+    while (stat(p, &st) != 0) {              // the part of the path that exists
+        char* slash = strrchr(p, '/');
+        if ((errno != ENOENT && errno != ENOTDIR) || !slash || slash == p) break;
+        *slash = 0;
+    }
+    const char* why = NULL;
+    if (stat(p, &st) == 0)
+        why = !S_ISDIR(st.st_mode)           ? "is not a directory"
+              : access(p, W_OK | X_OK) != 0 ? "is not writable"
+                                            : NULL;
+    else if (errno != ENOENT) why = strerror(errno);
+    if (why)
+        fatal("rank %d of %d: output dir %s cannot be made (%s %s): rank 0 meets the others there",
+              s->rank, s->ranks, s->dir, p, why);
+}
+
+// Called every 200 ms while the ranks wait to meet: a rank of this job that failed, or (ranks > 0)
+// DIR held by another run, ends this rank with one line
+static void dp_watch(const DpSetup* s) {
+    char why[1400];
+    if (dp_failed_peer(s, why, sizeof(why))) {
+        g_dp_quiet = 1;
+        fatal("rank %d of %d: %s", s->rank, s->ranks, why);
+    }
+    if (s->rank && dp_lock_foreign(s, why, sizeof(why)))
+        fatal("rank %d of %d: output dir %s is in use by another run (%s): one run per directory; "
+              "wait for it to end or give another -o",
+              s->rank, s->ranks, s->dir, why);
 }
 
 // A whole number from the launcher's variable `name`
@@ -3153,6 +3302,7 @@ static void dp_discover(DpSetup* s) {
         fatal("rank %d of %d ranks (%s): a rank is 0 to the world size - 1", s->rank, s->ranks,
               s->source);
     int gpus = 0;
+    dp_job(s);
     s->nccl = s->ranks > 1 || s->world_flag || s->zero;
 #ifndef USE_NCCL
     if (s->nccl)
@@ -3246,15 +3396,14 @@ static void dp_call(ncclResult_t called, const char* what) {
     }
 }
 
-// DIR/nccl_id: a line with the world size, then NCCL's unique id in hex. Written to a temporary
-// name and renamed, so that a reader sees the whole file or none.
-static void dp_write_id(const char* dir, const char* path, const ncclUniqueId* id) {
-    output_dir_create(dir);
+// DIR/nccl_id: a line with the world size and the job (dp_job), then NCCL's unique id in hex.
+// Written to a temporary name and renamed, so that a reader sees the whole file or none.
+static void dp_write_id(const char* path, const ncclUniqueId* id, const char* job) {
     char tmp[4300];
     snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)getpid());
     FILE* f = fopen(tmp, "w");
     if (!f) fatal("rank 0: cannot write %s (%s)", tmp, strerror(errno));
-    fprintf(f, "nccl id for %d ranks\n", g_dp.ranks);
+    fprintf(f, "nccl id for %d ranks, job %s\n", g_dp.ranks, job);
     for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; i++)
         fprintf(f, "%02x", (unsigned char)id->internal[i]);
     int ok = fprintf(f, "\n") > 0;
@@ -3262,11 +3411,18 @@ static void dp_write_id(const char* dir, const char* path, const ncclUniqueId* i
         fatal("rank 0: cannot write %s (%s)", path, strerror(errno));
 }
 
-// 1 and the id and its world size when `path` holds one, else 0
-static int dp_read_id(const char* path, ncclUniqueId* id, int* ranks) {
+// 1 and the id and its world size when `path` holds one of this rank's job, else 0; another
+// job's id leaves its job in g_dp_other (for the message of a rank that waited in vain)
+static char g_dp_other[160];
+static int dp_read_id(const char* path, ncclUniqueId* id, int* ranks, const char* job) {
     FILE* f = fopen(path, "r");
     if (!f) return 0;
-    int ok = fscanf(f, "nccl id for %d ranks ", ranks) == 1;
+    char theirs[160];
+    int ok = fscanf(f, "nccl id for %d ranks, job %159[^\n] ", ranks, theirs) == 2;
+    if (ok && strcmp(theirs, job)) {
+        snprintf(g_dp_other, sizeof(g_dp_other), "%s", theirs);
+        ok = 0;
+    }
     for (int i = 0; ok && i < NCCL_UNIQUE_ID_BYTES; i++) {
         unsigned x;
         ok = fscanf(f, "%2x", &x) == 1;
@@ -3280,22 +3436,31 @@ static int dp_read_id(const char* path, ncclUniqueId* id, int* ranks) {
 // found there, and rank 0 removes the file once all have joined. A rank that fails to join (or
 // waits) with an id that the file no longer holds tries the newer one: a file that an earlier run
 // left behind is replaced by this run's rank 0, and a rank that read it first joins again.
-static void dp_join(const char* dir) {
-    char path[4200];
-    snprintf(path, sizeof(path), "%s/nccl_id", dir);
+static void dp_join(const DpSetup* s) {
+    char path[4200], note[200];
+    snprintf(path, sizeof(path), "%s/nccl_id", s->dir);
     double t0 = now_ms(), next_look = 0;
     ncclUniqueId id, newer;
     int n = g_dp.ranks;
-    if (g_dp.rank == 0) {
+    if (g_dp.rank == 0) {       // DIR claimed first: a run already there stops the job at once
+        snprintf(note, sizeof(note), "job %s\n", s->job);
+        output_dir_hold(s->dir, note);
         ncclCheck(ncclGetUniqueId(&id));
-        dp_write_id(dir, path, &id);
+        dp_write_id(path, &id, s->job);
     } else {
-        while (!dp_read_id(path, &id, &n)) {
-            if (now_ms() - t0 > g_dp.timeout_ms)
-                fatal("rank %d of %d: no NCCL id from rank 0 in %s after %.0f s (--nccl-timeout): "
-                      "is rank 0 running, "
-                      "with this -o on a file system this machine shares?",
-                      g_dp.rank, g_dp.ranks, path, g_dp.timeout_ms / 1e3);
+        dp_dir_check(s);
+        while (!dp_read_id(path, &id, &n, s->job)) {
+            double now = now_ms();
+            if (now - t0 > g_dp.timeout_ms)
+                fatal("rank %d of %d: no NCCL id from rank 0 of this job (%s) in %s after %.0f s "
+                      "(--nccl-timeout)%s%s: is rank 0 running, with this -o on a file system "
+                      "this machine shares?",
+                      g_dp.rank, g_dp.ranks, s->job, path, g_dp.timeout_ms / 1e3,
+                      g_dp_other[0] ? "; the id there was another job's, " : "", g_dp_other);
+            if (now >= next_look) {
+                next_look = now + 200;
+                dp_watch(s);
+            }
             dp_pause(1e3);
         }
     }
@@ -3311,9 +3476,11 @@ static void dp_join(const char* dir) {
         int state, moved = 0;
         while ((state = dp_poll(&st, 0)) == 0 || (state < 0 && g_dp.rank && !moved)) {
             double now = now_ms();
-            if (g_dp.rank && now >= next_look) {     // a newer id from this run's rank 0?
+            if (now >= next_look) {     // a rank that failed; a newer id from this job's rank 0?
                 next_look = now + 200;
-                moved = dp_read_id(path, &newer, &n) && memcmp(&newer, &id, sizeof(id)) != 0;
+                dp_watch(s);
+                moved = g_dp.rank && dp_read_id(path, &newer, &n, s->job) &&
+                        memcmp(&newer, &id, sizeof(id)) != 0;
                 if (moved) break;
             }
             if (now - t0 > g_dp.timeout_ms) {
@@ -3342,6 +3509,7 @@ static void dp_join(const char* dir) {
         ncclCommAbort(g_dp.comm);
         id = newer;
     }
+    g_dp_quiet = 1;             // met: from here on a rank that fails ends the others over NCCL
     if (g_dp.rank == 0) unlink(path);
 }
 
@@ -3452,7 +3620,7 @@ static void dp_start(const DpSetup* s, Options* o) {
     g_dp.rank = s->rank;
     g_dp.ranks = s->ranks;
     g_dp.timeout_ms = s->timeout * 1e3;
-    dp_join(o->out_dir);
+    dp_join(s);
     dp_check(s, o);
     if (s->zero && s->ranks > 1) g_zero = {s->rank, s->ranks};
 }
@@ -3697,9 +3865,12 @@ int main(int argc, char** argv) {
     // first: it keeps the whole command line for the ranks to compare
     take_dp_flags(&argc, argv, &dp);
     take_gpu_flags(&argc, argv, &f);
+    // rank, world size, job and GPU; rank > 0 prints nothing. Before the other flags, so that a
+    // rank refusing one tells the others (dp_fatal)
+    g_dp_setup = &dp;
+    dp_discover(&dp);
     Options o;
     parse_args(&o, argc, argv);
-    dp_discover(&dp);                     // rank, world size and GPU; rank > 0 prints nothing
     if (f.plain && dp.nccl)
         fatal("--kernels plain trains on one GPU without NCCL: ranks and --zero need the fast "
               "kernels");

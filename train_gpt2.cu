@@ -24,6 +24,19 @@ gives the same losses bit for bit. doc/cuda.md lists the kernels, and where they
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <mma.h>
+// train_gpt2.c is compiled here as C++, where a void* does not turn into a float* by itself:
+// AnyPtr carries what xmalloc and xcalloc return and converts it to the pointer it is assigned to.
+// The two macros wrap every call; the functions are named in parentheses, which the macros do not
+// touch. C++ also warns about C's `Config c = {0};`, which is fine.
+struct AnyPtr {
+    void* p;
+    explicit AnyPtr(void* q) : p(q) {}
+    AnyPtr(decltype(nullptr)) : p(nullptr) {}     // `cond ? xmalloc(n) : NULL`
+    template <typename T> operator T*() const { return static_cast<T*>(p); }
+};
+#define xmalloc(n) (AnyPtr((xmalloc)(n)))
+#define xcalloc(n, s) (AnyPtr((xcalloc)(n, s)))
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 #define TRAIN_GPT2_NO_MAIN
 #include "train_gpt2.c"
 

@@ -6,6 +6,9 @@ common subset of C and C++ (cast void* explicitly; xmalloc/xcalloc are fine, see
 // ---- the test runner ----------------------------------------------------------------------------
 static int n_passed, n_failed;
 
+// TEST_TIER=quick: `make test`'s tier, which skips the slow tests (0 here); else the full tier (1).
+static int full_tier(void) { const char* t = getenv("TEST_TIER"); return !(t && strcmp(t, "quick") == 0); }
+
 // TEST_STOP_AT_FAIL=1 in the environment: stop at the first failed check (the count line, exit 1). The
 // CUDA mutants use it: one failure is all their verdict needs (dev/cuda_cpu/mutants.sh).
 static void check(int ok, const char* fmt, ...) {

@@ -417,7 +417,7 @@ static void small_model(Model* m, const Config* c) {
     parse_init(&spec, "gpt2", -1.0);
     model_build(m, c);
     model_init(m, &spec, 1337);
-    const int biases[] = {K_BQ, K_BK, K_BV, K_BG, K_BO, K_BGATE, K_BUP, K_BDOWN};
+    const int biases[] = {K_BQ, K_BK, K_BV, K_ATTN_BG, K_BO, K_BGATE, K_BUP, K_BDOWN};
     for (int kind : biases)
         for (size_t i = 0; m->p[kind] && i < (size_t)c->L * m->kind_numel[kind]; i++)
             m->p[kind][i] = 0.1f * sinf(0.7f * (float)i + (float)kind);

@@ -16,15 +16,15 @@ each piece Part I uses, with one line on what it does, so a reader of Part I can
                                                       attn_gate_forward, gelu_forward,
                                                       swiglu_forward, softmax_forward,
                                                       lm_head_backward, Impl
-   2. the model: configuration, parameters, passes    Config, Model, layer_acts, model_forward,
-                                                      model_backward
+   2. the model: configuration, parameters, passes    Config, Model, layer_acts, acts_layout,
+                                                      model_forward, model_backward
    3. initialization: gains, schemes, recipes, muP    calculate_gain, scheme_dist, model_init
    4. AdamW, the schedule, clipping                   lr_at, grad_norm, adamw_step
    5. training: batches, one update, the loop         dataset_random_batch, compute_gradients,
-                                                      train
+      with validation and samples                     evaluate, sample_text, train
   PART II  MACHINERY
    6. random numbers: PyTorch's CPU generator         rng_seed, init_normal_d, dist_fill
-   7. utilities, data files, buffers, a run's types   fatal, dataset_load, acts_alloc, Engine, Run
+   7. utilities, data files, buffers, a run's types   fatal, dataset_load, acts_bytes, Engine, Run
    8. fast twins: threads, exp, gemm, their check     vexpf, gemm, matmul_forward_fast,
                                                       attention_forward_fast, twins_install
    9. probes: what the papers measure inside a net    probes_new, probes_before_update
@@ -110,9 +110,11 @@ typedef struct Engine Engine;        // a device that holds the model: the GPU (
 typedef struct Run Run;              // a run: data files, log, probes, checkpoints (section 7)
 typedef struct Dist Dist;            // a distribution to draw a tensor from (section 3)
 typedef struct Scheme Scheme;        // a parsed initializer, "xavier_normal" (section 3)
+typedef struct Decoder Decoder;      // token ids to text (section 7)
 
 // ---- random numbers (section 6) ---------------------------------------------------------------
 static Rng* rng_new(uint64_t seed);                  // a generator after torch.manual_seed(seed)
+static uint32_t rng_u32(Rng* g);                     // 32 random bits
 static uint64_t rng_u64(Rng* g);                     // 64 random bits: two 32-bit draws
 // draws a (rows, cols) tensor from d exactly as the nn.init function does
 static void dist_fill(Rng* g, float* w, int rows, int cols, const Dist* d);
@@ -127,8 +129,15 @@ static void engine_backward(Model* m, int B, int T, float dloss);   // model_bac
 static double engine_grad_norm(const Model* m);           // grad_norm there
 static void engine_update(Model* m, const OptConfig* o, float sched_lr, int t, float grad_scale);
 
+// ---- the model's buffers and text (sections 7, 8 and 10) ---------------------------------------
+static long attention_scratch_floats(int T);         // attention_backward's scratch
+// row bt of the last forward's probabilities, from wherever the model is (the host or the GPU)
+static const float* model_probs(Model* m, int bt);
+static void print_token(const Decoder* dec, int tok);   // a token as text: a byte, or its piece
+
 // ---- a run's extras around the loop (section 12) ------------------------------------------------
-static void run_before_step(Run* r, int step);   // validation loss, samples, checkpoints when due
+static void run_val_loss(Run* r, int step, double loss);   // into the log
+static void run_before_step(Run* r, int step);   // checkpoints when due
 // after the gradient: stops on NaN/inf, runs the probes; 1: skip this update (--spike-skip)
 static int run_inspect(Run* r, int step, float loss, double norm);
 // after the update and its progress line: the probes' update ratios, the log's train event
@@ -548,10 +557,10 @@ typedef struct {
 
 // ---- the parameters: kinds, groups, tensors ----------------------------------------------------
 // Parameter kinds, in the order they are stored. Per-layer kinds hold L consecutive slices.
-// W_G is the attention gate's weight (attn.wg); W_GATE is SwiGLU's gate projection (mlp.wgate).
+// K_ATTN_WG, K_ATTN_BG: the attention gate (attn.wg, attn.bg); K_WGATE, K_BGATE: SwiGLU's gate.
 enum {
     K_WTE, K_WPE,
-    K_LN1W, K_LN1B, K_WQ, K_BQ, K_WK, K_BK, K_WV, K_BV, K_WG, K_BG, K_WO, K_BO,
+    K_LN1W, K_LN1B, K_WQ, K_BQ, K_WK, K_BK, K_WV, K_BV, K_ATTN_WG, K_ATTN_BG, K_WO, K_BO,
     K_LN2W, K_LN2B, K_WGATE, K_BGATE, K_WUP, K_BUP, K_WDOWN, K_BDOWN,
     K_LNFW, K_LNFB, K_LMHEAD, NUM_KINDS
 };
@@ -592,8 +601,8 @@ static int kind_shape(const Config* c, int kind, int* rows, int* cols) {
     case K_BQ: r = qd; present = c->bias; break;
     case K_WK: case K_WV: r = kvd; k = c->C; break;
     case K_BK: case K_BV: r = kvd; present = c->bias; break;
-    case K_WG: r = c->H; k = c->C; present = c->attn_gate; break;
-    case K_BG: r = c->H; present = c->attn_gate && c->bias; break;
+    case K_ATTN_WG: r = c->H; k = c->C; present = c->attn_gate; break;
+    case K_ATTN_BG: r = c->H; present = c->attn_gate && c->bias; break;
     case K_WO: r = c->C; k = qd; break;
     case K_BO: r = c->C; present = c->bias; break;
     case K_WGATE: r = c->F; k = c->C; present = c->swiglu; break;
@@ -646,7 +655,7 @@ typedef struct {
     float *dyg, *dyatt;                   // of the gated output and of the attention output
     float *dattn_gate;                    // of the attention gate's pre-activation
     float *dup, *dmlp_gate, *dhact;       // of up, of SwiGLU's gate pre-activation, of hact
-    float *tmp;                           // the output projections before the residual; scratch
+    float *proj;                          // the output projections before the residual; scratch
     float *att_scratch;                   // attention_backward's scratch
     float *rope_cs;                       // T x hd/2 x (cos, sin) of RoPE (rope_table), or NULL
     float *dres_kept;                     // (L+1) x BT x C: dres at each block's input and at the
@@ -657,7 +666,7 @@ typedef struct {
 typedef struct {
     float *x, *xmid, *xout;      // the stream entering the block, after attention, after the MLP
     float *ln1, *ln1_mean, *ln1_rstd, *ln2, *ln2_mean, *ln2_rstd;
-    float *q, *k, *v, *att, *yatt, *attn_gate, *yg;    // yg: the gated output, or yatt
+    float *q, *k, *v, *att, *yatt, *attn_gate, *attn_out;   // attn_out: gated output, or yatt
     float *up, *mlp_gate, *hact;                        // mlp_gate: SwiGLU only
 } LayerActs;
 
@@ -681,7 +690,7 @@ static LayerActs layer_acts(const Acts* a, const Config* c, int l, long rows, in
     la.att = a->att + l * rows * maxT * H;
     la.yatt = a->yatt + l * rows * H * hd;
     la.attn_gate = a->attn_gate + l * rows * H;
-    la.yg = c->attn_gate ? a->ygated + l * rows * H * hd : la.yatt;
+    la.attn_out = c->attn_gate ? a->ygated + l * rows * H * hd : la.yatt;
     la.up = a->up + l * rows * F;
     la.hact = a->hact + l * rows * F;
     la.mlp_gate = c->swiglu ? a->mlp_gate + l * rows * F : NULL;
@@ -715,6 +724,72 @@ static float* param_of(const Model* m, int kind, int l) {
 static float* grad_of(const Model* m, int kind, int l) {
     return m->g[kind] ? m->g[kind] + (size_t)l * m->kind_numel[kind] : NULL;
 }
+
+// The activations and gradients of one forward and backward pass over at most B x T tokens.
+// One buffer of the activations: allocated (count NULL), or with a counter only added up
+// (acts_bytes, the memory estimate printed at start-up, walks the same list), or, where base is
+// set, carved out of the block at base at the counter (train_gpt2.cu's plain kernels keep the same
+// layout on the GPU).
+static float* acts_buf(size_t* count, char* base, long floats) {
+    if (!count) return zeroed_floats(floats);
+    float* at = base ? (float*)(base + *count) : NULL;
+    *count += floats * sizeof(float);
+    return at;
+}
+
+static void acts_layout(Model* m, int B, int T, size_t* count, char* base) {
+    const Config* c = &m->cfg;
+    long BT = (long)B * T, L = c->L, C = c->C, hd = C / c->H;
+    long qd = c->H * hd, kvd = c->KVH * hd, F = c->F, H = c->H, V = c->V;
+    Acts* a = &m->a;
+    m->B = B;
+    m->T = T;
+    a->res = acts_buf(count, base, (L + 1) * BT * C);
+    a->resmid = acts_buf(count, base, L * BT * C);
+    a->ln1 = acts_buf(count, base, L * BT * C);
+    a->ln1_mean = acts_buf(count, base, L * BT);
+    a->ln1_rstd = acts_buf(count, base, L * BT);
+    a->q = acts_buf(count, base, L * BT * qd);
+    a->k = acts_buf(count, base, L * BT * kvd);
+    a->v = acts_buf(count, base, L * BT * kvd);
+    a->att = acts_buf(count, base, L * B * H * T * T);
+    a->yatt = acts_buf(count, base, L * BT * qd);
+    a->attn_gate = acts_buf(count, base, L * BT * H);
+    a->ygated = c->attn_gate ? acts_buf(count, base, L * BT * qd) : a->yatt;
+    a->ln2 = acts_buf(count, base, L * BT * C);
+    a->ln2_mean = acts_buf(count, base, L * BT);
+    a->ln2_rstd = acts_buf(count, base, L * BT);
+    a->up = acts_buf(count, base, L * BT * F);
+    a->mlp_gate = c->swiglu ? acts_buf(count, base, L * BT * F) : NULL;
+    a->hact = acts_buf(count, base, L * BT * F);
+    a->lnf = acts_buf(count, base, BT * C);
+    a->lnf_mean = acts_buf(count, base, BT);
+    a->lnf_rstd = acts_buf(count, base, BT);
+    a->logits = acts_buf(count, base, BT * V);
+    a->losses = acts_buf(count, base, BT);
+    a->dres = acts_buf(count, base, BT * C);
+    a->dln = acts_buf(count, base, BT * C);
+    a->dq = acts_buf(count, base, BT * qd);
+    a->dk = acts_buf(count, base, BT * kvd);
+    a->dv = acts_buf(count, base, BT * kvd);
+    a->att_scratch = acts_buf(count, base, attention_scratch_floats(T));
+    a->rope_cs = NULL;
+    if (c->rope) {
+        a->rope_cs = acts_buf(count, base, T * hd);
+        if (!count) rope_table(a->rope_cs, T, hd, c->rope_theta);
+    }
+    a->dyg = acts_buf(count, base, BT * qd);
+    a->dyatt = acts_buf(count, base, BT * qd);
+    a->dattn_gate = acts_buf(count, base, BT * H);
+    a->dup = acts_buf(count, base, BT * F);
+    a->dmlp_gate = acts_buf(count, base, BT * F);
+    a->dhact = acts_buf(count, base, BT * F);
+    a->proj = acts_buf(count, base, BT * (C > qd ? C : qd));
+    m->tokens = (int*)acts_buf(count, base, BT);      // int and float are both 4 bytes
+    m->targets = (int*)acts_buf(count, base, BT);
+}
+
+static void acts_alloc(Model* m, int B, int T) { acts_layout(m, B, T, NULL, NULL); }
 
 static void add_tensor(Model* m, int kind, int layer, size_t kind_offset) {
     if (!m->kind_numel[kind]) return;
@@ -800,12 +875,13 @@ static float model_forward(Model* m, const int* tokens, const int* targets, int 
         }
         impl.attention_forward(la.yatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd, c->attn_scale);
         if (c->attn_gate) {
-            impl.matmul_forward(la.attn_gate, la.ln1, param_of(m, K_WG, l), param_of(m, K_BG, l),
-                                BT, C, H);
-            attn_gate_forward(la.yg, la.attn_gate, la.yatt, BT, H, hd);
+            impl.matmul_forward(la.attn_gate, la.ln1, param_of(m, K_ATTN_WG, l),
+                                param_of(m, K_ATTN_BG, l), BT, C, H);
+            attn_gate_forward(la.attn_out, la.attn_gate, la.yatt, BT, H, hd);
         }
-        impl.matmul_forward(a->tmp, la.yg, param_of(m, K_WO, l), param_of(m, K_BO, l), BT, qd, C);
-        residual_forward(la.xmid, la.x, a->tmp, (long)BT * C);
+        impl.matmul_forward(a->proj, la.attn_out, param_of(m, K_WO, l), param_of(m, K_BO, l), BT,
+                            qd, C);
+        residual_forward(la.xmid, la.x, a->proj, (long)BT * C);
         // MLP sublayer: xout = xmid + MLP(Norm2(xmid))
         norm_forward(la.ln2, la.ln2_mean, la.ln2_rstd, la.xmid, param_of(m, K_LN2W, l),
                      param_of(m, K_LN2B, l), c->rmsnorm, c->eps, BT, C);
@@ -817,9 +893,9 @@ static float model_forward(Model* m, const int* tokens, const int* targets, int 
         } else {
             gelu_forward(la.hact, la.up, (long)BT * F);
         }
-        impl.matmul_forward(a->tmp, la.hact, param_of(m, K_WDOWN, l), param_of(m, K_BDOWN, l),
+        impl.matmul_forward(a->proj, la.hact, param_of(m, K_WDOWN, l), param_of(m, K_BDOWN, l),
                             BT, F, C);
-        residual_forward(la.xout, la.xmid, a->tmp, (long)BT * C);
+        residual_forward(la.xout, la.xmid, a->proj, (long)BT * C);
     }
     float* xL = a->res + (long)c->L * m->B * m->T * C;
     norm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, xL, m->p[K_LNFW], m->p[K_LNFB], c->rmsnorm,
@@ -859,19 +935,19 @@ static void model_backward(Model* m, int B, int T, float dloss) {
     Acts* a = &m->a;
     int BT = B * T, C = c->C, H = c->H, KVH = c->KVH, hd = C / H, F = c->F;
     int qd = H * hd, kvd = KVH * hd;
-    long s_c = (long)m->B * m->T * C;     // the stride of one layer's slice of res
+    long res_stride = (long)m->B * m->T * C;     // the stride of one layer's slice of res
     size_t row_bytes = (size_t)BT * C * sizeof(float);
     m->grads_zero = 0;
     // loss -> logits -> final norm
     memset(a->dln, 0, row_bytes);
     const float* head = c->tied ? m->p[K_WTE] : m->p[K_LMHEAD];
     float* dhead = c->tied ? m->g[K_WTE] : m->g[K_LMHEAD];
-    impl.lm_head_backward(a->dln, dhead, a->logits, m->targets, a->lnf, head, a->tmp, BT, C, c->V,
+    impl.lm_head_backward(a->dln, dhead, a->logits, m->targets, a->lnf, head, a->proj, BT, C, c->V,
                           c->logit_scale * dloss);
     memset(a->dres, 0, row_bytes);
-    norm_backward(a->dres, m->g[K_LNFW], m->g[K_LNFB], a->dln, a->res + c->L * s_c, m->p[K_LNFW],
-                  a->lnf_mean, a->lnf_rstd, c->rmsnorm, BT, C);
-    if (a->dres_kept) memcpy(a->dres_kept + c->L * s_c, a->dres, row_bytes);
+    norm_backward(a->dres, m->g[K_LNFW], m->g[K_LNFB], a->dln, a->res + c->L * res_stride,
+                  m->p[K_LNFW], a->lnf_mean, a->lnf_rstd, c->rmsnorm, BT, C);
+    if (a->dres_kept) memcpy(a->dres_kept + c->L * res_stride, a->dres, row_bytes);
     // blocks in reverse; a->dres carries d loss / d residual stream
     for (int l = c->L - 1; l >= 0; l--) {
         LayerActs la = layer_acts(a, c, l, (long)m->B * m->T, m->T);
@@ -893,14 +969,14 @@ static void model_backward(Model* m, int B, int T, float dloss) {
                       param_of(m, K_LN2W, l), la.ln2_mean, la.ln2_rstd, c->rmsnorm, BT, C);
         // attention sublayer
         memset(a->dyg, 0, (size_t)BT * qd * sizeof(float));
-        impl.matmul_backward(a->dyg, grad_of(m, K_WO, l), grad_of(m, K_BO, l), a->dres, la.yg,
+        impl.matmul_backward(a->dyg, grad_of(m, K_WO, l), grad_of(m, K_BO, l), a->dres, la.attn_out,
                              param_of(m, K_WO, l), BT, qd, C);
         memset(a->dln, 0, row_bytes);
         float* dyatt = a->dyg;
         if (c->attn_gate) {
             attn_gate_backward(a->dyatt, a->dattn_gate, a->dyg, la.yatt, la.attn_gate, BT, H, hd);
-            impl.matmul_backward(a->dln, grad_of(m, K_WG, l), grad_of(m, K_BG, l), a->dattn_gate,
-                                 la.ln1, param_of(m, K_WG, l), BT, C, H);
+            impl.matmul_backward(a->dln, grad_of(m, K_ATTN_WG, l), grad_of(m, K_ATTN_BG, l),
+                                 a->dattn_gate, la.ln1, param_of(m, K_ATTN_WG, l), BT, C, H);
             dyatt = a->dyatt;
         }
         memset(a->dq, 0, (size_t)BT * qd * sizeof(float));
@@ -920,7 +996,7 @@ static void model_backward(Model* m, int B, int T, float dloss) {
                              param_of(m, K_WV, l), BT, C, kvd);
         norm_backward(a->dres, grad_of(m, K_LN1W, l), grad_of(m, K_LN1B, l), a->dln, la.x,
                       param_of(m, K_LN1W, l), la.ln1_mean, la.ln1_rstd, c->rmsnorm, BT, C);
-        if (a->dres_kept) memcpy(a->dres_kept + l * s_c, a->dres, row_bytes);
+        if (a->dres_kept) memcpy(a->dres_kept + l * res_stride, a->dres, row_bytes);
     }
     embedding_backward(m->g[K_WTE], m->g[K_WPE], a->dres, m->tokens, B, T, C);
 }
@@ -1341,13 +1417,13 @@ HOSTDEV static inline float clip_scale(float clip, double norm) {
 // tensor's multiplier (muP, [InitFP §5]), for both terms. Which tensors decay (Tensor.decay):
 // every weight matrix; the embeddings wte, wpe only with --decay-emb 1; never norm gains or
 // biases, which are scales and offsets rather than the weights whose size [ComplexCtl] controls.
-typedef struct { float decay, step_size, b2c; } AdamwScalars;
+typedef struct { float decay, step_size, bc2_sqrt; } AdamwScalars;
 static AdamwScalars adamw_scalars(const OptConfig* o, const Tensor* tn, float sched_lr, int t) {
     float lr = sched_lr * tn->lr_mult;
     AdamwScalars k;
     k.decay = tn->decay ? 1.0f - lr * o->weight_decay : 1.0f;
     k.step_size = (float)(lr / (1.0 - pow(o->beta1, t)));
-    k.b2c = (float)sqrt(1.0 - pow(o->beta2, t));
+    k.bc2_sqrt = (float)sqrt(1.0 - pow(o->beta2, t));
     return k;
 }
 
@@ -1369,7 +1445,7 @@ static void adamw_update(float* p, float* g, float* mom, float* var, size_t n, A
         p[i] *= k.decay;
         mom[i] = o->beta1 * mom[i] + (1.0f - o->beta1) * gi;
         var[i] = o->beta2 * var[i] + (1.0f - o->beta2) * gi * gi;
-        p[i] -= k.step_size * mom[i] / (sqrtf(var[i]) / k.b2c + o->adam_eps);
+        p[i] -= k.step_size * mom[i] / (sqrtf(var[i]) / k.bc2_sqrt + o->adam_eps);
     }
 }
 
@@ -1386,7 +1462,7 @@ static void adamw_step(Model* m, const OptConfig* o, float sched_lr, int t, floa
 }
 
 // ============================================================================================
-// 5. Training: batches, one update, the loop
+// 5. Training: batches, one update, the validation loss, samples, the loop
 // ============================================================================================
 
 // A token stream in memory: bytes of text (vocabulary 256), or GPT-2 tokens from an llm.c token
@@ -1421,7 +1497,13 @@ typedef struct {
     OptConfig opt;          // learning rate, schedule, AdamW's constants, clipping
     int B, T, micro;        // micro-batches of B x T per update (-b, -t, -d)
     int first_step, steps;  // from 0, or from a checkpoint's step, to -x
+    int resumed;            // from a checkpoint, whose first validation loss was logged then
     int *inp, *tgt;         // one update's micro-batches, micro x B x T
+    const Dataset* val;     // the validation loss every val_every steps (-v), over val_batches (-m)
+    int val_every, val_batches;
+    int sample_every, sample_len;   // a sample of sample_len tokens every -s steps and at the end
+    Rng* sample_rng;
+    const Decoder* dec;     // token ids to text
 } Trainer;
 
 // The data cut into consecutive batches from its start: batch i holds the B x T tokens from
@@ -1467,15 +1549,70 @@ static float compute_gradients(Model* m, const int* inp, const int* tgt, int B, 
     return (float)(loss_sum / micro);
 }
 
-// The training loop: draw a batch, forward, backward, clip, AdamW, print. The run's extras sit in
-// three calls (section 12): validation, samples and checkpoints before a step; the NaN stop, the
-// probes and the spike check after the gradient; the probes' update ratios and the log after.
+// The mean loss over the first `batches` validation batches (fixed: consecutive windows from the
+// start of the validation data), on whatever computes the model's forward.
+static double evaluate(Model* m, const Dataset* val, int batches, int B, int T, int* inp,
+                       int* tgt) {
+    int avail = dataset_num_batches(val, B, T);
+    if (batches > avail) batches = avail;
+    double sum = 0.0;
+    for (int i = 0; i < batches; i++) {
+        dataset_batch_at(val, i, inp, tgt, B, T);
+        sum += model_forward(m, inp, tgt, B, T);
+    }
+    return batches ? sum / batches : NAN;
+}
+
+// Sampling: feed the last T tokens, draw the next from softmax(logits / 1) with the sample
+// generator (the inverse-CDF walk over the 24-bit uniform). The prompt is the first token of the
+// validation data.
+static void sample_text(Model* m, Rng* g, const Decoder* dec, int T, int first_tok, int length) {
+    int V = m->cfg.V;
+    int* ctx = xmalloc((size_t)(length + 1) * sizeof(int));
+    ctx[0] = first_tok;
+    print_token(dec, first_tok);
+    for (int n = 1; n <= length; n++) {
+        int start = n > T ? n - T : 0, len = n - start;
+        model_forward(m, ctx + start, NULL, 1, len);
+        const float* p = model_probs(m, len - 1);
+        float u = (rng_u32(g) >> 8) * (1.0f / 16777216.0f), cdf = 0.0f;
+        int next = V - 1;
+        for (int i = 0; i < V; i++) {
+            cdf += p[i];
+            if (u < cdf) { next = i; break; }
+        }
+        ctx[n] = next;
+        print_token(dec, next);
+    }
+    printf("\n");
+    fflush(stdout);
+    free(ctx);
+}
+
+// The training loop: the validation loss and a sample when due, then draw a batch, forward,
+// backward, clip, AdamW, print. The run's extras sit in four calls (section 12): the validation
+// loss into the log; checkpoints before a step; the NaN stop, the probes and the spike check after
+// the gradient; the probes' update ratios and the log after.
 static void train(const Trainer* tr, Run* run) {
     Model* m = tr->model;
     long BT = (long)tr->B * tr->T;
     for (int step = tr->first_step; step <= tr->steps; step++) {
+        int last = step == tr->steps;
+        if (tr->val_every && (step % tr->val_every == 0 || last) && tr->val_batches > 0 &&
+            !(tr->resumed && step == tr->first_step)) {
+            double val = evaluate(m, tr->val, tr->val_batches, tr->B, tr->T, tr->inp, tr->tgt);
+            printf("step %d | val loss %.6f\n", step, val);
+            run_val_loss(run, step, val);
+        }
+        if ((tr->sample_every && step % tr->sample_every == 0 && step > tr->first_step) ||
+            (last && tr->sample_len > 0)) {
+            printf("---- sample at step %d ----\n", step);
+            int sample_T = tr->T < m->cfg.maxT ? tr->T : m->cfg.maxT;
+            sample_text(m, tr->sample_rng, tr->dec, sample_T, tr->val->tok[0], tr->sample_len);
+            printf("----\n");
+        }
         run_before_step(run, step);
-        if (step == tr->steps) break;
+        if (last) break;
         double t0 = now_ms();
         for (int mb = 0; mb < tr->micro; mb++)
             next_batch(tr, (long)step * tr->micro + mb, tr->inp + mb * BT, tr->tgt + mb * BT);
@@ -2133,87 +2270,18 @@ static void dataset_load(Dataset* d, const char* path, int V) {
 // Decoding tokens for printing: bytes print as themselves; GPT-2 tokens through the decode table
 // written by dev/data/tokenize_gpt2.sh (int32 header: 20240328, version 2, vocab, eot; 256 int32
 // in all; then per token a length byte and the token's bytes).
-typedef struct {
+struct Decoder {
     int V;
     char** piece;
-} Decoder;
+};
 // the decode table of a token shard (section 10)
 static void decoder_load(Decoder* dec, const char* path);
-// a token as text: a byte, or its GPT-2 piece
-static void print_token(const Decoder* dec, int tok);
-
-static long attention_scratch_floats(int T);   // attention_backward's scratch (section 8)
 
 // ---- the model's buffers ------------------------------------------------------------------------
 static size_t model_param_count(const Config* c) {
     size_t off[NUM_KINDS], numel[NUM_KINDS];
     return param_layout(c, off, numel);
 }
-
-// The activations and gradients of one forward and backward pass over at most B x T tokens.
-// One buffer of the activations: allocated (count NULL), or with a counter only added up (acts_bytes,
-// the memory estimate printed at start-up, walks the same list), or, where base is set, carved out of
-// the block at base at the counter (train_gpt2.cu's plain kernels keep the same layout on the GPU).
-static float* acts_buf(size_t* count, char* base, long floats) {
-    if (!count) return zeroed_floats(floats);
-    float* at = base ? (float*)(base + *count) : NULL;
-    *count += floats * sizeof(float);
-    return at;
-}
-
-static void acts_layout(Model* m, int B, int T, size_t* count, char* base) {
-    const Config* c = &m->cfg;
-    long BT = (long)B * T, L = c->L, C = c->C, hd = C / c->H;
-    long qd = c->H * hd, kvd = c->KVH * hd, F = c->F, H = c->H, V = c->V;
-    Acts* a = &m->a;
-    m->B = B;
-    m->T = T;
-    a->res = acts_buf(count, base, (L + 1) * BT * C);
-    a->resmid = acts_buf(count, base, L * BT * C);
-    a->ln1 = acts_buf(count, base, L * BT * C);
-    a->ln1_mean = acts_buf(count, base, L * BT);
-    a->ln1_rstd = acts_buf(count, base, L * BT);
-    a->q = acts_buf(count, base, L * BT * qd);
-    a->k = acts_buf(count, base, L * BT * kvd);
-    a->v = acts_buf(count, base, L * BT * kvd);
-    a->att = acts_buf(count, base, L * B * H * T * T);
-    a->yatt = acts_buf(count, base, L * BT * qd);
-    a->attn_gate = acts_buf(count, base, L * BT * H);
-    a->ygated = c->attn_gate ? acts_buf(count, base, L * BT * qd) : a->yatt;
-    a->ln2 = acts_buf(count, base, L * BT * C);
-    a->ln2_mean = acts_buf(count, base, L * BT);
-    a->ln2_rstd = acts_buf(count, base, L * BT);
-    a->up = acts_buf(count, base, L * BT * F);
-    a->mlp_gate = c->swiglu ? acts_buf(count, base, L * BT * F) : NULL;
-    a->hact = acts_buf(count, base, L * BT * F);
-    a->lnf = acts_buf(count, base, BT * C);
-    a->lnf_mean = acts_buf(count, base, BT);
-    a->lnf_rstd = acts_buf(count, base, BT);
-    a->logits = acts_buf(count, base, BT * V);
-    a->losses = acts_buf(count, base, BT);
-    a->dres = acts_buf(count, base, BT * C);
-    a->dln = acts_buf(count, base, BT * C);
-    a->dq = acts_buf(count, base, BT * qd);
-    a->dk = acts_buf(count, base, BT * kvd);
-    a->dv = acts_buf(count, base, BT * kvd);
-    a->att_scratch = acts_buf(count, base, attention_scratch_floats(T));
-    a->rope_cs = NULL;
-    if (c->rope) {
-        a->rope_cs = acts_buf(count, base, T * hd);
-        if (!count) rope_table(a->rope_cs, T, hd, c->rope_theta);
-    }
-    a->dyg = acts_buf(count, base, BT * qd);
-    a->dyatt = acts_buf(count, base, BT * qd);
-    a->dattn_gate = acts_buf(count, base, BT * H);
-    a->dup = acts_buf(count, base, BT * F);
-    a->dmlp_gate = acts_buf(count, base, BT * F);
-    a->dhact = acts_buf(count, base, BT * F);
-    a->tmp = acts_buf(count, base, BT * (C > qd ? C : qd));
-    m->tokens = (int*)acts_buf(count, base, BT);      // int and float are both 4 bytes
-    m->targets = (int*)acts_buf(count, base, BT);
-}
-
-static void acts_alloc(Model* m, int B, int T) { acts_layout(m, B, T, NULL, NULL); }
 
 static size_t acts_bytes(const Config* c, int B, int T) {
     Model shape;
@@ -2232,7 +2300,7 @@ static void model_free(Model* m) {
             a->ln2_mean,   a->ln2_rstd, a->up,        a->mlp_gate,    a->hact,      a->lnf,
             a->lnf_mean,   a->lnf_rstd, a->logits,    a->losses,      a->dres,      a->dln,
             a->dq,         a->dk,       a->dv,        a->att_scratch, a->dyg,       a->dyatt,
-            a->dattn_gate, a->dup,      a->dmlp_gate, a->dhact,       a->tmp,       a->rope_cs};
+            a->dattn_gate, a->dup,      a->dmlp_gate, a->dhact,       a->proj,       a->rope_cs};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) free(bufs[i]);
     if (a->ygated != a->yatt) free(a->ygated);
     free(m->params); free(m->grads); free(m->adam_m); free(m->adam_v);
@@ -2400,7 +2468,6 @@ static void decoder_free(Decoder* dec);
 
 // Sampling: feed the last T tokens, draw each next token from the softmax of the logits with the
 // sample generator; the prompt is the first token of the validation data (section 10).
-static void sample_text(Model* m, Rng* g, const Decoder* dec, int T, int first_tok, int length);
 // The run's first lines: model, data, initialization, and the "config" event of the log (section
 // 10).
 static void run_header(Run* r);
@@ -4613,32 +4680,6 @@ static void init_spec_from_options(InitSpec* spec, const Options* o) {
 }
 
 // ---- text out: tokens, the run's header, the JSON-lines log -------------------------------------
-// Sampling: feed the last T tokens, draw the next from softmax(logits / 1) with the sample
-// generator (the inverse-CDF walk over the 24-bit uniform). The prompt is the first token of the
-// validation data.
-static void sample_text(Model* m, Rng* g, const Decoder* dec, int T, int first_tok, int length) {
-    int V = m->cfg.V;
-    int* ctx = xmalloc((size_t)(length + 1) * sizeof(int));
-    ctx[0] = first_tok;
-    print_token(dec, first_tok);
-    for (int n = 1; n <= length; n++) {
-        int start = n > T ? n - T : 0, len = n - start;
-        model_forward(m, ctx + start, NULL, 1, len);
-        const float* p = model_probs(m, len - 1);
-        float u = (rng_u32(g) >> 8) * (1.0f / 16777216.0f), cdf = 0.0f;
-        int next = V - 1;
-        for (int i = 0; i < V; i++) {
-            cdf += p[i];
-            if (u < cdf) { next = i; break; }
-        }
-        ctx[n] = next;
-        print_token(dec, next);
-    }
-    printf("\n");
-    fflush(stdout);
-    free(ctx);
-}
-
 // The table's vocabulary is checked against the file's size (each token takes at least its length
 // byte) before the table is allocated.
 static void decoder_read(Decoder* dec, FILE* f, long size, const char* path) {
@@ -5409,46 +5450,30 @@ static void run_setup(Run* r, int host_engine) {
     tr->B = o->B, tr->T = o->T, tr->micro = o->micro;
     tr->sequential = o->sequential;
     tr->first_step = r->start_step, tr->steps = o->steps;
+    tr->resumed = o->resume != NULL;
+    tr->val = &r->val;
+    tr->val_every = o->val_every, tr->val_batches = o->val_batches;
+    tr->sample_every = o->sample_every, tr->sample_len = o->sample_len;
+    tr->sample_rng = &r->sample_rng;
+    tr->dec = &r->dec;
     snprintf(r->last_ckpt, sizeof(r->last_ckpt), "%s", o->resume ? o->resume : "none written");
     r->last_val = NAN;
     r->probing = 0;
 }
 
-// The mean loss over the first `batches` validation batches (fixed: consecutive windows from the
-// start of the validation data), on whatever computes the model's forward.
-static double evaluate(Model* m, const Dataset* val, int batches, int B, int T, int* inp,
-                       int* tgt) {
-    int avail = dataset_num_batches(val, B, T);
-    if (batches > avail) batches = avail;
-    double sum = 0.0;
-    for (int i = 0; i < batches; i++) {
-        dataset_batch_at(val, i, inp, tgt, B, T);
-        sum += model_forward(m, inp, tgt, B, T);
-    }
-    return batches ? sum / batches : NAN;
+// ---- the loop's hooks (train, section 5) --------------------------------------------------------
+// A validation loss into the log (the last one is printed at the end).
+static void run_val_loss(Run* r, int step, double loss) {
+    r->last_val = loss;
+    log_event(&r->lg, "\"event\":\"val\",\"step\":%d,\"val_loss\":%.6f", step, loss);
 }
 
-// ---- the loop's hooks (train, section 5) --------------------------------------------------------
-// Before step `step` (and once after the last): the validation loss every -v steps, a sample
-// every -s steps and at the end, a checkpoint every -n steps and at the end. -x 0 writes the
-// initialization as a step-0 checkpoint; a resumed run's first validation was logged before.
+// Before step `step` (and once after the last): a checkpoint every -n steps and at the end. -x 0
+// writes the initialization as a step-0 checkpoint.
 static void run_before_step(Run* r, int step) {
     Options* o = &r->o;
     Model* m = &r->model;
     int last = step == o->steps;
-    if (o->val_every && (step % o->val_every == 0 || last) && o->val_batches > 0 &&
-        !(o->resume && step == r->start_step)) {
-        r->last_val = evaluate(m, &r->val, o->val_batches, o->B, o->T, r->tr.inp, r->tr.tgt);
-        printf("step %d | val loss %.6f\n", step, r->last_val);
-        log_event(&r->lg, "\"event\":\"val\",\"step\":%d,\"val_loss\":%.6f", step, r->last_val);
-    }
-    if ((o->sample_every && step % o->sample_every == 0 && step > r->start_step) ||
-        (last && o->sample_len > 0)) {
-        printf("---- sample at step %d ----\n", step);
-        int sample_T = o->T < m->cfg.maxT ? o->T : m->cfg.maxT;
-        sample_text(m, &r->sample_rng, &r->dec, sample_T, r->val.tok[0], o->sample_len);
-        printf("----\n");
-    }
     if (o->out_dir && (step > r->start_step || (last && !o->resume)) &&
         (last || (o->ckpt_every && step % o->ckpt_every == 0))) {
         model_to_host(m, 1);        // on every rank: a sharded state is gathered first

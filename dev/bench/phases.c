@@ -220,24 +220,24 @@ static void phase_matmuls(Model* m, int B, int T) {
         mm_fwd(la.q, la.ln1, param_of(m, K_WQ, l), param_of(m, K_BQ, l), BT, C, qd);
         mm_fwd(la.k, la.ln1, param_of(m, K_WK, l), param_of(m, K_BK, l), BT, C, kvd);
         mm_fwd(la.v, la.ln1, param_of(m, K_WV, l), param_of(m, K_BV, l), BT, C, kvd);
-        if (c->attn_gate) mm_fwd(la.attn_gate, la.ln1, param_of(m, K_WG, l), param_of(m, K_BG, l), BT, C, H);
-        mm_fwd(a->tmp, la.yg, param_of(m, K_WO, l), param_of(m, K_BO, l), BT, qd, C);
+        if (c->attn_gate) mm_fwd(la.attn_gate, la.ln1, param_of(m, K_ATTN_WG, l), param_of(m, K_ATTN_BG, l), BT, C, H);
+        mm_fwd(a->proj, la.attn_out, param_of(m, K_WO, l), param_of(m, K_BO, l), BT, qd, C);
         mm_fwd(la.up, la.ln2, param_of(m, K_WUP, l), param_of(m, K_BUP, l), BT, C, F);
         if (c->swiglu) mm_fwd(la.mlp_gate, la.ln2, param_of(m, K_WGATE, l), param_of(m, K_BGATE, l), BT, C, F);
-        mm_fwd(a->tmp, la.hact, param_of(m, K_WDOWN, l), param_of(m, K_BDOWN, l), BT, F, C);
+        mm_fwd(a->proj, la.hact, param_of(m, K_WDOWN, l), param_of(m, K_BDOWN, l), BT, F, C);
     }
     const float* head = c->tied ? m->p[K_WTE] : m->p[K_LMHEAD];
     float* dhead = c->tied ? m->g[K_WTE] : m->g[K_LMHEAD];
     mm_fwd(a->logits, a->lnf, head, NULL, BT, C, V);
-    head_b(a->dln, dhead, a->logits, m->targets, a->lnf, head, a->tmp, BT, C, V, c->logit_scale);
+    head_b(a->dln, dhead, a->logits, m->targets, a->lnf, head, a->proj, BT, C, V, c->logit_scale);
     for (int l = c->L - 1; l >= 0; l--) {
         LayerActs la = layer_acts(a, c, l, rows, m->T);
         mm_bwd(a->dhact, grad_of(m, K_WDOWN, l), grad_of(m, K_BDOWN, l), a->dres, la.hact, param_of(m, K_WDOWN, l), BT, F, C);
         if (c->swiglu)
             mm_bwd(a->dln, grad_of(m, K_WGATE, l), grad_of(m, K_BGATE, l), a->dmlp_gate, la.ln2, param_of(m, K_WGATE, l), BT, C, F);
         mm_bwd(a->dln, grad_of(m, K_WUP, l), grad_of(m, K_BUP, l), a->dup, la.ln2, param_of(m, K_WUP, l), BT, C, F);
-        mm_bwd(a->dyg, grad_of(m, K_WO, l), grad_of(m, K_BO, l), a->dres, la.yg, param_of(m, K_WO, l), BT, qd, C);
-        if (c->attn_gate) mm_bwd(a->dln, grad_of(m, K_WG, l), grad_of(m, K_BG, l), a->dattn_gate, la.ln1, param_of(m, K_WG, l), BT, C, H);
+        mm_bwd(a->dyg, grad_of(m, K_WO, l), grad_of(m, K_BO, l), a->dres, la.attn_out, param_of(m, K_WO, l), BT, qd, C);
+        if (c->attn_gate) mm_bwd(a->dln, grad_of(m, K_ATTN_WG, l), grad_of(m, K_ATTN_BG, l), a->dattn_gate, la.ln1, param_of(m, K_ATTN_WG, l), BT, C, H);
         mm_bwd(a->dln, grad_of(m, K_WQ, l), grad_of(m, K_BQ, l), a->dq, la.ln1, param_of(m, K_WQ, l), BT, C, qd);
         mm_bwd(a->dln, grad_of(m, K_WK, l), grad_of(m, K_BK, l), a->dk, la.ln1, param_of(m, K_WK, l), BT, C, kvd);
         mm_bwd(a->dln, grad_of(m, K_WV, l), grad_of(m, K_BV, l), a->dv, la.ln1, param_of(m, K_WV, l), BT, C, kvd);
@@ -288,11 +288,11 @@ static void phase_act_resid(Model* m, int B, int T) {
     STEP_SHAPES;
     for (int l = 0; l < c->L; l++) {
         LayerActs la = layer_acts(a, c, l, rows, m->T);
-        if (c->attn_gate) gate_f(la.yg, la.attn_gate, la.yatt, BT, H, hd);
-        resid(la.xmid, la.x, a->tmp, (long)BT * C);
+        if (c->attn_gate) gate_f(la.attn_out, la.attn_gate, la.yatt, BT, H, hd);
+        resid(la.xmid, la.x, a->proj, (long)BT * C);
         if (c->swiglu) swiglu_f(la.hact, la.mlp_gate, la.up, (long)BT * F);
         else gelu_f(la.hact, la.up, (long)BT * F);
-        resid(la.xout, la.xmid, a->tmp, (long)BT * C);
+        resid(la.xout, la.xmid, a->proj, (long)BT * C);
     }
     for (int l = c->L - 1; l >= 0; l--) {
         LayerActs la = layer_acts(a, c, l, rows, m->T);

@@ -2969,7 +2969,7 @@ static char* run_edited(const char* flags, int n, char** err) {
 
 static void test_part_one_edits(void) {
     static const PartOneEdit edits[] = {
-        {"matmul_forward", "bias ? bias[o]", "bias ? -bias[o]", "", 1},
+        {"matmul_forward", "row[o] = bias ? bias[o]", "row[o] = bias ? -bias[o]", "", 1},
         {"matmul_backward", "float d = dout[(long)bt * OC + o];", "float d = 0.5f * dout[(long)bt * OC + o];", "", 1},
         {"attention_forward", "a[s] = scale * dot;", "a[s] = 0.5f * scale * dot;", "", 1},
         {"attention_backward", "(dp[s] - adot)", "(dp[s] + adot)", "", 1},

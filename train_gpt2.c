@@ -154,15 +154,23 @@ static void run_after_step(Run* r, int step, float loss, float lr, double norm, 
 // ============================================================================================
 
 // out[BT,OC] = inp[BT,C] W[OC,C]^T + bias[OC]:  out[bt][o] = bias[o] + sum_c inp[bt][c] W[o][c]
+// Every output of row bt takes its sum a term at a time, together: the row starts at the bias and
+// adds inp[bt][c] times row c of Wt = W^T, c in order. The innermost loop then walks two rows in
+// order and vectorizes; as a dot product over c (the sum left to right), it could not.
 static void matmul_forward(float* out, const float* inp, const float* W, const float* bias,
                            int BT, int C, int OC) {
+    float* Wt = xmalloc((size_t)C * OC * sizeof(float));
     #pragma omp parallel for
-    for (int bt = 0; bt < BT; bt++)
-        for (int o = 0; o < OC; o++) {
-            float s = bias ? bias[o] : 0.0f;
-            for (int c = 0; c < C; c++) s += inp[(long)bt * C + c] * W[(long)o * C + c];
-            out[(long)bt * OC + o] = s;
-        }
+    for (int c = 0; c < C; c++)
+        for (int o = 0; o < OC; o++) Wt[(long)c * OC + o] = W[(long)o * C + c];
+    #pragma omp parallel for
+    for (int bt = 0; bt < BT; bt++) {
+        float* row = out + (long)bt * OC;
+        for (int o = 0; o < OC; o++) row[o] = bias ? bias[o] : 0.0f;
+        for (int c = 0; c < C; c++)
+            for (int o = 0; o < OC; o++) row[o] += inp[(long)bt * C + c] * Wt[(long)c * OC + o];
+    }
+    free(Wt);
 }
 
 // The three gradients of out = inp W^T + bias, accumulated:

@@ -3028,9 +3028,10 @@ static void lm_head_backward_fast(float* dinp, float* dW, float* P, const int* t
     #pragma omp parallel for schedule(static)
     for (long i = 0; i < (long)BT * C; i++) scratch[i] = s * inp[i];
     gemm(V, C, BT, P, 1, V, scratch, C, 1, dW, C, 1);   // A = P^T: strides (1, V)
-    #pragma omp parallel for schedule(static)
-    for (long i = 0; i < (long)BT * C; i++) scratch[i] = -scratch[i];
-    embedding_backward(dW, NULL, scratch, targets, 1, BT, C);   // row targets[bt] += -(s inp)[bt]
+    // row targets[bt] -= (s inp)[bt]: one thread, since targets repeat (not embedding_backward,
+    // whose definition a student may edit: the check would then blame this twin)
+    for (int bt = 0; bt < BT; bt++)
+        for (int c = 0; c < C; c++) dW[(long)targets[bt] * C + c] -= scratch[(long)bt * C + c];
 }
 
 // The fast attention's block of query rows, and the scratch its backward needs: one ATT_QB x T

@@ -112,8 +112,12 @@ help:
 	@echo "make deps         install the Debian packages the dev/ tools use (torch, numpy, matplotlib)"
 
 # The default corpus (data/moby_*.txt) is committed: `make train_gpt2 && ./train_gpt2` needs no network.
-train_gpt2: train_gpt2.c
-	$(CC) $(CFLAGS) -o $@ train_gpt2.c $(LDLIBS)
+# `make train_gpt2 REFERENCE=1` builds one that trains on Part I's definitions alone, without the
+# fast twins of section 8; .ref_flag remembers the last value, so that switching rebuilds.
+REFERENCE ?= 0
+$(shell echo '$(REFERENCE)' | cmp -s - .ref_flag || echo '$(REFERENCE)' > .ref_flag)
+train_gpt2: train_gpt2.c .ref_flag
+	$(CC) $(CFLAGS) -DREFERENCE=$(REFERENCE) -o $@ train_gpt2.c $(LDLIBS)
 
 test_gpt2: test_gpt2.c train_gpt2.c test/fixture.h
 	$(CC) $(CFLAGS) -o $@ test_gpt2.c $(LDLIBS)
@@ -208,6 +212,7 @@ data: data/moby_train.txt data/moby_val.txt
 # flags to the driver, e.g. make bench BENCH_ARGS="--configs cfgM-gpt2 --reps 1".
 bench: dev/bench/fma_peak dev/bench/phases
 	$(CC) $(CFLAGS) -o train_gpt2 train_gpt2.c $(LDLIBS)
+	$(CC) $(CFLAGS) -DREFERENCE=1 -o dev/bench/train_gpt2_ref train_gpt2.c $(LDLIBS)
 	$(PYTHON) dev/bench/bench.py $(BENCH_ARGS)
 
 dev/bench/fma_peak: dev/bench/fma_peak.c
@@ -261,7 +266,7 @@ data/%_gpt2_train.bin data/%_gpt2_val.bin data/%_gpt2_decode.bin: data/%_train.t
 
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu train_gpt2cu_cpu test_gpt2cu_cpu .nvcc_flags
-	rm -f dev/bench/fma_peak dev/bench/phases dev/bench/bench_gpu dev/labs/mlp_lab dev/labs/llm_compose $(CUDA_CPU)/selftest
+	rm -f .ref_flag dev/bench/train_gpt2_ref dev/bench/fma_peak dev/bench/phases dev/bench/bench_gpu dev/labs/mlp_lab dev/labs/llm_compose $(CUDA_CPU)/selftest
 	rm -rf $(CUDA_CPU_GEN) $(SAN_BUILD)
 
 # ---- labs I (issue 7): variance propagation, the classic initializers, the std sweep ------------

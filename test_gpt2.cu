@@ -417,7 +417,7 @@ static void small_model(Model* m, const Config* c) {
     parse_init(&spec, "gpt2", -1.0);
     model_build(m, c);
     model_init(m, &spec, 1337);
-    const int biases[] = {K_BQ, K_BK, K_BV, K_BG, K_BO, K_BGATE, K_BUP, K_BDOWN};
+    const int biases[] = {K_BQ, K_BK, K_BV, K_ATTN_BG, K_BO, K_BGATE, K_BUP, K_BDOWN};
     for (int kind : biases)
         for (size_t i = 0; m->p[kind] && i < (size_t)c->L * m->kind_numel[kind]; i++)
             m->p[kind][i] = 0.1f * sinf(0.7f * (float)i + (float)kind);
@@ -614,7 +614,7 @@ static void download_act(float* h, const float* d, long n) {
 // The trainer tests use head sizes below 32 (one output column per lane) and T <= 48. Here the shapes
 // reach what GPT-2 uses and beyond: head sizes 80 (lanes take columns lane, lane+32 and, for half of
 // them, lane+64) and 128 (ATT_HD_MAX), T not a multiple of any tile (partial key, query and key-row
-// tiles), grouped KV heads. y, dq, dk, dv against train_gpt2.c's definition (use_reference loops),
+// tiles), grouped KV heads. y, dq, dk, dv against train_gpt2.c's definition (section 1's loops),
 // float32 tolerance 1e-5 + 1e-4 |want|: the kernels sum the same terms in another order.
 //
 // The tensor-core kernels (head sizes 16..64) at 64 (GPT-2's), 48 and 32, with T spanning two or more
@@ -646,11 +646,8 @@ static void test_attention_shape(int B, int T, int H, int KVH, int hd, int mode)
     float *y = xcalloc(nq, sizeof(float)), *att = xcalloc((size_t)B * H * T * T, sizeof(float));
     float *dq = xcalloc(nq, sizeof(float)), *dk = xcalloc(nkv, sizeof(float)), *dv = xcalloc(nkv, sizeof(float));
     float* scratch = xcalloc((size_t)attention_scratch_floats(T), sizeof(float));
-    int saved = use_reference;
-    use_reference = 1;
     attention_forward(y, att, q, k, v, B, T, H, KVH, hd, scale);
     attention_backward(dq, dk, dv, scratch, dy, att, q, k, v, B, T, H, KVH, hd, scale);
-    use_reference = saved;
     // the GPU's
     float *d_q = dmalloc(nq), *d_k = dmalloc(nkv), *d_v = dmalloc(nkv), *d_dy = dmalloc(nq), *d_y = dmalloc(nq);
     float *d_lse = dmalloc((size_t)B * H * T), *d_D = dmalloc((size_t)B * H * T);

@@ -10,23 +10,23 @@ the weights start and how they move. Part II is the machinery Part I calls; sect
 each piece Part I uses, with one line on what it does, so a reader of Part I can skip Part II.
 
   PART I   THE MODEL AS MATHEMATICS
-   0. what Part I uses from Part II (skippable)       HOSTDEV, use_reference
+   0. what Part I uses from Part II (skippable)       HOSTDEV, fatal, rng_u64
    1. layers, each forward beside its backward        matmul_forward, embedding_forward,
                                                       norm_forward, rope_apply, attention_forward,
                                                       attn_gate_forward, gelu_forward,
                                                       swiglu_forward, softmax_forward,
-                                                      lm_head_backward
-   2. the model: configuration, parameters, passes    Config, Model, layer_acts, model_forward,
-                                                      model_backward
+                                                      lm_head_backward, Impl
+   2. the model: configuration, parameters, passes    Config, Model, layer_acts, acts_layout,
+                                                      model_forward, model_backward
    3. initialization: gains, schemes, recipes, muP    calculate_gain, scheme_dist, model_init
    4. AdamW, the schedule, clipping                   lr_at, grad_norm, adamw_step
    5. training: batches, one update, the loop         dataset_random_batch, compute_gradients,
-                                                      train
+      with validation and samples                     evaluate, sample_text, train
   PART II  MACHINERY
    6. random numbers: PyTorch's CPU generator         rng_seed, init_normal_d, dist_fill
-   7. utilities, data files, buffers, a run's types   fatal, dataset_load, acts_alloc, Engine, Run
-   8. fast paths: threads, exp, gemm, fast layers     vexpf, gemm, matmul_forward_fast,
-                                                      grad_norm_fast, adamw_step_fast
+   7. utilities, data files, buffers, a run's types   fatal, dataset_load, acts_bytes, Engine, Run
+   8. fast twins: threads, exp, gemm, their check     vexpf, gemm, matmul_forward_fast,
+                                                      attention_forward_fast, twins_install
    9. probes: what the papers measure inside a net    probes_new, probes_before_update
   10. the command line, text out, --init-report       parse_args, usage, log_event, init_report
   11. checkpoints and llm.c model files               checkpoint_save, checkpoint_load, llmc_save
@@ -66,23 +66,6 @@ Only libc, libm and OpenMP are used. doc/model.md is the model's exact contract.
 #include <omp.h>
 #endif
 
-// C++ (train_gpt2.cu compiles this file as C++): a void* does not turn into a float* by itself
-// there, so AnyPtr carries what xmalloc and xcalloc return and converts it to the pointer it is
-// assigned to. The two macros wrap every call; the functions are named in parentheses, which the
-// macros do not touch. C++ also warns about C's `Config c = {0};`, which is fine.
-#ifdef __cplusplus
-struct AnyPtr {
-    void* p;
-    explicit AnyPtr(void* q) : p(q) {}
-    AnyPtr(decltype(nullptr)) : p(nullptr) {}     // `cond ? xmalloc(n) : NULL`
-    template <typename T> operator T*() const { return static_cast<T*>(p); }
-};
-#define xmalloc(n) (AnyPtr((xmalloc)(n)))
-#define xcalloc(n, s) (AnyPtr((xcalloc)(n, s)))
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#endif
-
-
 // ############################################################################################
 // PART I. THE MODEL AS MATHEMATICS
 // ############################################################################################
@@ -107,16 +90,7 @@ struct AnyPtr {
 #endif
 // TRAIN_GPT2_NO_MAIN: test_gpt2.c, train_gpt2.cu and the dev/ programs include this file and
 // bring their own main.
-// C++: train_gpt2.cu compiles this file as C++ (AnyPtr, above PART I).
-
-// ---- definitions and fast paths ----------------------------------------------------------------
-// Every product of the model has two implementations: the plain loops that define it, in Part I,
-// and a fast path (section 8) that computes the same sums blocked, vectorized and threaded.
-// Training uses the fast paths; use_reference = 1 (or -DREFERENCE=1) trains on the loops.
-#ifndef REFERENCE
-#define REFERENCE 0
-#endif
-static int use_reference = REFERENCE;
+// C++: train_gpt2.cu compiles this file as C++ (its AnyPtr, before it includes this file).
 
 // ---- utilities (section 7) -----------------------------------------------------------------
 static void fatal(const char* fmt, ...);             // one line on stderr, exit 1
@@ -136,59 +110,18 @@ typedef struct Engine Engine;        // a device that holds the model: the GPU (
 typedef struct Run Run;              // a run: data files, log, probes, checkpoints (section 7)
 typedef struct Dist Dist;            // a distribution to draw a tensor from (section 3)
 typedef struct Scheme Scheme;        // a parsed initializer, "xavier_normal" (section 3)
+typedef struct Decoder Decoder;      // token ids to text (section 7)
 
 // ---- random numbers (section 6) ---------------------------------------------------------------
 static Rng* rng_new(uint64_t seed);                  // a generator after torch.manual_seed(seed)
 static void rng_seed(Rng* g, uint64_t seed);         // torch.manual_seed(seed)
-static uint32_t rng_u32(Rng* g);                     // one mt19937 draw
+static uint32_t rng_u32(Rng* g);                     // 32 random bits
 static uint64_t rng_u64(Rng* g);                     // 64 random bits: two 32-bit draws
 // draws a (rows, cols) tensor from d exactly as the nn.init function does
 static void dist_fill(Rng* g, float* w, int rows, int cols, const Dist* d);
 // "kaiming_uniform:leaky_relu:0.2:fan_out" -> name, nonlinearity, arguments (section 10)
 static void parse_scheme(Scheme* s, const char* text);
 static int scheme_needs_fans(const char* name);      // a scheme that reads fan_in/fan_out
-
-// ---- the fast paths of section 1's layers: the same sums, blocked, vectorized and threaded ---
-static void matmul_forward_fast(float* out, const float* inp, const float* W, const float* bias,
-                                int BT, int C, int OC);
-static void matmul_backward_fast(float* dinp, float* dW, float* dbias, const float* dout,
-                                 const float* inp, const float* W, int BT, int C, int OC);
-static void embedding_forward_fast(float* out, const int* tok, const float* wte, const float* wpe,
-                                   int B, int T, int C);
-static void embedding_backward_fast(float* dwte, float* dwpe, const float* dout, const int* tok,
-                                    int B, int T, int C);
-static void norm_forward_fast(float* out, float* mean, float* rstd, const float* inp,
-                              const float* w, const float* b, int rms, float eps, int N, int C);
-static void norm_backward_fast(float* dinp, float* dw, float* db, const float* dout,
-                               const float* inp, const float* w, const float* mean,
-                               const float* rstd, int rms, int N, int C);
-static void rope_apply_fast(float* x, const float* cs, int B, int T, int nh, int hd, float sign);
-static void attention_forward_fast(float* y, float* att, const float* q, const float* k,
-                                   const float* v, int B, int T, int H, int KVH, int hd,
-                                   float scale);
-static void attention_backward_fast(float* dq, float* dk, float* dv, float* scratch,
-                                    const float* dy, const float* att, const float* q,
-                                    const float* k, const float* v, int B, int T, int H,
-                                    int KVH, int hd, float scale);
-static void attn_gate_forward_fast(float* out, float* gate, const float* y, int BT, int H,
-                                   int hd);
-static void attn_gate_backward_fast(float* dy, float* dgate, const float* dout, const float* y,
-                                    const float* gate, int BT, int H, int hd);
-static void gelu_forward_fast(float* out, const float* inp, long N);
-static void gelu_backward_fast(float* dinp, const float* inp, const float* dout, long N);
-static void swiglu_forward_fast(float* out, const float* a, const float* u, long N);
-static void swiglu_backward_fast(float* da, float* du, const float* a, const float* u,
-                                 const float* dout, long N);
-static void residual_forward_fast(float* out, const float* a, const float* b, long N);
-static void softmax_forward_fast(float* logits, float* losses, const int* targets, int BT, int V);
-// the LM head's backward without writing dlogits (s = scale / BT)
-static void lm_head_backward_fast(float* dinp, float* dW, const float* probs, const int* targets,
-                                  const float* inp, const float* W, float* scratch, int BT,
-                                  int C, int V, float s);
-static void kept_begin(Model* m, int BT);    // the fast backward starts keeping grad_norm's sums
-static void kept_end(void);                  // and stops
-static double grad_norm_fast(const Model* m);         // grad_norm from the kept sums
-static void adamw_step_fast(Model* m, const OptConfig* o, float sched_lr, int t, float grad_scale);
 
 // ---- a device in place of the host (section 7): train_gpt2.cu's GPU, each the function named ---
 static float engine_forward(Model* m, const int* tokens, const int* targets, int B, int T);
@@ -197,8 +130,15 @@ static void engine_backward(Model* m, int B, int T, float dloss);   // model_bac
 static double engine_grad_norm(const Model* m);           // grad_norm there
 static void engine_update(Model* m, const OptConfig* o, float sched_lr, int t, float grad_scale);
 
+// ---- the model's buffers and text (sections 7, 8 and 10) ---------------------------------------
+static long attention_scratch_floats(int T);         // attention_backward's scratch
+// row bt of the last forward's probabilities, from wherever the model is (the host or the GPU)
+static const float* model_probs(Model* m, int bt);
+static void print_token(const Decoder* dec, int tok);   // a token as text: a byte, or its piece
+
 // ---- a run's extras around the loop (section 12) ------------------------------------------------
-static void run_before_step(Run* r, int step);   // validation loss, samples, checkpoints when due
+static void run_val_loss(Run* r, int step, double loss);   // into the log
+static void run_before_step(Run* r, int step);   // checkpoints when due
 // after the gradient: stops on NaN/inf, runs the probes; 1: skip this update (--spike-skip)
 static int run_inspect(Run* r, int step, float loss, double norm);
 // after the update and its progress line: the probes' update ratios, the log's train event
@@ -206,46 +146,54 @@ static void run_after_step(Run* r, int step, float loss, float lr, double norm, 
 
 // ============================================================================================
 // 1. Layers. Each forward is followed by its backward. Shapes: B batch, T time, C width,
-//    OC output channels, BT = B*T rows. Backward functions ACCUMULATE (+=) into gradients,
-//    so a tensor used twice (the tied embedding) collects both contributions. Each function
-//    is the definition: plain loops. Its first line hands the work to the fast path (section 8)
-//    unless use_reference is set; the tests check that both give the same numbers.
+//    OC output channels, BT = B*T rows. Backward functions that write a weight's gradient
+//    ACCUMULATE (+=) into it, so a tensor used twice (the tied embedding) collects both
+//    contributions; the activation functions' backward (GELU, SwiGLU, the gate) assign (=).
+//    Each function is the definition, plain loops, and what trains: `#pragma omp parallel for`
+//    only spreads a loop's independent iterations over threads. Six of them also have a fast
+//    twin (section 8); the passes call those six through `impl` (end of this section).
 // ============================================================================================
 
 // out[BT,OC] = inp[BT,C] W[OC,C]^T + bias[OC]:  out[bt][o] = bias[o] + sum_c inp[bt][c] W[o][c]
+// Every output of row bt takes its sum a term at a time, together: the row starts at the bias and
+// adds inp[bt][c] times row c of Wt = W^T, c in order. The innermost loop then walks two rows in
+// order and vectorizes; as a dot product over c (the sum left to right), it could not.
 static void matmul_forward(float* out, const float* inp, const float* W, const float* bias,
                            int BT, int C, int OC) {
-    if (!use_reference) { matmul_forward_fast(out, inp, W, bias, BT, C, OC); return; }
-    for (int bt = 0; bt < BT; bt++)
-        for (int o = 0; o < OC; o++) {
-            float s = bias ? bias[o] : 0.0f;
-            for (int c = 0; c < C; c++) s += inp[(long)bt * C + c] * W[(long)o * C + c];
-            out[(long)bt * OC + o] = s;
-        }
+    float* Wt = xmalloc((size_t)C * OC * sizeof(float));
+    #pragma omp parallel for
+    for (int c = 0; c < C; c++)
+        for (int o = 0; o < OC; o++) Wt[(long)c * OC + o] = W[(long)o * C + c];
+    #pragma omp parallel for
+    for (int bt = 0; bt < BT; bt++) {
+        float* row = out + (long)bt * OC;
+        for (int o = 0; o < OC; o++) row[o] = bias ? bias[o] : 0.0f;
+        for (int c = 0; c < C; c++)
+            for (int o = 0; o < OC; o++) row[o] += inp[(long)bt * C + c] * Wt[(long)c * OC + o];
+    }
+    free(Wt);
 }
 
 // The three gradients of out = inp W^T + bias, accumulated:
 //   dinp[bt][c] += sum_o dout[bt][o] W[o][c]      dW[o][c] += sum_bt dout[bt][o] inp[bt][c]
 //   dbias[o]    += sum_bt dout[bt][o]
+// (dinp NULL: the input needs no gradient.) Each loop's innermost index walks memory in order:
+// dinp's row adds the rows of W, dW's row o adds the rows of inp.
 static void matmul_backward(float* dinp, float* dW, float* dbias, const float* dout,
                             const float* inp, const float* W, int BT, int C, int OC) {
-    if (!use_reference) { matmul_backward_fast(dinp, dW, dbias, dout, inp, W, BT, C, OC); return; }
-    for (int bt = 0; bt < BT && dinp; bt++)
-        for (int c = 0; c < C; c++) {
-            float s = 0.0f;
-            for (int o = 0; o < OC; o++) s += dout[(long)bt * OC + o] * W[(long)o * C + c];
-            dinp[(long)bt * C + c] += s;
+    #pragma omp parallel for
+    for (int bt = 0; bt < BT; bt++)
+        for (int o = 0; o < OC && dinp; o++) {
+            float d = dout[(long)bt * OC + o];
+            for (int c = 0; c < C; c++) dinp[(long)bt * C + c] += d * W[(long)o * C + c];
         }
-    for (int o = 0; o < OC; o++)
-        for (int c = 0; c < C; c++) {
-            float s = 0.0f;
-            for (int bt = 0; bt < BT; bt++) s += dout[(long)bt * OC + o] * inp[(long)bt * C + c];
-            dW[(long)o * C + c] += s;
+    #pragma omp parallel for
+    for (int o = 0; o < OC; o++) {
+        for (int bt = 0; bt < BT; bt++) {
+            float d = dout[(long)bt * OC + o];
+            for (int c = 0; c < C; c++) dW[(long)o * C + c] += d * inp[(long)bt * C + c];
+            if (dbias) dbias[o] += d;
         }
-    for (int o = 0; o < OC && dbias; o++) {
-        float s = 0.0f;
-        for (int bt = 0; bt < BT; bt++) s += dout[(long)bt * OC + o];
-        dbias[o] += s;
     }
 }
 
@@ -253,7 +201,7 @@ static void matmul_backward(float* dinp, float* dW, float* dbias, const float* d
 // out[b,t,:] = wte[tok[b,t],:] (+ wpe[t,:] for learned positions)
 static void embedding_forward(float* out, const int* tok, const float* wte, const float* wpe,
                               int B, int T, int C) {
-    if (!use_reference) { embedding_forward_fast(out, tok, wte, wpe, B, T, C); return; }
+    #pragma omp parallel for
     for (int bt = 0; bt < B * T; bt++)
         for (int c = 0; c < C; c++)
             out[(long)bt * C + c] = wte[(long)tok[bt] * C + c]
@@ -261,10 +209,10 @@ static void embedding_forward(float* out, const int* tok, const float* wte, cons
 }
 
 // Each position adds its gradient to the row of its token (a token seen twice gets both) and,
-// for learned positions, to the row of its position.
+// for learned positions, to the row of its position. One thread: two positions may add into the
+// same row.
 static void embedding_backward(float* dwte, float* dwpe, const float* dout, const int* tok,
                                int B, int T, int C) {
-    if (!use_reference) { embedding_backward_fast(dwte, dwpe, dout, tok, B, T, C); return; }
     for (int bt = 0; bt < B * T; bt++)
         for (int c = 0; c < C; c++) {
             dwte[(long)tok[bt] * C + c] += dout[(long)bt * C + c];
@@ -281,7 +229,7 @@ static void embedding_backward(float* dwte, float* dwpe, const float* dout, cons
 // mean[] (LayerNorm only) and rstd[] = 1/sqrt(var + eps) are kept for the backward pass.
 static void norm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
                          const float* b, int rms, float eps, int N, int C) {
-    if (!use_reference) { norm_forward_fast(out, mean, rstd, inp, w, b, rms, eps, N, C); return; }
+    #pragma omp parallel for
     for (int n = 0; n < N; n++) {
         const float* x = inp + (long)n * C;
         float mu = 0.0f, var = 0.0f;
@@ -306,10 +254,7 @@ static void norm_forward(float* out, float* mean, float* rstd, const float* inp,
 static void norm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                           const float* w, const float* mean, const float* rstd, int rms, int N,
                           int C) {
-    if (!use_reference) {
-        norm_backward_fast(dinp, dw, db, dout, inp, w, mean, rstd, rms, N, C);
-        return;
-    }
+    #pragma omp parallel for
     for (int n = 0; n < N; n++) {
         const float* x = inp + (long)n * C;
         const float* d = dout + (long)n * C;
@@ -324,8 +269,15 @@ static void norm_backward(float* dinp, float* dw, float* db, const float* dout, 
         for (int c = 0; c < C; c++) {
             float xhat = (x[c] - mu) * s;
             dinp[(long)n * C + c] += s * (d[c] * w[c] - g_mean - xhat * gx_mean);
-            dw[c] += d[c] * xhat;
-            if (db) db[c] += d[c];
+        }
+    }
+    // dw and db sum over the rows, which every row adds into: one thread, rows in order
+    for (int n = 0; n < N; n++) {
+        float mu = rms ? 0.0f : mean[n], s = rstd[n];
+        for (int c = 0; c < C; c++) {
+            float d = dout[(long)n * C + c];
+            dw[c] += d * (inp[(long)n * C + c] - mu) * s;
+            if (db) db[c] += d;
         }
     }
 }
@@ -345,7 +297,7 @@ static void rope_table(float* cs, int T, int hd, float theta) {
 
 // x is [B*T, nh*hd]; sign = +1 forward, -1 backward (applied to the gradient in place).
 static void rope_apply(float* x, const float* cs, int B, int T, int nh, int hd, float sign) {
-    if (!use_reference) { rope_apply_fast(x, cs, B, T, nh, hd, sign); return; }
+    #pragma omp parallel for
     for (int bt = 0; bt < B * T; bt++)
         for (int h = 0; h < nh; h++)
             for (int j = 0; j < hd / 2; j++) {
@@ -365,11 +317,8 @@ static void rope_apply(float* x, const float* cs, int B, int T, int nh, int hd, 
 //   A = softmax(scale * q k^T + causal mask),  y = A v
 static void attention_forward(float* y, float* att, const float* q, const float* k, const float* v,
                               int B, int T, int H, int KVH, int hd, float scale) {
-    if (!use_reference) {
-        attention_forward_fast(y, att, q, k, v, B, T, H, KVH, hd, scale);
-        return;
-    }
     int qd = H * hd, kvd = KVH * hd;
+    #pragma omp parallel for collapse(2)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             int kh = h / (H / KVH);
@@ -407,10 +356,6 @@ static void attention_forward(float* y, float* att, const float* q, const float*
 static void attention_backward(float* dq, float* dk, float* dv, float* scratch, const float* dy,
                                const float* att, const float* q, const float* k, const float* v,
                                int B, int T, int H, int KVH, int hd, float scale) {
-    if (!use_reference) {
-        attention_backward_fast(dq, dk, dv, scratch, dy, att, q, k, v, B, T, H, KVH, hd, scale);
-        return;
-    }
     int qd = H * hd, kvd = KVH * hd;
     float* dp = scratch;
     for (int b = 0; b < B; b++)
@@ -450,7 +395,7 @@ HOSTDEV static inline float sigmoid_of(float a) { return 1.0f / (1.0f + vexpf(-a
 //                      g_h(x) = sigmoid(x W_h^g)
 // gate [BT,H] holds the pre-activation x W^g (+ b^g) on entry and the gate g on return.
 static void attn_gate_forward(float* out, float* gate, const float* y, int BT, int H, int hd) {
-    if (!use_reference) { attn_gate_forward_fast(out, gate, y, BT, H, hd); return; }
+    #pragma omp parallel for
     for (int bt = 0; bt < BT; bt++)
         for (int h = 0; h < H; h++) {
             float g = sigmoid_of(gate[(long)bt * H + h]);
@@ -463,7 +408,7 @@ static void attn_gate_forward(float* out, float* gate, const float* y, int BT, i
 // dy = g * dout ;  dgate (of the pre-activation) = (sum_i dout_i y_i) * g (1 - g)
 static void attn_gate_backward(float* dy, float* dgate, const float* dout, const float* y,
                                const float* gate, int BT, int H, int hd) {
-    if (!use_reference) { attn_gate_backward_fast(dy, dgate, dout, y, gate, BT, H, hd); return; }
+    #pragma omp parallel for
     for (int bt = 0; bt < BT; bt++)
         for (int h = 0; h < H; h++) {
             float g = gate[(long)bt * H + h], s = 0.0f;
@@ -492,12 +437,12 @@ HOSTDEV static inline float gelu_grad_of(float x) {
 }
 
 static void gelu_forward(float* out, const float* inp, long N) {
-    if (!use_reference) { gelu_forward_fast(out, inp, N); return; }
+    #pragma omp parallel for
     for (long i = 0; i < N; i++) out[i] = gelu_of(inp[i]);
 }
 
 static void gelu_backward(float* dinp, const float* inp, const float* dout, long N) {
-    if (!use_reference) { gelu_backward_fast(dinp, inp, dout, N); return; }
+    #pragma omp parallel for
     for (long i = 0; i < N; i++) dinp[i] = gelu_grad_of(inp[i]) * dout[i];
 }
 
@@ -512,19 +457,19 @@ HOSTDEV static inline void swiglu_grad_of(float a, float u, float dout, float* d
 }
 
 static void swiglu_forward(float* out, const float* a, const float* u, long N) {
-    if (!use_reference) { swiglu_forward_fast(out, a, u, N); return; }
+    #pragma omp parallel for
     for (long i = 0; i < N; i++) out[i] = swiglu_of(a[i], u[i]);
 }
 
 static void swiglu_backward(float* da, float* du, const float* a, const float* u,
                             const float* dout, long N) {
-    if (!use_reference) { swiglu_backward_fast(da, du, a, u, dout, N); return; }
+    #pragma omp parallel for
     for (long i = 0; i < N; i++) swiglu_grad_of(a[i], u[i], dout[i], &da[i], &du[i]);
 }
 
 // ---- residual: out = a + b (its backward passes the gradient to both, unchanged) ----------------
 static void residual_forward(float* out, const float* a, const float* b, long N) {
-    if (!use_reference) { residual_forward_fast(out, a, b, N); return; }
+    #pragma omp parallel for
     for (long i = 0; i < N; i++) out[i] = a[i] + b[i];
 }
 
@@ -532,7 +477,7 @@ static void residual_forward(float* out, const float* a, const float* b, long N)
 // logits [BT,V] are replaced by probabilities; losses[bt] = -log p[target]. With targets NULL only
 // the probabilities are computed (sampling).
 static void softmax_forward(float* logits, float* losses, const int* targets, int BT, int V) {
-    if (!use_reference) { softmax_forward_fast(logits, losses, targets, BT, V); return; }
+    #pragma omp parallel for
     for (int bt = 0; bt < BT; bt++) {
         float* z = logits + (long)bt * V;
         float mx = -FLT_MAX;
@@ -549,6 +494,7 @@ static void softmax_forward(float* logits, float* losses, const int* targets, in
 // dlogits = scale (p - onehot(target)) / BT
 static void crossentropy_backward(float* probs, const int* targets, int BT, int V, float scale) {
     float inv = 1.0f / BT;
+    #pragma omp parallel for
     for (int bt = 0; bt < BT; bt++) {
         float* p = probs + (long)bt * V;
         for (int i = 0; i < V; i++) p[i] *= inv;
@@ -564,13 +510,37 @@ static void crossentropy_backward(float* probs, const int* targets, int BT, int 
 static void lm_head_backward(float* dinp, float* dW, float* probs, const int* targets,
                              const float* inp, const float* W, float* scratch, int BT, int C,
                              int V, float scale) {
-    if (!use_reference) {
-        lm_head_backward_fast(dinp, dW, probs, targets, inp, W, scratch, BT, C, V, scale / BT);
-        return;
-    }
+    (void)scratch;    // the twin's: it keeps probs W there
     crossentropy_backward(probs, targets, BT, V, scale);
     matmul_backward(dinp, dW, NULL, probs, inp, W, BT, C, V);
 }
+
+// ---- the six layers with a fast twin ------------------------------------------------------------
+// The matrix products, attention, softmax and the LM head's backward take most of a step, and
+// each has a twin in section 8 that computes the same sums by another algorithm: blocked and
+// vectorized matrix products, a vectorized exp, the head's gradient without writing dlogits.
+// The passes call these six through `impl`, which holds the definitions above. At start-up the
+// trainer runs each twin and its definition on a small input and, where they agree, points
+// `impl` at the twin (twins_install, section 8); where they do not (a definition was edited),
+// it refuses to start and says to train on the definitions: `make train_gpt2 REFERENCE=1`.
+typedef struct {
+    void (*matmul_forward)(float* out, const float* inp, const float* W, const float* bias,
+                           int BT, int C, int OC);
+    void (*matmul_backward)(float* dinp, float* dW, float* dbias, const float* dout,
+                            const float* inp, const float* W, int BT, int C, int OC);
+    void (*attention_forward)(float* y, float* att, const float* q, const float* k,
+                              const float* v, int B, int T, int H, int KVH, int hd, float scale);
+    void (*attention_backward)(float* dq, float* dk, float* dv, float* scratch, const float* dy,
+                               const float* att, const float* q, const float* k, const float* v,
+                               int B, int T, int H, int KVH, int hd, float scale);
+    void (*softmax_forward)(float* logits, float* losses, const int* targets, int BT, int V);
+    void (*lm_head_backward)(float* dinp, float* dW, float* probs, const int* targets,
+                             const float* inp, const float* W, float* scratch, int BT, int C,
+                             int V, float scale);
+} Impl;
+static const Impl definitions = {matmul_forward, matmul_backward, attention_forward,
+                                 attention_backward, softmax_forward, lm_head_backward};
+static Impl impl = definitions;
 
 // ============================================================================================
 // 2. The model: its configuration, its parameters, the forward and the backward pass
@@ -596,10 +566,10 @@ typedef struct {
 
 // ---- the parameters: kinds, groups, tensors ----------------------------------------------------
 // Parameter kinds, in the order they are stored. Per-layer kinds hold L consecutive slices.
-// W_G is the attention gate's weight (attn.wg); W_GATE is SwiGLU's gate projection (mlp.wgate).
+// K_ATTN_WG, K_ATTN_BG: the attention gate (attn.wg, attn.bg); K_WGATE, K_BGATE: SwiGLU's gate.
 enum {
     K_WTE, K_WPE,
-    K_LN1W, K_LN1B, K_WQ, K_BQ, K_WK, K_BK, K_WV, K_BV, K_WG, K_BG, K_WO, K_BO,
+    K_LN1W, K_LN1B, K_WQ, K_BQ, K_WK, K_BK, K_WV, K_BV, K_ATTN_WG, K_ATTN_BG, K_WO, K_BO,
     K_LN2W, K_LN2B, K_WGATE, K_BGATE, K_WUP, K_BUP, K_WDOWN, K_BDOWN,
     K_LNFW, K_LNFB, K_LMHEAD, NUM_KINDS
 };
@@ -640,8 +610,8 @@ static int kind_shape(const Config* c, int kind, int* rows, int* cols) {
     case K_BQ: r = qd; present = c->bias; break;
     case K_WK: case K_WV: r = kvd; k = c->C; break;
     case K_BK: case K_BV: r = kvd; present = c->bias; break;
-    case K_WG: r = c->H; k = c->C; present = c->attn_gate; break;
-    case K_BG: r = c->H; present = c->attn_gate && c->bias; break;
+    case K_ATTN_WG: r = c->H; k = c->C; present = c->attn_gate; break;
+    case K_ATTN_BG: r = c->H; present = c->attn_gate && c->bias; break;
     case K_WO: r = c->C; k = qd; break;
     case K_BO: r = c->C; present = c->bias; break;
     case K_WGATE: r = c->F; k = c->C; present = c->swiglu; break;
@@ -694,7 +664,7 @@ typedef struct {
     float *dyg, *dyatt;                   // of the gated output and of the attention output
     float *dattn_gate;                    // of the attention gate's pre-activation
     float *dup, *dmlp_gate, *dhact;       // of up, of SwiGLU's gate pre-activation, of hact
-    float *tmp;                           // the output projections before the residual; scratch
+    float *proj;                          // the output projections before the residual; scratch
     float *att_scratch;                   // attention_backward's scratch
     float *rope_cs;                       // T x hd/2 x (cos, sin) of RoPE (rope_table), or NULL
     float *dres_kept;                     // (L+1) x BT x C: dres at each block's input and at the
@@ -705,7 +675,7 @@ typedef struct {
 typedef struct {
     float *x, *xmid, *xout;      // the stream entering the block, after attention, after the MLP
     float *ln1, *ln1_mean, *ln1_rstd, *ln2, *ln2_mean, *ln2_rstd;
-    float *q, *k, *v, *att, *yatt, *attn_gate, *yg;    // yg: the gated output, or yatt
+    float *q, *k, *v, *att, *yatt, *attn_gate, *attn_out;   // attn_out: gated output, or yatt
     float *up, *mlp_gate, *hact;                        // mlp_gate: SwiGLU only
 } LayerActs;
 
@@ -729,7 +699,7 @@ static LayerActs layer_acts(const Acts* a, const Config* c, int l, long rows, in
     la.att = a->att + l * rows * maxT * H;
     la.yatt = a->yatt + l * rows * H * hd;
     la.attn_gate = a->attn_gate + l * rows * H;
-    la.yg = c->attn_gate ? a->ygated + l * rows * H * hd : la.yatt;
+    la.attn_out = c->attn_gate ? a->ygated + l * rows * H * hd : la.yatt;
     la.up = a->up + l * rows * F;
     la.hact = a->hact + l * rows * F;
     la.mlp_gate = c->swiglu ? a->mlp_gate + l * rows * F : NULL;
@@ -763,6 +733,72 @@ static float* param_of(const Model* m, int kind, int l) {
 static float* grad_of(const Model* m, int kind, int l) {
     return m->g[kind] ? m->g[kind] + (size_t)l * m->kind_numel[kind] : NULL;
 }
+
+// The activations and gradients of one forward and backward pass over at most B x T tokens.
+// One buffer of the activations: allocated (count NULL), or with a counter only added up
+// (acts_bytes, the memory estimate printed at start-up, walks the same list), or, where base is
+// set, carved out of the block at base at the counter (train_gpt2.cu's plain kernels keep the same
+// layout on the GPU).
+static float* acts_buf(size_t* count, char* base, long floats) {
+    if (!count) return zeroed_floats(floats);
+    float* at = base ? (float*)(base + *count) : NULL;
+    *count += floats * sizeof(float);
+    return at;
+}
+
+static void acts_layout(Model* m, int B, int T, size_t* count, char* base) {
+    const Config* c = &m->cfg;
+    long BT = (long)B * T, L = c->L, C = c->C, hd = C / c->H;
+    long qd = c->H * hd, kvd = c->KVH * hd, F = c->F, H = c->H, V = c->V;
+    Acts* a = &m->a;
+    m->B = B;
+    m->T = T;
+    a->res = acts_buf(count, base, (L + 1) * BT * C);
+    a->resmid = acts_buf(count, base, L * BT * C);
+    a->ln1 = acts_buf(count, base, L * BT * C);
+    a->ln1_mean = acts_buf(count, base, L * BT);
+    a->ln1_rstd = acts_buf(count, base, L * BT);
+    a->q = acts_buf(count, base, L * BT * qd);
+    a->k = acts_buf(count, base, L * BT * kvd);
+    a->v = acts_buf(count, base, L * BT * kvd);
+    a->att = acts_buf(count, base, L * B * H * T * T);
+    a->yatt = acts_buf(count, base, L * BT * qd);
+    a->attn_gate = acts_buf(count, base, L * BT * H);
+    a->ygated = c->attn_gate ? acts_buf(count, base, L * BT * qd) : a->yatt;
+    a->ln2 = acts_buf(count, base, L * BT * C);
+    a->ln2_mean = acts_buf(count, base, L * BT);
+    a->ln2_rstd = acts_buf(count, base, L * BT);
+    a->up = acts_buf(count, base, L * BT * F);
+    a->mlp_gate = c->swiglu ? acts_buf(count, base, L * BT * F) : NULL;
+    a->hact = acts_buf(count, base, L * BT * F);
+    a->lnf = acts_buf(count, base, BT * C);
+    a->lnf_mean = acts_buf(count, base, BT);
+    a->lnf_rstd = acts_buf(count, base, BT);
+    a->logits = acts_buf(count, base, BT * V);
+    a->losses = acts_buf(count, base, BT);
+    a->dres = acts_buf(count, base, BT * C);
+    a->dln = acts_buf(count, base, BT * C);
+    a->dq = acts_buf(count, base, BT * qd);
+    a->dk = acts_buf(count, base, BT * kvd);
+    a->dv = acts_buf(count, base, BT * kvd);
+    a->att_scratch = acts_buf(count, base, attention_scratch_floats(T));
+    a->rope_cs = NULL;
+    if (c->rope) {
+        a->rope_cs = acts_buf(count, base, T * hd);
+        if (!count) rope_table(a->rope_cs, T, hd, c->rope_theta);
+    }
+    a->dyg = acts_buf(count, base, BT * qd);
+    a->dyatt = acts_buf(count, base, BT * qd);
+    a->dattn_gate = acts_buf(count, base, BT * H);
+    a->dup = acts_buf(count, base, BT * F);
+    a->dmlp_gate = acts_buf(count, base, BT * F);
+    a->dhact = acts_buf(count, base, BT * F);
+    a->proj = acts_buf(count, base, BT * (C > qd ? C : qd));
+    m->tokens = (int*)acts_buf(count, base, BT);      // int and float are both 4 bytes
+    m->targets = (int*)acts_buf(count, base, BT);
+}
+
+static void acts_alloc(Model* m, int B, int T) { acts_layout(m, B, T, NULL, NULL); }
 
 static void add_tensor(Model* m, int kind, int layer, size_t kind_offset) {
     if (!m->kind_numel[kind]) return;
@@ -839,44 +875,45 @@ static float model_forward(Model* m, const int* tokens, const int* targets, int 
         // attention sublayer: xmid = x + Attn(Norm1(x))
         norm_forward(la.ln1, la.ln1_mean, la.ln1_rstd, la.x, param_of(m, K_LN1W, l),
                      param_of(m, K_LN1B, l), c->rmsnorm, c->eps, BT, C);
-        matmul_forward(la.q, la.ln1, param_of(m, K_WQ, l), param_of(m, K_BQ, l), BT, C, qd);
-        matmul_forward(la.k, la.ln1, param_of(m, K_WK, l), param_of(m, K_BK, l), BT, C, kvd);
-        matmul_forward(la.v, la.ln1, param_of(m, K_WV, l), param_of(m, K_BV, l), BT, C, kvd);
+        impl.matmul_forward(la.q, la.ln1, param_of(m, K_WQ, l), param_of(m, K_BQ, l), BT, C, qd);
+        impl.matmul_forward(la.k, la.ln1, param_of(m, K_WK, l), param_of(m, K_BK, l), BT, C, kvd);
+        impl.matmul_forward(la.v, la.ln1, param_of(m, K_WV, l), param_of(m, K_BV, l), BT, C, kvd);
         if (c->rope) {
             rope_apply(la.q, a->rope_cs, B, T, H, hd, 1.0f);
             rope_apply(la.k, a->rope_cs, B, T, KVH, hd, 1.0f);
         }
-        attention_forward(la.yatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd, c->attn_scale);
+        impl.attention_forward(la.yatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd, c->attn_scale);
         if (c->attn_gate) {
-            matmul_forward(la.attn_gate, la.ln1, param_of(m, K_WG, l), param_of(m, K_BG, l),
-                           BT, C, H);
-            attn_gate_forward(la.yg, la.attn_gate, la.yatt, BT, H, hd);
+            impl.matmul_forward(la.attn_gate, la.ln1, param_of(m, K_ATTN_WG, l),
+                                param_of(m, K_ATTN_BG, l), BT, C, H);
+            attn_gate_forward(la.attn_out, la.attn_gate, la.yatt, BT, H, hd);
         }
-        matmul_forward(a->tmp, la.yg, param_of(m, K_WO, l), param_of(m, K_BO, l), BT, qd, C);
-        residual_forward(la.xmid, la.x, a->tmp, (long)BT * C);
+        impl.matmul_forward(a->proj, la.attn_out, param_of(m, K_WO, l), param_of(m, K_BO, l), BT,
+                            qd, C);
+        residual_forward(la.xmid, la.x, a->proj, (long)BT * C);
         // MLP sublayer: xout = xmid + MLP(Norm2(xmid))
         norm_forward(la.ln2, la.ln2_mean, la.ln2_rstd, la.xmid, param_of(m, K_LN2W, l),
                      param_of(m, K_LN2B, l), c->rmsnorm, c->eps, BT, C);
-        matmul_forward(la.up, la.ln2, param_of(m, K_WUP, l), param_of(m, K_BUP, l), BT, C, F);
+        impl.matmul_forward(la.up, la.ln2, param_of(m, K_WUP, l), param_of(m, K_BUP, l), BT, C, F);
         if (c->swiglu) {
-            matmul_forward(la.mlp_gate, la.ln2, param_of(m, K_WGATE, l), param_of(m, K_BGATE, l),
-                           BT, C, F);
+            impl.matmul_forward(la.mlp_gate, la.ln2, param_of(m, K_WGATE, l),
+                                param_of(m, K_BGATE, l), BT, C, F);
             swiglu_forward(la.hact, la.mlp_gate, la.up, (long)BT * F);
         } else {
             gelu_forward(la.hact, la.up, (long)BT * F);
         }
-        matmul_forward(a->tmp, la.hact, param_of(m, K_WDOWN, l), param_of(m, K_BDOWN, l),
-                       BT, F, C);
-        residual_forward(la.xout, la.xmid, a->tmp, (long)BT * C);
+        impl.matmul_forward(a->proj, la.hact, param_of(m, K_WDOWN, l), param_of(m, K_BDOWN, l),
+                            BT, F, C);
+        residual_forward(la.xout, la.xmid, a->proj, (long)BT * C);
     }
     float* xL = a->res + (long)c->L * m->B * m->T * C;
     norm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, xL, m->p[K_LNFW], m->p[K_LNFB], c->rmsnorm,
                  c->eps, BT, C);
     const float* head = c->tied ? m->p[K_WTE] : m->p[K_LMHEAD];
-    matmul_forward(a->logits, a->lnf, head, NULL, BT, C, c->V);
+    impl.matmul_forward(a->logits, a->lnf, head, NULL, BT, C, c->V);
     if (c->logit_scale != 1.0f)
         for (long i = 0; i < (long)BT * c->V; i++) a->logits[i] *= c->logit_scale;
-    softmax_forward(a->logits, a->losses, targets, BT, c->V);
+    impl.softmax_forward(a->logits, a->losses, targets, BT, c->V);
     if (!targets) return 0.0f;
     double sum = 0.0;
     for (int i = 0; i < BT; i++) {
@@ -907,72 +944,70 @@ static void model_backward(Model* m, int B, int T, float dloss) {
     Acts* a = &m->a;
     int BT = B * T, C = c->C, H = c->H, KVH = c->KVH, hd = C / H, F = c->F;
     int qd = H * hd, kvd = KVH * hd;
-    long s_c = (long)m->B * m->T * C;     // the stride of one layer's slice of res
+    long res_stride = (long)m->B * m->T * C;     // the stride of one layer's slice of res
     size_t row_bytes = (size_t)BT * C * sizeof(float);
-    if (!use_reference) kept_begin(m, BT);    // the fast paths keep grad_norm's sums as they go
     m->grads_zero = 0;
     // loss -> logits -> final norm
     memset(a->dln, 0, row_bytes);
     const float* head = c->tied ? m->p[K_WTE] : m->p[K_LMHEAD];
     float* dhead = c->tied ? m->g[K_WTE] : m->g[K_LMHEAD];
-    lm_head_backward(a->dln, dhead, a->logits, m->targets, a->lnf, head, a->tmp, BT, C, c->V,
-                     c->logit_scale * dloss);
+    impl.lm_head_backward(a->dln, dhead, a->logits, m->targets, a->lnf, head, a->proj, BT, C, c->V,
+                          c->logit_scale * dloss);
     memset(a->dres, 0, row_bytes);
-    norm_backward(a->dres, m->g[K_LNFW], m->g[K_LNFB], a->dln, a->res + c->L * s_c, m->p[K_LNFW],
-                  a->lnf_mean, a->lnf_rstd, c->rmsnorm, BT, C);
-    if (a->dres_kept) memcpy(a->dres_kept + c->L * s_c, a->dres, row_bytes);
+    norm_backward(a->dres, m->g[K_LNFW], m->g[K_LNFB], a->dln, a->res + c->L * res_stride,
+                  m->p[K_LNFW], a->lnf_mean, a->lnf_rstd, c->rmsnorm, BT, C);
+    if (a->dres_kept) memcpy(a->dres_kept + c->L * res_stride, a->dres, row_bytes);
     // blocks in reverse; a->dres carries d loss / d residual stream
     for (int l = c->L - 1; l >= 0; l--) {
         LayerActs la = layer_acts(a, c, l, (long)m->B * m->T, m->T);
         // MLP sublayer
         memset(a->dhact, 0, (size_t)BT * F * sizeof(float));
-        matmul_backward(a->dhact, grad_of(m, K_WDOWN, l), grad_of(m, K_BDOWN, l), a->dres,
-                        la.hact, param_of(m, K_WDOWN, l), BT, F, C);
+        impl.matmul_backward(a->dhact, grad_of(m, K_WDOWN, l), grad_of(m, K_BDOWN, l), a->dres,
+                             la.hact, param_of(m, K_WDOWN, l), BT, F, C);
         memset(a->dln, 0, row_bytes);
         if (c->swiglu) {
             swiglu_backward(a->dmlp_gate, a->dup, la.mlp_gate, la.up, a->dhact, (long)BT * F);
-            matmul_backward(a->dln, grad_of(m, K_WGATE, l), grad_of(m, K_BGATE, l), a->dmlp_gate,
-                            la.ln2, param_of(m, K_WGATE, l), BT, C, F);
+            impl.matmul_backward(a->dln, grad_of(m, K_WGATE, l), grad_of(m, K_BGATE, l),
+                                 a->dmlp_gate, la.ln2, param_of(m, K_WGATE, l), BT, C, F);
         } else {
             gelu_backward(a->dup, la.up, a->dhact, (long)BT * F);
         }
-        matmul_backward(a->dln, grad_of(m, K_WUP, l), grad_of(m, K_BUP, l), a->dup, la.ln2,
-                        param_of(m, K_WUP, l), BT, C, F);
+        impl.matmul_backward(a->dln, grad_of(m, K_WUP, l), grad_of(m, K_BUP, l), a->dup, la.ln2,
+                             param_of(m, K_WUP, l), BT, C, F);
         norm_backward(a->dres, grad_of(m, K_LN2W, l), grad_of(m, K_LN2B, l), a->dln, la.xmid,
                       param_of(m, K_LN2W, l), la.ln2_mean, la.ln2_rstd, c->rmsnorm, BT, C);
         // attention sublayer
         memset(a->dyg, 0, (size_t)BT * qd * sizeof(float));
-        matmul_backward(a->dyg, grad_of(m, K_WO, l), grad_of(m, K_BO, l), a->dres, la.yg,
-                        param_of(m, K_WO, l), BT, qd, C);
+        impl.matmul_backward(a->dyg, grad_of(m, K_WO, l), grad_of(m, K_BO, l), a->dres, la.attn_out,
+                             param_of(m, K_WO, l), BT, qd, C);
         memset(a->dln, 0, row_bytes);
         float* dyatt = a->dyg;
         if (c->attn_gate) {
             attn_gate_backward(a->dyatt, a->dattn_gate, a->dyg, la.yatt, la.attn_gate, BT, H, hd);
-            matmul_backward(a->dln, grad_of(m, K_WG, l), grad_of(m, K_BG, l), a->dattn_gate,
-                            la.ln1, param_of(m, K_WG, l), BT, C, H);
+            impl.matmul_backward(a->dln, grad_of(m, K_ATTN_WG, l), grad_of(m, K_ATTN_BG, l),
+                                 a->dattn_gate, la.ln1, param_of(m, K_ATTN_WG, l), BT, C, H);
             dyatt = a->dyatt;
         }
         memset(a->dq, 0, (size_t)BT * qd * sizeof(float));
         memset(a->dk, 0, (size_t)BT * kvd * sizeof(float));
         memset(a->dv, 0, (size_t)BT * kvd * sizeof(float));
-        attention_backward(a->dq, a->dk, a->dv, a->att_scratch, dyatt, la.att, la.q, la.k, la.v,
-                           B, T, H, KVH, hd, c->attn_scale);
+        impl.attention_backward(a->dq, a->dk, a->dv, a->att_scratch, dyatt, la.att, la.q, la.k,
+                                la.v, B, T, H, KVH, hd, c->attn_scale);
         if (c->rope) {
             rope_apply(a->dq, a->rope_cs, B, T, H, hd, -1.0f);
             rope_apply(a->dk, a->rope_cs, B, T, KVH, hd, -1.0f);
         }
-        matmul_backward(a->dln, grad_of(m, K_WQ, l), grad_of(m, K_BQ, l), a->dq, la.ln1,
-                        param_of(m, K_WQ, l), BT, C, qd);
-        matmul_backward(a->dln, grad_of(m, K_WK, l), grad_of(m, K_BK, l), a->dk, la.ln1,
-                        param_of(m, K_WK, l), BT, C, kvd);
-        matmul_backward(a->dln, grad_of(m, K_WV, l), grad_of(m, K_BV, l), a->dv, la.ln1,
-                        param_of(m, K_WV, l), BT, C, kvd);
+        impl.matmul_backward(a->dln, grad_of(m, K_WQ, l), grad_of(m, K_BQ, l), a->dq, la.ln1,
+                             param_of(m, K_WQ, l), BT, C, qd);
+        impl.matmul_backward(a->dln, grad_of(m, K_WK, l), grad_of(m, K_BK, l), a->dk, la.ln1,
+                             param_of(m, K_WK, l), BT, C, kvd);
+        impl.matmul_backward(a->dln, grad_of(m, K_WV, l), grad_of(m, K_BV, l), a->dv, la.ln1,
+                             param_of(m, K_WV, l), BT, C, kvd);
         norm_backward(a->dres, grad_of(m, K_LN1W, l), grad_of(m, K_LN1B, l), a->dln, la.x,
                       param_of(m, K_LN1W, l), la.ln1_mean, la.ln1_rstd, c->rmsnorm, BT, C);
-        if (a->dres_kept) memcpy(a->dres_kept + l * s_c, a->dres, row_bytes);
+        if (a->dres_kept) memcpy(a->dres_kept + l * res_stride, a->dres, row_bytes);
     }
     embedding_backward(m->g[K_WTE], m->g[K_WPE], a->dres, m->tokens, B, T, C);
-    if (!use_reference) kept_end();
 }
 
 // ============================================================================================
@@ -1361,13 +1396,23 @@ static float lr_at(const OptConfig* o, int step) {
     return (float)(floor_lr + 0.5 * (1.0 + cos(M_PI * ratio)) * (o->lr - floor_lr));
 }
 
-// The global gradient norm sqrt(sum g^2) over every gradient, summed in double.
+// The global gradient norm sqrt(sum g^2) over every gradient, summed in double: one sum per
+// tensor, the tensors spread over the threads, then added in order, so that the norm is the same
+// on any number of threads.
 static double grad_norm(const Model* m) {
     if (m->engine) return engine_grad_norm(m);
-    if (!use_reference) return grad_norm_fast(m);
-    double s = 0.0;
-    for (size_t i = 0; i < m->num_params; i++) s += (double)m->grads[i] * m->grads[i];
-    return sqrt(s);
+    double* part = xmalloc((size_t)m->num_tensors * sizeof(double));
+    #pragma omp parallel for schedule(dynamic)
+    for (int i = 0; i < m->num_tensors; i++) {
+        const float* g = m->grads + m->tensors[i].offset;
+        double s = 0.0;
+        for (size_t j = 0; j < m->tensors[i].numel; j++) s += (double)g[j] * g[j];
+        part[i] = s;
+    }
+    double total = 0.0;
+    for (int i = 0; i < m->num_tensors; i++) total += part[i];
+    free(part);
+    return sqrt(total);
 }
 
 // Gradient clipping (-z): the factor every gradient is multiplied by, so that their global norm
@@ -1381,13 +1426,13 @@ HOSTDEV static inline float clip_scale(float clip, double norm) {
 // tensor's multiplier (muP, [InitFP §5]), for both terms. Which tensors decay (Tensor.decay):
 // every weight matrix; the embeddings wte, wpe only with --decay-emb 1; never norm gains or
 // biases, which are scales and offsets rather than the weights whose size [ComplexCtl] controls.
-typedef struct { float decay, step_size, b2c; } AdamwScalars;
+typedef struct { float decay, step_size, bc2_sqrt; } AdamwScalars;
 static AdamwScalars adamw_scalars(const OptConfig* o, const Tensor* tn, float sched_lr, int t) {
     float lr = sched_lr * tn->lr_mult;
     AdamwScalars k;
     k.decay = tn->decay ? 1.0f - lr * o->weight_decay : 1.0f;
     k.step_size = (float)(lr / (1.0 - pow(o->beta1, t)));
-    k.b2c = (float)sqrt(1.0 - pow(o->beta2, t));
+    k.bc2_sqrt = (float)sqrt(1.0 - pow(o->beta2, t));
     return k;
 }
 
@@ -1402,20 +1447,20 @@ static AdamwScalars adamw_scalars(const OptConfig* o, const Tensor* tn, float sc
 // (model_zero_grad then has nothing to do).
 static void adamw_update(float* p, float* g, float* mom, float* var, size_t n, AdamwScalars k,
                          const OptConfig* o, float grad_scale) {
+    #pragma omp parallel for
     for (size_t i = 0; i < n; i++) {
         float gi = g[i] * grad_scale;
         g[i] = 0.0f;
         p[i] *= k.decay;
         mom[i] = o->beta1 * mom[i] + (1.0f - o->beta1) * gi;
         var[i] = o->beta2 * var[i] + (1.0f - o->beta2) * gi * gi;
-        p[i] -= k.step_size * mom[i] / (sqrtf(var[i]) / k.b2c + o->adam_eps);
+        p[i] -= k.step_size * mom[i] / (sqrtf(var[i]) / k.bc2_sqrt + o->adam_eps);
     }
 }
 
 // AdamW over every tensor of the model.
 static void adamw_step(Model* m, const OptConfig* o, float sched_lr, int t, float grad_scale) {
     if (m->engine) { engine_update(m, o, sched_lr, t, grad_scale); return; }
-    if (!use_reference) { adamw_step_fast(m, o, sched_lr, t, grad_scale); return; }
     for (int i = 0; i < m->num_tensors; i++) {
         const Tensor* tn = &m->tensors[i];
         size_t at = tn->offset;
@@ -1426,7 +1471,7 @@ static void adamw_step(Model* m, const OptConfig* o, float sched_lr, int t, floa
 }
 
 // ============================================================================================
-// 5. Training: batches, one update, the loop
+// 5. Training: batches, one update, the validation loss, samples, the loop
 // ============================================================================================
 
 // A token stream in memory: bytes of text (vocabulary 256), or GPT-2 tokens from an llm.c token
@@ -1483,7 +1528,13 @@ typedef struct {
     OptConfig opt;          // learning rate, schedule, AdamW's constants, clipping
     int B, T, micro;        // micro-batches of B x T per update (-b, -t, -d)
     int first_step, steps;  // from 0, or from a checkpoint's step, to -x
+    int resumed;            // from a checkpoint, whose first validation loss was logged then
     int *inp, *tgt;         // one update's micro-batches, micro x B x T
+    const Dataset* val;     // the validation loss every val_every steps (-v), over val_batches (-m)
+    int val_every, val_batches;
+    int sample_every, sample_len;   // a sample of sample_len tokens every -s steps and at the end
+    Rng* sample_rng;
+    const Decoder* dec;     // token ids to text
 } Trainer;
 
 // `rows` consecutive windows from token `off` on: row b the T tokens from off + b T as inputs and
@@ -1581,15 +1632,70 @@ static float compute_gradients(Model* m, const int* inp, const int* tgt, int B, 
     return (float)(loss_sum / micro);
 }
 
-// The training loop: draw a batch, forward, backward, clip, AdamW, print. The run's extras sit in
-// three calls (section 12): validation, samples and checkpoints before a step; the NaN stop, the
-// probes and the spike check after the gradient; the probes' update ratios and the log after.
+// The mean loss over the first `batches` validation batches (fixed: consecutive windows from the
+// start of the validation data), on whatever computes the model's forward.
+static double evaluate(Model* m, const Dataset* val, int batches, int B, int T, int* inp,
+                       int* tgt) {
+    int avail = dataset_num_batches(val, B, T);
+    if (batches > avail) batches = avail;
+    double sum = 0.0;
+    for (int i = 0; i < batches; i++) {
+        dataset_batch_at(val, i, inp, tgt, B, T);
+        sum += model_forward(m, inp, tgt, B, T);
+    }
+    return batches ? sum / batches : NAN;
+}
+
+// Sampling: feed the last T tokens, draw the next from softmax(logits / 1) with the sample
+// generator (the inverse-CDF walk over the 24-bit uniform). The prompt is the first token of the
+// validation data.
+static void sample_text(Model* m, Rng* g, const Decoder* dec, int T, int first_tok, int length) {
+    int V = m->cfg.V;
+    int* ctx = xmalloc((size_t)(length + 1) * sizeof(int));
+    ctx[0] = first_tok;
+    print_token(dec, first_tok);
+    for (int n = 1; n <= length; n++) {
+        int start = n > T ? n - T : 0, len = n - start;
+        model_forward(m, ctx + start, NULL, 1, len);
+        const float* p = model_probs(m, len - 1);
+        float u = (rng_u32(g) >> 8) * (1.0f / 16777216.0f), cdf = 0.0f;
+        int next = V - 1;
+        for (int i = 0; i < V; i++) {
+            cdf += p[i];
+            if (u < cdf) { next = i; break; }
+        }
+        ctx[n] = next;
+        print_token(dec, next);
+    }
+    printf("\n");
+    fflush(stdout);
+    free(ctx);
+}
+
+// The training loop: the validation loss and a sample when due, then draw a batch, forward,
+// backward, clip, AdamW, print. The run's extras sit in four calls (section 12): the validation
+// loss into the log; checkpoints before a step; the NaN stop, the probes and the spike check after
+// the gradient; the probes' update ratios and the log after.
 static void train(const Trainer* tr, Run* run) {
     Model* m = tr->model;
     long BT = (long)tr->B * tr->T;
     for (int step = tr->first_step; step <= tr->steps; step++) {
+        int last = step == tr->steps;
+        if (tr->val_every && (step % tr->val_every == 0 || last) && tr->val_batches > 0 &&
+            !(tr->resumed && step == tr->first_step)) {
+            double val = evaluate(m, tr->val, tr->val_batches, tr->B, tr->T, tr->inp, tr->tgt);
+            printf("step %d | val loss %.6f\n", step, val);
+            run_val_loss(run, step, val);
+        }
+        if ((tr->sample_every && step % tr->sample_every == 0 && step > tr->first_step) ||
+            (last && tr->sample_len > 0)) {
+            printf("---- sample at step %d ----\n", step);
+            int sample_T = tr->T < m->cfg.maxT ? tr->T : m->cfg.maxT;
+            sample_text(m, tr->sample_rng, tr->dec, sample_T, tr->val->tok[0], tr->sample_len);
+            printf("----\n");
+        }
         run_before_step(run, step);
-        if (step == tr->steps) break;
+        if (last) break;
         double t0 = now_ms();
         for (int mb = 0; mb < tr->micro; mb++)
             next_batch(tr, (long)step * tr->micro + mb, tr->inp + mb * BT, tr->tgt + mb * BT);
@@ -1609,7 +1715,7 @@ static void train(const Trainer* tr, Run* run) {
 
 // ############################################################################################
 // PART II. MACHINERY
-// What Part I calls but need not show: PyTorch's random numbers bit for bit, the fast paths, the
+// What Part I calls but need not show: PyTorch's random numbers bit for bit, the fast twins, the
 // probes, the command line, checkpoints, a run's set-up and hooks, and the coordinate check.
 // ############################################################################################
 
@@ -2247,87 +2353,18 @@ static void dataset_load(Dataset* d, const char* path, int V) {
 // Decoding tokens for printing: bytes print as themselves; GPT-2 tokens through the decode table
 // written by dev/data/tokenize_gpt2.sh (int32 header: 20240328, version 2, vocab, eot; 256 int32
 // in all; then per token a length byte and the token's bytes).
-typedef struct {
+struct Decoder {
     int V;
     char** piece;
-} Decoder;
+};
 // the decode table of a token shard (section 10)
 static void decoder_load(Decoder* dec, const char* path);
-// a token as text: a byte, or its GPT-2 piece
-static void print_token(const Decoder* dec, int tok);
-
-static long attention_scratch_floats(int T);   // attention_backward's scratch (section 8)
 
 // ---- the model's buffers ------------------------------------------------------------------------
 static size_t model_param_count(const Config* c) {
     size_t off[NUM_KINDS], numel[NUM_KINDS];
     return param_layout(c, off, numel);
 }
-
-// The activations and gradients of one forward and backward pass over at most B x T tokens.
-// One buffer of the activations: allocated (count NULL), or with a counter only added up (acts_bytes,
-// the memory estimate printed at start-up, walks the same list), or, where base is set, carved out of
-// the block at base at the counter (train_gpt2.cu's plain kernels keep the same layout on the GPU).
-static float* acts_buf(size_t* count, char* base, long floats) {
-    if (!count) return zeroed_floats(floats);
-    float* at = base ? (float*)(base + *count) : NULL;
-    *count += floats * sizeof(float);
-    return at;
-}
-
-static void acts_layout(Model* m, int B, int T, size_t* count, char* base) {
-    const Config* c = &m->cfg;
-    long BT = (long)B * T, L = c->L, C = c->C, hd = C / c->H;
-    long qd = c->H * hd, kvd = c->KVH * hd, F = c->F, H = c->H, V = c->V;
-    Acts* a = &m->a;
-    m->B = B;
-    m->T = T;
-    a->res = acts_buf(count, base, (L + 1) * BT * C);
-    a->resmid = acts_buf(count, base, L * BT * C);
-    a->ln1 = acts_buf(count, base, L * BT * C);
-    a->ln1_mean = acts_buf(count, base, L * BT);
-    a->ln1_rstd = acts_buf(count, base, L * BT);
-    a->q = acts_buf(count, base, L * BT * qd);
-    a->k = acts_buf(count, base, L * BT * kvd);
-    a->v = acts_buf(count, base, L * BT * kvd);
-    a->att = acts_buf(count, base, L * B * H * T * T);
-    a->yatt = acts_buf(count, base, L * BT * qd);
-    a->attn_gate = acts_buf(count, base, L * BT * H);
-    a->ygated = c->attn_gate ? acts_buf(count, base, L * BT * qd) : a->yatt;
-    a->ln2 = acts_buf(count, base, L * BT * C);
-    a->ln2_mean = acts_buf(count, base, L * BT);
-    a->ln2_rstd = acts_buf(count, base, L * BT);
-    a->up = acts_buf(count, base, L * BT * F);
-    a->mlp_gate = c->swiglu ? acts_buf(count, base, L * BT * F) : NULL;
-    a->hact = acts_buf(count, base, L * BT * F);
-    a->lnf = acts_buf(count, base, BT * C);
-    a->lnf_mean = acts_buf(count, base, BT);
-    a->lnf_rstd = acts_buf(count, base, BT);
-    a->logits = acts_buf(count, base, BT * V);
-    a->losses = acts_buf(count, base, BT);
-    a->dres = acts_buf(count, base, BT * C);
-    a->dln = acts_buf(count, base, BT * C);
-    a->dq = acts_buf(count, base, BT * qd);
-    a->dk = acts_buf(count, base, BT * kvd);
-    a->dv = acts_buf(count, base, BT * kvd);
-    a->att_scratch = acts_buf(count, base, attention_scratch_floats(T));
-    a->rope_cs = NULL;
-    if (c->rope) {
-        a->rope_cs = acts_buf(count, base, T * hd);
-        if (!count) rope_table(a->rope_cs, T, hd, c->rope_theta);
-    }
-    a->dyg = acts_buf(count, base, BT * qd);
-    a->dyatt = acts_buf(count, base, BT * qd);
-    a->dattn_gate = acts_buf(count, base, BT * H);
-    a->dup = acts_buf(count, base, BT * F);
-    a->dmlp_gate = acts_buf(count, base, BT * F);
-    a->dhact = acts_buf(count, base, BT * F);
-    a->tmp = acts_buf(count, base, BT * (C > qd ? C : qd));
-    m->tokens = (int*)acts_buf(count, base, BT);      // int and float are both 4 bytes
-    m->targets = (int*)acts_buf(count, base, BT);
-}
-
-static void acts_alloc(Model* m, int B, int T) { acts_layout(m, B, T, NULL, NULL); }
 
 static size_t acts_bytes(const Config* c, int B, int T) {
     Model shape;
@@ -2346,7 +2383,7 @@ static void model_free(Model* m) {
             a->ln2_mean,   a->ln2_rstd, a->up,        a->mlp_gate,    a->hact,      a->lnf,
             a->lnf_mean,   a->lnf_rstd, a->logits,    a->losses,      a->dres,      a->dln,
             a->dq,         a->dk,       a->dv,        a->att_scratch, a->dyg,       a->dyatt,
-            a->dattn_gate, a->dup,      a->dmlp_gate, a->dhact,       a->tmp,       a->rope_cs};
+            a->dattn_gate, a->dup,      a->dmlp_gate, a->dhact,       a->proj,       a->rope_cs};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) free(bufs[i]);
     if (a->ygated != a->yatt) free(a->ygated);
     free(m->params); free(m->grads); free(m->adam_m); free(m->adam_v);
@@ -2517,7 +2554,6 @@ static void decoder_free(Decoder* dec);
 
 // Sampling: feed the last T tokens, draw each next token from the softmax of the logits with the
 // sample generator; the prompt is the first token of the validation data (section 10).
-static void sample_text(Model* m, Rng* g, const Decoder* dec, int T, int first_tok, int length);
 // The run's first lines: model, data, initialization, and the "config" event of the log (section
 // 10).
 static void run_header(Run* r);
@@ -2545,7 +2581,7 @@ struct Run {
 };
 
 // ============================================================================================
-// 8. Fast paths: threads, the clock, quadrature, exp, the matrix multiply, the fast layers
+// 8. Fast twins: threads, the clock, quadrature, exp, the matrix multiply, the twins, their check
 // ============================================================================================
 
 // ---- threads, the clock, a Gaussian expectation -------------------------------------------------
@@ -2563,15 +2599,6 @@ static int thread_id(void) {
     return omp_get_thread_num();
 #else
     return 0;
-#endif
-}
-
-// The number of threads in the current parallel region (1 outside one, or without OpenMP).
-static int thread_team(void) {
-#ifdef _OPENMP
-    return omp_get_num_threads();
-#else
-    return 1;
 #endif
 }
 
@@ -3007,167 +3034,10 @@ static void gemm(int M, int N, int K, const float* A, long sam, long sak, const 
     }
 }
 
-// ---- the fast layers: section 1's loops, threaded over rows (or over channels, where rows would
-// collide) and vectorized. A sum along a row is marked `omp simd reduction`, which lets it keep
-// one partial sum per vector lane: a different order than left to right, but a fixed one, so
-// results do not depend on the number of threads. Where a loop has no sum, its fast path only
-// threads it, and its numbers are the definition's to the bit.
-static void embedding_forward_fast(float* out, const int* tok, const float* wte, const float* wpe,
-                              int B, int T, int C) {
-    #pragma omp parallel for schedule(static)
-    for (int bt = 0; bt < B * T; bt++) {
-        const float* e = wte + (long)tok[bt] * C;
-        const float* p = wpe ? wpe + (long)(bt % T) * C : NULL;
-        for (int c = 0; c < C; c++) out[(long)bt * C + c] = e[c] + (p ? p[c] : 0.0f);
-    }
-}
-
-// Rows of dwte can repeat (the same token twice), so the sum over positions runs in one
-// fixed order per channel block: parallel over channels, sequential over positions.
-static void embedding_backward_fast(float* dwte, float* dwpe, const float* dout, const int* tok,
-                               int B, int T, int C) {
-    #pragma omp parallel for schedule(static)
-    for (int c0 = 0; c0 < C; c0 += 16) {
-        int c1 = c0 + 16 < C ? c0 + 16 : C;
-        for (int bt = 0; bt < B * T; bt++) {
-            const float* d = dout + (long)bt * C;
-            float* ew = dwte + (long)tok[bt] * C;
-            float* pw = dwpe ? dwpe + (long)(bt % T) * C : NULL;
-            for (int c = c0; c < c1; c++) {
-                ew[c] += d[c];
-                if (pw) pw[c] += d[c];
-            }
-        }
-    }
-}
-
-static void norm_forward_fast(float* out, float* mean, float* rstd, const float* inp,
-                              const float* w, const float* b, int rms, float eps, int N, int C) {
-    #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        const float* x = inp + (long)n * C;
-        float m = 0.0f, v = 0.0f;
-        if (!rms) {
-            #pragma omp simd reduction(+ : m)
-            for (int c = 0; c < C; c++) m += x[c];
-            m /= C;
-        }
-        #pragma omp simd reduction(+ : v)
-        for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
-        v /= C;
-        float s = 1.0f / sqrtf(v + eps);
-        float* y = out + (long)n * C;
-        for (int c = 0; c < C; c++) y[c] = (x[c] - m) * s * w[c] + (b ? b[c] : 0.0f);
-        if (mean) mean[n] = m;
-        rstd[n] = s;
-    }
-}
-
-// dw, db are summed in a second, channel-parallel pass so that their order is fixed.
-static void norm_backward_fast(float* dinp, float* dw, float* db, const float* dout,
-                               const float* inp, const float* w, const float* mean,
-                               const float* rstd, int rms, int N, int C) {
-    #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        const float* x = inp + (long)n * C;
-        const float* d = dout + (long)n * C;
-        float m = rms ? 0.0f : mean[n], s = rstd[n];
-        float g_mean = 0.0f, gx_mean = 0.0f;
-        #pragma omp simd reduction(+ : g_mean, gx_mean)
-        for (int c = 0; c < C; c++) {
-            float g = d[c] * w[c];
-            g_mean += g;
-            gx_mean += g * (x[c] - m) * s;
-        }
-        g_mean = rms ? 0.0f : g_mean / C;
-        gx_mean /= C;
-        float* dx = dinp + (long)n * C;
-        for (int c = 0; c < C; c++) dx[c] += s * (d[c] * w[c] - g_mean - (x[c] - m) * s * gx_mean);
-    }
-    #pragma omp parallel for schedule(static)
-    for (int c0 = 0; c0 < C; c0 += 16) {
-        int c1 = c0 + 16 < C ? c0 + 16 : C;
-        for (int n = 0; n < N; n++) {
-            float m = rms ? 0.0f : mean[n], s = rstd[n];
-            for (int c = c0; c < c1; c++) {
-                float dv = dout[(long)n * C + c];
-                dw[c] += dv * (inp[(long)n * C + c] - m) * s;
-                if (db) db[c] += dv;
-            }
-        }
-    }
-}
-
-static void rope_apply_fast(float* x, const float* cs, int B, int T, int nh, int hd, float sign) {
-    #pragma omp parallel for schedule(static)
-    for (int bt = 0; bt < B * T; bt++) {
-        const float* ct = cs + (long)(bt % T) * hd;
-        for (int h = 0; h < nh; h++) {
-            float* v = x + ((long)bt * nh + h) * hd;
-            for (int j = 0; j < hd / 2; j++) {
-                float c = ct[2 * j], sn = sign * ct[2 * j + 1];
-                float a = v[2 * j], b = v[2 * j + 1];
-                v[2 * j] = a * c - b * sn;
-                v[2 * j + 1] = a * sn + b * c;
-            }
-        }
-    }
-}
-
-// One parallel loop over the BT x H gates, each scaling its head's row of hd outputs.
-static void attn_gate_forward_fast(float* out, float* gate, const float* y, int BT, int H, int hd) {
-    #pragma omp parallel for schedule(static)
-    for (long r = 0; r < (long)BT * H; r++) {
-        float g = sigmoid_of(gate[r]);
-        gate[r] = g;
-        const float* yr = y + r * hd;
-        float* o = out + r * hd;
-        for (int i = 0; i < hd; i++) o[i] = g * yr[i];
-    }
-}
-
-static void attn_gate_backward_fast(float* dy, float* dgate, const float* dout, const float* y,
-                                    const float* gate, int BT, int H, int hd) {
-    #pragma omp parallel for schedule(static)
-    for (int bt = 0; bt < BT; bt++)
-        for (int h = 0; h < H; h++) {
-            float g = gate[(long)bt * H + h], s = 0.0f;
-            #pragma omp simd reduction(+ : s)
-            for (int i = 0; i < hd; i++) {
-                long j = ((long)bt * H + h) * hd + i;
-                s += dout[j] * y[j];
-                dy[j] = g * dout[j];
-            }
-            dgate[(long)bt * H + h] = s * g * (1.0f - g);
-        }
-}
-
-static void gelu_forward_fast(float* out, const float* inp, long N) {
-    #pragma omp parallel for schedule(static)
-    for (long i = 0; i < N; i++) out[i] = gelu_of(inp[i]);
-}
-
-static void gelu_backward_fast(float* dinp, const float* inp, const float* dout, long N) {
-    #pragma omp parallel for schedule(static)
-    for (long i = 0; i < N; i++) dinp[i] = gelu_grad_of(inp[i]) * dout[i];
-}
-
-static void swiglu_forward_fast(float* out, const float* a, const float* u, long N) {
-    #pragma omp parallel for schedule(static)
-    for (long i = 0; i < N; i++) out[i] = swiglu_of(a[i], u[i]);
-}
-
-static void swiglu_backward_fast(float* da, float* du, const float* a, const float* u,
-                                 const float* dout, long N) {
-    #pragma omp parallel for schedule(static)
-    for (long i = 0; i < N; i++) swiglu_grad_of(a[i], u[i], dout[i], &da[i], &du[i]);
-}
-
-static void residual_forward_fast(float* out, const float* a, const float* b, long N) {
-    #pragma omp parallel for schedule(static)
-    for (long i = 0; i < N; i++) out[i] = a[i] + b[i];
-}
-
+// ---- the fast softmax: section 1's loops with a vectorized exp ---------------------------------
+// vexpf for expf, and the row's maximum and sum in vector-lane partial sums (`omp simd
+// reduction`): a different order than left to right, but a fixed one, so results do not depend on
+// the number of threads.
 static void softmax_forward_fast(float* logits, float* losses, const int* targets, int BT, int V) {
     #pragma omp parallel for schedule(static)
     for (int bt = 0; bt < BT; bt++) {
@@ -3188,207 +3058,6 @@ static void softmax_forward_fast(float* logits, float* losses, const int* target
     }
 }
 
-
-// ---- the gradient norm and AdamW, fast ----------------------------------------------------------
-// sum x[i]^2 in double (each vector lane its own partial sum), and a plain sum of n doubles
-static double sumsq(const float* x, size_t n) {
-    double s = 0.0;
-    #pragma omp simd reduction(+ : s)
-    for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
-    return s;
-}
-
-static double sum_of(const double* part, size_t n) {
-    double total = 0.0;
-    for (size_t i = 0; i < n; i++) total += part[i];
-    return total;
-}
-
-// grad_norm's pass, threaded: sqrt(sum g^2) summed in GN_CHUNKS fixed chunks (each in vector-lane
-// partial sums) and then in chunk order, so the result does not depend on the number of threads.
-// The training step gets the same number, to rounding, without this pass over every gradient:
-// from the sums its backward kept (grad_norm_fast, below).
-#define GN_CHUNKS 256
-static double grad_norm_chunked(const Model* m) {
-    double partial[GN_CHUNKS];
-    size_t n = m->num_params, chunk = (n + GN_CHUNKS - 1) / GN_CHUNKS;
-    #pragma omp parallel for schedule(static)
-    for (int ci = 0; ci < GN_CHUNKS; ci++) {
-        size_t i0 = ci * chunk < n ? ci * chunk : n, i1 = i0 + chunk < n ? i0 + chunk : n;
-        partial[ci] = sumsq(m->grads + i0, i1 - i0);
-    }
-    return sqrt(sum_of(partial, GN_CHUNKS));
-}
-
-// ---- the gradient norm, kept by the backward ----------------------------------------------------
-// grad_norm (section 4) reads every gradient once more after the backward, from DRAM: 500 MB on
-// GPT-2 124M. The training step keeps the norm instead: right after a dW product has written a
-// weight's gradient, while it is still in cache, kept_weight sums its squares; grad_norm_fast adds
-// the sums up. What no dW product wrote is summed there: the vectors (biases, norm gains), wpe, and
-// the token embedding. Untied, wte's gradient is zero except in the rows of the batch's tokens, so
-// only those rows are read; tied, the LM head's dW product wrote it and embedding_backward then
-// added to the tokens' rows, so the chunks holding those rows are summed again. Every partial
-// belongs to a fixed chunk or row and they are added in a fixed order: the norm does not depend on
-// the number of threads, and differs from grad_norm's summation order by rounding only
-// (test_grad_norm_kept). The CPU engine keeps them: cpu_backward opens the bookkeeping around its
-// model_backward (kept_begin, kept_end), and the next grad_norm_fast uses it once; cpu_update drops
-// it. Other callers of model_backward get nothing kept, and grad_norm_fast falls back to grad_norm.
-// With gradient accumulation (-d) each micro-batch's backward starts the bookkeeping afresh and the
-// last one's sums are used. They are of the accumulated gradients: a dW product writes the sum of
-// every micro-batch so far. Tied, the head's product wrote wte's gradient with the earlier
-// micro-batches' token rows in it, and the chunks of this one's rows are summed again; untied, the
-// gradient was not zero when the last backward began (from_zero is 0), so wte is summed whole.
-#define KEPT_CHUNK 4096   // floats per partial sum
-static struct {
-    const Model* model;       // whose gradients the sums are of; NULL: none
-    int open;                 // inside that model's backward: dW products are summed
-    const int* tokens;        // that backward's batch: BT tokens
-    int BT, from_zero;        // from_zero: the gradients were all zero when it began
-    double* chunks;           // tensor i's partials, one per KEPT_CHUNK floats, from chunk_off[i]
-    size_t* chunk_off;
-    unsigned char* written;   // tensor i was written by a dW product since the backward began
-    unsigned char* mark;      // scratch: a flag per chunk or row of wte
-    int* list;                // scratch: the marked chunks or rows
-    double* partial;          // scratch: the untied wte's row sums, one per distinct token
-    // their bytes (grown)
-    size_t chunks_cap, off_cap, written_cap, mark_cap, list_cap, partial_cap;
-} kept;
-
-// p, or a new buffer in its place if it holds fewer than `bytes` (*cap: what it holds). The sizes
-// only grow: a run asks for the same ones at every step, and they are allocated once.
-static void* grown(void* p, size_t* cap, size_t bytes) {
-    if (bytes <= *cap) return p;
-    free(p);
-    *cap = bytes;
-    return xmalloc(bytes);
-}
-
-static size_t chunks_of(size_t n) { return (n + KEPT_CHUNK - 1) / KEPT_CHUNK; }
-
-// sum of squares of chunk ci of the n floats at g
-static double chunk_sumsq(const float* g, size_t n, size_t ci) {
-    size_t i0 = ci * KEPT_CHUNK;
-    return sumsq(g + i0, i0 + KEPT_CHUNK < n ? KEPT_CHUNK : n - i0);
-}
-
-// every chunk's sum of squares into part[]
-static void chunks_sumsq(const float* g, size_t n, double* part) {
-    long chunks = (long)chunks_of(n);
-    #pragma omp parallel for schedule(static)
-    for (long ci = 0; ci < chunks; ci++) part[ci] = chunk_sumsq(g, n, ci);
-}
-
-// Called before each backward of the engine: forget the last backward's sums, size the buffers.
-static void kept_begin(Model* m, int BT) {
-    // nm: wte's rows, or its chunks if more
-    size_t nc = 0, np = (size_t)BT, nm = (size_t)m->cfg.V;
-    for (int i = 0; i < m->num_tensors; i++) {
-        size_t ci = chunks_of(m->tensors[i].numel);
-        nc += ci;
-        if (ci > nm) nm = ci;
-    }
-    size_t nt = (size_t)m->num_tensors;
-    kept.chunks = (double*)grown(kept.chunks, &kept.chunks_cap, nc * sizeof(double));
-    kept.partial = (double*)grown(kept.partial, &kept.partial_cap, np * sizeof(double));
-    kept.mark = (unsigned char*)grown(kept.mark, &kept.mark_cap, nm);
-    kept.list = (int*)grown(kept.list, &kept.list_cap, nm * sizeof(int));
-    kept.chunk_off = (size_t*)grown(kept.chunk_off, &kept.off_cap, nt * sizeof(size_t));
-    kept.written = (unsigned char*)grown(kept.written, &kept.written_cap, nt);
-    for (int i = 0; i < m->num_tensors; i++)
-        kept.chunk_off[i] = i ? kept.chunk_off[i - 1] + chunks_of(m->tensors[i - 1].numel) : 0;
-    memset(kept.written, 0, m->num_tensors);
-    kept.model = m, kept.tokens = m->tokens, kept.BT = BT, kept.from_zero = m->grads_zero,
-    kept.open = 1;
-}
-
-static void kept_end(void) { kept.open = 0; }
-
-// After a dW product: if dW is a gradient of the model being kept, its chunk sums, from cache.
-static void kept_weight(const float* dW) {
-    const Model* m = kept.model;
-    if (!kept.open || dW < m->grads || dW >= m->grads + m->num_params) return;
-    for (int i = 0; i < m->num_tensors; i++)
-        if (m->grads + m->tensors[i].offset == dW) {
-            chunks_sumsq(dW, m->tensors[i].numel, kept.chunks + kept.chunk_off[i]);
-            kept.written[i] = 1;
-        }
-}
-
-// The batch's tokens as a sorted list of distinct rows of wte (row_floats = 0), or of the chunks of
-// the gradient that hold those rows (row_floats = the width of a row); returns its length.
-static int token_list(int rows, size_t row_floats) {
-    size_t n_marks = row_floats ? chunks_of((size_t)rows * row_floats) : (size_t)rows;
-    int n = 0;
-    memset(kept.mark, 0, n_marks);
-    for (int bt = 0; bt < kept.BT; bt++) {
-        size_t r = (size_t)kept.tokens[bt];
-        if (!row_floats) kept.mark[r] = 1;
-        else
-            for (size_t ci = r * row_floats / KEPT_CHUNK;
-                 ci <= ((r + 1) * row_floats - 1) / KEPT_CHUNK; ci++)
-                kept.mark[ci] = 1;
-    }
-    for (size_t i = 0; i < n_marks; i++)
-        if (kept.mark[i]) kept.list[n++] = (int)i;
-    return n;
-}
-
-// wte's sum of squares. Tied: the chunks holding the tokens' rows again, then all chunks; untied
-// (and zero before the backward): the tokens' rows, the only nonzero ones.
-static double sumsq_embedding(const Tensor* t, const float* g, double* chunks, int tied) {
-    int n = token_list(t->rows, tied ? (size_t)t->cols : 0);
-    double* part = kept.partial;
-    #pragma omp parallel for schedule(static)
-    for (int li = 0; li < n; li++) {
-        if (tied) chunks[kept.list[li]] = chunk_sumsq(g, t->numel, kept.list[li]);
-        else part[li] = sumsq(g + (size_t)kept.list[li] * t->cols, t->cols);
-    }
-    return tied ? sum_of(chunks, chunks_of(t->numel)) : sum_of(part, n);
-}
-
-// sqrt(sum g^2), as grad_norm, from the sums the backward kept; grad_norm itself where there are
-// none
-static double grad_norm_fast(const Model* m) {
-    if (kept.model != m || kept.open) return grad_norm_chunked(m);
-    kept.model = NULL;   // used once
-    double total = 0.0;
-    for (int i = 0; i < m->num_tensors; i++) {
-        const Tensor* t = &m->tensors[i];
-        const float* g = m->grads + t->offset;
-        double* chunks = kept.chunks + kept.chunk_off[i];
-        // the LM head's product, then the tokens' rows
-        int tied_rows = t->kind == K_WTE && kept.written[i];
-        int token_rows = t->kind == K_WTE && !m->cfg.tied && kept.from_zero;
-        if (tied_rows || token_rows) {
-            total += sumsq_embedding(t, g, chunks, tied_rows);
-        } else {
-            if (!kept.written[i]) chunks_sumsq(g, t->numel, chunks);
-            total += sum_of(chunks, chunks_of(t->numel));
-        }
-    }
-    return sqrt(total);
-}
-
-// AdamW, threaded: all tensors go through one parallel region, each split into one contiguous
-// range per thread, with no barrier between tensors. adamw_update's loop is one pass over four
-// arrays (memory-bound on a large model); it vectorizes when sqrtf may skip setting errno
-// (-fno-math-errno, in the Makefile; v is never negative, so it never would). The numbers are
-// the definition's: each parameter's update reads only its own four values.
-static void adamw_step_fast(Model* m, const OptConfig* o, float sched_lr, int t, float grad_scale) {
-    #pragma omp parallel
-    {
-        size_t nt = thread_team(), id = thread_id();
-        for (int i = 0; i < m->num_tensors; i++) {
-            const Tensor* tn = &m->tensors[i];
-            size_t i0 = tn->numel * id / nt, i1 = tn->numel * (id + 1) / nt, at = tn->offset + i0;
-            adamw_update(m->params + at, m->grads + at, m->adam_m + at, m->adam_v + at, i1 - i0,
-                         adamw_scalars(o, tn, sched_lr, t), o, grad_scale);
-        }
-    }
-    m->grads_zero = 1;
-    kept.model = NULL;   // the kept sums were of the gradients AdamW has just zeroed
-}
-
 // ---- the fast matmul: the loops of matmul_forward / matmul_backward (section 1) as gemm calls ---
 // out[BT,OC] = inp[BT,C] W[OC,C]^T + bias[OC]: the bias is written first and the products added to
 // it.
@@ -3407,7 +3076,6 @@ static void matmul_backward_fast(float* dinp, float* dW, float* dbias, const flo
                                  const float* inp, const float* W, int BT, int C, int OC) {
     if (dinp) gemm(BT, C, OC, dout, OC, 1, W, C, 1, dinp, C, 1);
     gemm(OC, C, BT, dout, 1, OC, inp, C, 1, dW, C, 1);   // A = dout^T: strides (1, OC)
-    kept_weight(dW);   // its sum of squares for the gradient norm, while dW is in cache
     if (dbias) {
         #pragma omp parallel for schedule(static)
         for (int o0 = 0; o0 < OC; o0 += 64) {
@@ -3425,9 +3093,10 @@ static void matmul_backward_fast(float* dinp, float* dW, float* dbias, const flo
 //   dW   += P^T (s inp) - (s inp)[bt] at row targets[bt]
 // Same sums, in another order: the step's losses move in the last bits, not beyond the PyTorch
 // fixtures' tolerance (test_fixtures checks both paths).
-static void lm_head_backward_fast(float* dinp, float* dW, const float* P, const int* targets,
+static void lm_head_backward_fast(float* dinp, float* dW, float* P, const int* targets,
                                   const float* inp, const float* W, float* scratch, int BT, int C,
-                                  int V, float s) {
+                                  int V, float scale) {
+    float s = scale / BT;
     gemm(BT, C, V, P, V, 1, W, C, 1, scratch, C, 0);   // P W
     #pragma omp parallel for schedule(static)
     for (int bt = 0; bt < BT; bt++) {
@@ -3438,10 +3107,10 @@ static void lm_head_backward_fast(float* dinp, float* dW, const float* P, const 
     #pragma omp parallel for schedule(static)
     for (long i = 0; i < (long)BT * C; i++) scratch[i] = s * inp[i];
     gemm(V, C, BT, P, 1, V, scratch, C, 1, dW, C, 1);   // A = P^T: strides (1, V)
-    #pragma omp parallel for schedule(static)
-    for (long i = 0; i < (long)BT * C; i++) scratch[i] = -scratch[i];
-    embedding_backward(dW, NULL, scratch, targets, 1, BT, C);   // row targets[bt] += -(s inp)[bt]
-    kept_weight(dW);
+    // row targets[bt] -= (s inp)[bt]: one thread, since targets repeat (not embedding_backward,
+    // whose definition a student may edit: the check would then blame this twin)
+    for (int bt = 0; bt < BT; bt++)
+        for (int c = 0; c < C; c++) dW[(long)targets[bt] * C + c] -= scratch[(long)bt * C + c];
 }
 
 // The fast attention's block of query rows, and the scratch its backward needs: one ATT_QB x T
@@ -3541,6 +3210,118 @@ static void attention_backward_fast(float* dq, float* dk, float* dv, float* scra
                 }
             }
         }
+}
+
+// ---- the twins in place of the definitions ------------------------------------------------------
+static const Impl twins = {matmul_forward_fast, matmul_backward_fast, attention_forward_fast,
+                           attention_backward_fast, softmax_forward_fast, lm_head_backward_fast};
+
+// `make train_gpt2 REFERENCE=1` (-DREFERENCE=1) builds a trainer that keeps the definitions.
+#ifndef REFERENCE
+#define REFERENCE 0
+#endif
+
+// n numbers in [-1, 1) from a fixed sequence: the check needs inputs, not randomness.
+static float* check_input(size_t n, unsigned seed) {
+    float* x = xmalloc(n * sizeof(float));
+    unsigned u = seed;
+    for (size_t i = 0; i < n; i++) {
+        u = u * 1664525u + 1013904223u;
+        x[i] = (float)(u >> 8) / (float)(1 << 23) - 1.0f;
+    }
+    return x;
+}
+
+// Each check runs one layer through `use` on a small input (2 sequences of 7 tokens, 4 heads
+// sharing 2 kv heads, widths 36 to 40, a vocabulary of 37) and writes every output, the gradients
+// from a nonzero start (they accumulate), into out. Returns how many floats it wrote.
+static int check_matmul_forward(const Impl* use, float* out) {
+    float *inp = check_input(14 * 36, 1), *W = check_input(40 * 36, 2), *b = check_input(40, 3);
+    use->matmul_forward(out, inp, W, b, 14, 36, 40);
+    free(inp), free(W), free(b);
+    return 14 * 40;
+}
+
+static int check_matmul_backward(const Impl* use, float* out) {
+    float *dout = check_input(14 * 40, 4), *inp = check_input(14 * 36, 1);
+    float *W = check_input(40 * 36, 2), *start = check_input(14 * 36 + 40 * 36 + 40, 5);
+    memcpy(out, start, (14 * 36 + 40 * 36 + 40) * sizeof(float));
+    use->matmul_backward(out, out + 14 * 36, out + 14 * 36 + 40 * 36, dout, inp, W, 14, 36, 40);
+    free(dout), free(inp), free(W), free(start);
+    return 14 * 36 + 40 * 36 + 40;
+}
+
+// q [14, 4*8], k and v [14, 2*8]; scale 0.35
+static int check_attention_forward(const Impl* use, float* out) {
+    float *q = check_input(14 * 32, 6), *k = check_input(14 * 16, 7), *v = check_input(14 * 16, 8);
+    use->attention_forward(out, out + 14 * 32, q, k, v, 2, 7, 4, 2, 8, 0.35f);
+    free(q), free(k), free(v);
+    return 14 * 32 + 2 * 4 * 7 * 7;
+}
+
+static int check_attention_backward(const Impl* use, float* out) {
+    float *q = check_input(14 * 32, 6), *k = check_input(14 * 16, 7), *v = check_input(14 * 16, 8);
+    float *dy = check_input(14 * 32, 9), *start = check_input(14 * 64, 10);
+    float *y = xmalloc(14 * 32 * sizeof(float)), *att = xmalloc(2 * 4 * 7 * 7 * sizeof(float));
+    float* scratch = xmalloc((size_t)attention_scratch_floats(7) * sizeof(float));
+    definitions.attention_forward(y, att, q, k, v, 2, 7, 4, 2, 8, 0.35f);
+    memcpy(out, start, 14 * 64 * sizeof(float));
+    use->attention_backward(out, out + 14 * 32, out + 14 * 48, scratch, dy, att, q, k, v, 2, 7, 4,
+                            2, 8, 0.35f);
+    free(q), free(k), free(v), free(dy), free(start), free(y), free(att), free(scratch);
+    return 14 * 64;
+}
+
+static const int check_targets[14] = {3, 36, 0, 17, 5, 5, 22, 9, 30, 1, 14, 28, 2, 11};
+
+// logits times 8, so that the probabilities range widely
+static int check_softmax_forward(const Impl* use, float* out) {
+    float* z = check_input(14 * 37, 11);
+    for (int i = 0; i < 14 * 37; i++) out[i] = 8.0f * z[i];
+    use->softmax_forward(out, out + 14 * 37, check_targets, 14, 37);
+    free(z);
+    return 14 * 37 + 14;
+}
+
+static int check_lm_head_backward(const Impl* use, float* out) {
+    float *probs = check_input(14 * 37, 11), *inp = check_input(14 * 36, 1);
+    float *W = check_input(37 * 36, 2), *start = check_input(14 * 36 + 37 * 36, 12);
+    float* scratch = xmalloc(14 * 36 * sizeof(float));
+    definitions.softmax_forward(probs, NULL, NULL, 14, 37);
+    memcpy(out, start, (14 * 36 + 37 * 36) * sizeof(float));
+    use->lm_head_backward(out, out + 14 * 36, probs, check_targets, inp, W, scratch, 14, 36, 37,
+                          0.7f);
+    free(probs), free(inp), free(W), free(start), free(scratch);
+    return 14 * 36 + 37 * 36;
+}
+
+// At start-up: point `impl` at the twins, if each gives its definition's numbers on the small input
+// above to 1e-5 of the largest (they sum in other orders; a wrong formula is off by far more), and
+// refuse to start if one does not: its definition was edited, or the twin is wrong.
+static void twins_install(void) {
+    if (REFERENCE) return;
+    static const struct { const char* name; int (*run)(const Impl*, float*); } checks[] = {
+        {"matmul_forward", check_matmul_forward}, {"matmul_backward", check_matmul_backward},
+        {"attention_forward", check_attention_forward},
+        {"attention_backward", check_attention_backward},
+        {"softmax_forward", check_softmax_forward}, {"lm_head_backward", check_lm_head_backward},
+    };
+    float *def = xmalloc(4096 * sizeof(float)), *twin = xmalloc(4096 * sizeof(float));
+    for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]); i++) {
+        int n = checks[i].run(&definitions, def);
+        checks[i].run(&twins, twin);
+        double diff = 0.0, top = 0.0;
+        for (int j = 0; j < n; j++) {
+            diff = fmax(diff, fabs((double)def[j] - twin[j]));
+            top = fmax(top, fabs((double)def[j]));
+        }
+        if (!(diff <= 1e-5 * top))
+            fatal("%s: the definition (section 1) and its fast twin (section 8) disagree (by %.1e "
+                  "of %.1e); to train on the definitions: make train_gpt2 REFERENCE=1",
+                  checks[i].name, diff, top);
+    }
+    free(def), free(twin);
+    impl = twins;
 }
 
 // ============================================================================================
@@ -4191,8 +3972,8 @@ static void probe_coord(Probes* pr, Model* m) {
     // by now the logits buffer holds their gradient, so the logits are recomputed from the final
     // norm
     float* logits = xmalloc((size_t)BT * c->V * sizeof(float));
-    matmul_forward(logits, a->lnf, c->tied ? m->p[K_WTE] : m->p[K_LMHEAD], NULL, (int)BT, c->C,
-                   c->V);
+    impl.matmul_forward(logits, a->lnf, c->tied ? m->p[K_WTE] : m->p[K_LMHEAD], NULL, (int)BT, c->C,
+                        c->V);
     double v = stats_of(logits, NULL, BT * c->V).abs_mean * fabs(c->logit_scale);
     probe_emit(pr, P_COORD, -1, "logits", v, 1, keys, &width);
     free(logits);
@@ -5038,32 +4819,6 @@ static void init_spec_from_options(InitSpec* spec, const Options* o) {
 }
 
 // ---- text out: tokens, the run's header, the JSON-lines log -------------------------------------
-// Sampling: feed the last T tokens, draw the next from softmax(logits / 1) with the sample
-// generator (the inverse-CDF walk over the 24-bit uniform). The prompt is the first token of the
-// validation data.
-static void sample_text(Model* m, Rng* g, const Decoder* dec, int T, int first_tok, int length) {
-    int V = m->cfg.V;
-    int* ctx = xmalloc((size_t)(length + 1) * sizeof(int));
-    ctx[0] = first_tok;
-    print_token(dec, first_tok);
-    for (int n = 1; n <= length; n++) {
-        int start = n > T ? n - T : 0, len = n - start;
-        model_forward(m, ctx + start, NULL, 1, len);
-        const float* p = model_probs(m, len - 1);
-        float u = (rng_u32(g) >> 8) * (1.0f / 16777216.0f), cdf = 0.0f;
-        int next = V - 1;
-        for (int i = 0; i < V; i++) {
-            cdf += p[i];
-            if (u < cdf) { next = i; break; }
-        }
-        ctx[n] = next;
-        print_token(dec, next);
-    }
-    printf("\n");
-    fflush(stdout);
-    free(ctx);
-}
-
 // The table's vocabulary is checked against the file's size (each token takes at least its length
 // byte) before the table is allocated.
 static void decoder_read(Decoder* dec, FILE* f, long size, const char* path) {
@@ -6078,46 +5833,29 @@ static void run_setup(Run* r, int host_engine) {
     tr->model = &r->model;
     tr->opt = o->opt;
     tr->first_step = r->start_step, tr->steps = o->steps;
+    tr->resumed = o->resume != NULL;
+    tr->val = &r->val;
+    tr->val_every = o->val_every, tr->val_batches = o->val_batches;
+    tr->sample_every = o->sample_every, tr->sample_len = o->sample_len;
+    tr->sample_rng = &r->sample_rng;
+    tr->dec = &r->dec;
     snprintf(r->last_ckpt, sizeof(r->last_ckpt), "%s", o->resume ? o->resume : "none written");
     r->last_val = NAN;
     r->probing = 0;
 }
 
-// The mean loss over the first `batches` validation batches (fixed: consecutive windows from the
-// start of the validation data), on whatever computes the model's forward.
-static double evaluate(Model* m, const Dataset* val, int batches, int B, int T, int* inp,
-                       int* tgt) {
-    int avail = dataset_num_batches(val, B, T);
-    if (batches > avail) batches = avail;
-    double sum = 0.0;
-    for (int i = 0; i < batches; i++) {
-        dataset_batch_at(val, i, inp, tgt, B, T);
-        sum += model_forward(m, inp, tgt, B, T);
-    }
-    return batches ? sum / batches : NAN;
+// ---- the loop's hooks (train, section 5) --------------------------------------------------------
+// A validation loss into the log (the last one is printed at the end).
+static void run_val_loss(Run* r, int step, double loss) {
+    r->last_val = loss;
+    log_event(&r->lg, "\"event\":\"val\",\"step\":%d,\"val_loss\":%.6f", step, loss);
 }
 
-// ---- the loop's hooks (train, section 5) --------------------------------------------------------
-// Before step `step` (and once after the last): the validation loss every -v steps, a sample
-// every -s steps and at the end, a checkpoint every -n steps and at the end. -x 0 writes the
-// initialization as a step-0 checkpoint; a resumed run's first validation was logged before.
+// Before step `step` (and once after the last): a checkpoint every -n steps and at the end. -x 0
+// writes the initialization as a step-0 checkpoint.
 static void run_before_step(Run* r, int step) {
     Options* o = &r->o;
     Model* m = &r->model;
-    int last = step == o->steps;
-    if (o->val_every && (step % o->val_every == 0 || last) && o->val_batches > 0 &&
-        !(o->resume && step == r->start_step)) {
-        r->last_val = evaluate(m, &r->val, o->val_batches, o->B, o->T, r->tr.inp, r->tr.tgt);
-        printf("step %d | val loss %.6f\n", step, r->last_val);
-        log_event(&r->lg, "\"event\":\"val\",\"step\":%d,\"val_loss\":%.6f", step, r->last_val);
-    }
-    if ((o->sample_every && step % o->sample_every == 0 && step > r->start_step) ||
-        (last && o->sample_len > 0)) {
-        printf("---- sample at step %d ----\n", step);
-        int sample_T = o->T < m->cfg.maxT ? o->T : m->cfg.maxT;
-        sample_text(m, &r->sample_rng, &r->dec, sample_T, r->val.tok[0], o->sample_len);
-        printf("----\n");
-    }
     if (ckpt_due(o, r->start_step, step)) {
         model_to_host(m, 1);        // on every rank: a sharded state is gathered first
         char what[256];
@@ -6324,6 +6062,7 @@ int main(int argc, char** argv) {
     single_process_check();
     Options o;
     parse_args(&o, argc, argv);
+    twins_install();
     if (o.probe.coord_check) coord_check(&o, train_on_cpu, NULL);    // every width, then the table
     else train_on_cpu(&o, NULL);
     return 0;

@@ -24,6 +24,19 @@ gives the same losses bit for bit. doc/cuda.md lists the kernels, and where they
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <mma.h>
+// train_gpt2.c is compiled here as C++, where a void* does not turn into a float* by itself:
+// AnyPtr carries what xmalloc and xcalloc return and converts it to the pointer it is assigned to.
+// The two macros wrap every call; the functions are named in parentheses, which the macros do not
+// touch. C++ also warns about C's `Config c = {0};`, which is fine.
+struct AnyPtr {
+    void* p;
+    explicit AnyPtr(void* q) : p(q) {}
+    AnyPtr(decltype(nullptr)) : p(nullptr) {}     // `cond ? xmalloc(n) : NULL`
+    template <typename T> operator T*() const { return static_cast<T*>(p); }
+};
+#define xmalloc(n) (AnyPtr((xmalloc)(n)))
+#define xcalloc(n, s) (AnyPtr((xcalloc)(n, s)))
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 // A rank that fails before the ranks have met tells the others (section 9, dp_fatal)
 static void dp_fatal(void);
 #define FATAL_HOOK() dp_fatal()
@@ -112,13 +125,13 @@ __global__ void matmul_backward_weight_plain(float* dW, float* dbias, const floa
     long i = thread_index();
     if (i >= (long)OC * C) return;
     long o = i / C, c = i % C;
-    float s = 0.0f, sb = 0.0f;
-    for (long bt = 0; bt < BT; bt++) {
-        s += dout[bt * OC + o] * inp[bt * C + c];
-        sb += dout[bt * OC + o];
-    }
+    float s = 0.0f;
+    for (long bt = 0; bt < BT; bt++) s += dout[bt * OC + o] * inp[bt * C + c];
     dW[i] += s;
-    if (dbias && c == 0) dbias[o] += sb;
+    if (!dbias || c != 0) return;
+    float sb = 0.0f;
+    for (long bt = 0; bt < BT; bt++) sb += dout[bt * OC + o];
+    dbias[o] += sb;
 }
 static void launch_matmul_backward(float* dinp, float* dW, float* dbias, const float* dout,
                                    const float* inp, const float* W, int BT, int C, int OC) {
@@ -293,8 +306,8 @@ __global__ void attention_forward_plain(float* y, float* att, const float* q, co
 }
 // The backward (attention_backward), in three kernels, each writing what it computes:
 //   dA[t,s] = dy_t . v_s ;  dP[t,s] = A[t,s] (dA[t,s] - sum_s' A[t,s'] dA[t,s']) scale
-//   dq_t = sum_s dP[t,s] k_s ;  dk_s = sum_{h of the group} sum_{t>=s} dP[t,s] q_t ;  dv_s = sum
-//   A[t,s] dy_t
+//   dq_t = sum_s dP[t,s] k_s ;  dk_s = sum_{h of the group} sum_{t>=s} dP[t,s] q_t
+//   dv_s = sum_{h of the group} sum_{t>=s} A[t,s] dy_t
 // (a) one thread per query row (b, h, t): its row of dP, into dP [B,H,T,T]
 __global__ void attention_backward_scores_plain(float* dP, const float* dy, const float* att,
                                                 const float* v, int B, int T, int H, int KVH,
@@ -611,12 +624,13 @@ static float plain_forward(PlainGpu* pg, const int* tokens, const int* targets, 
         launch_attention_forward(la.yatt, la.att, la.q, la.k, la.v, B, T, H, KVH, hd,
                                  c->attn_scale);
         if (c->attn_gate) {
-            launch_matmul_forward(la.attn_gate, la.ln1, param_of(m, K_WG, l), param_of(m, K_BG, l),
-                                  BT, C, H);
-            launch_attn_gate_forward(la.yg, la.attn_gate, la.yatt, BT, H, hd);
+            launch_matmul_forward(la.attn_gate, la.ln1, param_of(m, K_ATTN_WG, l),
+                                  param_of(m, K_ATTN_BG, l), BT, C, H);
+            launch_attn_gate_forward(la.attn_out, la.attn_gate, la.yatt, BT, H, hd);
         }
-        launch_matmul_forward(a->tmp, la.yg, param_of(m, K_WO, l), param_of(m, K_BO, l), BT, qd, C);
-        launch_residual_forward(la.xmid, la.x, a->tmp, (long)BT * C);
+        launch_matmul_forward(a->proj, la.attn_out, param_of(m, K_WO, l), param_of(m, K_BO, l), BT,
+                              qd, C);
+        launch_residual_forward(la.xmid, la.x, a->proj, (long)BT * C);
         // MLP sublayer: xout = xmid + MLP(Norm2(xmid))
         launch_norm_forward(la.ln2, la.ln2_mean, la.ln2_rstd, la.xmid, param_of(m, K_LN2W, l),
                             param_of(m, K_LN2B, l), c->rmsnorm, c->eps, BT, C);
@@ -629,9 +643,9 @@ static float plain_forward(PlainGpu* pg, const int* tokens, const int* targets, 
         } else {
             launch_gelu_forward(la.hact, la.up, (long)BT * F);
         }
-        launch_matmul_forward(a->tmp, la.hact, param_of(m, K_WDOWN, l), param_of(m, K_BDOWN, l), BT,
-                              F, C);
-        launch_residual_forward(la.xout, la.xmid, a->tmp, (long)BT * C);
+        launch_matmul_forward(a->proj, la.hact, param_of(m, K_WDOWN, l), param_of(m, K_BDOWN, l),
+                              BT, F, C);
+        launch_residual_forward(la.xout, la.xmid, a->proj, (long)BT * C);
     }
     float* xL = a->res + (long)c->L * m->B * m->T * C;
     launch_norm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, xL, m->p[K_LNFW], m->p[K_LNFB],
@@ -656,7 +670,7 @@ static void plain_backward(PlainGpu* pg, int B, int T, float dloss) {
     const Config* c = &m->cfg;
     Acts* a = &m->a;
     int BT = B * T, C = c->C, H = c->H, KVH = c->KVH, hd = C / H, F = c->F, qd = H * hd;
-    long s_c = (long)m->B * m->T * C;     // the stride of one layer's slice of res
+    long res_stride = (long)m->B * m->T * C;     // the stride of one layer's slice of res
     size_t row_bytes = (size_t)BT * C * sizeof(float);
     // loss -> logits -> final norm
     cudaCheck(cudaMemset(a->dln, 0, row_bytes));
@@ -665,7 +679,7 @@ static void plain_backward(PlainGpu* pg, int B, int T, float dloss) {
     launch_lm_head_backward(a->dln, dhead, a->logits, m->targets, a->lnf, head, BT, C, c->V,
                             c->logit_scale * dloss);
     cudaCheck(cudaMemset(a->dres, 0, row_bytes));
-    launch_norm_backward(a->dres, m->g[K_LNFW], m->g[K_LNFB], a->dln, a->res + c->L * s_c,
+    launch_norm_backward(a->dres, m->g[K_LNFW], m->g[K_LNFB], a->dln, a->res + c->L * res_stride,
                          m->p[K_LNFW], a->lnf_mean, a->lnf_rstd, c->rmsnorm, BT, C);
     // blocks in reverse; a->dres carries d loss / d residual stream
     for (int l = c->L - 1; l >= 0; l--) {
@@ -689,15 +703,15 @@ static void plain_backward(PlainGpu* pg, int B, int T, float dloss) {
                              param_of(m, K_LN2W, l), la.ln2_mean, la.ln2_rstd, c->rmsnorm, BT, C);
         // attention sublayer
         cudaCheck(cudaMemset(a->dyg, 0, (size_t)BT * qd * sizeof(float)));
-        launch_matmul_backward(a->dyg, grad_of(m, K_WO, l), grad_of(m, K_BO, l), a->dres, la.yg,
-                               param_of(m, K_WO, l), BT, qd, C);
+        launch_matmul_backward(a->dyg, grad_of(m, K_WO, l), grad_of(m, K_BO, l), a->dres,
+                               la.attn_out, param_of(m, K_WO, l), BT, qd, C);
         cudaCheck(cudaMemset(a->dln, 0, row_bytes));
         float* dyatt = a->dyg;
         if (c->attn_gate) {
             launch_attn_gate_backward(a->dyatt, a->dattn_gate, a->dyg, la.yatt, la.attn_gate, BT, H,
                                       hd);
-            launch_matmul_backward(a->dln, grad_of(m, K_WG, l), grad_of(m, K_BG, l), a->dattn_gate,
-                                   la.ln1, param_of(m, K_WG, l), BT, C, H);
+            launch_matmul_backward(a->dln, grad_of(m, K_ATTN_WG, l), grad_of(m, K_ATTN_BG, l),
+                                   a->dattn_gate, la.ln1, param_of(m, K_ATTN_WG, l), BT, C, H);
             dyatt = a->dyatt;
         }
         launch_attention_backward(a->dq, a->dk, a->dv, pg->dP, dyatt, la.att, la.q, la.k, la.v, B,
@@ -758,7 +772,7 @@ __global__ void adamw_plain(float* p, float* g, float* m, float* v, long n, Adam
     p[i] *= k.decay;
     m[i] = beta1 * m[i] + (1.0f - beta1) * gi;
     v[i] = beta2 * v[i] + (1.0f - beta2) * gi * gi;
-    p[i] -= k.step_size * m[i] / (sqrtf(v[i]) / k.b2c + eps);
+    p[i] -= k.step_size * m[i] / (sqrtf(v[i]) / k.bc2_sqrt + eps);
 }
 // adamw_step: tensor by tensor, each with its learning-rate multiplier and decay flag
 static void plain_adamw_step(PlainGpu* pg, const OptConfig* o, float sched_lr, int t,
@@ -776,10 +790,9 @@ static void plain_adamw_step(PlainGpu* pg, const OptConfig* o, float sched_lr, i
     m->grads_zero = 1;
 }
 
-// ---- the Engine: how train_gpt2.c's loop (train) reaches these
-// ------------------------------------ model_forward, model_zero_grad, model_backward, grad_norm
-// and adamw_step of train_gpt2.c hand their work to these functions when the host Model's engine is
-// set (section 7 there).
+// ---- the Engine: how train_gpt2.c's loop (train) reaches these ---------------------------------
+// model_forward, model_zero_grad, model_backward, grad_norm and adamw_step of train_gpt2.c hand
+// their work to these functions when the host Model's engine is set (section 7 there).
 static float plain_engine_forward(void* pg, const int* inp, const int* tgt, int B, int T) {
     return plain_forward((PlainGpu*)pg, inp, tgt, B, T);
 }
@@ -808,9 +821,17 @@ static void plain_engine_to_host(void* pg, int moments) {
     plain_copy_state((PlainGpu*)pg, cudaMemcpyDeviceToHost, moments);
 }
 static Engine plain_engine(PlainGpu* pg, const char* device) {
-    return (Engine){device, pg, plain_engine_forward, plain_engine_probs, plain_engine_zero_grad,
-                    plain_engine_backward, plain_engine_grad_norm, plain_engine_update,
-                    plain_engine_to_host};
+    Engine e;
+    e.device = device;
+    e.ctx = pg;
+    e.forward = plain_engine_forward;
+    e.probs = plain_engine_probs;
+    e.zero_grad = plain_engine_zero_grad;
+    e.backward = plain_engine_backward;
+    e.grad_norm = plain_engine_grad_norm;
+    e.update = plain_engine_update;
+    e.to_host = plain_engine_to_host;
+    return e;
 }
 
 
@@ -2256,15 +2277,15 @@ typedef struct {
     float *res, *resmid, *ln1, *ln1_mean, *ln1_rstd, *q, *k, *v, *att, *yatt, *attn_gate, *ygated;
     float *ln2, *ln2_mean, *ln2_rstd, *up, *mlp_gate, *hact, *lnf, *lnf_mean, *lnf_rstd, *logits,
             *losses;
-    float *dres, *dln, *dq, *dk, *dv, *dyg, *dyatt, *dattn_gate, *dup, *dmlp_gate, *dhact, *tmp;
+    float *dres, *dln, *dq, *dk, *dv, *dyg, *dyatt, *dattn_gate, *dup, *dmlp_gate, *dhact, *proj;
     float* attD;                          // attention's row sums D = dy . y [B, H, T]
     float* scratch;                       // partial column sums (bias and norm-weight gradients)
     float* loss;                          // the mean of losses[], reduced on the device
     float* rope_cs;                       // RoPE's cos/sin table [T, hd/2, 2] (rope_table), or NULL
     // Activations (section 5, "--dtype bf16"), bf16 values with --dtype bf16: ln1, q, k, v, yatt,
-    // ygated, ln2, up, mlp_gate, hact, lnf, tmp (the output projections), and the gradients dq, dk,
-    // dv, dyg, dyatt, dattn_gate, dup, dmlp_gate, dhact. The rest is float32 in every mode. With
-    // --dtype bf16 only: the logits' gradient and dres in bf16, written beside their float32
+    // ygated, ln2, up, mlp_gate, hact, lnf, proj (the output projections), and the gradients dq,
+    // dk, dv, dyg, dyatt, dattn_gate, dup, dmlp_gate, dhact. The rest is float32 in every mode.
+    // With --dtype bf16 only: the logits' gradient and dres in bf16, written beside their float32
     // sources for the GEMMs that read them (NULL without).
     __nv_bfloat16 *dlogits16, *dres16;
     // One int buffer, uploaded in one copy per step (gpu_forward): the batch and, with targets, the
@@ -2328,10 +2349,10 @@ static LayerActs gpu_layer(const GpuModel* gm, int l) {
     const GpuActs* a = &gm->a;
     Acts view = acts_view(a);
     LayerActs la = layer_acts(&view, &gm->host->cfg, l, (long)gm->B * gm->T, 1);
-    // yg last: without the gate it is la.yatt's float offset in yatt
+    // attn_out last: without the gate it is la.yatt's float offset in yatt
     if (g_bf16.on) {
         float** acts[] = {&la.ln1, &la.q,  &la.k,        &la.v,    &la.yatt,
-                          &la.ln2, &la.up, &la.mlp_gate, &la.hact, &la.yg};
+                          &la.ln2, &la.up, &la.mlp_gate, &la.hact, &la.attn_out};
         float* bases[] = {a->ln1, a->q,  a->k,        a->v,    a->yatt,
                           a->ln2, a->up, a->mlp_gate, a->hact, a->ygated};
         for (int i = 0; i < 10; i++)
@@ -2453,7 +2474,7 @@ static void gpu_acts_layout(GpuActs* a, const Config* c, int B, int T, size_t* c
     a->dup = gpu_act(count, BT * F);
     a->dmlp_gate = gpu_act(count, BT * F);
     a->dhact = gpu_act(count, BT * F);
-    a->tmp = gpu_act(count, BT * (C > qd ? C : qd));
+    a->proj = gpu_act(count, BT * (C > qd ? C : qd));
     long col_sums = 2L * ceil_div(BT, ROWS_PER_CHUNK) * widest,
          norm_sums = 3L * ceil_div(BT, NORM_ROWS) * C;
     a->scratch = gpu_f32(count, col_sums > norm_sums ? col_sums : norm_sums);
@@ -2557,7 +2578,7 @@ static void gpu_model_free(GpuModel* gm) {
                      a->ln2_mean, a->ln2_rstd,   a->up,     a->mlp_gate,  a->hact,      a->lnf,
                      a->lnf_mean, a->lnf_rstd,   a->logits, a->losses,    a->loss,      a->dres,
                      a->dln,      a->dq,         a->dk,     a->dv,        a->attD,      a->dyg,
-                     a->dyatt,    a->dattn_gate, a->dup,    a->dmlp_gate, a->dhact,     a->tmp,
+                     a->dyatt,    a->dattn_gate, a->dup,    a->dmlp_gate, a->dhact,     a->proj,
                      a->scratch,  gm->params,    gm->grads, gm->m,        gm->v};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) cudaCheck(cudaFree(bufs[i]));
     if (a->ygated != a->yatt) cudaCheck(cudaFree(a->ygated));
@@ -2661,13 +2682,14 @@ static float gpu_forward(GpuModel* gm, const int* tokens, const int* targets, in
         gpu_attention_forward(la.yatt, la.att, gpu_qkv(gm, &la, l), B, T, H, KVH, hd,
                               c->attn_scale);
         if (c->attn_gate) {                   // the gate's pre-activation is float32 in every mode
-            gpu_matmul_forward(la.attn_gate, NULL, ln1, ln1_16, gpu_param_of(gm, K_WG, l), BT, C,
-                               H);
-            gpu_gate_forward(la.yg, la.attn_gate, gpu_param_of(gm, K_BG, l), la.yatt, BT, H, hd);
+            gpu_matmul_forward(la.attn_gate, NULL, ln1, ln1_16, gpu_param_of(gm, K_ATTN_WG, l), BT,
+                               C, H);
+            gpu_gate_forward(la.attn_out, la.attn_gate, gpu_param_of(gm, K_ATTN_BG, l), la.yatt, BT,
+                             H, hd);
         }
-        gpu_matmul_forward(f32_of(a->tmp), bf16_of(a->tmp), f32_of(la.yg), bf16_of(la.yg),
-                           gpu_param_of(gm, K_WO, l), BT, qd, C);
-        gpu_residual_norm_forward(la.xmid, la.ln2, la.ln2_mean, la.ln2_rstd, la.x, a->tmp,
+        gpu_matmul_forward(f32_of(a->proj), bf16_of(a->proj), f32_of(la.attn_out),
+                           bf16_of(la.attn_out), gpu_param_of(gm, K_WO, l), BT, qd, C);
+        gpu_residual_norm_forward(la.xmid, la.ln2, la.ln2_mean, la.ln2_rstd, la.x, a->proj,
                                   gpu_param_of(gm, K_BO, l), gpu_param_of(gm, K_LN2W, l),
                                   gpu_param_of(gm, K_LN2B, l), c->rmsnorm, c->eps, BT, C);
         // MLP sublayer: xout = xmid + MLP(Norm2(xmid)); then Norm1 of the next layer
@@ -2679,15 +2701,15 @@ static float gpu_forward(GpuModel* gm, const int* tokens, const int* targets, in
                                gpu_param_of(gm, K_WGATE, l), BT, C, F);
         gpu_mlp_activation_forward(la.hact, la.mlp_gate, la.up, gpu_param_of(gm, K_BGATE, l),
                                    gpu_param_of(gm, K_BUP, l), (long)BT * F, F);
-        gpu_matmul_forward(f32_of(a->tmp), bf16_of(a->tmp), f32_of(la.hact), bf16_of(la.hact),
+        gpu_matmul_forward(f32_of(a->proj), bf16_of(a->proj), f32_of(la.hact), bf16_of(la.hact),
                            gpu_param_of(gm, K_WDOWN, l), BT, F, C);
         if (l + 1 < c->L) {
             LayerActs nx = gpu_layer(gm, l + 1);
-            gpu_residual_norm_forward(la.xout, nx.ln1, nx.ln1_mean, nx.ln1_rstd, la.xmid, a->tmp,
+            gpu_residual_norm_forward(la.xout, nx.ln1, nx.ln1_mean, nx.ln1_rstd, la.xmid, a->proj,
                                       gpu_param_of(gm, K_BDOWN, l), gpu_param_of(gm, K_LN1W, l + 1),
                                       gpu_param_of(gm, K_LN1B, l + 1), c->rmsnorm, c->eps, BT, C);
         } else {
-            gpu_residual_norm_forward(la.xout, a->lnf, a->lnf_mean, a->lnf_rstd, la.xmid, a->tmp,
+            gpu_residual_norm_forward(la.xout, a->lnf, a->lnf_mean, a->lnf_rstd, la.xmid, a->proj,
                                       gpu_param_of(gm, K_BDOWN, l), gm->p[K_LNFW], gm->p[K_LNFB],
                                       c->rmsnorm, c->eps, BT, C);
         }
@@ -2736,7 +2758,7 @@ static void gpu_backward(GpuModel* gm, int B, int T, float dloss) {
     int BT = B * T, C = c->C, H = c->H, KVH = c->KVH, hd = C / H, F = c->F;
     int qd = H * hd, kvd = KVH * hd;
     int maxBT = gm->B * gm->T;
-    long s_c = (long)maxBT * C;
+    long res_stride = (long)maxBT * C;
     float* sc = a->scratch;
     gm->norm_fresh = 0;
     // loss -> logits -> final norm: the forward wrote the logits' gradient
@@ -2750,7 +2772,7 @@ static void gpu_backward(GpuModel* gm, int B, int T, float dloss) {
     gpu_matmul_backward(a->dln, NULL, GRAD_SET, dhead, NULL, f32_of(a->logits), a->dlogits16,
                         f32_of(a->lnf), bf16_of(a->lnf), head, BT, C, c->V, sc, dloss);
     gpu_norm_backward(a->dres, GRAD_SET, a->dres16, gm->g[K_LNFW], gm->g[K_LNFB],
-                      gpu_grad_of(gm, K_BDOWN, c->L - 1), a->dln, a->res + c->L * s_c,
+                      gpu_grad_of(gm, K_BDOWN, c->L - 1), a->dln, a->res + c->L * res_stride,
                       gm->p[K_LNFW], a->lnf_mean, a->lnf_rstd, c->rmsnorm, BT, C, sc);
     // blocks in reverse
     for (int l = c->L - 1; l >= 0; l--) {
@@ -2783,15 +2805,15 @@ static void gpu_backward(GpuModel* gm, int B, int T, float dloss) {
                           sc);
         // attention sublayer
         gpu_matmul_backward(f32_of(a->dyg), bf16_of(a->dyg), GRAD_SET, gpu_grad_of(gm, K_WO, l),
-                            NULL, a->dres, a->dres16, f32_of(la.yg), bf16_of(la.yg),
+                            NULL, a->dres, a->dres16, f32_of(la.attn_out), bf16_of(la.attn_out),
                             gpu_param_of(gm, K_WO, l), BT, qd, C, sc);
         float* dyatt = a->dyg;
         if (c->attn_gate) {
             gpu_gate_backward(a->dyatt, a->dattn_gate, a->dyg, la.yatt, la.attn_gate, BT, H, hd);
-            gpu_matmul_backward(a->dln, NULL, GRAD_SET, gpu_grad_of(gm, K_WG, l),
-                                gpu_grad_of(gm, K_BG, l), f32_of(a->dattn_gate),
-                                bf16_of(a->dattn_gate), ln1, ln1_16, gpu_param_of(gm, K_WG, l), BT,
-                                C, H, sc);
+            gpu_matmul_backward(a->dln, NULL, GRAD_SET, gpu_grad_of(gm, K_ATTN_WG, l),
+                                gpu_grad_of(gm, K_ATTN_BG, l), f32_of(a->dattn_gate),
+                                bf16_of(a->dattn_gate), ln1, ln1_16,
+                                gpu_param_of(gm, K_ATTN_WG, l), BT, C, H, sc);
             dyatt = a->dyatt;
         }
         // Without RoPE, b_k's gradient is zero in exact arithmetic (a constant added to every key

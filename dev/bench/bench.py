@@ -23,6 +23,10 @@ per layer and sequence, backward twice that). Norms, activations, softmax and Ad
 counted: they are work, but not FLOPs the hardware peak is about.
 MFU = achieved GFLOP/s / the FMA peak of dev/bench/fma_peak (measured here, same command).
 
+The definitions' cost (--reference CONFIG, default classroom, the trainer's default model): the trainer
+built with REFERENCE=1 (Part I's definitions alone, no fast twins; dev/bench/train_gpt2_ref) alternates
+with ./train_gpt2, --reps runs each; the table gives both medians and their ratio (target: at most 8x).
+
 The probes' cost (--probes CONFIG): runs with -p 0 alternate with runs probing every 8 steps; the
 steps between probe steps must take as long as -p 0 steps (doc/probes.md: off, probes cost nothing).
 
@@ -115,9 +119,9 @@ def random_shard(V, n=1 << 18):
     return path
 
 
-def ours_steps(c, steps, warmup, threads, shard, extra=()):
+def ours_steps(c, steps, warmup, threads, shard, extra=(), trainer="./train_gpt2"):
     """Runs train_gpt2; returns ([(step, ms)] of the timed steps, peak RSS in MiB)."""
-    cmd = ["./train_gpt2", "-i", shard, "-j", shard, "-V", str(c["V"]), "-a", c["preset"],
+    cmd = [trainer, "-i", shard, "-j", shard, "-V", str(c["V"]), "-a", c["preset"],
            "-L", str(c["L"]), "-C", str(c["C"]), "-H", str(c["H"]), "-b", str(c["B"]), "-t", str(c["T"]),
            "-x", str(warmup + steps), "-v", "0", "-S", "0", "-n", "0", *extra]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_WAIT_POLICY="PASSIVE")
@@ -149,6 +153,20 @@ def probe_cost(c, reps, every, warmup, threads, shard):
         print(f"  probes rep {len(off)}/{reps}: off {off[-1]:.2f} ms, on between probe steps {between[-1]:.2f} ms, "
               f"at probe steps {at[-1]:.1f} ms (load {loadavg()})", flush=True)
     return statistics.median(off), statistics.median(between), statistics.median(at)
+
+
+def reference_cost(c, reps, steps, warmup, threads, shard):
+    """The trainer on Part I's definitions alone (make train_gpt2 REFERENCE=1, built by make bench
+    as dev/bench/train_gpt2_ref) alternating with ./train_gpt2: the medians (fast, reference)."""
+    fast, ref = [], []
+    for _ in range(reps):
+        ms, _ = ours_steps(c, steps, warmup, threads, shard)
+        fast.append(statistics.median(m for _, m in ms))
+        ms, _ = ours_steps(c, steps, warmup, threads, shard, trainer="dev/bench/train_gpt2_ref")
+        ref.append(statistics.median(m for _, m in ms))
+        print(f"  REFERENCE=1 rep {len(fast)}/{reps}: fast {fast[-1]:.1f} ms, definitions {ref[-1]:.1f} ms "
+              f"(load {loadavg()})", flush=True)
+    return statistics.median(fast), statistics.median(ref)
 
 
 def torch_env(threads):
@@ -250,6 +268,9 @@ def main():
                     help="configs also run with 1 thread, alternated with the others (default cfgM-gpt2; '' = none)")
     ap.add_argument("--probes", default="classroom",
                     help="config whose probe cost is measured (-p 0 against -p 8, alternated; '' = none)")
+    ap.add_argument("--reference", default="classroom",
+                    help="config on which the REFERENCE=1 trainer is timed against ./train_gpt2 (default classroom, "
+                         "the default model; '' = none)")
     ap.add_argument("--tsweep", default=",".join(PRESETS),
                     help="presets of the sequence-length sweep (cfgS widths, T 64..1024, 2048 tokens per step; "
                          "default gpt2,llama; '' = none)")
@@ -264,7 +285,8 @@ def main():
     scaling = {n for n in a.scaling.split(",") if n}
     tsweep = [p for p in a.tsweep.split(",") if p]
     phase_names = [n for n in a.phases.split(",") if n]
-    for n in names + sorted(scaling) + ([a.probes] if a.probes else []) + phase_names:
+    for n in names + sorted(scaling) + ([a.probes] if a.probes else []) + ([a.reference] if a.reference else []) \
+            + phase_names:
         if n not in CONFIGS:
             sys.exit(f"bench: unknown config '{n}' (have: {', '.join(CONFIGS)})")
     for p in tsweep:
@@ -292,6 +314,10 @@ def main():
     if a.probes:
         c = CONFIGS[a.probes]
         probes = probe_cost(c, a.reps, 8, a.warmup, a.threads, random_shard(c["V"]))
+    reference = None
+    if a.reference:
+        c = CONFIGS[a.reference]
+        reference = reference_cost(c, a.reps, a.steps, a.warmup, a.threads, random_shard(c["V"]))
     phase_tables = []
     for n in phase_names:
         print(f"  phases {n} (load {loadavg()})", flush=True)
@@ -333,6 +359,10 @@ def main():
             lines.append(f"thread scaling, {r['name']}: 1 thread {r['one']:.1f}{spread(r['runs_one'])} ms/step, "
                          f"{a.threads} threads {r['ours']:.1f}{spread(r['runs_ours'])} ms/step: {r['one'] / r['ours']:.2f}x "
                          f"(FMA peak scales {peak[a.threads] / peak[1]:.2f}x)")
+    if reference:
+        fast, ref = reference
+        lines += ["", f"REFERENCE=1, {a.reference}: the trainer on Part I's definitions alone {ref:.1f} ms/step, "
+                  f"./train_gpt2 {fast:.1f} ms/step: {ref / fast:.1f}x (target: at most 8x)"]
     if probes:
         off, between, at = probes
         lines += ["", f"probes, {a.probes} (doc/probes.md): -p 0 {off:.2f} ms/step; with every probe at -p 8, "

@@ -22,8 +22,7 @@ many times per step as model_forward and model_backward call them:
                matmuls, inside the LM head's (lm_head_backward reads the probabilities as they are)
   embeddings   embedding_forward and embedding_backward
   memsets      the zeroing of the activation gradients (dln, dres, dhact, dyg, dq, dk, dv) in model_backward
-  optimizer    after the backward: grad_norm (mostly from the sums of squares the matmuls phase
-               kept, as model_backward's dW products do), then adamw_step
+  optimizer    after the backward: grad_norm (a pass over every gradient), then adamw_step
   zero grads   model_zero_grad (what compute_gradients does before model_backward; a no-op in training,
                where AdamW zeroed the gradients as it read them)
 
@@ -76,7 +75,7 @@ static void count(double flops, double floats) {
 // ---- the trainer's functions, each with its count -----------------------------------------------------
 // matmul forward: reads inp [BT,C], W [OC,C], bias [OC]; writes out [BT,OC]
 static void mm_fwd(float* out, const float* inp, const float* W, const float* bias, int BT, int C, int OC) {
-    matmul_forward(out, inp, W, bias, BT, C, OC);
+    impl.matmul_forward(out, inp, W, bias, BT, C, OC);
     count(2.0 * BT * C * OC, (double)BT * C + (double)OC * C + (bias ? OC : 0) + (double)BT * OC);
 }
 
@@ -84,7 +83,7 @@ static void mm_fwd(float* out, const float* inp, const float* W, const float* bi
 // dW [OC,C], dbias [OC]
 static void mm_bwd(float* dinp, float* dW, float* dbias, const float* dout, const float* inp, const float* W,
                    int BT, int C, int OC) {
-    matmul_backward(dinp, dW, dbias, dout, inp, W, BT, C, OC);
+    impl.matmul_backward(dinp, dW, dbias, dout, inp, W, BT, C, OC);
     count((dinp ? 4.0 : 2.0) * BT * C * OC, (double)BT * OC + (double)BT * C + (double)OC * C +
           (dinp ? 2.0 * BT * C : 0) + 2.0 * OC * C + (dbias ? 2.0 * OC : 0));
 }
@@ -93,7 +92,7 @@ static void mm_bwd(float* dinp, float* dW, float* dbias, const float* dout, cons
 // att [B,H,T,T] (T(T+1)/2 per head; the zeros above the diagonal are not counted)
 static void att_fwd(float* y, float* att, const float* q, const float* k, const float* v,
                     int B, int T, int H, int KVH, int hd, float scale) {
-    attention_forward(y, att, q, k, v, B, T, H, KVH, hd, scale);
+    impl.attention_forward(y, att, q, k, v, B, T, H, KVH, hd, scale);
     double BT = (double)B * T, tri = (double)B * H * T * (T + 1) / 2.0;
     count(2.0 * B * (double)T * T * H * hd, 2.0 * BT * H * hd + 2.0 * BT * KVH * hd + tri);
 }
@@ -102,7 +101,7 @@ static void att_fwd(float* y, float* att, const float* q, const float* k, const 
 // (the per-thread scratch stays in cache and is not counted)
 static void att_bwd(float* dq, float* dk, float* dv, float* scratch, const float* dy, const float* att,
                     const float* q, const float* k, const float* v, int B, int T, int H, int KVH, int hd, float scale) {
-    attention_backward(dq, dk, dv, scratch, dy, att, q, k, v, B, T, H, KVH, hd, scale);
+    impl.attention_backward(dq, dk, dv, scratch, dy, att, q, k, v, B, T, H, KVH, hd, scale);
     double BT = (double)B * T, tri = (double)B * H * T * (T + 1) / 2.0;
     count(4.0 * B * (double)T * T * H * hd,
           2.0 * BT * H * hd + tri + 2.0 * BT * KVH * hd + 2.0 * (BT * H * hd + 2.0 * BT * KVH * hd));
@@ -163,7 +162,7 @@ static void gate_b(float* dy, float* dgpre, const float* dout, const float* y, c
 
 // softmax: reads logits [BT,V] and targets [BT]; writes probabilities [BT,V] (in place) and losses [BT]
 static void softmax_f(float* logits, float* losses, const int* targets, int BT, int V) {
-    softmax_forward(logits, losses, targets, BT, V);
+    impl.softmax_forward(logits, losses, targets, BT, V);
     count(0, 2.0 * BT * V + 2.0 * BT);
 }
 
@@ -172,7 +171,7 @@ static void softmax_f(float* logits, float* losses, const int* targets, int BT, 
 // counted as mm_bwd with dout = the probabilities
 static void head_b(float* dinp, float* dW, float* probs, const int* targets, const float* inp, const float* W,
                    float* scratch, int BT, int C, int V, float logit_scale) {
-    lm_head_backward(dinp, dW, probs, targets, inp, W, scratch, BT, C, V, logit_scale);
+    impl.lm_head_backward(dinp, dW, probs, targets, inp, W, scratch, BT, C, V, logit_scale);
     count(4.0 * BT * C * V, (double)BT * V + BT + (double)BT * C + (double)V * C + 2.0 * BT * C + 2.0 * V * C);
 }
 
@@ -214,39 +213,35 @@ static int opt_t;
     long rows = (long)m->B * m->T;                                                    \
     (void)BT; (void)C; (void)H; (void)KVH; (void)hd; (void)F; (void)V; (void)qd; (void)kvd; (void)a; (void)rows
 
-// As in model_backward, the dW products keep their sums of squares for the gradient norm
-// (kept_begin ... kept_end), which the optimizer phase then uses.
 static void phase_matmuls(Model* m, int B, int T) {
     STEP_SHAPES;
-    kept_begin(m, BT);
     for (int l = 0; l < c->L; l++) {
         LayerActs la = layer_acts(a, c, l, rows, m->T);
         mm_fwd(la.q, la.ln1, param_of(m, K_WQ, l), param_of(m, K_BQ, l), BT, C, qd);
         mm_fwd(la.k, la.ln1, param_of(m, K_WK, l), param_of(m, K_BK, l), BT, C, kvd);
         mm_fwd(la.v, la.ln1, param_of(m, K_WV, l), param_of(m, K_BV, l), BT, C, kvd);
-        if (c->attn_gate) mm_fwd(la.attn_gate, la.ln1, param_of(m, K_WG, l), param_of(m, K_BG, l), BT, C, H);
-        mm_fwd(a->tmp, la.yg, param_of(m, K_WO, l), param_of(m, K_BO, l), BT, qd, C);
+        if (c->attn_gate) mm_fwd(la.attn_gate, la.ln1, param_of(m, K_ATTN_WG, l), param_of(m, K_ATTN_BG, l), BT, C, H);
+        mm_fwd(a->proj, la.attn_out, param_of(m, K_WO, l), param_of(m, K_BO, l), BT, qd, C);
         mm_fwd(la.up, la.ln2, param_of(m, K_WUP, l), param_of(m, K_BUP, l), BT, C, F);
         if (c->swiglu) mm_fwd(la.mlp_gate, la.ln2, param_of(m, K_WGATE, l), param_of(m, K_BGATE, l), BT, C, F);
-        mm_fwd(a->tmp, la.hact, param_of(m, K_WDOWN, l), param_of(m, K_BDOWN, l), BT, F, C);
+        mm_fwd(a->proj, la.hact, param_of(m, K_WDOWN, l), param_of(m, K_BDOWN, l), BT, F, C);
     }
     const float* head = c->tied ? m->p[K_WTE] : m->p[K_LMHEAD];
     float* dhead = c->tied ? m->g[K_WTE] : m->g[K_LMHEAD];
     mm_fwd(a->logits, a->lnf, head, NULL, BT, C, V);
-    head_b(a->dln, dhead, a->logits, m->targets, a->lnf, head, a->tmp, BT, C, V, c->logit_scale);
+    head_b(a->dln, dhead, a->logits, m->targets, a->lnf, head, a->proj, BT, C, V, c->logit_scale);
     for (int l = c->L - 1; l >= 0; l--) {
         LayerActs la = layer_acts(a, c, l, rows, m->T);
         mm_bwd(a->dhact, grad_of(m, K_WDOWN, l), grad_of(m, K_BDOWN, l), a->dres, la.hact, param_of(m, K_WDOWN, l), BT, F, C);
         if (c->swiglu)
             mm_bwd(a->dln, grad_of(m, K_WGATE, l), grad_of(m, K_BGATE, l), a->dmlp_gate, la.ln2, param_of(m, K_WGATE, l), BT, C, F);
         mm_bwd(a->dln, grad_of(m, K_WUP, l), grad_of(m, K_BUP, l), a->dup, la.ln2, param_of(m, K_WUP, l), BT, C, F);
-        mm_bwd(a->dyg, grad_of(m, K_WO, l), grad_of(m, K_BO, l), a->dres, la.yg, param_of(m, K_WO, l), BT, qd, C);
-        if (c->attn_gate) mm_bwd(a->dln, grad_of(m, K_WG, l), grad_of(m, K_BG, l), a->dattn_gate, la.ln1, param_of(m, K_WG, l), BT, C, H);
+        mm_bwd(a->dyg, grad_of(m, K_WO, l), grad_of(m, K_BO, l), a->dres, la.attn_out, param_of(m, K_WO, l), BT, qd, C);
+        if (c->attn_gate) mm_bwd(a->dln, grad_of(m, K_ATTN_WG, l), grad_of(m, K_ATTN_BG, l), a->dattn_gate, la.ln1, param_of(m, K_ATTN_WG, l), BT, C, H);
         mm_bwd(a->dln, grad_of(m, K_WQ, l), grad_of(m, K_BQ, l), a->dq, la.ln1, param_of(m, K_WQ, l), BT, C, qd);
         mm_bwd(a->dln, grad_of(m, K_WK, l), grad_of(m, K_BK, l), a->dk, la.ln1, param_of(m, K_WK, l), BT, C, kvd);
         mm_bwd(a->dln, grad_of(m, K_WV, l), grad_of(m, K_BV, l), a->dv, la.ln1, param_of(m, K_WV, l), BT, C, kvd);
     }
-    kept_end();
 }
 
 static void phase_attention(Model* m, int B, int T) {
@@ -293,11 +288,11 @@ static void phase_act_resid(Model* m, int B, int T) {
     STEP_SHAPES;
     for (int l = 0; l < c->L; l++) {
         LayerActs la = layer_acts(a, c, l, rows, m->T);
-        if (c->attn_gate) gate_f(la.yg, la.attn_gate, la.yatt, BT, H, hd);
-        resid(la.xmid, la.x, a->tmp, (long)BT * C);
+        if (c->attn_gate) gate_f(la.attn_out, la.attn_gate, la.yatt, BT, H, hd);
+        resid(la.xmid, la.x, a->proj, (long)BT * C);
         if (c->swiglu) swiglu_f(la.hact, la.mlp_gate, la.up, (long)BT * F);
         else gelu_f(la.hact, la.up, (long)BT * F);
-        resid(la.xout, la.xmid, a->tmp, (long)BT * C);
+        resid(la.xout, la.xmid, a->proj, (long)BT * C);
     }
     for (int l = c->L - 1; l >= 0; l--) {
         LayerActs la = layer_acts(a, c, l, rows, m->T);
@@ -337,8 +332,7 @@ static void phase_memsets(Model* m, int B, int T) {
 }
 
 // AdamW reads parameters, gradients and both moments and writes all four (the gradients as zeros):
-// 8 P floats. The gradient norm adds little: the matmuls phase kept the sums of the weights'
-// gradients, and grad_norm_fast reads only the vectors, wpe and the tokens' rows of wte.
+// 8 P floats; the gradient norm reads the gradients once more: P floats.
 static void phase_optimizer(Model* m, int B, int T) {
     (void)B; (void)T;
     double norm = grad_norm(m);
@@ -346,7 +340,7 @@ static void phase_optimizer(Model* m, int B, int T) {
     adamw_step(m, &opt, lr_at(&opt, opt_t - 1), opt_t, clip_scale(opt.clip, norm));
     if (counting) {
         counting->calls += 2;
-        counting->bytes += 4.0 * 8.0 * (double)m->num_params;
+        counting->bytes += 4.0 * 9.0 * (double)m->num_params;
     }
 }
 
@@ -430,6 +424,7 @@ int main(int argc, char** argv) {
     rest[nrest] = NULL;
     Options o;
     parse_args(&o, nrest, rest);
+    twins_install();
     free(rest);
     // the trainer's V: the shard's (-V) or 256 for byte text, its default data
     Config cfg = config_from_options(&o, o.V ? o.V : 256);

@@ -117,7 +117,7 @@ mutate() {
         echo '/^__global__ void embedding_backward_plain(/,/^}$/{/^        if (dwpe) dwpe\[/d;}'
         echo 1 ;;
     plain-adamw)  # adamw_plain: the second moment without its bias correction sqrt(1 - b2^t)
-        echo '/^__global__ void adamw_plain(/,/^}$/s/(sqrtf(v\[i\]) \/ k.b2c + eps)/(sqrtf(v[i]) + eps)/'
+        echo '/^__global__ void adamw_plain(/,/^}$/s/(sqrtf(v\[i\]) \/ k.bc2_sqrt + eps)/(sqrtf(v[i]) + eps)/'
         echo 2 ;;
     plain-logit-scale) # softmax_forward_plain: the loss reads the target's logit without muP's scale (-I mup only)
         echo '/^__global__ void softmax_forward_plain(/,/^}$/s/(z\[targets\[bt\]\] \* scale - mx)/(z[targets[bt]] - mx)/'

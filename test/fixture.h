@@ -28,6 +28,10 @@ static void check(int ok, const char* fmt, ...) {
     }
 }
 
+// The test tiers: TEST_TIER=quick runs `make test`'s quick tier; the slow checks run only in the full one
+// (`make check`).
+static int full_tier(void) { const char* t = getenv("TEST_TIER"); return !(t && strcmp(t, "quick") == 0); }
+
 // ---- fixture files (format: doc/model.md) ---------------------------------------------------------
 typedef struct {
     char name[128];

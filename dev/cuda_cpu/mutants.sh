@@ -6,9 +6,10 @@
 # end), built like `make test_gpt2cu_cpu` and run under test_gpt2.cu. It is caught when that run fails
 # (a failed check, a race or fault reported by the runtime, a timeout); one that survives shows a blind
 # spot of the runtime (race check, guard pages, 0xFF fill) or of the tests. doc/cuda.md describes it.
-# The mutants of the data parallelism (dp-*, train_gpt2.cu section 6) live in the trainer's processes: for
-# them the trainer is built from the mutant too (NAME/train_gpt2cu_cpu) and test_gpt2.cu runs its section
-# of several ranks alone (TEST_SECTIONS=multirank), on that binary (TRAIN_GPT2CU).
+# The mutants of the data parallelism (dp-*, bf16-shard; train_gpt2.cu section 9) live in the trainer's
+# processes: for them the trainer is built from the mutant too (NAME/train_gpt2cu_cpu) and test_gpt2.cu runs
+# its section of several ranks alone (TEST_SECTIONS=multirank), on that binary (TRAIN_GPT2CU). Those that
+# only GPT-2's sizes reach (loss-rows, norm-chunks, wte-grid) run that section alone (TEST_SECTIONS=sizes).
 #
 # The unmutated source must first build and pass the same way, or the catches mean nothing (where it
 # fails some checks, a mutant must fail more of them, or stop with a runtime error). Each sed pattern
@@ -22,11 +23,12 @@ cd "$(dirname "$0")/../.." || exit 2
 CXX=${CUDA_CPU_CXX:-g++ -O2 -march=native -std=c++17 -fopenmp -fno-math-errno -Wno-unused-function}
 TIMEOUT=600
 GEN=dev/cuda_cpu/gen/mutants
-ALL="syncthreads attn-sync transposed causal-skip grid reduction bounds adamw-table bf16-stale tc-rescale tc-diagonal tc-skip tc-sync bf16-input classifier grad-set tf32-round norm-bias gelu-bias qkv-bias rope-bias accum-zero head-dloss accum-bf16 sample-scale plain-causal plain-gqa plain-norm-db plain-wpe plain-adamw plain-logit-scale plain-rope-sign dp-skip dp-sum dp-shard dp-rows"
+ALL="syncthreads attn-sync transposed causal-skip grid reduction bounds adamw-table bf16-stale tc-rescale tc-diagonal tc-skip tc-sync bf16-input classifier grad-set tf32-round norm-bias gelu-bias qkv-bias rope-bias accum-zero head-dloss accum-bf16 sample-scale plain-causal plain-gqa plain-norm-db plain-wpe plain-adamw plain-logit-scale plain-rope-sign dp-skip dp-sum dp-shard dp-rows loss-rows norm-chunks wte-grid bf16-shard bf16-trunc shard-decay"
 
 # mutate NAME: print the sed script of mutant NAME, then (second line) how many lines of
-# `diff original mutant` start with < or > when it applies as intended, then for the mutants that the
-# tests of several ranks must catch, a third line: multirank.
+# `diff original mutant` start with < or > when it applies as intended, then for the mutants that one
+# section of the tests must catch, a third line naming it: multirank (the tests of several ranks) or sizes
+# (the trainer at GPT-2's sizes, whose code paths no other test reaches).
 mutate() {
     case $1 in
     syncthreads)  # block_sum: the barrier between writing buf[] and reading it
@@ -137,6 +139,24 @@ mutate() {
     dp-rows)      # dp_engine_forward: every rank reads rank 0's input rows (with its own targets)
         echo '/^static float dp_engine_forward(/,/^}$/s/gpu_forward(gm, inp + at, tgt + at, rows, T);/gpu_forward(gm, inp, tgt + at, rows, T);/'
         echo 2; echo multirank ;;
+    loss-rows)    # loss_mean_kernel: one row per thread of its 1,024, so the rows past 1,024 left out of the mean
+        echo '/^__global__ void loss_mean_kernel(/,/^}$/s/for (int i = threadIdx.x; i < BT; i += blockDim.x) s += losses\[i\];/if (threadIdx.x < BT) s = losses[threadIdx.x];/'
+        echo 2; echo sizes ;;
+    norm-chunks)  # grad_norm_finish_kernel: one chunk per thread of its 1,024, the chunks past 1,024 (67.1M parameters) left out
+        echo '/^__global__ void grad_norm_finish_kernel(/,/^}$/s/for (int i = threadIdx.x; i < nchunks; i += blockDim.x) s += partial\[i\];/if (threadIdx.x < nchunks) s = partial[threadIdx.x];/'
+        echo 2; echo sizes ;;
+    wte-grid)     # embedding_backward_wte_kernel ignores the grid's blockIdx.y, which only widths past 256 channels have
+        echo '/^__global__ void embedding_backward_wte_kernel(/,/^}$/s/int u = blockIdx.x, c = blockIdx.y \* blockDim.x + threadIdx.x;/int u = blockIdx.x, c = threadIdx.x;/'
+        echo 2; echo sizes ;;
+    bf16-shard)   # dp_engine_update (--zero 1, --dtype bf16): after the all-gather the bf16 copy is made again for the rank's own shard only
+        echo '/^static void dp_engine_update(/,/^}$/s/if (g_bf16.on) bf16_round(g_bf16.w16, gm->params, (long)gm->host->num_params);/if (g_bf16.on) bf16_round(g_bf16.w16 + sh.lo, gm->params + sh.lo, (long)shard_numel(sh, gm->host->num_params));/'
+        echo 2; echo multirank ;;
+    bf16-trunc)   # set_elem: an activation rounded to bf16 by truncation (its top 16 bits kept) instead of to nearest even
+        echo 's/^__device__ inline void set_elem(__nv_bfloat16\& e, float v) { e = __float2bfloat16(v); }$/__device__ inline void set_elem(__nv_bfloat16\& e, float v) { unsigned u; memcpy(\&u, \&v, 4); u \&= 0xFFFF0000u; memcpy(\&v, \&u, 4); e = __float2bfloat16(v); }/'
+        echo 2 ;;
+    shard-decay)  # gpu_upload_state (--zero 1): the shard's AdamW table leaves out the tensor that began in the shard before
+        echo '/^static void gpu_upload_state(/,/^}$/s/if (t->offset + t->numel <= sh.lo || t->offset >= sh.lo + mine) continue;/if (t->offset < sh.lo || t->offset >= sh.lo + mine) continue;/'
+        echo 2; echo multirank ;;
     *) return 1 ;;
     esac
 }
@@ -208,8 +228,12 @@ stop_at_fail=
 run() {
     while [ ! -f "$GEN/$1/build.rc" ]; do sleep 1; done
     [ "$(cat "$GEN/$1/build.rc")" = 0 ] || return 1
-    if [ "$(mutate "$1" 2>/dev/null | sed -n 3p)" = multirank ]; then
+    section=$(mutate "$1" 2>/dev/null | sed -n 3p)
+    if [ "$section" = multirank ]; then
         TEST_SECTIONS=multirank TRAIN_GPT2CU=$GEN/$1/train_gpt2cu_cpu TEST_STOP_AT_FAIL=$stop_at_fail \
+            timeout $TIMEOUT "$GEN/$1/test_gpt2cu_cpu" > "$GEN/$1/log" 2>&1
+    elif [ -n "$section" ]; then
+        TEST_SECTIONS=$section TEST_STOP_AT_FAIL=$stop_at_fail \
             timeout $TIMEOUT "$GEN/$1/test_gpt2cu_cpu" > "$GEN/$1/log" 2>&1
     else
         TEST_STOP_AT_FAIL=$stop_at_fail timeout $TIMEOUT "$GEN/$1/test_gpt2cu_cpu" > "$GEN/$1/log" 2>&1

@@ -183,11 +183,11 @@ $(CUDA_CPU_GEN)/selftest.cu: $(CUDA_CPU)/selftest.cu $(CUDA_CPU)/rewrite.sh
 	@mkdir -p $(CUDA_CPU_GEN)
 	$(CUDA_CPU)/rewrite.sh $< $@
 
-# ./test_gpt2cu_cpu runs the trainer on the CPU runtime, and the build without NCCL: built with it
-# (order-only: a new trainer does not rebuild the tests), so `make test_gpt2cu_cpu && ./test_gpt2cu_cpu`
+# ./test_gpt2cu_cpu runs the trainer on the CPU runtime beside the CPU trainer, and the build without
+# NCCL: built with it (order-only: a new trainer does not rebuild the tests), so `make test_gpt2cu_cpu && ./test_gpt2cu_cpu`
 # works on a fresh clone (make check runs exactly that, dev/fresh_copy.sh).
 test_gpt2cu_cpu: $(CUDA_CPU_GEN)/test_gpt2.cu $(CUDA_CPU_GEN)/train_gpt2.cu train_gpt2.c test/fixture.h $(CUDA_CPU_HEADERS) \
-    | train_gpt2cu_cpu $(CUDA_CPU_GEN)/train_gpt2cu_nonccl
+    | train_gpt2 train_gpt2cu_cpu $(CUDA_CPU_GEN)/train_gpt2cu_nonccl
 	$(CUDA_CPU_CXX) -DUSE_NCCL -I $(CUDA_CPU) -I . -x c++ -o $@ $< -lm
 
 train_gpt2cu_cpu: $(CUDA_CPU_GEN)/train_gpt2.cu train_gpt2.c $(CUDA_CPU_HEADERS)

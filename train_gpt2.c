@@ -540,7 +540,10 @@ typedef struct {
 } Impl;
 static const Impl definitions = {matmul_forward, matmul_backward, attention_forward,
                                  attention_backward, softmax_forward, lm_head_backward};
-static Impl impl = definitions;
+// what the passes call; it starts as the definitions (listed again: C's static initializer cannot
+// copy another variable, though gcc allows it)
+static Impl impl = {matmul_forward, matmul_backward, attention_forward,
+                    attention_backward, softmax_forward, lm_head_backward};
 
 // ============================================================================================
 // 2. The model: its configuration, its parameters, the forward and the backward pass

@@ -21,7 +21,7 @@
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 CXX=${CUDA_CPU_CXX:-g++ -O2 -march=native -std=c++17 -fopenmp -fno-math-errno -Wno-unused-function}
-TIMEOUT=600
+TIMEOUT=1500    # seconds for one run; the unmutated one runs every test: minutes on 2 busy cores
 GEN=dev/cuda_cpu/gen/mutants
 ALL="syncthreads attn-sync transposed causal-skip grid reduction bounds adamw-table bf16-stale tc-rescale tc-diagonal tc-skip tc-sync bf16-input classifier grad-set tf32-round norm-bias gelu-bias qkv-bias rope-bias accum-zero head-dloss accum-bf16 sample-scale plain-causal plain-gqa plain-norm-db plain-wpe plain-adamw plain-logit-scale plain-rope-sign dp-skip dp-sum dp-shard dp-rows loss-rows norm-chunks wte-grid bf16-shard bf16-trunc shard-decay"
 

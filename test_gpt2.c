@@ -72,14 +72,14 @@ static void test_model_fixture(const char* path) {
         double worst, ratio = e ? compare(m.grads + m.tensors[i].offset, e, FX_ATOL, FX_RTOL, &worst) : INFINITY;
         check(ratio <= 1.0, "%s: grad %-18s within tolerance (worst diff %.2e)", base, m.tensors[i].name, e ? worst : NAN);
     }
-    fixture_check_steps(&fx, base, "", &m, inp, tgt, B, T, &o, 1);
+    fixture_check_steps(&fx, base, "", &m, NULL, inp, tgt, B, T, &o, 1);
     // the same steps from the same start, each as 2 micro-batches of B/2 rows (gradient accumulation, -d)
     free(inp);
     free(tgt);
     model_free(&m);
     fixture_model(&fx, base, &m, &B, &T, &inp, &tgt, &o);
     acts_alloc(&m, B, T);
-    fixture_check_steps(&fx, base, "2 micro-batches: ", &m, inp, tgt, B, T, &o, 2);
+    fixture_check_steps(&fx, base, "2 micro-batches: ", &m, NULL, inp, tgt, B, T, &o, 2);
     free(inp);
     free(tgt);
     model_free(&m);
@@ -296,7 +296,7 @@ static void test_scheme_sampling(void) {
         rng_seed(&g, 4242 + c);
         Scheme s;
         parse_scheme(&s, cases[c].text);
-        Dist d = scheme_dist(&s, SR, SC, 1, 0);
+        Dist d = scheme_dist(&s, SR, SC, 0);
         init_matrix_text(&g, w, SR, SC, cases[c].text);
         Stats st = stats_of(w, NULL, (long)SR * SC);
         double formula = dist_std(&d, SR, SC), want = cases[c].std, n = (double)SR * SC;
@@ -397,20 +397,20 @@ static void test_init_facts(void) {
     // 5-8: Xavier, He, nn.Linear's default
     Scheme s;
     Dist d;
-    parse_scheme(&s, "xavier_uniform"); d = scheme_dist(&s, 256, 512, 1, 0);
+    parse_scheme(&s, "xavier_uniform"); d = scheme_dist(&s, 256, 512, 0);
     int x_ok = near(d.hi, 0.0883883, 1e-6);
-    parse_scheme(&s, "xavier_normal"); d = scheme_dist(&s, 256, 512, 1, 0);
+    parse_scheme(&s, "xavier_normal"); d = scheme_dist(&s, 256, 512, 0);
     x_ok &= near(d.std, 0.0510310, 1e-6);
-    d = scheme_dist(&s, 300, 300, 1, 0);
+    d = scheme_dist(&s, 300, 300, 0);
     x_ok &= near(d.std * d.std, 1.0 / 300, 1e-14);
     check(x_ok, "fact 5: Xavier (512 -> 256) uniform bound 0.0883883, normal std 0.0510310; Xavier(n, n) variance = 1/n");
-    parse_scheme(&s, "kaiming_uniform:relu"); d = scheme_dist(&s, 256, 512, 1, 0);
+    parse_scheme(&s, "kaiming_uniform:relu"); d = scheme_dist(&s, 256, 512, 0);
     check(near(d.hi, 0.1082532, 1e-6) && near(d.hi * d.hi / 3, 2.0 / 512, 1e-14), "fact 6: He uniform bound sqrt(6/512) = 0.1082532, bound^2/3 = 2/fan_in");
-    parse_scheme(&s, "torch_linear"); d = scheme_dist(&s, 256, 512, 1, 0);
+    parse_scheme(&s, "torch_linear"); d = scheme_dist(&s, 256, 512, 0);
     check(near(d.hi, 0.0441942, 1e-6) && near(dist_std(&d, 256, 512) * dist_std(&d, 256, 512), 1.0 / (3 * 512), 1e-12),
           "fact 7: nn.Linear default bound 1/sqrt(512) = 0.0441942, variance 1/(3 fan_in): 1/6 of He's");
     parse_scheme(&s, "xavier_normal");
-    check(near(scheme_dist(&s, 8192, 8192, 1, 0).std, 0.0110485, 1e-5) && near(scheme_dist(&s, 28672, 8192, 1, 0).std, 0.0073657, 1e-5),
+    check(near(scheme_dist(&s, 8192, 8192, 0).std, 0.0110485, 1e-5) && near(scheme_dist(&s, 28672, 8192, 0).std, 0.0073657, 1e-5),
           "fact 8: Xavier W_Q (8192^2) std 0.0110485, W_gate (8192 -> 28672) 0.0073657");
     // 11: ReLU moments; 15-17: deep ReLU nets, closed forms from them
     double e1 = gauss_expect(relu_d), e2 = gauss_expect(relu_sq);
@@ -419,7 +419,7 @@ static void test_init_facts(void) {
           near(sqrt(2.0) * e1, 0.5641896, 1e-6),
           "fact 11: ReLU E = 0.3989423, E2 = 0.5, Var = 0.3408451; He-net post-ReLU std 0.8256450, mean 0.5641896");
     // Xavier on a square (d, d) layer is Var 1/d, and ReLU keeps E2 = 1/2 of it: a factor d * Var * E2 per layer
-    parse_scheme(&s, "xavier_normal"); double xstd = scheme_dist(&s, 512, 512, 1, 0).std;
+    parse_scheme(&s, "xavier_normal"); double xstd = scheme_dist(&s, 512, 512, 0).std;
     double xavier_relu = 512 * xstd * xstd * e2;
     check(near(pow(xavier_relu, 32), 2.3283e-10, 1e-4) && near(2 * pow(xavier_relu, 32) * (e2 - e1 * e1), 1.5872e-10, 1e-4) &&
           near(2 * e2 - 2 * e1 * e1, 0.6816901, 1e-6),
@@ -436,18 +436,18 @@ static void test_init_facts(void) {
     check(near(pow(calculate_gain("gelu", NAN), 2), 2.35172, 1e-5) && near(pow(calculate_gain("silu", NAN), 2), 2.81076, 1e-5) &&
           near(1 / gauss_expect(tanh_sq), 2.53618, 1e-5) && fabs(cq[0] - 0.25) < 1e-3 && near(cq[1], 0.4252215, 1e-6) && fabs(cq[2] - 0.5) < 1e-3,
           "fact 13: gain^2 GELU 2.35172, SiLU 2.81076, tanh 2.53618; c_GELU(q) = %.4f (q=1e-4) -> 0.25, %.4f (q=1e4) -> 0.5", cq[0], cq[2]);
-    parse_scheme(&s, "trunc_sigma:1:2"); d = scheme_dist(&s, 4, 4, 1, 0);
+    parse_scheme(&s, "trunc_sigma:1:2"); d = scheme_dist(&s, 4, 4, 0);
     check(near(dist_std(&d, 4, 4), 0.8796257, 1e-6), "fact 14: truncation at +-2 sigma keeps a std factor 0.8796257");
     // 24-25, 27: gamma-init
-    parse_scheme(&s, "gamma:0.5"); double g05 = scheme_dist(&s, 2048, 2048, 1, 0).std;
-    parse_scheme(&s, "gamma:1"); double g1 = scheme_dist(&s, 2048, 2048, 1, 0).std;
+    parse_scheme(&s, "gamma:0.5"); double g05 = scheme_dist(&s, 2048, 2048, 0).std;
+    parse_scheme(&s, "gamma:1"); double g1 = scheme_dist(&s, 2048, 2048, 0).std;
     parse_scheme(&s, "gamma:0.58");
     check(near(g05 * g05, 4.8828e-4, 1e-4) && near(g1 * g1, 2.3842e-7, 1e-4) &&
-          near(scheme_dist(&s, 768, 768, 1, 0).std, 0.0212075, 1e-5) && near(scheme_dist(&s, 7168, 7168, 1, 0).std, 0.0058059, 1e-5) &&
+          near(scheme_dist(&s, 768, 768, 0).std, 0.0212075, 1e-5) && near(scheme_dist(&s, 7168, 7168, 0).std, 0.0058059, 1e-5) &&
           near(recipe_std("gamma:0.58", K_WTE, -1, 50257, 768, 12, 768), 0.0212075, 1e-5),
           "facts 24, 27: gamma-init Var at d=2048: 4.8828e-4 (gamma 1/2), 2.3842e-7 (gamma 1); gamma 0.58: 0.0212075 (768), 0.0058059 (7168); wte (V, d) gets d^-gamma");
-    parse_scheme(&s, "gamma:0.754984"); double v5 = pow(scheme_dist(&s, 2048, 2048, 1, 0).std, 2);
-    parse_scheme(&s, "gamma:1.811961"); double v12 = pow(scheme_dist(&s, 2048, 2048, 1, 0).std, 2);
+    parse_scheme(&s, "gamma:0.754984"); double v5 = pow(scheme_dist(&s, 2048, 2048, 0).std, 2);
+    parse_scheme(&s, "gamma:1.811961"); double v12 = pow(scheme_dist(&s, 2048, 2048, 0).std, 2);
     check(near(v5, 1e-5, 1e-5) && near(v12, 1e-12, 1e-5),
           "fact 25: gamma-init's Var at d = 2048 equals eps = 1e-5 at gamma* = 0.754984 (%.6e), eps = 1e-12 at 1.811961 (%.6e)",
           v5, v12);
@@ -665,12 +665,12 @@ static void fd_matmul_fwd(OpCase* o) { impl.matmul_forward(o->out, o->in[0], o->
 static void fd_matmul_bwd(OpCase* o, const float* dout) {
     impl.matmul_backward(o->din[0], o->din[1], o->din[2], dout, o->in[0], o->in[1], o->d[0], o->d[1], o->d[2]);
 }
-// attention: in = q, k, v; d = B, T, H, KVH, hd; aux[0] = att, aux[1] = backward scratch
+// attention: in = q, k, v; d = B, T, H, KVH, hd; aux[0] = att
 static void fd_attn_fwd(OpCase* o) {
     impl.attention_forward(o->out, o->aux[0], o->in[0], o->in[1], o->in[2], o->d[0], o->d[1], o->d[2], o->d[3], o->d[4], o->f);
 }
 static void fd_attn_bwd(OpCase* o, const float* dout) {
-    impl.attention_backward(o->din[0], o->din[1], o->din[2], o->aux[1], dout, o->aux[0], o->in[0], o->in[1], o->in[2],
+    impl.attention_backward(o->din[0], o->din[1], o->din[2], dout, o->aux[0], o->in[0], o->in[1], o->in[2],
                             o->d[0], o->d[1], o->d[2], o->d[3], o->d[4], o->f);
 }
 // RoPE: in[0] = x; d = B, T, nh, hd; aux[1] = the cos/sin table for theta = f. Forward rotates a
@@ -852,14 +852,14 @@ static void run_head_backward(void* p) {
     HeadArgs* a = p;
     impl.lm_head_backward(a->dinp, a->dW, a->probs, a->targets, a->inp, a->W, a->scratch, a->BT, a->C, a->V, a->logit_scale);
 }
-typedef struct { float *y, *att, *q, *k, *v, *dq, *dk, *dv, *dy, *scratch; int B, T, H, KVH, hd; } AttnArgs;
+typedef struct { float *y, *att, *q, *k, *v, *dq, *dk, *dv, *dy; int B, T, H, KVH, hd; } AttnArgs;
 static void run_attn_forward(void* p) {
     AttnArgs* a = p;
     impl.attention_forward(a->y, a->att, a->q, a->k, a->v, a->B, a->T, a->H, a->KVH, a->hd, 1.0f / sqrtf(a->hd));
 }
 static void run_attn_backward(void* p) {
     AttnArgs* a = p;
-    impl.attention_backward(a->dq, a->dk, a->dv, a->scratch, a->dy, a->att, a->q, a->k, a->v, a->B, a->T, a->H, a->KVH,
+    impl.attention_backward(a->dq, a->dk, a->dv, a->dy, a->att, a->q, a->k, a->v, a->B, a->T, a->H, a->KVH,
                             a->hd, 1.0f / sqrtf(a->hd));
 }
 
@@ -906,7 +906,6 @@ static void test_reference_paths(void) {
     float* outs = rand_buf(&g, nq + natt, 1.0f);                    // y, att in a row
     a.y = outs;
     a.att = outs + nq;
-    a.scratch = xmalloc(attention_scratch_floats(a.T) * sizeof(float));
     r = fast_vs_reference(run_attn_forward, &a, outs, nq + natt);
     check(r < 1e-6, "attention_forward B=%d T=%d H=%d KVH=%d: y and probabilities, fast = loops to %.1e", a.B, a.T,
           a.H, a.KVH, r);
@@ -917,7 +916,7 @@ static void test_reference_paths(void) {
     r = fast_vs_reference(run_attn_backward, &a, dgrads, nq + 2 * nkv);
     check(r < 1e-6, "attention_backward: dq, dk, dv accumulated, fast = loops to %.1e", r);
     free(m.inp); free(m.W); free(m.b); free(m.dout); free(m.out); free(grads);
-    free(a.q); free(a.k); free(a.v); free(a.dy); free(outs); free(a.scratch); free(dgrads);
+    free(a.q); free(a.k); free(a.v); free(a.dy); free(outs); free(dgrads);
 }
 
 // grad_norm: the same number on 1 and 2 threads (its sums per tensor are added in a fixed order),
@@ -972,7 +971,7 @@ static void layer_cases(Rng* g, void (*run)(OpCase*, Rng*)) {
                 in_n, std, N * OC, aux_n, d, 0.0f, 0);
     }
     {
-        size_t in_n[3] = {B * T * H * hd, B * T * KVH * hd, B * T * KVH * hd}, aux_n[4] = {B * H * T * T, attention_scratch_floats(T), 0, 0};
+        size_t in_n[3] = {B * T * H * hd, B * T * KVH * hd, B * T * KVH * hd}, aux_n[4] = {B * H * T * T, 0, 0, 0};
         float std[3] = {1.0f, 1.0f, 1.0f};
         int d[6] = {B, T, H, KVH, hd};
         fd_case(g, run, "attention (GQA 4/2)", fd_attn_fwd, fd_attn_bwd, 3,
@@ -2671,7 +2670,6 @@ static void test_probe_gradact(void) {
     InitSpec spec;
     parse_init(&spec, "llama", -1.0);
     model_init(&m, &spec, 5);
-    m.a.dres_kept = xcalloc((size_t)(cfg.L + 1) * BT * C, sizeof(float));
     Rng g;
     rng_seed(&g, 9);
     int inp[BT], tgt[BT];
@@ -2681,14 +2679,12 @@ static void test_probe_gradact(void) {
     model_backward(&m, B, T, 1.0f);
     float* want = xcalloc((size_t)64 * C, sizeof(float));
     for (int bt = 0; bt < BT; bt++)
-        for (int c = 0; c < C; c++) want[(long)inp[bt] * C + c] += m.a.dres_kept[(long)bt * C + c];
-    Stats top = stats_of(m.a.dres_kept + (long)cfg.L * BT * C, NULL, (long)BT * C);
+        for (int c = 0; c < C; c++) want[(long)inp[bt] * C + c] += m.a.dres[(long)bt * C + c];
+    Stats top = stats_of(m.a.dres + (long)cfg.L * BT * C, NULL, (long)BT * C);
     check(!cfg.tied && !m.p[K_WPE] && memcmp(want, m.g[K_WTE], (size_t)64 * C * sizeof(float)) == 0 && top.std > 0,
-          "gradact: the kept d loss / d res at block 0 summed by token = the wte gradient, bit for bit (lnf.in std %.2e)",
+          "gradact: d loss / d res at block 0 (its slice of Acts.dres) summed by token = the wte gradient, bit for bit (lnf.in std %.2e)",
           top.std);
     free(want);
-    free(m.a.dres_kept);
-    m.a.dres_kept = NULL;
     model_free(&m);
 }
 
@@ -2849,6 +2845,103 @@ static int names_in(const char* text, char names[][64], int cap, int backticks) 
     return n;
 }
 
+// A line of C with its // comment and the insides of its strings removed (into out, cap bytes).
+static void code_of(const char* l, char* out, size_t cap) {
+    size_t n = 0;
+    int in_str = 0;
+    for (const char* p = l; *p && n + 1 < cap; p++) {
+        if (!in_str && p[0] == '/' && p[1] == '/') break;
+        if (*p == '"' && (p == l || p[-1] != '\\')) in_str = !in_str;
+        else if (in_str) continue;
+        out[n++] = *p;
+    }
+    out[n] = 0;
+}
+
+// The name a function definition at line i defines ("static ... name(...) {", the brace on this line
+// or a later one before any ';'), or 0. `(xmalloc)` counts as xmalloc.
+static int definition_at(const SourceMap* sm, int i, char name[64]) {
+    const char* l = sm->line[i];
+    if (strncmp(l, "static ", 7) && strncmp(l, "HOSTDEV static ", 15) && strncmp(l, "int main(", 9)) return 0;
+    const char* paren = strchr(l, '(');
+    if (!paren) return 0;
+    const char *q = paren, *close = strchr(paren, ')');
+    if (paren > l && paren[-1] == ' ' && close && close[1] == '(') {    // static void* (xmalloc)(...)
+        q = paren + 1;
+        paren = close;
+    } else {
+        while (q > l && (isalnum((unsigned char)q[-1]) || q[-1] == '_')) q--;
+        if (q == paren) return 0;
+    }
+    snprintf(name, 64, "%.*s", (int)(paren - q), q);
+    for (int j = i; j < sm->n && j < i + 12; j++) {
+        char code[1024];
+        code_of(sm->line[j], code, sizeof(code));
+        if (strchr(code, '{')) return 1;
+        if (strchr(code, ';')) return 0;
+    }
+    return 0;
+}
+
+// Issue 39's first screen: the first layer's forward at or before line 120, at most 15 prototypes in
+// section 0, at most 15 distinct Part II functions called from Part I, and no device dispatch, fast
+// twin, probe copy or zero-grad flag in Part I's code.
+static void test_first_screen(const SourceMap* sm) {
+    int first_layer = -1;
+    for (int i = sm->start[1]; i < section_end(sm, 1) && first_layer < 0; i++) {
+        char name[64];
+        if (definition_at(sm, i, name) && strstr(name, "_forward")) first_layer = i + 1;
+    }
+    check(first_layer > 0 && first_layer <= 120, "the first layer's forward is at line %d (at most 120)", first_layer);
+    int protos = 0;
+    for (int i = sm->start[0]; i < section_end(sm, 0); i++) {
+        char name[64];
+        const char* l = sm->line[i];
+        if ((!strncmp(l, "static ", 7) || !strncmp(l, "HOSTDEV static ", 15)) && strchr(l, '(') && !definition_at(sm, i, name))
+            protos++;
+    }
+    check(protos > 0 && protos <= 15, "section 0 holds %d prototypes (at most 15)", protos);
+    // Part II's functions, then the distinct ones Part I's code calls
+    static char defs[2048][64];
+    int nd = 0;
+    for (int i = sm->part2; i < sm->n && nd < 2048; i++)
+        if (definition_at(sm, i, defs[nd])) nd++;
+    char called[64][64], list[1024] = "";
+    int nc = 0, machinery = 0;
+    const char* banned[] = {"engine", "use_reference", "dres_kept", "grads_zero", "_fast"};
+    char found[256] = "";
+    for (int i = sm->part1; i < sm->part2; i++) {
+        char code[1024];
+        code_of(sm->line[i], code, sizeof(code));
+        for (size_t b = 0; b < sizeof(banned) / sizeof(banned[0]); b++)
+            if (strstr(code, banned[b]) && strlen(found) < 200) {
+                machinery++;
+                snprintf(found + strlen(found), sizeof(found) - strlen(found), " %s (line %d)", banned[b], i + 1);
+            }
+        for (const char* p = code; (p = strchr(p, '(')); p++) {
+            const char* q = p;
+            while (q > code && (isalnum((unsigned char)q[-1]) || q[-1] == '_')) q--;
+            if (q == p) continue;
+            char name[64];
+            snprintf(name, sizeof(name), "%.*s", (int)(p - q), q);
+            int in_part2 = 0, in_part1 = 0, seen = 0;
+            for (int k = 0; k < nd && !in_part2; k++) in_part2 = !strcmp(defs[k], name);
+            for (int j = sm->part1; j < sm->part2 && !in_part1; j++) {
+                char d[64];
+                in_part1 = definition_at(sm, j, d) && !strcmp(d, name);
+            }
+            for (int k = 0; k < nc && !seen; k++) seen = !strcmp(called[k], name);
+            if (in_part2 && !in_part1 && !seen && nc < 64) {
+                snprintf(called[nc++], 64, "%s", name);
+                snprintf(list + strlen(list), sizeof(list) - strlen(list), " %s", name);
+            }
+        }
+    }
+    check(nd > 100 && nc <= 15, "Part I calls %d distinct Part II functions (at most 15):%s", nc, list);
+    check(machinery == 0, "Part I's code holds no engine, use_reference, dres_kept, grads_zero or _fast:%s",
+          found[0] ? found : " none");
+}
+
 static void test_source_map(void) {
     printf("the map of train_gpt2.c: contents, README's reading path, section references\n");
     char* text = read_text("train_gpt2.c", NULL);
@@ -2858,6 +2951,7 @@ static void test_source_map(void) {
     source_map_read(&sm, text);
     check(sm.count == 13 && sm.part2 > sm.start[5] && sm.part2 < sm.start[6],
           "13 sections, 0 to 12, in order, with PART II between 5 and 6 (found %d)", sm.count);
+    test_first_screen(&sm);
     // the header's contents: "  N. title   names" rows, continuation rows holding names only
     int row_k = -1, rows = 0, in_order = 1, titles = 1, undefined = 0;
     char missing[512] = "";
@@ -2948,12 +3042,12 @@ static void test_source_map(void) {
     free(readme);
 }
 
-// ---- the shared training loop through an engine that keeps its own copy of the parameters ----------
-// train_gpt2.cu's Engine holds the parameters on the GPU and hands them back through to_host; the probes
-// then recompute their step on the host (host_recompute). The same arrangement on the CPU (the engine trains
-// its own Model, the run's Model sees the weights only through to_host) must write the log and the
-// checkpoint of the plain CPU engine, to the last bit: losses, probe values, samples' generator state.
-// The mirror's engine trains its own Model `dev` with Part I's functions.
+// ---- the loop through an engine that keeps its own copy of the parameters ------------------------------
+// train_gpt2.cu trains in train_with_engine, its Engine holding the parameters on the GPU and handing them
+// back through to_host; the probes then recompute their step on the host (run_inspect). The same
+// arrangement on the CPU (the engine trains its own Model, the run's Model sees the weights only through
+// to_host) must write the log and the checkpoint of Part I's train(), to the last bit: losses, probe
+// values, samples' generator state. The mirror's engine trains its own Model `dev` with Part I's functions.
 typedef struct { Model dev; Model* host; } Mirror;
 
 static void mirror_to_host(void* c, int moments) {
@@ -2968,7 +3062,7 @@ static Model* mirror_dev(void* c) { return &((Mirror*)c)->dev; }
 static float mirror_forward(void* c, const int* inp, const int* tgt, int B, int T) {
     return model_forward(mirror_dev(c), inp, tgt, B, T);
 }
-static const float* mirror_probs(void* c, int bt, int V) { (void)V; return model_probs(mirror_dev(c), bt); }
+static const float* mirror_probs(void* c, int bt, int V) { return mirror_dev(c)->a.logits + (size_t)bt * V; }
 static void mirror_zero_grad(void* c) { model_zero_grad(mirror_dev(c)); }
 static void mirror_backward(void* c, int B, int T, float dloss) { model_backward(mirror_dev(c), B, T, dloss); }
 static double mirror_grad_norm(void* c) { return grad_norm(mirror_dev(c)); }
@@ -2985,28 +3079,27 @@ static void train_in_process(const char* flags, int mirror) {
     argv[argc] = NULL;
     Run r;
     parse_args(&r.o, argc, argv);
-    run_setup(&r, !mirror);
+    Trainer* tr = run_plan(&r, 1);
     fflush(stdout);
     int saved = dup(1), devnull = open("/dev/null", O_WRONLY);
     dup2(devnull, 1);
     if (mirror) {
-        Mirror mr = {.host = &r.model};
-        model_build(&mr.dev, &r.model.cfg);
-        memcpy(mr.dev.params, r.model.params, r.model.num_params * sizeof(float));
-        memcpy(mr.dev.tensors, r.model.tensors, r.model.num_tensors * sizeof(Tensor));   // lr_mult, decay
+        Dataset train_data, val_data;
+        Model host;
+        r.device = "mirror";
+        run_setup_for_engine(&r, &train_data, &val_data, &host);
+        Mirror mr = {.host = &host};
+        model_build(&mr.dev, &host.cfg);
+        memcpy(mr.dev.params, host.params, host.num_params * sizeof(float));
+        memcpy(mr.dev.tensors, host.tensors, host.num_tensors * sizeof(Tensor));   // lr_mult, decay
         acts_alloc(&mr.dev, r.o.B, r.o.T);
-        Engine e = {"mirror", &mr, mirror_forward, mirror_probs, mirror_zero_grad, mirror_backward,
-                    mirror_grad_norm, mirror_update, mirror_to_host};
-        r.model.engine = &e;
-        run_header(&r);
-        train(&r.tr, &r);
-        run_finish(&r);
-        r.model.engine = NULL;
+        Engine e = {&mr, mirror_forward, mirror_probs, mirror_zero_grad, mirror_backward, mirror_grad_norm,
+                    mirror_update, mirror_to_host};
+        train_with_engine(&r, &e);
         model_free(&mr.dev);
+        run_free_engine_setup(&r);
     } else {
-        run_header(&r);
-        train(&r.tr, &r);
-        run_finish(&r);
+        train_run(tr, &r);
     }
     fflush(stdout);
     dup2(saved, 1);
@@ -3062,7 +3155,7 @@ static void test_device_engine(void) {
 // --decay-emb and the tensors decoupled weight decay acts on ([ComplexCtl eq. 1], C = the learning rate,
 // [Errata 003-2]). With every gradient zero, Adam's moments stay 0 and its update is 0 / (0 + eps) = 0, so
 // one adamw_step changes a parameter only through the decay: theta <- theta (1 - lr lambda), the same
-// float product bit for bit. The model comes from the trainer's own path (parse_args, run_setup), so
+// float product bit for bit. The model comes from the trainer's own path (parse_args, run_plan, run_start), so
 // the flag is tested where it acts. Every parameter is first set to a random nonzero value: biases
 // start at 0, where a decay would not show.
 static void test_decay_emb(void) {
@@ -3083,8 +3176,10 @@ static void test_decay_emb(void) {
             argv[argc] = NULL;
             Run r;
             parse_args(&r.o, argc, argv);
-            run_setup(&r, 0);
-            Model* m = &r.model;
+            run_plan(&r, 0);
+            Dataset train_data, val_data;
+            Model model, *m = &model;
+            run_setup_for_engine(&r, &train_data, &val_data, m);
             Rng g;
             rng_seed(&g, 17);
             init_normal(&g, m->params, m->num_params, 0.0f, 0.5f);
@@ -3122,6 +3217,7 @@ static void test_decay_emb(void) {
                   n_norm, n_bias, sqrt(sq[2][1] / sq[2][0]), bad ? "; not exact in " : ", every entry exactly",
                   first_bad);
             free(before);
+            run_free_engine_setup(&r);
             run_free(&r);
         }
     }
@@ -3236,6 +3332,8 @@ static void test_part_one_edits(void) {
         {"residual_forward", "a[i] + b[i]", "a[i] + 0.5f * b[i]", "", 0},
         {"grad_norm", "s += (double)g[j] * g[j];", "s += 2.0 * g[j] * g[j];", "", 0},
         {"adamw_update", "(1.0f - o->beta1) * gi", "(1.0f - o->beta1) * -gi", "", 0},
+        {"model_zero_grad", "m->grads[i] = 0.0f;", "m->grads[i] *= 0.5f;", "", 0},
+        {"model_backward", "memcpy(dres, dres + res_stride, row_bytes);", "memset(dres, 0, row_bytes);", "", 0},
     };
     printf("Part I is what trains: edited definitions, built and run\n");
     const char* presets[3] = {"", "-a llama", "-G 1"};

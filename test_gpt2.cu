@@ -273,10 +273,8 @@ static void test_gpu_fixture(const char* path, int mode) {
         check(loss2 == loss && memcmp(first, m.grads, m.num_params * sizeof(float)) == 0,
               "%s: a second GPU forward/backward gives the same loss and gradients bit for bit", base);
         free(first);
-        Engine e = gpu_engine(&gm, "gpu");
-        m.engine = &e;
-        fixture_check_steps(&fx, base, "GPU: ", &m, inp, tgt, B, T, &o, 1);
-        m.engine = NULL;
+        Engine e = gpu_engine(&gm);
+        fixture_check_steps(&fx, base, "GPU: ", &m, &e, inp, tgt, B, T, &o, 1);
         // the same steps from the same start, each as 2 micro-batches of B/2 rows (gradient accumulation, -d)
         gpu_model_free(&gm);
         free(inp);
@@ -284,10 +282,8 @@ static void test_gpu_fixture(const char* path, int mode) {
         model_free(&m);
         fixture_model(&fx, base, &m, &B, &T, &inp, &tgt, &o);
         gpu_model_create(&gm, &m, B, T);
-        e = gpu_engine(&gm, "gpu");
-        m.engine = &e;
-        fixture_check_steps(&fx, base, "GPU, 2 micro-batches: ", &m, inp, tgt, B, T, &o, 2);
-        m.engine = NULL;
+        e = gpu_engine(&gm);
+        fixture_check_steps(&fx, base, "GPU, 2 micro-batches: ", &m, &e, inp, tgt, B, T, &o, 2);
     }
     gpu_model_free(&gm);
     gpu_set_dtype(0);
@@ -313,10 +309,9 @@ static void test_plain_fixture(const char* path) {
         int BT = B * T;
         PlainGpu pg;
         plain_model_create(&pg, &m, B, T);
-        Engine e = plain_engine(&pg, "plain");
-        m.engine = &e;
+        Engine e = plain_engine(&pg);
         if (micro == 1) {
-            float loss = model_forward(&m, inp, tgt, B, T);
+            float loss = e.forward(e.ctx, inp, tgt, B, T);
             double want_loss = entry_at(fixture_get(&fx, "loss"), 0);
             check(fabs(loss - want_loss) <= FX_ATOL + FX_RTOL * fabs(want_loss), "%s: loss %.7f vs PyTorch %.7f",
                   base, loss, want_loss);
@@ -331,8 +326,8 @@ static void test_plain_fixture(const char* path) {
             check(ratio <= 1.0, "%s: all %d x %d logits within tolerance (worst diff %.2e)", base, BT, c.V, worst);
             cudaCheck(cudaFree(dlogits));
             free(logits);
-            model_zero_grad(&m);
-            model_backward(&m, B, T, 1.0f);
+            e.zero_grad(e.ctx);
+            e.backward(e.ctx, B, T, 1.0f);
             cudaCheck(cudaMemcpy(m.grads, pg.d.grads, m.num_params * sizeof(float), cudaMemcpyDeviceToHost));
             int bad = 0;
             double worst_all = 0.0;
@@ -348,8 +343,7 @@ static void test_plain_fixture(const char* path) {
             }
             check(bad == 0, "%s: all %d gradients within tolerance (worst diff %.2e)", base, m.num_tensors, worst_all);
         }
-        fixture_check_steps(&fx, base, micro == 1 ? "" : "2 micro-batches: ", &m, inp, tgt, B, T, &o, micro);
-        m.engine = NULL;
+        fixture_check_steps(&fx, base, micro == 1 ? "" : "2 micro-batches: ", &m, &e, inp, tgt, B, T, &o, micro);
         plain_model_free(&pg);
         free(inp);
         free(tgt);
@@ -733,9 +727,8 @@ static void test_attention_shape(int B, int T, int H, int KVH, int hd, int mode)
     // the CPU's definition
     float *y = xcalloc(nq, sizeof(float)), *att = xcalloc((size_t)B * H * T * T, sizeof(float));
     float *dq = xcalloc(nq, sizeof(float)), *dk = xcalloc(nkv, sizeof(float)), *dv = xcalloc(nkv, sizeof(float));
-    float* scratch = xcalloc((size_t)attention_scratch_floats(T), sizeof(float));
     attention_forward(y, att, q, k, v, B, T, H, KVH, hd, scale);
-    attention_backward(dq, dk, dv, scratch, dy, att, q, k, v, B, T, H, KVH, hd, scale);
+    attention_backward(dq, dk, dv, dy, att, q, k, v, B, T, H, KVH, hd, scale);
     // the GPU's
     float *d_q = dmalloc(nq), *d_k = dmalloc(nkv), *d_v = dmalloc(nkv), *d_dy = dmalloc(nq), *d_y = dmalloc(nq);
     float *d_lse = dmalloc((size_t)B * H * T), *d_D = dmalloc((size_t)B * H * T);
@@ -793,7 +786,7 @@ static void test_attention_shape(int B, int T, int H, int KVH, int hd, int mode)
     gpu_set_tf32(0);
     float* dbufs[] = {d_q, d_k, d_v, d_dy, d_y, d_lse, d_D, d_dq, d_dk, d_dv};
     for (float* p : dbufs) cudaCheck(cudaFree(p));
-    free(q); free(dy); free(k); free(v); free(y); free(att); free(dq); free(dk); free(dv); free(scratch);
+    free(q); free(dy); free(k); free(v); free(y); free(att); free(dq); free(dk); free(dv);
 }
 
 static void test_attention(void) {

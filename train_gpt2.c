@@ -1,147 +1,85 @@
 /*
 train_gpt2.c: a GPT-2 / Llama-style language model trained on the CPU, in one file, written to
-teach weight initialization.
+teach weight initialization. doc/model.md is the model's exact contract.
 
     make train_gpt2 && ./train_gpt2                 # GPT-2 init, byte-level Moby-Dick
     ./train_gpt2 -g 1.0 -e 1e-12                    # gamma-init, rate 1, norm eps 1e-12 [SmallInit]
 
-Part I is the course text: read it top to bottom, from the layers to the loss and back, then how
-the weights start and how they move. Part II is the machinery Part I calls; section 0 declares
-each piece Part I uses, with one line on what it does, so a reader of Part I can skip Part II.
+Part I is the course text: from the data to the loss and back, then a whole run. Part II is the
+machinery Part I calls; section 0 lists each call with a line on what it does.
 
   PART I   THE MODEL AS MATHEMATICS
-   0. what Part I uses from Part II (skippable)       HOSTDEV, fatal, rng_u64
-   1. layers, each forward beside its backward        matmul_forward, embedding_forward,
-                                                      norm_forward, rope_apply, attention_forward,
-                                                      attn_gate_forward, gelu_forward,
-                                                      swiglu_forward, softmax_forward,
-                                                      lm_head_backward, Impl
-   2. the model: configuration, parameters, passes    Config, Model, layer_acts, acts_layout,
-                                                      model_forward, model_backward
+   0. what Part I calls in Part II (skippable)        HOSTDEV, fatal, rng_u64, run_start
+   1. layers, each forward beside its backward        matmul_forward, attention_forward, Impl
+   2. the model: configuration, parameters, passes    Config, Model, model_forward, model_backward
    3. initialization: gains, schemes, recipes, muP    calculate_gain, scheme_dist, model_init
    4. AdamW, the schedule, clipping                   lr_at, grad_norm, adamw_step
-   5. training: batches, one update, the loop         dataset_random_batch, compute_gradients,
-      with validation and samples                     evaluate, sample_text, train
+   5. training: batches, the loop, a whole run        next_batch, evaluate, sample_text, train,
+                                                      train_run
   PART II  MACHINERY
-   6. random numbers: PyTorch's CPU generator         rng_seed, init_normal_d, dist_fill
-   7. utilities, data files, buffers, a run's types   fatal, dataset_load, acts_bytes, Engine, Run
-   8. fast twins: threads, exp, gemm, their check     vexpf, gemm, matmul_forward_fast,
-                                                      attention_forward_fast, twins_install
+   6. random numbers: PyTorch's CPU generator         rng_seed, rng_uniform, dist_fill
+   7. utilities, data files, a run's types            fatal, dataset_load, llmc_batch, Engine, Run
+   8. fast twins: threads, exp, gemm, their check     vexpf, gemm, matmul_forward_fast, twins_install
    9. probes: what the papers measure inside a net    probes_new, probes_before_update
   10. the command line, text out, --init-report       parse_args, usage, log_event, init_report
   11. checkpoints and llm.c model files               checkpoint_save, checkpoint_load, llmc_save
-  12. a run: set-up, the loop's hooks, main           run_setup, run_before_step, coord_check, main
-
-Sources (doc/references.md has titles, authors and arXiv numbers; doc/errata.md the statements in
-them that are wrong, with the right values). Comments cite them by key, e.g. [SmallInit eq. 2]:
-  [SmallInit]  Small Initialization Matters for Large Language Models (arXiv 2606.17945)
-  [InitFP]     initialization from first principles: Xavier, Kaiming, GPT-2 scaling, muP (blog)
-  [InitGuide]  from variance preservation to the recipes of modern LLMs (blog, course)
-  [ComplexCtl] Scalable Complexity Control Facilitates Reasoning Ability of LLMs
-  [VarDyn]     Weight Initialization and Variance Dynamics in DNNs and LLMs (arXiv 2510.09423)
-Only libc, libm and OpenMP are used. doc/model.md is the model's exact contract.
+  12. a run: its plan and start, the engine loop      run_plan, run_start, train_with_engine, main
+Comments cite sources by key (doc/references.md; doc/errata.md where a source errs):
+[SmallInit] arXiv 2606.17945, [InitFP] and [InitGuide] two blog posts on initialization,
+[ComplexCtl] complexity control by gamma and weight decay, [VarDyn] arXiv 2510.09423.
 */
 #ifndef _GNU_SOURCE      // g++ (train_gpt2.cu) predefines it
 #define _GNU_SOURCE
 #endif
-#include <ctype.h>
-#include <errno.h>
 #include <float.h>
-#include <limits.h>
 #include <math.h>
-#include <stdarg.h>
-#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/file.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 // ############################################################################################
 // PART I. THE MODEL AS MATHEMATICS
 // ############################################################################################
 
 // ============================================================================================
-// 0. What Part I uses from Part II (skippable: one line each on what it does)
+// 0. What Part I calls in Part II (one line each on what it does; skippable)
 // ============================================================================================
-
-// ---- for the programs that compile this file with pieces of their own --------------------------
-// HOSTDEV marks per-element math that train_gpt2.cu's kernels call too: nvcc compiles it for the
-// GPU as well, so both trainers evaluate the same formulas in the same order.
+// HOSTDEV marks math that train_gpt2.cu's GPU kernels call too (nvcc compiles it for both).
 #ifdef __CUDACC__
 #define HOSTDEV __host__ __device__
 #else
 #define HOSTDEV
 #endif
-// FATAL_HOOK is what fatal() does once it has written its message into fatal_msg (section 7).
-// test_gpt2.c replaces it with a jump back into the test, to check in-process that bad input is
-// refused with the message that names the problem.
-#ifndef FATAL_HOOK
-#define FATAL_HOOK() (fprintf(stderr, "error: %s\n", fatal_msg), exit(1))
-#endif
-// TRAIN_GPT2_NO_MAIN: test_gpt2.c, train_gpt2.cu and the dev/ programs include this file and
-// bring their own main.
-// C++: train_gpt2.cu compiles this file as C++ (its AnyPtr, before it includes this file).
-
-// ---- utilities (section 7) -----------------------------------------------------------------
-static void fatal(const char* fmt, ...);             // one line on stderr, exit 1
-static void* (xmalloc)(size_t bytes);                // malloc, or fatal
-static void* (xcalloc)(size_t count, size_t size);   // calloc, or fatal
-static float* zeroed_floats(size_t n);               // n zeros, allocated for large arrays
-static double now_ms(void);                          // a monotonic clock, in milliseconds
-HOSTDEV static inline float vexpf(float x);          // exp(x) to 1-2 ulp, in code GCC vectorizes
-// E[f(z)] for z ~ N(0, 1), by numerical integration (section 8)
-static double gauss_expect(double (*f)(double));
-
-// ---- the types Part II completes ------------------------------------------------------------
-typedef struct Model Model;          // section 2
-typedef struct OptConfig OptConfig;  // section 4
-typedef struct Rng Rng;              // PyTorch's random generator (section 6)
-typedef struct Engine Engine;        // a device that holds the model: the GPU (section 7)
-typedef struct Run Run;              // a run: data files, log, probes, checkpoints (section 7)
-typedef struct Dist Dist;            // a distribution to draw a tensor from (section 3)
-typedef struct Scheme Scheme;        // a parsed initializer, "xavier_normal" (section 3)
-typedef struct Decoder Decoder;      // token ids to text (section 7)
-
-// ---- random numbers (section 6) ---------------------------------------------------------------
-static Rng* rng_new(uint64_t seed);                  // a generator after torch.manual_seed(seed)
-static void rng_seed(Rng* g, uint64_t seed);         // torch.manual_seed(seed)
-static uint32_t rng_u32(Rng* g);                     // 32 random bits
-static uint64_t rng_u64(Rng* g);                     // 64 random bits: two 32-bit draws
-// draws a (rows, cols) tensor from d exactly as the nn.init function does
-static void dist_fill(Rng* g, float* w, int rows, int cols, const Dist* d);
-// "kaiming_uniform:leaky_relu:0.2:fan_out" -> name, nonlinearity, arguments (section 10)
-static void parse_scheme(Scheme* s, const char* text);
-static int scheme_needs_fans(const char* name);      // a scheme that reads fan_in/fan_out
-
-// ---- a device in place of the host (section 7): train_gpt2.cu's GPU, each the function named ---
-static float engine_forward(Model* m, const int* tokens, const int* targets, int B, int T);
-static void engine_zero_grad(Model* m);                   // model_zero_grad on the device
-static void engine_backward(Model* m, int B, int T, float dloss);   // model_backward there
-static double engine_grad_norm(const Model* m);           // grad_norm there
-static void engine_update(Model* m, const OptConfig* o, float sched_lr, int t, float grad_scale);
-
-// ---- the model's buffers and text (sections 7, 8 and 10) ---------------------------------------
-static long attention_scratch_floats(int T);         // attention_backward's scratch
-// row bt of the last forward's probabilities, from wherever the model is (the host or the GPU)
-static const float* model_probs(Model* m, int bt);
-static void print_token(const Decoder* dec, int tok);   // a token as text: a byte, or its piece
-
-// ---- a run's extras around the loop (section 12) ------------------------------------------------
-static void run_val_loss(Run* r, int step, double loss);   // into the log
-static void run_before_step(Run* r, int step);   // checkpoints when due
-// after the gradient: stops on NaN/inf, runs the probes; 1: skip this update (--spike-skip)
+typedef struct Rng Rng;          // PyTorch's CPU random generator (section 6)
+typedef struct Dist Dist;        // a distribution to draw a tensor from (section 3)
+typedef struct Dataset Dataset;  // a token stream (section 5)
+typedef struct Decoder Decoder;  // token ids to text (section 7)
+typedef struct Trainer Trainer;  // a run's settings and state (section 5)
+typedef struct Run Run;          // the run's log, probes, checkpoints (section 7)
+typedef struct LlmcOrder LlmcOrder;   // llm.c's batch order (section 7)
+static void fatal(const char* fmt, ...);          // one line on stderr, exit 1
+static void* (xmalloc)(size_t bytes);             // malloc, or fatal
+static float* zeroed_floats(size_t n);            // n zeros, for large arrays
+HOSTDEV static inline float vexpf(float x);       // exp(x) within 2 ulp, vectorizable
+static Rng* rng_new(uint64_t seed);               // a generator after torch.manual_seed(seed)
+static uint64_t rng_u64(Rng* g);                  // 64 random bits
+static float rng_uniform(Rng* g);                 // uniform on [0, 1), 24 bits
+static void dist_fill(Rng* g, float* w, int rows, int cols, const Dist* d);   // nn.init's draw
+static void dataset_load(Dataset* d, const char* path, int V);   // byte text or a token shard
+static void print_token(const Decoder* dec, int tok);            // a byte, or a token's text
+// --data-order llmc: the rows of batch k in llm.c's shuffled order
+static void llmc_batch(const Trainer* tr, long k, int* inp, int* tgt);
+// after set-up: the data checked against the flags, weights from a checkpoint (-y) or llm.c's
+// file, the output directory and log opened, the probes made, the run's header printed
+static void run_start(Run* r);
+// before step `step`, and once after the last: the validation loss into the log, a checkpoint
+// when due, and after the last step the files written at the end
+static void run_before_step(Run* r, int step, double val_loss);
+// after the gradient: stops on a NaN or inf loss or norm, runs the probes; 1: skip this update
 static int run_inspect(Run* r, int step, float loss, double norm);
-// after the update and its progress line: the probes' update ratios, the log's train event
+// after the update: the probes' update ratios and the log's train event
 static void run_after_step(Run* r, int step, float loss, float lr, double norm, double ms);
 
 // ============================================================================================
@@ -352,12 +290,12 @@ static void attention_forward(float* y, float* att, const float* q, const float*
 // With P = scale * q k^T and A = softmax(P), for each query row t (accumulating):
 //   dA[t,s] = dy_t . v_s ;  dP[t,s] = A[t,s] (dA[t,s] - sum_s' A[t,s'] dA[t,s'])
 //   dq_t += scale sum_s dP[t,s] k_s ;  dk_s += scale dP[t,s] q_t ;  dv_s += A[t,s] dy_t
-// Heads that share a kv head (GQA) add into the same dk, dv. scratch holds one row of dP.
-static void attention_backward(float* dq, float* dk, float* dv, float* scratch, const float* dy,
+// Heads that share a kv head (GQA) add into the same dk, dv. dp holds one row of dA, then dP.
+static void attention_backward(float* dq, float* dk, float* dv, const float* dy,
                                const float* att, const float* q, const float* k, const float* v,
                                int B, int T, int H, int KVH, int hd, float scale) {
     int qd = H * hd, kvd = KVH * hd;
-    float* dp = scratch;
+    float* dp = xmalloc((size_t)T * sizeof(float));     // d loss / d scores of one query row
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             int kh = h / (H / KVH);
@@ -385,6 +323,7 @@ static void attention_backward(float* dq, float* dk, float* dv, float* scratch, 
                 }
             }
         }
+    free(dp);
 }
 
 // sigmoid(a) = 1 / (1 + exp(-a)): the attention gate below and SwiGLU
@@ -530,7 +469,7 @@ typedef struct {
                             const float* inp, const float* W, int BT, int C, int OC);
     void (*attention_forward)(float* y, float* att, const float* q, const float* k,
                               const float* v, int B, int T, int H, int KVH, int hd, float scale);
-    void (*attention_backward)(float* dq, float* dk, float* dv, float* scratch, const float* dy,
+    void (*attention_backward)(float* dq, float* dk, float* dv, const float* dy,
                                const float* att, const float* q, const float* k, const float* v,
                                int B, int T, int H, int KVH, int hd, float scale);
     void (*softmax_forward)(float* logits, float* losses, const int* targets, int BT, int V);
@@ -660,18 +599,16 @@ typedef struct {
     float *logits;                        // BT x V: logits, then probabilities (the reference
                                           // LM head's backward writes their gradient over them)
     float *losses;                        // BT
-    // the gradients of activations (d loss / d x), reused by every layer of the backward pass
-    float *dres;                          // of the residual stream
+    // the gradients of activations (d loss / d x)
+    float *dres;                          // (L+1) x BT x C: of the residual stream, as res
+    // the others are reused by every layer of the backward pass
     float *dln;                           // of a norm's output (ln1, ln2 or lnf)
     float *dq, *dk, *dv;                  // of q, k, v
     float *dyg, *dyatt;                   // of the gated output and of the attention output
     float *dattn_gate;                    // of the attention gate's pre-activation
     float *dup, *dmlp_gate, *dhact;       // of up, of SwiGLU's gate pre-activation, of hact
     float *proj;                          // the output projections before the residual; scratch
-    float *att_scratch;                   // attention_backward's scratch
     float *rope_cs;                       // T x hd/2 x (cos, sin) of RoPE (rope_table), or NULL
-    float *dres_kept;                     // (L+1) x BT x C: dres at each block's input and at the
-                                          // final norm's, for the gradact probe; else NULL
 } Acts;
 
 // One block's slices of the per-layer activation buffers.
@@ -710,6 +647,7 @@ static LayerActs layer_acts(const Acts* a, const Config* c, int l, long rows, in
 }
 
 // ---- the model --------------------------------------------------------------------------------
+typedef struct Model Model;
 struct Model {
     Config cfg;
     int num_tensors;
@@ -717,7 +655,6 @@ struct Model {
     size_t num_params;
     float *params, *grads;                // one contiguous block each
     float *adam_m, *adam_v;               // AdamW's moments, the same layout
-    int grads_zero;                       // 1: every gradient is 0
     float *p[NUM_KINDS], *g[NUM_KINDS];   // start of each kind in params / grads (NULL if absent)
     size_t kind_numel[NUM_KINDS];         // numel of one slice of each kind
     int B, T;                             // activation buffers are sized for B x T
@@ -725,7 +662,6 @@ struct Model {
     int* tokens;                          // B x T inputs of the last forward
     int* targets;                         // B x T targets, or NULL
     float loss;
-    Engine* engine;                       // NULL: the host computes; else the device does
 };
 
 // Block l's slice of a parameter kind and of its gradient; NULL where the configuration has no
@@ -779,12 +715,11 @@ static void acts_layout(Model* m, int B, int T, size_t* count, char* base) {
     a->lnf_rstd = acts_buf(count, base, BT);
     a->logits = acts_buf(count, base, BT * V);
     a->losses = acts_buf(count, base, BT);
-    a->dres = acts_buf(count, base, BT * C);
+    a->dres = acts_buf(count, base, (L + 1) * BT * C);
     a->dln = acts_buf(count, base, BT * C);
     a->dq = acts_buf(count, base, BT * qd);
     a->dk = acts_buf(count, base, BT * kvd);
     a->dv = acts_buf(count, base, BT * kvd);
-    a->att_scratch = acts_buf(count, base, attention_scratch_floats(T));
     a->rope_cs = NULL;
     if (c->rope) {
         a->rope_cs = acts_buf(count, base, T * hd);
@@ -842,17 +777,33 @@ static void model_build(Model* m, const Config* cfg) {
     m->grads = zeroed_floats(total);
     m->adam_m = zeroed_floats(total);
     m->adam_v = zeroed_floats(total);
-    m->grads_zero = 1;
     for (int kd = 0; kd < NUM_KINDS; kd++) {
         m->p[kd] = m->kind_numel[kd] ? m->params + off[kd] : NULL;
         m->g[kd] = m->kind_numel[kd] ? m->grads + off[kd] : NULL;
     }
     // the named table: layer-major, the order a PyTorch module would list them
-    m->tensors = xcalloc((size_t)NUM_KINDS * (c->L + 1), sizeof(Tensor));
+    m->tensors = xmalloc((size_t)NUM_KINDS * (c->L + 1) * sizeof(Tensor));
+    memset(m->tensors, 0, (size_t)NUM_KINDS * (c->L + 1) * sizeof(Tensor));
     for (int kd = K_WTE; kd <= K_WPE; kd++) add_tensor(m, kd, -1, off[kd]);
     for (int l = 0; l < c->L; l++)
         for (int kd = FIRST_LAYER_KIND; kd <= LAST_LAYER_KIND; kd++) add_tensor(m, kd, l, off[kd]);
     for (int kd = K_LNFW; kd <= K_LMHEAD; kd++) add_tensor(m, kd, -1, off[kd]);
+}
+
+static void model_free(Model* m) {
+    Acts* a = &m->a;
+    float* bufs[] = {
+            a->res,        a->resmid,   a->ln1,       a->ln1_mean,    a->ln1_rstd,  a->q,
+            a->k,          a->v,        a->att,       a->yatt,        a->attn_gate, a->ln2,
+            a->ln2_mean,   a->ln2_rstd, a->up,        a->mlp_gate,    a->hact,      a->lnf,
+            a->lnf_mean,   a->lnf_rstd, a->logits,    a->losses,      a->dres,      a->dln,
+            a->dq,         a->dk,       a->dv,        a->dyg,         a->dyatt,
+            a->dattn_gate, a->dup,      a->dmlp_gate, a->dhact,       a->proj,       a->rope_cs};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) free(bufs[i]);
+    if (a->ygated != a->yatt) free(a->ygated);
+    free(m->params); free(m->grads); free(m->adam_m); free(m->adam_v);
+    free(m->tensors); free(m->tokens); free(m->targets);
+    memset(m, 0, sizeof(*m));
 }
 
 // ---- the forward pass --------------------------------------------------------------------------
@@ -860,7 +811,6 @@ static void model_build(Model* m, const Config* cfg) {
 // returns the mean cross-entropy and keeps the probabilities for the backward pass; without,
 // the logits buffer holds next-token probabilities (for sampling) and the return value is 0.
 static float model_forward(Model* m, const int* tokens, const int* targets, int B, int T) {
-    if (m->engine) return engine_forward(m, tokens, targets, B, T);
     const Config* c = &m->cfg;
     Acts* a = &m->a;
     int BT = B * T, C = c->C, H = c->H, KVH = c->KVH, hd = C / H, F = c->F;
@@ -928,13 +878,10 @@ static float model_forward(Model* m, const int* tokens, const int* targets, int 
 }
 
 // ---- the backward pass -------------------------------------------------------------------------
-// Gradients accumulate, so they start from zeros. AdamW zeroes each gradient as it reads it
-// (section 4), so in training this pass over every gradient has nothing left to do.
+// Gradients accumulate, so they start from zeros.
 static void model_zero_grad(Model* m) {
-    if (m->engine) { engine_zero_grad(m); return; }
-    if (m->grads_zero) return;
+    #pragma omp parallel for
     for (size_t i = 0; i < m->num_params; i++) m->grads[i] = 0.0f;
-    m->grads_zero = 1;
 }
 
 // The backward pass of the last forward (which must have had targets), adding into m->grads.
@@ -942,30 +889,32 @@ static void model_zero_grad(Model* m) {
 // the update's loss is the mean over N micro-batches (gradient accumulation, -d): the N backward
 // passes then sum to the gradient of the mean, as PyTorch's (loss / N).backward() on each would.
 static void model_backward(Model* m, int B, int T, float dloss) {
-    if (m->engine) { engine_backward(m, B, T, dloss); return; }
     const Config* c = &m->cfg;
     Acts* a = &m->a;
     int BT = B * T, C = c->C, H = c->H, KVH = c->KVH, hd = C / H, F = c->F;
     int qd = H * hd, kvd = KVH * hd;
-    long res_stride = (long)m->B * m->T * C;     // the stride of one layer's slice of res
+    long res_stride = (long)m->B * m->T * C;     // the stride of one layer's slice of res, dres
     size_t row_bytes = (size_t)BT * C * sizeof(float);
-    m->grads_zero = 0;
     // loss -> logits -> final norm
     memset(a->dln, 0, row_bytes);
     const float* head = c->tied ? m->p[K_WTE] : m->p[K_LMHEAD];
     float* dhead = c->tied ? m->g[K_WTE] : m->g[K_LMHEAD];
     impl.lm_head_backward(a->dln, dhead, a->logits, m->targets, a->lnf, head, a->proj, BT, C, c->V,
                           c->logit_scale * dloss);
-    memset(a->dres, 0, row_bytes);
-    norm_backward(a->dres, m->g[K_LNFW], m->g[K_LNFB], a->dln, a->res + c->L * res_stride,
+    float* dres = a->dres + c->L * res_stride;     // d loss / d (the last block's output)
+    memset(dres, 0, row_bytes);
+    norm_backward(dres, m->g[K_LNFW], m->g[K_LNFB], a->dln, a->res + c->L * res_stride,
                   m->p[K_LNFW], a->lnf_mean, a->lnf_rstd, c->rmsnorm, BT, C);
-    if (a->dres_kept) memcpy(a->dres_kept + c->L * res_stride, a->dres, row_bytes);
-    // blocks in reverse; a->dres carries d loss / d residual stream
+    // blocks in reverse; dres, slice l of a->dres, becomes d loss / d (block l's input)
     for (int l = c->L - 1; l >= 0; l--) {
         LayerActs la = layer_acts(a, c, l, (long)m->B * m->T, m->T);
+        // the residual connections pass the gradient of the output through unchanged: both
+        // sublayers' inputs start from it, and their branches add to it
+        dres = a->dres + l * res_stride;
+        memcpy(dres, dres + res_stride, row_bytes);
         // MLP sublayer
         memset(a->dhact, 0, (size_t)BT * F * sizeof(float));
-        impl.matmul_backward(a->dhact, grad_of(m, K_WDOWN, l), grad_of(m, K_BDOWN, l), a->dres,
+        impl.matmul_backward(a->dhact, grad_of(m, K_WDOWN, l), grad_of(m, K_BDOWN, l), dres,
                              la.hact, param_of(m, K_WDOWN, l), BT, F, C);
         memset(a->dln, 0, row_bytes);
         if (c->swiglu) {
@@ -977,11 +926,11 @@ static void model_backward(Model* m, int B, int T, float dloss) {
         }
         impl.matmul_backward(a->dln, grad_of(m, K_WUP, l), grad_of(m, K_BUP, l), a->dup, la.ln2,
                              param_of(m, K_WUP, l), BT, C, F);
-        norm_backward(a->dres, grad_of(m, K_LN2W, l), grad_of(m, K_LN2B, l), a->dln, la.xmid,
+        norm_backward(dres, grad_of(m, K_LN2W, l), grad_of(m, K_LN2B, l), a->dln, la.xmid,
                       param_of(m, K_LN2W, l), la.ln2_mean, la.ln2_rstd, c->rmsnorm, BT, C);
         // attention sublayer
         memset(a->dyg, 0, (size_t)BT * qd * sizeof(float));
-        impl.matmul_backward(a->dyg, grad_of(m, K_WO, l), grad_of(m, K_BO, l), a->dres, la.attn_out,
+        impl.matmul_backward(a->dyg, grad_of(m, K_WO, l), grad_of(m, K_BO, l), dres, la.attn_out,
                              param_of(m, K_WO, l), BT, qd, C);
         memset(a->dln, 0, row_bytes);
         float* dyatt = a->dyg;
@@ -994,8 +943,8 @@ static void model_backward(Model* m, int B, int T, float dloss) {
         memset(a->dq, 0, (size_t)BT * qd * sizeof(float));
         memset(a->dk, 0, (size_t)BT * kvd * sizeof(float));
         memset(a->dv, 0, (size_t)BT * kvd * sizeof(float));
-        impl.attention_backward(a->dq, a->dk, a->dv, a->att_scratch, dyatt, la.att, la.q, la.k,
-                                la.v, B, T, H, KVH, hd, c->attn_scale);
+        impl.attention_backward(a->dq, a->dk, a->dv, dyatt, la.att, la.q, la.k, la.v, B, T, H,
+                                KVH, hd, c->attn_scale);
         if (c->rope) {
             rope_apply(a->dq, a->rope_cs, B, T, H, hd, -1.0f);
             rope_apply(a->dk, a->rope_cs, B, T, KVH, hd, -1.0f);
@@ -1006,11 +955,10 @@ static void model_backward(Model* m, int B, int T, float dloss) {
                              param_of(m, K_WK, l), BT, C, kvd);
         impl.matmul_backward(a->dln, grad_of(m, K_WV, l), grad_of(m, K_BV, l), a->dv, la.ln1,
                              param_of(m, K_WV, l), BT, C, kvd);
-        norm_backward(a->dres, grad_of(m, K_LN1W, l), grad_of(m, K_LN1B, l), a->dln, la.x,
+        norm_backward(dres, grad_of(m, K_LN1W, l), grad_of(m, K_LN1B, l), a->dln, la.x,
                       param_of(m, K_LN1W, l), la.ln1_mean, la.ln1_rstd, c->rmsnorm, BT, C);
-        if (a->dres_kept) memcpy(a->dres_kept + l * res_stride, a->dres, row_bytes);
     }
-    embedding_backward(m->g[K_WTE], m->g[K_WPE], a->dres, m->tokens, B, T, C);
+    embedding_backward(m->g[K_WTE], m->g[K_WPE], dres, m->tokens, B, T, C);
 }
 
 // ============================================================================================
@@ -1033,6 +981,19 @@ static double gelu_exact(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0)))
 static double silu(double x) { return x / (1.0 + exp(-x)); }
 static double gelu_exact_sq(double x) { return gelu_exact(x) * gelu_exact(x); }
 static double silu_sq(double x) { return silu(x) * silu(x); }
+
+// E[f(z)] for z ~ N(0, 1), Simpson's rule on [-12, 12] with 4800 panels (the tails beyond carry
+// less than 1e-30; the rule's error on these smooth integrands is below 1e-12).
+static double gauss_expect(double (*f)(double)) {
+    const int n = 4800;
+    const double lo = -12.0, h = 24.0 / n;
+    double s = 0.0;
+    for (int i = 0; i <= n; i++) {
+        double z = lo + i * h, w = (i == 0 || i == n) ? 1.0 : (i % 2 ? 4.0 : 2.0);
+        s += w * f(z) * exp(-0.5 * z * z);
+    }
+    return s * h / 3.0 / sqrt(2.0 * M_PI);
+}
 
 // torch.nn.init.calculate_gain(nonlinearity, param): the factor g in std = g / sqrt(fan) that keeps
 // the second moment of the pre-activations constant from layer to layer [InitFP §3],
@@ -1081,6 +1042,7 @@ struct Dist {
 };
 
 // A parsed scheme: "NAME[:ARG[:ARG...]]". Numbers go to arg[]; kaiming_* also take words.
+typedef struct Scheme Scheme;
 struct Scheme {
     char text[64];        // as given
     char name[24];
@@ -1118,15 +1080,13 @@ static Dist uniform_of_std(double std) { return dist_uniform(-sqrt(3.0) * std, s
 // The distribution a scheme gives a (rows, cols) tensor; fan_in = cols, fan_out = rows, as
 // PyTorch's _calculate_fan_in_and_fan_out for a 2-D tensor. That includes embeddings: wte is
 // (V, C), so its "fan_in" is C, which is exactly [SmallInit App. A]'s convention std = d^-gamma
-// [Errata 000-4]. `matrix` is 0 for norm weights and biases. d_model is the model width
+// [Errata 000-4]. d_model is the model width
 // (small_init); 0 outside a model, where cols stands in. Every arithmetic step below is the one
 // PyTorch's Python performs, in the same order, in double.
-static Dist scheme_dist(const Scheme* s, int rows, int cols, int matrix, int d_model) {
+static Dist scheme_dist(const Scheme* s, int rows, int cols, int d_model) {
     const char* n = s->name;
     const double* a = s->arg;
     double fan_in = cols, fan_out = rows;
-    if (scheme_needs_fans(n) && !matrix)
-        fatal("initializer '%s' needs a matrix (fans), not a vector", n);
     // Constants are right for norm weights (1) and biases (0). For a weight matrix they are
     // [InitGuide ch. 7]'s symmetry problem: units with equal weights in and out compute the same
     // thing, get the same gradient and never separate; all zeros is even a stationary point
@@ -1316,15 +1276,14 @@ static double resid_factor(const InitSpec* spec, const Tensor* t, int L) {
 // The scheme of one tensor: its group's rule, or 1 for norm weights and 0 for biases.
 static Scheme tensor_scheme(const InitSpec* spec, const Tensor* t) {
     Scheme s = spec->rule[t->group];
-    if (!s.name[0]) parse_scheme(&s, t->group == G_NORM ? "ones" : "zeros");
+    if (!s.name[0]) snprintf(s.name, sizeof(s.name), "%s", t->group == G_NORM ? "ones" : "zeros");
     return s;
 }
 
 // The distribution one tensor of m is drawn from under spec.
 static Dist tensor_dist(const InitSpec* spec, const Model* m, const Tensor* t) {
     Scheme s = tensor_scheme(spec, t);
-    int matrix = t->group != G_NORM && t->group != G_BIAS;
-    Dist d = scheme_dist(&s, t->rows, t->cols, matrix, m->cfg.C);
+    Dist d = scheme_dist(&s, t->rows, t->cols, m->cfg.C);
     return dist_scaled(d, resid_factor(spec, t, m->cfg.L));
 }
 
@@ -1380,6 +1339,7 @@ static void model_init(Model* m, const InitSpec* spec, uint64_t seed) {
 // 4. AdamW with decoupled weight decay, the learning-rate schedule, gradient clipping
 // ============================================================================================
 
+typedef struct OptConfig OptConfig;
 struct OptConfig {
     float lr;           // peak learning rate
     float lr_floor;     // the cosine decays to lr * lr_floor
@@ -1403,7 +1363,6 @@ static float lr_at(const OptConfig* o, int step) {
 // tensor, the tensors spread over the threads, then added in order, so that the norm is the same
 // on any number of threads.
 static double grad_norm(const Model* m) {
-    if (m->engine) return engine_grad_norm(m);
     double* part = xmalloc((size_t)m->num_tensors * sizeof(double));
     #pragma omp parallel for schedule(dynamic)
     for (int i = 0; i < m->num_tensors; i++) {
@@ -1446,14 +1405,12 @@ static AdamwScalars adamw_scalars(const OptConfig* o, const Tensor* tn, float sc
 //   theta <- theta - lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
 // [ComplexCtl eq. 1] writes the decay as theta - lambda C theta without defining C; C = lr (the
 // scheduled learning rate) is the only reading under which its lambda = 1 makes sense
-// [Errata 003-2]. Each gradient is zeroed once read: the next backward starts from zeros
-// (model_zero_grad then has nothing to do).
-static void adamw_update(float* p, float* g, float* mom, float* var, size_t n, AdamwScalars k,
-                         const OptConfig* o, float grad_scale) {
+// [Errata 003-2].
+static void adamw_update(float* p, const float* g, float* mom, float* var, size_t n,
+                         AdamwScalars k, const OptConfig* o, float grad_scale) {
     #pragma omp parallel for
     for (size_t i = 0; i < n; i++) {
         float gi = g[i] * grad_scale;
-        g[i] = 0.0f;
         p[i] *= k.decay;
         mom[i] = o->beta1 * mom[i] + (1.0f - o->beta1) * gi;
         var[i] = o->beta2 * var[i] + (1.0f - o->beta2) * gi * gi;
@@ -1463,27 +1420,25 @@ static void adamw_update(float* p, float* g, float* mom, float* var, size_t n, A
 
 // AdamW over every tensor of the model.
 static void adamw_step(Model* m, const OptConfig* o, float sched_lr, int t, float grad_scale) {
-    if (m->engine) { engine_update(m, o, sched_lr, t, grad_scale); return; }
     for (int i = 0; i < m->num_tensors; i++) {
         const Tensor* tn = &m->tensors[i];
         size_t at = tn->offset;
         adamw_update(m->params + at, m->grads + at, m->adam_m + at, m->adam_v + at, tn->numel,
                      adamw_scalars(o, tn, sched_lr, t), o, grad_scale);
     }
-    m->grads_zero = 1;
 }
 
 // ============================================================================================
-// 5. Training: batches, one update, the validation loss, samples, the loop
+// 5. Training: batches, one update, the validation loss, samples, the loop, a whole run
 // ============================================================================================
 
 // A token stream in memory: bytes of text (vocabulary 256), or GPT-2 tokens from an llm.c token
 // shard. dataset_load (section 7) reads either.
-typedef struct {
+struct Dataset {
     uint16_t* tok;
     size_t n;
     int is_shard;
-} Dataset;
+};
 
 // A batch of B windows of T + 1 tokens at random offsets: inputs tok[off .. off+T-1], targets the
 // next token of each, tok[off+1 .. off+T]. The offsets come from the data generator, whose state
@@ -1498,47 +1453,6 @@ static void dataset_random_batch(const Dataset* d, Rng* g, int* inp, int* tgt, i
         }
     }
 }
-
-// --data-order: random windows (dataset_random_batch), the file in consecutive batches from its
-// start (dataset_batch_at), or llm.c's shuffled batches (LlmcOrder). doc/log.md section 3.
-enum { ORDER_RANDOM, ORDER_SEQUENTIAL, ORDER_LLMC };
-static const char* const data_order_names[] = {"random", "sequential", "llmc"};
-
-// --data-order llmc: the batches of llm.c's DataLoader with shuffling on, as llm.c's train_gpt2.c
-// and train_gpt2.cu create it (llmc/dataloader.h, llmc/rand.h), for one token file read by `ranks`
-// processes of B / ranks rows each. The file is cut into S = floor((n - 1) / (B T)) samples of B T
-// tokens, every rank's rows of one batch. In each epoch, process r reads the samples in the order
-// perm_r: its j-th batch is its own rows of sample perm_r[j], the B / ranks windows of T tokens
-// from perm_r[j] B T + r (B / ranks) T. perm_r is 0 .. S-1 shuffled by Fisher-Yates from the last
-// position down, position i swapped with position (draw % (i + 1)), the draws from a Mersenne
-// Twister seeded 42 + r, which goes on to draw the next epoch's permutation when this one ends.
-typedef struct {
-    int ranks;
-    long samples;           // S: the batches of one epoch
-    long epoch;             // the epoch `perm` holds, -1 before the first
-    Rng** gen;              // per rank: its generator, after the permutations up to `epoch`
-    int* perm;              // per rank, S apart: its order of the samples in `epoch`
-} LlmcOrder;
-
-// What the loop needs. run_setup (section 12) fills it in from the flags, after loading the data
-// and initializing the model (or resuming it from a checkpoint).
-typedef struct {
-    Model* model;
-    const Dataset* train;
-    Rng* data_rng;          // draws the random batches
-    int order;              // --data-order: ORDER_RANDOM, ORDER_SEQUENTIAL or ORDER_LLMC
-    LlmcOrder* llmc;        // ORDER_LLMC's permutations
-    OptConfig opt;          // learning rate, schedule, AdamW's constants, clipping
-    int B, T, micro;        // micro-batches of B x T per update (-b, -t, -d)
-    int first_step, steps;  // from 0, or from a checkpoint's step, to -x
-    int resumed;            // from a checkpoint, whose first validation loss was logged then
-    int *inp, *tgt;         // one update's micro-batches, micro x B x T
-    const Dataset* val;     // the validation loss every val_every steps (-v), over val_batches (-m)
-    int val_every, val_batches;
-    int sample_every, sample_len;   // a sample of sample_len tokens every -s steps and at the end
-    Rng* sample_rng;
-    const Decoder* dec;     // token ids to text
-} Trainer;
 
 // `rows` consecutive windows from token `off` on: row b the T tokens from off + b T as inputs and
 // the next token of each as targets.
@@ -1563,62 +1477,47 @@ static long dataset_num_batches(const Dataset* d, int B, int T) {
     return (long)((d->n - 1) / ((size_t)B * T));
 }
 
-// The order for `ranks` processes reading batches of B x T tokens (B / ranks rows each) from d,
-// which holds at least one such batch; no permutation drawn yet.
-static void llmc_order_new(LlmcOrder* o, const Dataset* d, int B, int T, int ranks) {
-    o->ranks = ranks;
-    o->samples = dataset_num_batches(d, B, T);
-    o->epoch = -1;
-    o->gen = xmalloc(ranks * sizeof(Rng*));
-    for (int r = 0; r < ranks; r++) o->gen[r] = rng_new(42 + (uint64_t)r);
-    o->perm = xmalloc((size_t)ranks * o->samples * sizeof(int));
-}
+// --data-order: random windows (dataset_random_batch), the file in consecutive batches from its
+// start (dataset_batch_at), or llm.c's shuffled batches (llmc_batch). doc/log.md section 3.
+enum { ORDER_RANDOM, ORDER_SEQUENTIAL, ORDER_LLMC };
+static const char* const data_order_names[] = {"random", "sequential", "llmc"};
 
-static void llmc_order_free(LlmcOrder* o) {
-    for (int r = 0; o->gen && r < o->ranks; r++) free(o->gen[r]);
-    free(o->gen);
-    free(o->perm);
-}
-
-// Makes o->perm hold epoch e's permutations: drawn on from the current epoch, or from the seeds
-// again when e is earlier (llm.c draws each epoch's from where the last one left its generator).
-static void llmc_order_epoch(LlmcOrder* o, long e) {
-    if (e < o->epoch) {
-        for (int r = 0; r < o->ranks; r++) rng_seed(o->gen[r], 42 + (uint64_t)r);
-        o->epoch = -1;
-    }
-    for (; o->epoch < e; o->epoch++)
-        for (int r = 0; r < o->ranks; r++) {
-            int* p = o->perm + r * o->samples;
-            for (long i = 0; i < o->samples; i++) p[i] = (int)i;
-            for (long i = o->samples - 1; i > 0; i--) {
-                long j = rng_u32(o->gen[r]) % (uint32_t)(i + 1);
-                int swap = p[i];
-                p[i] = p[j], p[j] = swap;
-            }
-        }
-}
+// A run: its settings, which Part II reads from the flags and checks (run_plan, section 12), and
+// the state the loop works on, which train_run sets up.
+struct Trainer {
+    const char *train_path, *val_path;   // -i, -j
+    Config cfg;             // the model (V: the data's vocabulary)
+    InitSpec init;          // its initialization (-I, -g, --resid-scale, --mup-base)
+    uint64_t seed;          // -r: the initialization draws from seed, the batches from seed + 1,
+                            // the samples from seed + 2
+    OptConfig opt;          // learning rate, schedule, AdamW's constants, clipping
+    int B, T, micro;        // micro-batches of B x T per update (-b, -t, -d)
+    int order;              // --data-order: ORDER_RANDOM, ORDER_SEQUENTIAL or ORDER_LLMC
+    int steps;              // -x
+    int val_every, val_batches;     // the validation loss every -v steps, over -m batches
+    int sample_every, sample_len;   // a sample of -l tokens every -s steps and at the end
+    // the state
+    Dataset *train, *val;
+    Model* model;
+    int *inp, *tgt;         // one update's micro-batches, micro x B x T
+    Rng *data_rng, *sample_rng;
+    LlmcOrder* llmc;        // ORDER_LLMC's permutations
+    const Decoder* dec;     // token ids to text
+    int first_step;         // 0, or a checkpoint's step (-y)
+    int resumed;            // from a checkpoint, whose first validation loss was logged then
+};
 
 // Batch k of a run (k = step x micro + micro-batch): random windows; with --data-order sequential
-// the consecutive batches in turn, from the start again when they run out; with llmc, for each
-// rank r, the rows r reads at its k-th batch in llm.c's shuffled order.
+// the consecutive batches in turn, from the start again when they run out; with llmc, llm.c's
+// shuffled batches.
 static void next_batch(const Trainer* tr, long k, int* inp, int* tgt) {
     const Dataset* d = tr->train;
-    int B = tr->B, T = tr->T;
-    if (tr->order == ORDER_RANDOM) {
-        dataset_random_batch(d, tr->data_rng, inp, tgt, B, T);
-    } else if (tr->order == ORDER_SEQUENTIAL) {
-        dataset_batch_at(d, k % dataset_num_batches(d, B, T), inp, tgt, B, T);
-    } else {
-        LlmcOrder* o = tr->llmc;
-        int rows = B / o->ranks;
-        llmc_order_epoch(o, k / o->samples);
-        for (int r = 0; r < o->ranks; r++) {
-            size_t sample = (size_t)o->perm[r * o->samples + k % o->samples];
-            size_t at = (size_t)r * rows * T;
-            dataset_rows_at(d, sample * B * T + at, rows, T, inp + at, tgt + at);
-        }
-    }
+    if (tr->order == ORDER_RANDOM)
+        dataset_random_batch(d, tr->data_rng, inp, tgt, tr->B, tr->T);
+    else if (tr->order == ORDER_SEQUENTIAL)
+        dataset_batch_at(d, k % dataset_num_batches(d, tr->B, tr->T), inp, tgt, tr->B, tr->T);
+    else
+        llmc_batch(tr, k, inp, tgt);
 }
 
 // One update's gradient: the forward and backward passes of `micro` micro-batches of B x T, the
@@ -1636,7 +1535,7 @@ static float compute_gradients(Model* m, const int* inp, const int* tgt, int B, 
 }
 
 // The mean loss over the first `batches` validation batches (fixed: consecutive windows from the
-// start of the validation data), on whatever computes the model's forward.
+// start of the validation data).
 static double evaluate(Model* m, const Dataset* val, int batches, int B, int T, int* inp,
                        int* tgt) {
     int avail = dataset_num_batches(val, B, T);
@@ -1649,56 +1548,82 @@ static double evaluate(Model* m, const Dataset* val, int batches, int B, int T, 
     return batches ? sum / batches : NAN;
 }
 
+// The token whose probability interval holds u, a uniform draw from [0, 1): the intervals are laid
+// end to end in token order (the inverse of the cumulative distribution).
+static int sample_token(const float* probs, int V, float u) {
+    float cdf = 0.0f;
+    for (int i = 0; i < V; i++) {
+        cdf += probs[i];
+        if (u < cdf) return i;
+    }
+    return V - 1;       // u beyond the rounded sum
+}
+
 // Sampling: feed the last T tokens, draw the next from softmax(logits / 1) with the sample
-// generator (the inverse-CDF walk over the 24-bit uniform). The prompt is the first token of the
-// validation data.
+// generator. The prompt is the first token of the validation data.
 static void sample_text(Model* m, Rng* g, const Decoder* dec, int T, int first_tok, int length) {
-    int V = m->cfg.V;
     int* ctx = xmalloc((size_t)(length + 1) * sizeof(int));
     ctx[0] = first_tok;
     print_token(dec, first_tok);
     for (int n = 1; n <= length; n++) {
         int start = n > T ? n - T : 0, len = n - start;
-        model_forward(m, ctx + start, NULL, 1, len);
-        const float* p = model_probs(m, len - 1);
-        float u = (rng_u32(g) >> 8) * (1.0f / 16777216.0f), cdf = 0.0f;
-        int next = V - 1;
-        for (int i = 0; i < V; i++) {
-            cdf += p[i];
-            if (u < cdf) { next = i; break; }
-        }
-        ctx[n] = next;
-        print_token(dec, next);
+        model_forward(m, ctx + start, NULL, 1, len);    // no targets: probabilities in logits
+        ctx[n] = sample_token(m->a.logits + (size_t)(len - 1) * m->cfg.V, m->cfg.V,
+                              rng_uniform(g));
+        print_token(dec, ctx[n]);
     }
     printf("\n");
     fflush(stdout);
     free(ctx);
 }
 
+// When the loop validates and samples: every val_every (sample_every) steps and at the end; a
+// resumed run does not validate again at its first step (the checkpoint's run logged it).
+static int validation_due(const Trainer* tr, int step) {
+    return tr->val_every && tr->val_batches > 0 &&
+           (step % tr->val_every == 0 || step == tr->steps) &&
+           !(tr->resumed && step == tr->first_step);
+}
+static int sample_due(const Trainer* tr, int step) {
+    return (tr->sample_every && step % tr->sample_every == 0 && step > tr->first_step) ||
+           (step == tr->steps && tr->sample_len > 0);
+}
+
+// A monotonic clock in milliseconds, for the time of a step.
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+// The progress line of one update.
+static void print_step(const Trainer* tr, int step, float loss, float lr, double norm, double ms,
+                       int skipped) {
+    printf("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | %.1f ms | %.0f tok/s%s\n", step + 1,
+           tr->steps, loss, lr, norm, ms, tr->micro * (double)tr->B * tr->T / (ms / 1e3),
+           skipped ? " | loss spike: update skipped" : "");
+}
+
 // The training loop: the validation loss and a sample when due, then draw a batch, forward,
-// backward, clip, AdamW, print. The run's extras sit in four calls (section 12): the validation
-// loss into the log; checkpoints before a step; the NaN stop, the probes and the spike check after
-// the gradient; the probes' update ratios and the log after.
-static void train(const Trainer* tr, Run* run) {
+// backward, clip, AdamW, print. Part II keeps the run's record in three calls: the validation loss
+// and checkpoints before a step; the NaN stop and the probes after the gradient; the log after.
+static void train(Trainer* tr, Run* run) {
     Model* m = tr->model;
     long BT = (long)tr->B * tr->T;
     for (int step = tr->first_step; step <= tr->steps; step++) {
-        int last = step == tr->steps;
-        if (tr->val_every && (step % tr->val_every == 0 || last) && tr->val_batches > 0 &&
-            !(tr->resumed && step == tr->first_step)) {
-            double val = evaluate(m, tr->val, tr->val_batches, tr->B, tr->T, tr->inp, tr->tgt);
-            printf("step %d | val loss %.6f\n", step, val);
-            run_val_loss(run, step, val);
+        double val_loss = NAN;
+        if (validation_due(tr, step)) {
+            val_loss = evaluate(m, tr->val, tr->val_batches, tr->B, tr->T, tr->inp, tr->tgt);
+            printf("step %d | val loss %.6f\n", step, val_loss);
         }
-        if ((tr->sample_every && step % tr->sample_every == 0 && step > tr->first_step) ||
-            (last && tr->sample_len > 0)) {
+        if (sample_due(tr, step)) {
             printf("---- sample at step %d ----\n", step);
             int sample_T = tr->T < m->cfg.maxT ? tr->T : m->cfg.maxT;
             sample_text(m, tr->sample_rng, tr->dec, sample_T, tr->val->tok[0], tr->sample_len);
             printf("----\n");
         }
-        run_before_step(run, step);
-        if (last) break;
+        run_before_step(run, step, val_loss);
+        if (step == tr->steps) break;
         double t0 = now_ms();
         for (int mb = 0; mb < tr->micro; mb++)
             next_batch(tr, (long)step * tr->micro + mb, tr->inp + mb * BT, tr->tgt + mb * BT);
@@ -1708,11 +1633,32 @@ static void train(const Trainer* tr, Run* run) {
         float lr = lr_at(&tr->opt, step);
         if (!skip) adamw_step(m, &tr->opt, lr, step + 1, clip_scale(tr->opt.clip, norm));
         double ms = now_ms() - t0;
-        printf("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | %.1f ms | %.0f tok/s%s\n",
-               step + 1, tr->steps, loss, lr, norm, ms, tr->micro * BT / (ms / 1e3),
-               skip ? " | loss spike: update skipped" : "");
+        print_step(tr, step, loss, lr, norm, ms, skip);
         run_after_step(run, step, loss, lr, norm, ms);
     }
+}
+
+// A whole run, in the order of llm.c's main: the data, the model built and initialized, its
+// buffers, then the loop. tr holds the settings; run_start adds what the flags ask beyond them
+// (a checkpoint to resume, the output directory and its log, the probes).
+static void train_run(Trainer* tr, Run* run) {
+    // the data: byte text (vocabulary 256) or llm.c token shards (GPT-2's 50257 tokens)
+    Dataset train_data, val_data;
+    dataset_load(&train_data, tr->train_path, tr->cfg.V);
+    dataset_load(&val_data, tr->val_path, tr->cfg.V);
+    // the model and its initialization (sections 2 and 3)
+    Model model;
+    model_build(&model, &tr->cfg);
+    model_init(&model, &tr->init, tr->seed);
+    // the activations of one micro-batch, and the tokens of one update
+    acts_alloc(&model, tr->B, tr->T);
+    tr->inp = xmalloc((size_t)tr->micro * tr->B * tr->T * sizeof(int));
+    tr->tgt = xmalloc((size_t)tr->micro * tr->B * tr->T * sizeof(int));
+    tr->train = &train_data, tr->val = &val_data, tr->model = &model;
+    run_start(run);
+    train(tr, run);
+    model_free(&model);
+    free(train_data.tok), free(val_data.tok), free(tr->inp), free(tr->tgt);
 }
 
 
@@ -1721,6 +1667,29 @@ static void train(const Trainer* tr, Run* run) {
 // What Part I calls but need not show: PyTorch's random numbers bit for bit, the fast twins, the
 // probes, the command line, checkpoints, a run's set-up and hooks, and the coordinate check.
 // ############################################################################################
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+// FATAL_HOOK is what fatal() does once it has written its message into fatal_msg (section 7).
+// test_gpt2.c replaces it with a jump back into the test, to check in-process that bad input is
+// refused with the message that names the problem.
+#ifndef FATAL_HOOK
+#define FATAL_HOOK() (fprintf(stderr, "error: %s\n", fatal_msg), exit(1))
+#endif
+// TRAIN_GPT2_NO_MAIN: test_gpt2.c, train_gpt2.cu and the dev/ programs include this file and
+// bring their own main. train_gpt2.cu compiles it as C++ (its AnyPtr comes first).
 
 // ============================================================================================
 // 6. Random numbers: PyTorch's CPU generator, so that an initializer here and nn.init there
@@ -2201,6 +2170,9 @@ static Rng* rng_new(uint64_t seed) {
     return g;
 }
 
+// A uniform draw from [0, 1): the top 24 bits of a 32-bit draw, each value a multiple of 2^-24.
+static float rng_uniform(Rng* g) { return (rng_u32(g) >> 8) * (1.0f / 16777216.0f); }
+
 // ---- drawing a Dist (section 3) with these primitives -------------------------------------------
 // Draws a (rows, cols) tensor from d exactly as the nn.init function does.
 static void dist_fill(Rng* g, float* w, int rows, int cols, const Dist* d) {
@@ -2250,10 +2222,11 @@ static double dist_std(const Dist* d, int rows, int cols) {
 // "kaiming_normal:relu", "kaiming_uniform:leaky_relu:0.2", "lecun_normal", "orthogonal:1.414",
 // "normal:0.01", "uniform:-0.1:0.1", "trunc_normal:0.02", "zeros", "constant:0.5", "eye", ...
 // Equal to torch.manual_seed + the nn.init call on torch.empty(rows, cols) (orthogonal: to 5e-6).
+static void parse_scheme(Scheme* s, const char* text);     // section 10
 static void init_matrix_text(Rng* g, float* w, int rows, int cols, const char* scheme) {
     Scheme s;
     parse_scheme(&s, scheme);
-    Dist d = scheme_dist(&s, rows, cols, 1, 0);
+    Dist d = scheme_dist(&s, rows, cols, 0);
     dist_fill(g, w, rows, cols, &d);
 }
 
@@ -2353,6 +2326,71 @@ static void dataset_load(Dataset* d, const char* path, int V) {
 
 
 
+// ---- llm.c's batch order -----------------------------------------------------------------------
+// --data-order llmc: the batches of llm.c's DataLoader with shuffling on, as llm.c's train_gpt2.c
+// and train_gpt2.cu create it (llmc/dataloader.h, llmc/rand.h), for one token file read by `ranks`
+// processes of B / ranks rows each. The file is cut into S = floor((n - 1) / (B T)) samples of B T
+// tokens, every rank's rows of one batch. In each epoch, process r reads the samples in the order
+// perm_r: its j-th batch is its own rows of sample perm_r[j], the B / ranks windows of T tokens
+// from perm_r[j] B T + r (B / ranks) T. perm_r is 0 .. S-1 shuffled by Fisher-Yates from the last
+// position down, position i swapped with position (draw % (i + 1)), the draws from a Mersenne
+// Twister seeded 42 + r, which goes on to draw the next epoch's permutation when this one ends.
+struct LlmcOrder {
+    int ranks;
+    long samples;           // S: the batches of one epoch
+    long epoch;             // the epoch `perm` holds, -1 before the first
+    Rng** gen;              // per rank: its generator, after the permutations up to `epoch`
+    int* perm;              // per rank, S apart: its order of the samples in `epoch`
+};
+
+// The order for `ranks` processes reading batches of B x T tokens (B / ranks rows each) from d,
+// which holds at least one such batch; no permutation drawn yet.
+static void llmc_order_new(LlmcOrder* o, const Dataset* d, int B, int T, int ranks) {
+    o->ranks = ranks;
+    o->samples = dataset_num_batches(d, B, T);
+    o->epoch = -1;
+    o->gen = xmalloc(ranks * sizeof(Rng*));
+    for (int r = 0; r < ranks; r++) o->gen[r] = rng_new(42 + (uint64_t)r);
+    o->perm = xmalloc((size_t)ranks * o->samples * sizeof(int));
+}
+
+static void llmc_order_free(LlmcOrder* o) {
+    for (int r = 0; o->gen && r < o->ranks; r++) free(o->gen[r]);
+    free(o->gen);
+    free(o->perm);
+}
+
+// Makes o->perm hold epoch e's permutations: drawn on from the current epoch, or from the seeds
+// again when e is earlier (llm.c draws each epoch's from where the last one left its generator).
+static void llmc_order_epoch(LlmcOrder* o, long e) {
+    if (e < o->epoch) {
+        for (int r = 0; r < o->ranks; r++) rng_seed(o->gen[r], 42 + (uint64_t)r);
+        o->epoch = -1;
+    }
+    for (; o->epoch < e; o->epoch++)
+        for (int r = 0; r < o->ranks; r++) {
+            int* p = o->perm + r * o->samples;
+            for (long i = 0; i < o->samples; i++) p[i] = (int)i;
+            for (long i = o->samples - 1; i > 0; i--) {
+                long j = rng_u32(o->gen[r]) % (uint32_t)(i + 1);
+                int swap = p[i];
+                p[i] = p[j], p[j] = swap;
+            }
+        }
+}
+
+// Batch k of a run in llm.c's shuffled order: for each rank r, the rows r reads at its k-th batch.
+static void llmc_batch(const Trainer* tr, long k, int* inp, int* tgt) {
+    LlmcOrder* o = tr->llmc;
+    int rows = tr->B / o->ranks, T = tr->T;
+    llmc_order_epoch(o, k / o->samples);
+    for (int r = 0; r < o->ranks; r++) {
+        size_t sample = (size_t)o->perm[r * o->samples + k % o->samples];
+        size_t at = (size_t)r * rows * T;
+        dataset_rows_at(tr->train, sample * tr->B * T + at, rows, T, inp + at, tgt + at);
+    }
+}
+
 // Decoding tokens for printing: bytes print as themselves; GPT-2 tokens through the decode table
 // written by dev/data/tokenize_gpt2.sh (int32 header: 20240328, version 2, vocab, eot; 256 int32
 // in all; then per token a length byte and the token's bytes).
@@ -2378,21 +2416,6 @@ static size_t acts_bytes(const Config* c, int B, int T) {
     return bytes;
 }
 
-static void model_free(Model* m) {
-    Acts* a = &m->a;
-    float* bufs[] = {
-            a->res,        a->resmid,   a->ln1,       a->ln1_mean,    a->ln1_rstd,  a->q,
-            a->k,          a->v,        a->att,       a->yatt,        a->attn_gate, a->ln2,
-            a->ln2_mean,   a->ln2_rstd, a->up,        a->mlp_gate,    a->hact,      a->lnf,
-            a->lnf_mean,   a->lnf_rstd, a->logits,    a->losses,      a->dres,      a->dln,
-            a->dq,         a->dk,       a->dv,        a->att_scratch, a->dyg,       a->dyatt,
-            a->dattn_gate, a->dup,      a->dmlp_gate, a->dhact,       a->proj,       a->rope_cs};
-    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) free(bufs[i]);
-    if (a->ygated != a->yatt) free(a->ygated);
-    free(m->params); free(m->grads); free(m->adam_m); free(m->adam_v);
-    free(m->tensors); free(m->tokens); free(m->targets);
-    memset(m, 0, sizeof(*m));
-}
 
 static Tensor* model_find(Model* m, const char* name) {
     for (int i = 0; i < m->num_tensors; i++)
@@ -2454,12 +2477,11 @@ static void log_open(Log* lg, const char* dir, const char* resume, int start_ste
 static void log_event(Log* lg, const char* fmt, ...);
 
 // ---- the engine: a device that holds the model in place of the host -----------------------------
-// train_gpt2.cu keeps the parameters, gradients and AdamW state on the GPU. It sets Model.engine,
-// and Part I's model_forward, model_zero_grad, model_backward, grad_norm and adamw_step hand their
-// work to it. The host Model keeps the configuration, the tensor table and the host copies that
-// checkpoints and probes read (to_host brings them up to date).
-struct Engine {
-    const char* device;           // printed and logged: the GPU's name
+// train_gpt2.cu keeps the parameters, gradients and AdamW state on the GPU and trains through these
+// calls, in train_with_engine (section 12), a loop that mirrors Part I's train(). The host Model
+// keeps the configuration, the tensor table and the host copies that checkpoints and probes read
+// (to_host brings them up to date).
+typedef struct {
     void* ctx;
     float (*forward)(void* ctx, const int* inp, const int* tgt, int B, int T);   // the mean loss
     const float* (*probs)(void* ctx, int bt, int V);   // a host copy of softmax row bt
@@ -2470,31 +2492,7 @@ struct Engine {
     // the parameters into the host Model, with moments 1 the AdamW state too (a checkpoint: with
     // several ranks every rank calls it then, since gathering a sharded state is a collective)
     void (*to_host)(void* ctx, int moments);
-};
-
-static float engine_forward(Model* m, const int* tokens, const int* targets, int B, int T) {
-    return m->engine->forward(m->engine->ctx, tokens, targets, B, T);
-}
-static void engine_zero_grad(Model* m) { m->engine->zero_grad(m->engine->ctx); }
-static void engine_backward(Model* m, int B, int T, float dloss) {
-    m->engine->backward(m->engine->ctx, B, T, dloss);
-}
-static double engine_grad_norm(const Model* m) { return m->engine->grad_norm(m->engine->ctx); }
-static void engine_update(Model* m, const OptConfig* o, float sched_lr, int t, float grad_scale) {
-    m->engine->update(m->engine->ctx, o, sched_lr, t, grad_scale);
-}
-
-// Row bt of the probabilities of the last forward (sampling): the host's, or the device's, copied.
-static const float* model_probs(Model* m, int bt) {
-    int V = m->cfg.V;
-    return m->engine ? m->engine->probs(m->engine->ctx, bt, V) : m->a.logits + (size_t)bt * V;
-}
-// The host Model's parameters, and with moments 1 its AdamW state, up to date (nothing to do
-// without an engine).
-static void model_to_host(Model* m, int moments) {
-    if (m->engine) m->engine->to_host(m->engine->ctx, moments);
-}
-static const char* model_device(const Model* m) { return m->engine ? m->engine->device : "cpu"; }
+} Engine;
 
 // ---- the probes' state, and what Part II's sections use of each other --------------------------
 // The spike probe's moving mean and variance of the loss (or the gradient norm): part of the
@@ -2555,8 +2553,6 @@ static void llmc_load(Model* m, const char* path);
 static void coord_check(const Options* o, void (*train)(const Options* o, void* ctx), void* ctx);
 static void decoder_free(Decoder* dec);
 
-// Sampling: feed the last T tokens, draw each next token from the softmax of the logits with the
-// sample generator; the prompt is the first token of the validation data (section 10).
 // The run's first lines: model, data, initialization, and the "config" event of the log (section
 // 10).
 static void run_header(Run* r);
@@ -2564,30 +2560,27 @@ static void run_header(Run* r);
 // ---- a run: the options, the data, the host model, the generators, the log and the loop's state -
 struct Run {
     Options o;
-    Dataset train, val;
+    Trainer tr;                   // the settings run_plan reads from o; the data and the model
     Decoder dec;
-    Model model;                  // on the host: initialized here, checkpointed from here
-    InitSpec spec;                // what -I, -g, --resid-scale and --mup-base chose
     Rng data_rng, sample_rng;
     LlmcOrder llmc;               // --data-order llmc's permutations
     Ema spike[2];                 // the spike probe's statistics of the loss and the gradient norm
-    int start_step;
+    const char* device;           // "cpu", or the GPU train_gpt2.cu trains on (the run's header)
+    Engine* engine;               // NULL: the host Model trains; else the device (section 12)
     Probes* probes;
     Log lg;
-    // what train() (section 5) reads; its inp, tgt live here so that a
-    Trainer tr;
-                                  // fatal() exit mid-run leaves them reachable (LeakSanitizer)
     char last_ckpt[4096];         // named in the error when training stops
     double last_val;              // the last validation loss, printed at the end
     int probing;                  // this step is a probe step
+    int host_acts;                // the host Model holds activations (run_plan)
     int lock;                     // the output dir's lock (output_dir_claim), or -1
 };
 
 // ============================================================================================
-// 8. Fast twins: threads, the clock, quadrature, exp, the matrix multiply, the twins, their check
+// 8. Fast twins: threads, exp, the matrix multiply, the twins, their check
 // ============================================================================================
 
-// ---- threads, the clock, a Gaussian expectation -------------------------------------------------
+// ---- threads -------------------------------------------------------------------------------------
 // OpenMP's thread count and this thread's number (1 and 0 when compiled without OpenMP).
 static int thread_count(void) {
 #ifdef _OPENMP
@@ -2613,12 +2606,6 @@ static int in_parallel(void) {
 #endif
 }
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
 // Zeroed memory whose pages are mapped at allocation, by both threads, rather than by page faults
 // in the first training step (calloc's pages are mapped on first use; the first step of GPT-2 124M
 // took 3.4 times a later one, most of it in AdamW's first write of its moments). A buffer of 2 MB
@@ -2642,18 +2629,6 @@ static float* zeroed_floats(size_t n) {
     return a;
 }
 
-// E[f(z)] for z ~ N(0, 1), Simpson's rule on [-12, 12] with 4800 panels (the tails beyond carry
-// less than 1e-30; the rule's error on these smooth integrands is below 1e-12).
-static double gauss_expect(double (*f)(double)) {
-    const int n = 4800;
-    const double lo = -12.0, h = 24.0 / n;
-    double s = 0.0;
-    for (int i = 0; i <= n; i++) {
-        double z = lo + i * h, w = (i == 0 || i == n) ? 1.0 : (i % 2 ? 4.0 : 2.0);
-        s += w * f(z) * exp(-0.5 * z * z);
-    }
-    return s * h / 3.0 / sqrt(2.0 * M_PI);
-}
 
 // ---- exp, in a form the compiler vectorizes ----------------------------------------------------
 // libm's expf is a function call per element: a loop that calls it stays scalar, and the softmaxes
@@ -3170,12 +3145,20 @@ static void attention_forward_fast(float* y, float* att, const float* q, const f
 // With P = scale * q k^T and A = softmax(P), per head and block of query rows:
 //   dA = dy v^T ;  dP[t,s] = A[t,s] (dA[t,s] - sum_s' A[t,s'] dA[t,s'])
 //   dq += scale * dP k ;  dk += scale * dP^T q ;  dv += A^T dy
-// dA and dP share one block of scratch per thread, never a [B,H,T,T] buffer. Heads that share a kv
-// head write the same dk/dv, so one thread owns each (b, kv head).
-static void attention_backward_fast(float* dq, float* dk, float* dv, float* scratch,
-                                    const float* dy, const float* att, const float* q,
-                                    const float* k, const float* v, int B, int T, int H, int KVH,
-                                    int hd, float scale) {
+// dA and dP share one block of scratch per thread, never a [B,H,T,T] buffer; the scratch grows to
+// the largest T and thread count asked for, and stays. Heads that share a kv head write the same
+// dk/dv, so one thread owns each (b, kv head).
+static void attention_backward_fast(float* dq, float* dk, float* dv, const float* dy,
+                                    const float* att, const float* q, const float* k,
+                                    const float* v, int B, int T, int H, int KVH, int hd,
+                                    float scale) {
+    static float* scratch;
+    static long scratch_floats;
+    if (attention_scratch_floats(T) > scratch_floats) {
+        free(scratch);
+        scratch_floats = attention_scratch_floats(T);
+        scratch = xmalloc((size_t)scratch_floats * sizeof(float));
+    }
     int group = H / KVH, qd = H * hd, kvd = KVH * hd;
     #pragma omp parallel for collapse(2) schedule(dynamic)
     for (int b = 0; b < B; b++)
@@ -3266,12 +3249,11 @@ static int check_attention_backward(const Impl* use, float* out) {
     float *q = check_input(14 * 32, 6), *k = check_input(14 * 16, 7), *v = check_input(14 * 16, 8);
     float *dy = check_input(14 * 32, 9), *start = check_input(14 * 64, 10);
     float *y = xmalloc(14 * 32 * sizeof(float)), *att = xmalloc(2 * 4 * 7 * 7 * sizeof(float));
-    float* scratch = xmalloc((size_t)attention_scratch_floats(7) * sizeof(float));
     definitions.attention_forward(y, att, q, k, v, 2, 7, 4, 2, 8, 0.35f);
     memcpy(out, start, 14 * 64 * sizeof(float));
-    use->attention_backward(out, out + 14 * 32, out + 14 * 48, scratch, dy, att, q, k, v, 2, 7, 4,
-                            2, 8, 0.35f);
-    free(q), free(k), free(v), free(dy), free(start), free(y), free(att), free(scratch);
+    use->attention_backward(out, out + 14 * 32, out + 14 * 48, dy, att, q, k, v, 2, 7, 4, 2, 8,
+                            0.35f);
+    free(q), free(k), free(v), free(dy), free(start), free(y), free(att);
     return 14 * 64;
 }
 
@@ -3365,7 +3347,6 @@ struct Probes {
     // grad: each tensor's gradient RMS, taken before the update zeroes them
     double* grad_rms;
     int* top_tok;               // embcos: the most frequent training tokens
-    float** dres_kept;          // gradact: the model's Acts.dres_kept, allocated here
     int ntop;
     const Tensor* cossim;       // --cossim-dump
     const char* out_dir;
@@ -3752,15 +3733,15 @@ static void probe_act(Probes* pr, const Model* m) {
 // gradact: the backward signal, d loss / d x at the input x of every block (h.l.in) and of the
 // final norm (lnf.in). Xavier's backward condition [Xavier], [InitFP §2] keeps its variance the
 // same from layer to layer, as the forward condition keeps the activations'; "value" is its std.
-// model_backward keeps a copy of each layer's gradient while this probe is on (Acts.dres_kept).
+// The backward pass leaves d loss / d (each block's input) in its slice of Acts.dres.
 static void probe_gradact(Probes* pr, const Model* m) {
     const Config* c = &m->cfg;
     long sc = (long)m->B * m->T * c->C;
     char name[48];
     for (int l = 0; l < c->L; l++)
         emit_stats(pr, P_GRADACT, l, layer_name(name, sizeof(name), l, "in"),
-                   stats_of(m->a.dres_kept + l * sc, NULL, sc));
-    emit_stats(pr, P_GRADACT, -1, "lnf.in", stats_of(m->a.dres_kept + c->L * sc, NULL, sc));
+                   stats_of(m->a.dres + l * sc, NULL, sc));
+    emit_stats(pr, P_GRADACT, -1, "lnf.in", stats_of(m->a.dres + c->L * sc, NULL, sc));
 }
 
 // sat: the fraction of saturated units. [InitGuide ch. 2]: under a too-large initialization tanh
@@ -4164,11 +4145,6 @@ static void probes_init(Probes* pr, const ProbeOptions* po, Model* m, const uint
                   po->cossim, pr->cossim->rows, pr->cossim->rows, pr->cossim->rows,
                   COSSIM_MAX_ROWS);
     }
-    // model_backward keeps each layer's d loss / d res from now on
-    if (pr->sel >> P_GRADACT & 1) {
-        pr->dres_kept = &m->a.dres_kept;
-        *pr->dres_kept = xcalloc((size_t)(m->cfg.L + 1) * m->B * m->T * m->cfg.C, sizeof(float));
-    }
     if (pr->sel >> P_EMBCOS & 1) {
         pr->top_tok = xmalloc(EMBCOS_K * sizeof(int));
         pr->ntop = top_tokens(train_tok, n_tok, m->cfg.V, EMBCOS_K, pr->top_tok);
@@ -4219,10 +4195,6 @@ static void probes_free(Probes* pr) {
     free(pr->before);
     free(pr->grad_rms);
     free(pr->top_tok);
-    if (pr->dres_kept) {
-        free(*pr->dres_kept);
-        *pr->dres_kept = NULL;
-    }
     memset(pr, 0, sizeof(*pr));
 }
 // For the training loop: probes_init on a new allocation, and its release.
@@ -4577,6 +4549,8 @@ static void parse_init_text(InitSpec* spec, const char* text, int recipes_on) {
                   tok);
         if (given[g]++) fatal("-I '%s' gives the group '%s' twice", text, tok);
         parse_scheme(&spec->rule[g], eq + 1);
+        if ((g == G_NORM || g == G_BIAS) && scheme_needs_fans(spec->rule[g].name))
+            fatal("initializer '%s' needs a matrix (fans), not a vector", spec->rule[g].name);
     }
     if (first) fatal("empty -I");
 }
@@ -5276,9 +5250,7 @@ static void memory_check(const Config* c, const Options* o, int host_acts) {
     double tokens = 2.0 * o->micro * o->B * o->T * sizeof(int);
     double params = 4.0 * P * sizeof(float),
            acts = (host_acts ? (double)acts_bytes(c, o->B, o->T) : 0.0) + tokens;
-    double probes = o->probe.every
-            ? (double)P * sizeof(float) + (double)(c->L + 1) * o->B * o->T * c->C * sizeof(float)
-            : 0.0;
+    double probes = o->probe.every ? (double)P * sizeof(float) : 0.0;     // the weights before
     double total = params + acts + probes;
     size_t avail = memory_available();
     printf("memory: %.1f MiB (parameters, gradients and AdamW moments %.1f MiB, activations %.1f "
@@ -5293,9 +5265,9 @@ static void memory_check(const Config* c, const Options* o, int host_acts) {
 }
 
 static void run_header(Run* r) {
-    const char* device = model_device(&r->model);
+    const char* device = r->device;
     const Options* o = &r->o;
-    const Config* c = &r->model.cfg;
+    const Config* c = &r->tr.model->cfg;
     int threads = thread_count();
     printf("model: %s preset, L=%d C=%d H=%d KVH=%d F=%d V=%d maxT=%d, %s, %s, %s%s%s, eps=%g\n",
            o->preset, c->L, c->C, c->H, c->KVH, c->F, c->V, c->maxT,
@@ -5311,16 +5283,16 @@ static void run_header(Run* r) {
         snprintf(split, sizeof(split), " (%d per rank x %d ranks)", o->B / o->ranks, o->ranks);
     printf("parameters: %zu | data: %s %zu tokens, val %zu tokens | B=%d%s T=%d%s steps=%d | %s, "
            "%d threads\n",
-           r->model.num_params, r->train.is_shard ? "token shard" : "bytes", r->train.n, r->val.n,
+           r->tr.model->num_params, r->tr.train->is_shard ? "token shard" : "bytes", r->tr.train->n, r->tr.val->n,
            o->B, split, o->T, accum, o->steps, device, threads);
     if (o->data_order == ORDER_SEQUENTIAL)
         printf("batches: sequential, llm.c's order with its shuffling off (--data-order)\n");
     if (o->data_order == ORDER_LLMC)
         printf("batches: llm.c's shuffled order for %d process%s (--data-order)\n",
                r->llmc.ranks, r->llmc.ranks > 1 ? "es" : "");
-    printf("init: %s, residual scaling %s%s, seed %d\n", r->spec.first, resid_names[r->spec.resid],
-           r->spec.mup ? ", muP" : "", o->seed);
-    if (o->resume) printf("resumed from %s at step %d\n", o->resume, r->start_step);
+    printf("init: %s, residual scaling %s%s, seed %d\n", r->tr.init.first, resid_names[r->tr.init.resid],
+           r->tr.init.mup ? ", muP" : "", o->seed);
+    if (o->resume) printf("resumed from %s at step %d\n", o->resume, r->tr.first_step);
     log_event(&r->lg,
               "\"event\":\"config\",\"preset\":\"%s\",\"L\":%d,\"C\":%d,\"H\":%d,\"KVH\":%d,"
               "\"F\":%d,\"V\":%d,\"T\":%d,\"B\":%d,\"micro_batches\":%d,\"ranks\":%d,"
@@ -5331,7 +5303,7 @@ static void run_header(Run* r) {
             o->preset, c->L, c->C, c->H, c->KVH, c->F, c->V, o->T, o->B, o->micro, o->ranks,
             data_order_names[o->data_order], llmc, o->steps,
             (double)o->opt.lr, (double)o->opt.weight_decay, (double)c->eps, o->gamma, o->init,
-            c->attn_gate, o->seed, r->model.num_params, device, threads, r->start_step,
+            c->attn_gate, o->seed, r->tr.model->num_params, device, threads, r->tr.first_step,
             log((double)c->V));
 }
 
@@ -5730,137 +5702,164 @@ static void llmc_load(Model* m, const char* path) {
 }
 
 // ============================================================================================
-// 12. A run: set-up, the loop's hooks, the end of a run, main
+// 12. A run: its plan and start, the loop's record, the loop through an engine, main
 // ============================================================================================
 
-// Loads the data, builds and initializes the model (or resumes it), opens the output dir and the
-// log, and fills in the Trainer. Everything the flags name is checked first: nothing is written,
-// and nothing large allocated, before the whole run is known to be possible. host_engine: the
-// forward and backward run on this Model.
-static void run_setup(Run* r, int host_engine) {
+// The kind of a data file from its first four bytes: 1 an llm.c token shard, 0 byte text, -1 not
+// a regular file that can be read (dataset_load then says why).
+static int data_file_kind(const char* path) {
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return -1;
+    FILE* f = fopen(path, "rb");
+    if (!f) return -1;
+    int32_t magic = 0;
+    int shard = fread(&magic, sizeof(magic), 1, f) == 1 && magic == SHARD_MAGIC;
+    fclose(f);
+    return shard;
+}
+
+// The run the flags ask for: the Trainer's settings from r->o, checked as far as they can be
+// before the data is read, and the memory the run will take. host_acts: the host Model holds
+// activations (the CPU trainer; train_gpt2.cu's holds them only for the probes).
+static Trainer* run_plan(Run* r, int host_acts) {
     Options* o = &r->o;
-    if (o->opt.warmup > o->steps && o->steps > 0) o->opt.warmup = o->steps;
-    int shard_V = o->V ? o->V : 50257;
-    memset(&r->train, 0, sizeof(r->train));
-    memset(&r->val, 0, sizeof(r->val));
+    Trainer* tr = &r->tr;
+    memset(tr, 0, sizeof(*tr));
     memset(&r->dec, 0, sizeof(r->dec));
+    memset(&r->llmc, 0, sizeof(r->llmc));
     memset(r->spike, 0, sizeof(r->spike));
-    dataset_load(&r->train, o->train_path, shard_V);
-    dataset_load(&r->val, o->val_path, shard_V);
-    if (r->train.is_shard != r->val.is_shard)
+    r->device = "cpu", r->engine = NULL, r->probes = NULL, r->lg.f = NULL, r->lock = -1;
+    if (o->opt.warmup > o->steps && o->steps > 0) o->opt.warmup = o->steps;
+    int train_kind = data_file_kind(o->train_path), val_kind = data_file_kind(o->val_path);
+    if (train_kind >= 0 && val_kind >= 0 && train_kind != val_kind)
         fatal("-i and -j must both be text or both token shards");
-    int V = r->train.is_shard ? shard_V : 256;
-    // the decode table: --decode's, else the one beside -i where there is one (data/x_train.bin
-    // -> data/x_decode.bin)
-    const char* decode = o->decode_path;
-    char beside[4096];
-    if (decode && !r->train.is_shard)
-        fatal("--decode %s: -i %s is byte text, which needs no decode table (token shards do)",
-              decode, o->train_path);
-    snprintf(beside, sizeof(beside), "%s", o->train_path);
-    char* us = strrchr(beside, '_');
-    if (us && r->train.is_shard && !decode) {
-        *us = 0;
-        strncat(beside, "_decode.bin", sizeof(beside) - strlen(beside) - 1);
-        if (access(beside, R_OK) == 0) decode = beside;
-    }
-    if (decode) decoder_load(&r->dec, decode);
-    Config cfg = config_from_options(o, V);
-    if (r->train.n < (size_t)o->T + 2)
-        fatal("training data %s has %zu tokens, fewer than -t %d + 2", o->train_path, r->train.n,
+    tr->cfg = config_from_options(o, train_kind == 1 ? (o->V ? o->V : 50257) : 256);
+    init_spec_from_options(&tr->init, o);
+    // the probes and the token dump run on rank 0 alone (train_gpt2.cu's ranks)
+    r->host_acts = host_acts || (!o->rank && (o->probe.every || o->probe.dump_tokens)) ||
+                   o->init_report;
+    memory_check(&tr->cfg, o, r->host_acts);
+    if (o->llmc_save) llmc_check(&tr->cfg, &tr->init, "--save-llmc");
+    if (o->llmc_load) llmc_check(&tr->cfg, &tr->init, "--load-llmc");
+    tr->train_path = o->train_path, tr->val_path = o->val_path;
+    tr->seed = (uint64_t)o->seed;
+    tr->opt = o->opt;
+    tr->B = o->B, tr->T = o->T, tr->micro = o->micro;
+    tr->order = o->data_order;
+    tr->steps = o->steps;
+    tr->val_every = o->val_every, tr->val_batches = o->val_batches;
+    tr->sample_every = o->sample_every, tr->sample_len = o->sample_len;
+    rng_seed(&r->data_rng, tr->seed + 1);
+    rng_seed(&r->sample_rng, tr->seed + 2);
+    tr->data_rng = &r->data_rng, tr->sample_rng = &r->sample_rng;
+    tr->llmc = &r->llmc;
+    tr->dec = &r->dec;
+    return tr;
+}
+
+// The model built and initialized and the data loaded (train_run): the data checked against the
+// flags, the decode table, --decay-emb, weights from --load-llmc or a checkpoint (-y),
+// --init-report, the probes, the output directory claimed and its log opened, the header.
+// Everything is checked before anything is written.
+static void run_start(Run* r) {
+    Options* o = &r->o;
+    Trainer* tr = &r->tr;
+    Model* m = tr->model;
+    if (tr->train->n < (size_t)o->T + 2)
+        fatal("training data %s has %zu tokens, fewer than -t %d + 2", o->train_path, tr->train->n,
               o->T);
-    if (o->data_order != ORDER_RANDOM && dataset_num_batches(&r->train, o->B, o->T) == 0)
+    if (o->data_order != ORDER_RANDOM && dataset_num_batches(tr->train, o->B, o->T) == 0)
         fatal("--data-order %s: training data %s has %zu tokens, fewer than one batch "
-              "(-b %d x -t %d + 1)", data_order_names[o->data_order], o->train_path, r->train.n,
+              "(-b %d x -t %d + 1)", data_order_names[o->data_order], o->train_path, tr->train->n,
               o->B, o->T);
     int procs = o->llmc_procs ? o->llmc_procs : o->ranks;     // llm.c's processes (llmc order)
     if (o->data_order == ORDER_LLMC && o->B % procs)
         fatal("--data-order llmc:%d: a batch of %d rows does not split into %d processes' equal "
               "shares", procs, o->B, procs);
     int validating = (o->val_every && o->val_batches) || o->probe.dump_tokens;
-    if (r->val.n < (size_t)o->T + 2 ||
-        (validating && dataset_num_batches(&r->val, o->B, o->T) == 0))
+    if (tr->val->n < (size_t)o->T + 2 ||
+        (validating && dataset_num_batches(tr->val, o->B, o->T) == 0))
         fatal("validation data %s has %zu tokens, fewer than one batch (-b %d x -t %d + 1)",
-              o->val_path, r->val.n, o->B, o->T);
-    init_spec_from_options(&r->spec, o);
-    // the probes and the token dump run on rank 0 alone (train_gpt2.cu's ranks)
-    int host_acts = host_engine || (!o->rank && (o->probe.every || o->probe.dump_tokens)) ||
-            o->init_report;
-    memory_check(&cfg, o, host_acts);
-    if (o->llmc_save) llmc_check(&cfg, &r->spec, "--save-llmc");
-    if (o->llmc_load) llmc_check(&cfg, &r->spec, "--load-llmc");
-
-    model_build(&r->model, &cfg);
-    for (int i = 0; i < r->model.num_tensors; i++)
-        if (o->decay_emb &&
-            (r->model.tensors[i].group == G_TOK_EMB || r->model.tensors[i].group == G_POS_EMB))
-            r->model.tensors[i].decay = 1;
-    model_init(&r->model, &r->spec, (uint64_t)o->seed);
+              o->val_path, tr->val->n, o->B, o->T);
+    // the decode table: --decode's, else the one beside -i where there is one (data/x_train.bin
+    // -> data/x_decode.bin)
+    const char* decode = o->decode_path;
+    char beside[4096];
+    if (decode && !tr->train->is_shard)
+        fatal("--decode %s: -i %s is byte text, which needs no decode table (token shards do)",
+              decode, o->train_path);
+    snprintf(beside, sizeof(beside), "%s", o->train_path);
+    char* us = strrchr(beside, '_');
+    if (us && tr->train->is_shard && !decode) {
+        *us = 0;
+        strncat(beside, "_decode.bin", sizeof(beside) - strlen(beside) - 1);
+        if (access(beside, R_OK) == 0) decode = beside;
+    }
+    if (decode) decoder_load(&r->dec, decode);
+    for (int i = 0; i < m->num_tensors; i++)
+        if (o->decay_emb && (m->tensors[i].group == G_TOK_EMB || m->tensors[i].group == G_POS_EMB))
+            m->tensors[i].decay = 1;
     // the file's weights replace the initializer's
-    if (o->llmc_load) llmc_load(&r->model, o->llmc_load);
-    if (host_acts) acts_alloc(&r->model, o->B, o->T);
-
-    Trainer* tr = &r->tr;
-    tr->inp = xmalloc((size_t)o->micro * o->B * o->T * sizeof(int));
-    tr->tgt = xmalloc((size_t)o->micro * o->B * o->T * sizeof(int));
-
-    rng_seed(&r->data_rng, (uint64_t)o->seed + 1);
-    rng_seed(&r->sample_rng, (uint64_t)o->seed + 2);
-    tr->train = &r->train;
-    tr->data_rng = &r->data_rng;
-    tr->B = o->B, tr->T = o->T, tr->micro = o->micro;
-    tr->order = o->data_order;
-    memset(&r->llmc, 0, sizeof(r->llmc));
-    if (o->data_order == ORDER_LLMC) llmc_order_new(&r->llmc, &r->train, o->B, o->T, procs);
-    tr->llmc = &r->llmc;
+    if (o->llmc_load) llmc_load(m, o->llmc_load);
+    if (o->data_order == ORDER_LLMC) llmc_order_new(&r->llmc, tr->train, o->B, o->T, procs);
     if (o->init_report) {       // a batch of the training data, the one step 1 would see
         next_batch(tr, 0, tr->inp, tr->tgt);
-        init_report(&r->model, &r->spec, tr->inp, o->B, o->T);
+        init_report(m, &tr->init, tr->inp, o->B, o->T);
         exit(0);
     }
-    r->start_step = o->resume
-            ? checkpoint_load(&r->model, o->resume, &r->data_rng, &r->sample_rng, r->spike)
+    tr->first_step = o->resume
+            ? checkpoint_load(m, o->resume, &r->data_rng, &r->sample_rng, r->spike)
             : 0;
-    if (o->resume && (r->start_step > o->steps || (r->start_step == o->steps && !o->llmc_save)))
+    if (o->resume && (tr->first_step > o->steps || (tr->first_step == o->steps && !o->llmc_save)))
         fatal("checkpoint %s is at step %d and -x is %d: nothing to train (give -x larger than %d, "
-              "or -x %d with "
-              "--save-llmc to convert it)",
-              o->resume, r->start_step, o->steps, r->start_step, r->start_step);
-    r->probes = probes_new(&o->probe, &r->model, r->train.tok, r->train.n, o->out_dir, r->spike,
+              "or -x %d with --save-llmc to convert it)",
+              o->resume, tr->first_step, o->steps, tr->first_step, tr->first_step);
+    tr->resumed = o->resume != NULL;
+    r->probes = probes_new(&o->probe, m, tr->train->tok, tr->train->n, o->out_dir, r->spike,
                            probe_log_line, &r->lg);
-    paths_check(o, r->start_step, decode);
+    paths_check(o, tr->first_step, decode);
     // before the log: files written at the end may go in -o. Rank 0 alone writes.
     r->lock = o->rank ? -1 : outputs_claim(o);
-    log_open(&r->lg, o->rank ? NULL : o->out_dir, o->resume, r->start_step);
-
-    tr->model = &r->model;
-    tr->opt = o->opt;
-    tr->first_step = r->start_step, tr->steps = o->steps;
-    tr->resumed = o->resume != NULL;
-    tr->val = &r->val;
-    tr->val_every = o->val_every, tr->val_batches = o->val_batches;
-    tr->sample_every = o->sample_every, tr->sample_len = o->sample_len;
-    tr->sample_rng = &r->sample_rng;
-    tr->dec = &r->dec;
+    log_open(&r->lg, o->rank ? NULL : o->out_dir, o->resume, tr->first_step);
     snprintf(r->last_ckpt, sizeof(r->last_ckpt), "%s", o->resume ? o->resume : "none written");
     r->last_val = NAN;
     r->probing = 0;
+    run_header(r);
 }
 
-// ---- the loop's hooks (train, section 5) --------------------------------------------------------
-// A validation loss into the log (the last one is printed at the end).
-static void run_val_loss(Run* r, int step, double loss) {
-    r->last_val = loss;
-    log_event(&r->lg, "\"event\":\"val\",\"step\":%d,\"val_loss\":%.6f", step, loss);
+// ---- the loop's record (train, section 5) -------------------------------------------------------
+// The host Model's parameters, and with moments 1 its AdamW state, up to date (nothing to do
+// without an engine).
+static void run_to_host(Run* r, int moments) {
+    if (r->engine) r->engine->to_host(r->engine->ctx, moments);
 }
 
-// Before step `step` (and once after the last): a checkpoint every -n steps and at the end. -x 0
-// writes the initialization as a step-0 checkpoint.
-static void run_before_step(Run* r, int step) {
+// After the loop: the last validation loss, then the files written at the end, from the host.
+static void run_finish(Run* r) {
     Options* o = &r->o;
-    Model* m = &r->model;
-    if (ckpt_due(o, r->start_step, step)) {
-        model_to_host(m, 1);        // on every rank: a sharded state is gathered first
+    Model* m = r->tr.model;
+    if (isfinite(r->last_val)) printf("final val loss %.6f\n", r->last_val);
+    if (o->rank) return;        // the files at the end are rank 0's
+    if (o->probe.dump_tokens || o->llmc_save) run_to_host(r, 0);
+    // the token losses are the host's forward, as the probes' are
+    if (o->probe.dump_tokens)
+        dump_token_losses(m, r->tr.val, o->val_batches, o->B, o->T, r->tr.inp, r->tr.tgt,
+                          o->probe.dump_tokens);
+    if (o->llmc_save) llmc_save(m, o->llmc_save);
+}
+
+// Before step `step` (and once after the last): the validation loss measured there into the log;
+// a checkpoint every -n steps and at the end (-x 0 writes the initialization as a step-0
+// checkpoint); after the last step, run_finish.
+static void run_before_step(Run* r, int step, double val_loss) {
+    Options* o = &r->o;
+    Model* m = r->tr.model;
+    if (validation_due(&r->tr, step)) {
+        r->last_val = val_loss;
+        log_event(&r->lg, "\"event\":\"val\",\"step\":%d,\"val_loss\":%.6f", step, val_loss);
+    }
+    if (ckpt_due(o, r->tr.first_step, step)) {
+        run_to_host(r, 1);          // on every rank: a sharded state is gathered first
         char what[256];
         if (model_nonfinite(m, what, sizeof(what))) {
             log_event(&r->lg, "\"event\":\"blowup\",\"step\":%d", step);
@@ -5874,24 +5873,16 @@ static void run_before_step(Run* r, int step) {
         log_event(&r->lg, "\"event\":\"checkpoint\",\"step\":%d,\"path\":\"%s\"", step,
                   r->last_ckpt);
     }
-}
-
-// The probes read the host Model's activations and gradients. With an engine, the parameters come
-// back and the host recomputes the probe step's forward and backward on the same micro-batches:
-// probes cost a host step every -p N steps, and nothing when off.
-static void host_recompute(Run* r) {
-    Model* m = &r->model;
-    Engine* e = m->engine;
-    model_to_host(m, 0);
-    m->engine = NULL;
-    compute_gradients(m, r->tr.inp, r->tr.tgt, r->o.B, r->o.T, r->o.micro);
-    m->engine = e;
+    if (step == r->tr.steps) run_finish(r);
 }
 
 // After the gradient of step `step`: a NaN or inf loss or norm stops the run (the log says where);
-// the first step's loss is set against ln V; the spike check; the probes of a probe step.
+// the first step's loss is set against ln V; the spike check; the probes of a probe step. The
+// probes read the host Model's activations and gradients: with an engine, the parameters come back
+// and the host recomputes the step's forward and backward on the same micro-batches (probes cost a
+// host step every -p N steps, and nothing when off).
 static int run_inspect(Run* r, int step, float loss, double norm) {
-    Model* m = &r->model;
+    Model* m = r->tr.model;
     if (!isfinite(loss) || !isfinite(norm)) {
         log_event(&r->lg, "\"event\":\"blowup\",\"step\":%d", step + 1);
         // a finite loss is printed as the progress line prints it: with a norm that is not, the
@@ -5913,7 +5904,10 @@ static int run_inspect(Run* r, int step, float loss, double norm) {
     int skip = probe_spike(r->probes, step, loss, norm);
     r->probing = !r->o.rank && probes_due(r->probes, step);
     if (r->probing) {
-        if (m->engine) host_recompute(r);
+        if (r->engine) {
+            run_to_host(r, 0);
+            compute_gradients(m, r->tr.inp, r->tr.tgt, r->o.B, r->o.T, r->o.micro);
+        }
         probes_before_update(r->probes, m, step);
     }
     return skip;
@@ -5922,8 +5916,8 @@ static int run_inspect(Run* r, int step, float loss, double norm) {
 // After the update: the probes' update-to-weight ratios, then the log's train event.
 static void run_after_step(Run* r, int step, float loss, float lr, double norm, double ms) {
     if (r->probing) {
-        model_to_host(&r->model, 0);
-        probes_after_update(r->probes, &r->model);
+        run_to_host(r, 0);
+        probes_after_update(r->probes, r->tr.model);
     }
     double tok_s = r->o.micro * (double)r->o.B * r->o.T / (ms / 1e3);
     log_event(&r->lg,
@@ -5932,33 +5926,112 @@ static void run_after_step(Run* r, int step, float loss, float lr, double norm, 
               step + 1, loss, lr, norm, ms, tok_s);
 }
 
-// After the loop: the last validation loss, then the files written at the end, from the host.
-static void run_finish(Run* r) {
-    Options* o = &r->o;
-    Model* m = &r->model;
-    if (isfinite(r->last_val)) printf("final val loss %.6f\n", r->last_val);
-    if (o->rank) return;        // the files at the end are rank 0's
-    if (o->probe.dump_tokens || o->llmc_save) model_to_host(m, 0);
-    Engine* e = m->engine;
-    m->engine = NULL;           // the token losses are the host's forward, as with probes
-    if (o->probe.dump_tokens)
-        dump_token_losses(m, &r->val, o->val_batches, o->B, o->T, r->tr.inp, r->tr.tgt,
-                          o->probe.dump_tokens);
-    if (o->llmc_save) llmc_save(m, o->llmc_save);
-    m->engine = e;
-}
-
+// What run_plan and run_start hold: the log, the lock, the probes, the decode table, llm.c's order.
 static void run_free(Run* r) {
     if (r->lg.f) fclose(r->lg.f);
     if (r->lock >= 0) close(r->lock);
     probes_delete(r->probes);
-    model_free(&r->model);
     decoder_free(&r->dec);
-    free(r->train.tok);
-    free(r->val.tok);
-    free(r->tr.inp);
-    free(r->tr.tgt);
     llmc_order_free(&r->llmc);
+}
+
+// ---- the loop through an engine -----------------------------------------------------------------
+// train_run's set-up for a model that trains elsewhere: the data, the host Model built and
+// initialized (checkpoints, probes and the engine's first weights come from it), its activations
+// only where the host computes (r->host_acts), then run_start.
+static void run_setup_for_engine(Run* r, Dataset* train_data, Dataset* val_data, Model* model) {
+    Trainer* tr = &r->tr;
+    dataset_load(train_data, tr->train_path, tr->cfg.V);
+    dataset_load(val_data, tr->val_path, tr->cfg.V);
+    model_build(model, &tr->cfg);
+    model_init(model, &tr->init, tr->seed);
+    if (r->host_acts) acts_alloc(model, tr->B, tr->T);
+    tr->inp = xmalloc((size_t)tr->micro * tr->B * tr->T * sizeof(int));
+    tr->tgt = xmalloc((size_t)tr->micro * tr->B * tr->T * sizeof(int));
+    tr->train = train_data, tr->val = val_data, tr->model = model;
+    run_start(r);
+}
+
+// evaluate (section 5) on the engine.
+static double engine_evaluate(Engine* e, const Trainer* tr) {
+    int batches = tr->val_batches, avail = dataset_num_batches(tr->val, tr->B, tr->T);
+    if (batches > avail) batches = avail;
+    double sum = 0.0;
+    for (int i = 0; i < batches; i++) {
+        dataset_batch_at(tr->val, i, tr->inp, tr->tgt, tr->B, tr->T);
+        sum += e->forward(e->ctx, tr->inp, tr->tgt, tr->B, tr->T);
+    }
+    return batches ? sum / batches : NAN;
+}
+
+// sample_text (section 5) on the engine: the same tokens from the same generator.
+static void engine_sample_text(Engine* e, const Trainer* tr, int T) {
+    int V = tr->cfg.V, length = tr->sample_len;
+    int* ctx = xmalloc((size_t)(length + 1) * sizeof(int));
+    ctx[0] = tr->val->tok[0];
+    print_token(tr->dec, ctx[0]);
+    for (int n = 1; n <= length; n++) {
+        int start = n > T ? n - T : 0, len = n - start;
+        e->forward(e->ctx, ctx + start, NULL, 1, len);
+        ctx[n] = sample_token(e->probs(e->ctx, len - 1, V), V, rng_uniform(tr->sample_rng));
+        print_token(tr->dec, ctx[n]);
+    }
+    printf("\n");
+    fflush(stdout);
+    free(ctx);
+}
+
+// compute_gradients (section 5) on the engine.
+static float engine_gradients(Engine* e, const int* inp, const int* tgt, int B, int T, int micro) {
+    long BT = (long)B * T;
+    double loss_sum = 0.0;
+    e->zero_grad(e->ctx);
+    for (int mb = 0; mb < micro; mb++) {
+        loss_sum += e->forward(e->ctx, inp + mb * BT, tgt + mb * BT, B, T);
+        e->backward(e->ctx, B, T, 1.0f / micro);
+    }
+    return (float)(loss_sum / micro);
+}
+
+// Part I's train() with every forward, backward, norm and update handed to the engine, in the same
+// order, around the same record of the run. test_gpt2.c trains a CPU model through this loop and
+// checks its log and checkpoint against train()'s, to the last bit.
+static void train_with_engine(Run* r, Engine* e) {
+    Trainer* tr = &r->tr;
+    long BT = (long)tr->B * tr->T;
+    r->engine = e;
+    for (int step = tr->first_step; step <= tr->steps; step++) {
+        double val_loss = NAN;
+        if (validation_due(tr, step)) {
+            val_loss = engine_evaluate(e, tr);
+            printf("step %d | val loss %.6f\n", step, val_loss);
+        }
+        if (sample_due(tr, step)) {
+            printf("---- sample at step %d ----\n", step);
+            engine_sample_text(e, tr, tr->T < tr->cfg.maxT ? tr->T : tr->cfg.maxT);
+            printf("----\n");
+        }
+        run_before_step(r, step, val_loss);
+        if (step == tr->steps) break;
+        double t0 = now_ms();
+        for (int mb = 0; mb < tr->micro; mb++)
+            next_batch(tr, (long)step * tr->micro + mb, tr->inp + mb * BT, tr->tgt + mb * BT);
+        float loss = engine_gradients(e, tr->inp, tr->tgt, tr->B, tr->T, tr->micro);
+        double norm = e->grad_norm(e->ctx);
+        int skip = run_inspect(r, step, loss, norm);
+        float lr = lr_at(&tr->opt, step);
+        if (!skip) e->update(e->ctx, &tr->opt, lr, step + 1, clip_scale(tr->opt.clip, norm));
+        double ms = now_ms() - t0;
+        print_step(tr, step, loss, lr, norm, ms, skip);
+        run_after_step(r, step, loss, lr, norm, ms);
+    }
+    r->engine = NULL;
+}
+
+// What run_setup_for_engine allocated.
+static void run_free_engine_setup(Run* r) {
+    model_free(r->tr.model);
+    free(r->tr.train->tok), free(r->tr.val->tok), free(r->tr.inp), free(r->tr.tgt);
 }
 
 // One training run on the CPU with the options o: what main does once, and --coord-check per width.
@@ -5966,10 +6039,8 @@ static void train_on_cpu(const Options* o, void* unused) {
     (void)unused;
     Run r;
     r.o = *o;
-    run_setup(&r, 1);
-    run_header(&r);
-    train(&r.tr, &r);
-    run_finish(&r);
+    Trainer* tr = run_plan(&r, 1);
+    train_run(tr, &r);
     run_free(&r);
 }
 

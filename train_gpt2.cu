@@ -15,8 +15,8 @@ PART II  THE FAST KERNELS, the default (--kernels fast): cuBLAS GEMMs in TF32 or
 What is not arithmetic on the model is train_gpt2.c's, not a copy: this file #includes it and uses
 its flags, Config, tensor table, data, initializers (the model is initialized on the host and copied
 up, so a seed gives the weights of ./train_gpt2), schedule, checkpoints (one format for both
-trainers), log, probes and its training loop, train(), which hands each forward, backward and
-update to the GPU through train_gpt2.c's Engine. Several GPUs (section 9) train data-parallel
+trainers), log and probes, and its loop through an engine (train_with_engine, the loop of Part I's
+train() with each forward, backward and update handed to the GPU through an Engine). Several GPUs (section 9) train data-parallel
 over NCCL, with AdamW's state sharded by --zero 1. Every kernel is deterministic (no atomics): a run
 gives the same losses bit for bit. doc/cuda.md lists the kernels, and where they have run.
 */
@@ -554,7 +554,6 @@ static void plain_model_create(PlainGpu* pg, Model* host, int B, int T) {
     d->adam_m = block + 2 * n;
     d->adam_v = block + 3 * n;
     cudaCheck(cudaMemset(d->grads, 0, n * sizeof(float)));
-    d->grads_zero = 1;
     for (int kd = 0; kd < NUM_KINDS; kd++) {
         d->p[kd] = host->p[kd] ? d->params + (host->p[kd] - host->params) : NULL;
         d->g[kd] = host->g[kd] ? d->grads + (host->g[kd] - host->grads) : NULL;
@@ -562,7 +561,6 @@ static void plain_model_create(PlainGpu* pg, Model* host, int B, int T) {
     size_t bytes = acts_bytes(c, B, T), used = 0;
     cudaCheck(cudaMalloc((void**)&pg->acts, bytes));
     acts_layout(d, B, T, &used, pg->acts);
-    d->a.dres_kept = NULL;
     if (c->rope) {                             // the CPU's cosines and sines
         int hd = c->C / c->H;
         float* cs = zeroed_floats((size_t)T * hd);
@@ -666,11 +664,10 @@ static float plain_forward(PlainGpu* pg, const int* tokens, const int* targets, 
 // dloss is 1, or 1/N for one of the N micro-batches of an update
 static void plain_backward(PlainGpu* pg, int B, int T, float dloss) {
     Model* m = &pg->d;
-    m->grads_zero = 0;
     const Config* c = &m->cfg;
     Acts* a = &m->a;
     int BT = B * T, C = c->C, H = c->H, KVH = c->KVH, hd = C / H, F = c->F, qd = H * hd;
-    long res_stride = (long)m->B * m->T * C;     // the stride of one layer's slice of res
+    long res_stride = (long)m->B * m->T * C;     // the stride of one layer's slice of res, dres
     size_t row_bytes = (size_t)BT * C * sizeof(float);
     // loss -> logits -> final norm
     cudaCheck(cudaMemset(a->dln, 0, row_bytes));
@@ -678,15 +675,18 @@ static void plain_backward(PlainGpu* pg, int B, int T, float dloss) {
     float* dhead = c->tied ? m->g[K_WTE] : m->g[K_LMHEAD];
     launch_lm_head_backward(a->dln, dhead, a->logits, m->targets, a->lnf, head, BT, C, c->V,
                             c->logit_scale * dloss);
-    cudaCheck(cudaMemset(a->dres, 0, row_bytes));
-    launch_norm_backward(a->dres, m->g[K_LNFW], m->g[K_LNFB], a->dln, a->res + c->L * res_stride,
+    float* dres = a->dres + c->L * res_stride;     // d loss / d (the last block's output)
+    cudaCheck(cudaMemset(dres, 0, row_bytes));
+    launch_norm_backward(dres, m->g[K_LNFW], m->g[K_LNFB], a->dln, a->res + c->L * res_stride,
                          m->p[K_LNFW], a->lnf_mean, a->lnf_rstd, c->rmsnorm, BT, C);
-    // blocks in reverse; a->dres carries d loss / d residual stream
+    // blocks in reverse; dres, slice l of a->dres, becomes d loss / d (block l's input)
     for (int l = c->L - 1; l >= 0; l--) {
         LayerActs la = layer_acts(a, c, l, (long)m->B * m->T, m->T);
+        dres = a->dres + l * res_stride;     // the residual connections pass the gradient through
+        cudaCheck(cudaMemcpy(dres, dres + res_stride, row_bytes, cudaMemcpyDeviceToDevice));
         // MLP sublayer
         cudaCheck(cudaMemset(a->dhact, 0, (size_t)BT * F * sizeof(float)));
-        launch_matmul_backward(a->dhact, grad_of(m, K_WDOWN, l), grad_of(m, K_BDOWN, l), a->dres,
+        launch_matmul_backward(a->dhact, grad_of(m, K_WDOWN, l), grad_of(m, K_BDOWN, l), dres,
                                la.hact, param_of(m, K_WDOWN, l), BT, F, C);
         cudaCheck(cudaMemset(a->dln, 0, row_bytes));
         if (c->swiglu) {
@@ -699,11 +699,11 @@ static void plain_backward(PlainGpu* pg, int B, int T, float dloss) {
         }
         launch_matmul_backward(a->dln, grad_of(m, K_WUP, l), grad_of(m, K_BUP, l), a->dup, la.ln2,
                                param_of(m, K_WUP, l), BT, C, F);
-        launch_norm_backward(a->dres, grad_of(m, K_LN2W, l), grad_of(m, K_LN2B, l), a->dln, la.xmid,
+        launch_norm_backward(dres, grad_of(m, K_LN2W, l), grad_of(m, K_LN2B, l), a->dln, la.xmid,
                              param_of(m, K_LN2W, l), la.ln2_mean, la.ln2_rstd, c->rmsnorm, BT, C);
         // attention sublayer
         cudaCheck(cudaMemset(a->dyg, 0, (size_t)BT * qd * sizeof(float)));
-        launch_matmul_backward(a->dyg, grad_of(m, K_WO, l), grad_of(m, K_BO, l), a->dres,
+        launch_matmul_backward(a->dyg, grad_of(m, K_WO, l), grad_of(m, K_BO, l), dres,
                                la.attn_out, param_of(m, K_WO, l), BT, qd, C);
         cudaCheck(cudaMemset(a->dln, 0, row_bytes));
         float* dyatt = a->dyg;
@@ -726,10 +726,10 @@ static void plain_backward(PlainGpu* pg, int B, int T, float dloss) {
                                param_of(m, K_WK, l), BT, C, KVH * hd);
         launch_matmul_backward(a->dln, grad_of(m, K_WV, l), grad_of(m, K_BV, l), a->dv, la.ln1,
                                param_of(m, K_WV, l), BT, C, KVH * hd);
-        launch_norm_backward(a->dres, grad_of(m, K_LN1W, l), grad_of(m, K_LN1B, l), a->dln, la.x,
+        launch_norm_backward(dres, grad_of(m, K_LN1W, l), grad_of(m, K_LN1B, l), a->dln, la.x,
                              param_of(m, K_LN1W, l), la.ln1_mean, la.ln1_rstd, c->rmsnorm, BT, C);
     }
-    launch_embedding_backward(m->g[K_WTE], m->g[K_WPE], a->dres, m->tokens, B, T, C);
+    launch_embedding_backward(m->g[K_WTE], m->g[K_WPE], dres, m->tokens, B, T, C);
 }
 
 // ============================================================================================
@@ -762,13 +762,11 @@ static double plain_grad_norm(PlainGpu* pg) {
 //   theta <- theta (1 - lr lambda)                  decoupled weight decay [ComplexCtl eq. 1]
 //   m <- b1 m + (1-b1) g ;  v <- b2 v + (1-b2) g^2
 //   theta <- theta - lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
-// Each gradient is zeroed once read, so the next backward starts from zeros.
-__global__ void adamw_plain(float* p, float* g, float* m, float* v, long n, AdamwScalars k,
+__global__ void adamw_plain(float* p, const float* g, float* m, float* v, long n, AdamwScalars k,
                             float beta1, float beta2, float eps, float grad_scale) {
     long i = thread_index();
     if (i >= n) return;
     float gi = g[i] * grad_scale;
-    g[i] = 0.0f;
     p[i] *= k.decay;
     m[i] = beta1 * m[i] + (1.0f - beta1) * gi;
     v[i] = beta2 * v[i] + (1.0f - beta2) * gi * gi;
@@ -787,12 +785,10 @@ static void plain_adamw_step(PlainGpu* pg, const OptConfig* o, float sched_lr, i
                 o->beta1, o->beta2, o->adam_eps, grad_scale);
         LAUNCH_CHECK(adamw_plain);
     }
-    m->grads_zero = 1;
 }
 
-// ---- the Engine: how train_gpt2.c's loop (train) reaches these ---------------------------------
-// model_forward, model_zero_grad, model_backward, grad_norm and adamw_step of train_gpt2.c hand
-// their work to these functions when the host Model's engine is set (section 7 there).
+// ---- the Engine: how train_gpt2.c's loop through an engine (train_with_engine) reaches these -----
+// each stands for the Part I function of train_gpt2.c that its name ends with
 static float plain_engine_forward(void* pg, const int* inp, const int* tgt, int B, int T) {
     return plain_forward((PlainGpu*)pg, inp, tgt, B, T);
 }
@@ -802,12 +798,9 @@ static const float* plain_engine_probs(void* ctx, int bt, int V) {     // one ro
                          cudaMemcpyDeviceToHost));
     return pg->probs_h;
 }
-// model_zero_grad: adamw_plain zeroes each gradient it reads, so in training this has nothing to do
-static void plain_engine_zero_grad(void* ctx) {
+static void plain_engine_zero_grad(void* ctx) {        // model_zero_grad
     Model* d = &((PlainGpu*)ctx)->d;
-    if (d->grads_zero) return;
     cudaCheck(cudaMemset(d->grads, 0, d->num_params * sizeof(float)));
-    d->grads_zero = 1;
 }
 static void plain_engine_backward(void* pg, int B, int T, float dloss) {
     plain_backward((PlainGpu*)pg, B, T, dloss);
@@ -820,9 +813,8 @@ static void plain_engine_update(void* pg, const OptConfig* o, float lr, int t, f
 static void plain_engine_to_host(void* pg, int moments) {
     plain_copy_state((PlainGpu*)pg, cudaMemcpyDeviceToHost, moments);
 }
-static Engine plain_engine(PlainGpu* pg, const char* device) {
+static Engine plain_engine(PlainGpu* pg) {
     Engine e;
-    e.device = device;
     e.ctx = pg;
     e.forward = plain_engine_forward;
     e.probs = plain_engine_probs;
@@ -2998,8 +2990,8 @@ static void gpu_init(int tf32) {
     gpu_set_tf32(tf32);
 }
 
-// The Engine of train_gpt2.c (section 7 there): Part I's model_forward, model_zero_grad,
-// model_backward, grad_norm and adamw_step hand their work to these when the Model's engine is set.
+// The Engine of train_gpt2.c (section 7 there), through which its train_with_engine trains: in
+// place of Part I's model_forward, model_zero_grad, model_backward, grad_norm and adamw_step.
 static float gpu_engine_forward(void* gm, const int* inp, const int* tgt, int B, int T) {
     return gpu_forward((GpuModel*)gm, inp, tgt, B, T);
 }
@@ -3025,8 +3017,8 @@ static void gpu_engine_to_host(void* gm, int moments) {
     gpu_download_state((GpuModel*)gm, moments);
 }
 
-static Engine gpu_engine(GpuModel* gm, const char* device) {
-    return (Engine){device, gm, gpu_engine_forward, gpu_engine_probs, gpu_engine_zero_grad,
+static Engine gpu_engine(GpuModel* gm) {
+    return (Engine){gm, gpu_engine_forward, gpu_engine_probs, gpu_engine_zero_grad,
                     gpu_engine_backward, gpu_engine_grad_norm, gpu_engine_update,
                     gpu_engine_to_host};
 }
@@ -3730,9 +3722,9 @@ static void dp_engine_update(void* ctx, const OptConfig* o, float lr, int t, flo
 }
 
 // The run's engine: over the ranks where they have met, else section 8's for one GPU
-static Engine run_engine(GpuModel* gm, const char* device) {
-    if (!g_dp.comm) return gpu_engine(gm, device);
-    return (Engine){device, gm, dp_engine_forward, gpu_engine_probs, gpu_engine_zero_grad,
+static Engine run_engine(GpuModel* gm) {
+    if (!g_dp.comm) return gpu_engine(gm);
+    return (Engine){gm, dp_engine_forward, gpu_engine_probs, gpu_engine_zero_grad,
                     dp_engine_backward, dp_engine_grad_norm, dp_engine_update, gpu_engine_to_host};
 }
 
@@ -3769,7 +3761,7 @@ static void dp_start(const DpSetup* s, Options* o) { (void)s, (void)o; }
 static void dp_end(void) {}
 static void zero_gather_norm_partials(GpuModel* gm) { (void)gm; }
 static void zero_gather_moments(GpuModel* gm) { (void)gm; }
-static Engine run_engine(GpuModel* gm, const char* device) { return gpu_engine(gm, device); }
+static Engine run_engine(GpuModel* gm) { return gpu_engine(gm); }
 static void dp_describe(char* device, size_t cap) { (void)device, (void)cap; }
 static void dp_header(const GpuModel* gm) { (void)gm; }
 #endif
@@ -3845,38 +3837,39 @@ static void take_gpu_flags(int* argc, char** argv, GpuFlags* f) {
 
 // train_on_cpu of train_gpt2.c with the model on the GPU: the same run (data, initialization on the
 // host with the same generator, schedule, printout, log, validation, samples, checkpoints, probes,
-// NaN stop), the forward, backward and update on Part I's kernels (--kernels plain) or Part II's.
-// ctx points to the GpuFlags.
+// NaN stop) through train_with_engine, the forward, backward and update on Part I's kernels
+// (--kernels plain) or Part II's. ctx points to the GpuFlags.
 static void train_on_gpu(const Options* o, void* ctx) {
     const GpuFlags* f = (const GpuFlags*)ctx;
     Run r;
     r.o = *o;
-    run_setup(&r, 0);
+    run_plan(&r, 0);
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, g_device));
     char device[300];
     snprintf(device, sizeof(device), "%s, %s", prop.name,
              f->plain ? "plain float32 kernels (Part I)" : g_bf16.on ? "bf16 matmuls"
              : f->tf32 ? "TF32 matmuls" : "float32 matmuls");
+    if (!f->plain) dp_describe(device, sizeof(device));
+    r.device = device;
+    Dataset train_data, val_data;
+    Model model;
+    run_setup_for_engine(&r, &train_data, &val_data, &model);
     GpuModel gm;
     PlainGpu pg;
     Engine e;
     if (f->plain) {            // one GPU (main refuses several ranks with it)
-        plain_model_create(&pg, &r.model, r.o.B, r.o.T);     // uploads params, m, v
-        e = plain_engine(&pg, device);
+        plain_model_create(&pg, &model, r.o.B, r.o.T);     // uploads params, m, v
+        e = plain_engine(&pg);
     } else {
-        gpu_model_create(&gm, &r.model, r.o.B / r.o.ranks, r.o.T);   // one rank's rows
-        dp_describe(device, sizeof(device));
-        e = run_engine(&gm, device);
+        gpu_model_create(&gm, &model, r.o.B / r.o.ranks, r.o.T);   // one rank's rows
+        e = run_engine(&gm);
+        dp_header(&gm);
     }
-    r.model.engine = &e;
-    run_header(&r);
-    if (!f->plain) dp_header(&gm);
-    train(&r.tr, &r);
-    run_finish(&r);
-    r.model.engine = NULL;
+    train_with_engine(&r, &e);
     if (f->plain) plain_model_free(&pg);
     else gpu_model_free(&gm);
+    run_free_engine_setup(&r);
     run_free(&r);
 }
 

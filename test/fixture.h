@@ -203,31 +203,33 @@ static int fixture_check_after(Fixture* fx, const Model* m, int steps, float lr,
 }
 
 // The fixture's AdamW steps on its batch, with the schedule, clipping and decoupled weight decay, run
-// as the training loop runs them (test_gpt2.c: on the CPU; test_gpt2.cu: on the GPU, the Model's
-// engine): the learning rate, loss and gradient norm of every step, then every parameter after the
+// as the training loop runs them (test_gpt2.c: on the CPU, e NULL; test_gpt2.cu: on the GPU, through
+// the Engine e, as train_with_engine runs them): the learning rate, loss and gradient norm of every step, then every parameter after the
 // last, against the reference. With micro > 1 each step is run as the loop runs -d
 // (compute_gradients): the batch's rows in `micro` micro-batches of B / micro rows, each backward
 // adding 1/micro of its mean loss's gradient. Their mean loss is the batch's, so PyTorch's
 // single-batch steps are the reference for gradient accumulation too.
-static void fixture_check_steps(Fixture* fx, const char* base, const char* who, Model* m,
+static void fixture_check_steps(Fixture* fx, const char* base, const char* who, Model* m, Engine* e,
                                 const int* inp, const int* tgt, int B, int T, const OptConfig* o, int micro) {
     FixtureEntry *sl = fixture_get(fx, "step_loss"), *slr = fixture_get(fx, "step_lr"), *sg = fixture_get(fx, "step_gradnorm");
     int steps = (int)sl->count, sched_ok = 1, loss_ok = 1, norm_ok = 1;
     if (B % micro) { check(0, "%s: %d rows do not split into %d micro-batches", base, B, micro); return; }
     for (int s = 0; s < steps; s++) {
-        float l = compute_gradients(m, inp, tgt, B / micro, T, micro);
-        double norm = grad_norm(m);
+        float l = e ? engine_gradients(e, inp, tgt, B / micro, T, micro)
+                    : compute_gradients(m, inp, tgt, B / micro, T, micro);
+        double norm = e ? e->grad_norm(e->ctx) : grad_norm(m);
         float scale = (o->clip > 0 && norm > o->clip) ? (float)(o->clip / (norm + 1e-6)) : 1.0f;
         float lr = lr_at(o, s);
         loss_ok &= fabs(l - entry_at(sl, s)) <= FX_ATOL + FX_RTOL * fabs(entry_at(sl, s));
         sched_ok &= fabs(lr - entry_at(slr, s)) <= 1e-7 * entry_at(slr, s) + 1e-12;
         norm_ok &= fabs(norm - entry_at(sg, s)) <= FX_ATOL + FX_RTOL * entry_at(sg, s);
-        adamw_step(m, o, lr, s + 1, scale);
+        if (e) e->update(e->ctx, o, lr, s + 1, scale);
+        else adamw_step(m, o, lr, s + 1, scale);
     }
+    if (e) e->to_host(e->ctx, 0);
     check(sched_ok, "%s: %slearning-rate schedule (warmup, cosine, floor) equals the reference", base, who);
     check(loss_ok, "%s: %slosses of %d AdamW steps track the reference", base, who, steps);
     check(norm_ok, "%s: %sgradient norms (clipping input) track the reference", base, who);
-    model_to_host(m, 0);
     double worst;
     int bad = fixture_check_after(fx, m, steps, o->lr, FX_ATOL, FX_RTOL, &worst);
     check(bad == 0, "%s: %severy parameter after %d AdamW steps within tolerance (worst diff %.2e)", base, who, steps, worst);

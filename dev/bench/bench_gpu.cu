@@ -434,10 +434,10 @@ static void bench_gpu(const BenchModel* bm, const char* mode, int warmup, int st
     Engine e;
     if (plain) {
         plain_model_create(&pg, &host, B, T);
-        e = plain_engine(&pg, mode);
+        e = plain_engine(&pg);
     } else {
         gpu_model_create(&gm, &host, B, T);
-        e = gpu_engine(&gm, mode);
+        e = gpu_engine(&gm);
     }
     OptConfig opt = bm->o.opt;
     opt.steps = warmup + steps;

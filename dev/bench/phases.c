@@ -21,10 +21,10 @@ many times per step as model_forward and model_backward call them:
   softmax+loss softmax_forward (and the muP logit scale, if any); the loss's backward is in the
                matmuls, inside the LM head's (lm_head_backward reads the probabilities as they are)
   embeddings   embedding_forward and embedding_backward
-  memsets      the zeroing of the activation gradients (dln, dres, dhact, dyg, dq, dk, dv) in model_backward
+  memsets      the zeroing of the activation gradients (dln, dres, dhact, dyg, dq, dk, dv) in model_backward,
+               and its copy of each block's output gradient into the block's input slice of dres
   optimizer    after the backward: grad_norm (a pass over every gradient), then adamw_step
-  zero grads   model_zero_grad (what compute_gradients does before model_backward; a no-op in training,
-               where AdamW zeroed the gradients as it read them)
+  zero grads   model_zero_grad (what compute_gradients does before model_backward: every gradient set to 0)
 
 The program runs rounds: each round runs every phase once and then a full step (forward, backward
 with the gradient zeroing, gradient norm, AdamW, as train() runs them: what the trainer's progress
@@ -99,9 +99,9 @@ static void att_fwd(float* y, float* att, const float* q, const float* k, const 
 
 // attention backward: reads dy [BT,H*hd], the causal half of att, q, k, v; accumulates dq, dk, dv
 // (the per-thread scratch stays in cache and is not counted)
-static void att_bwd(float* dq, float* dk, float* dv, float* scratch, const float* dy, const float* att,
+static void att_bwd(float* dq, float* dk, float* dv, const float* dy, const float* att,
                     const float* q, const float* k, const float* v, int B, int T, int H, int KVH, int hd, float scale) {
-    impl.attention_backward(dq, dk, dv, scratch, dy, att, q, k, v, B, T, H, KVH, hd, scale);
+    impl.attention_backward(dq, dk, dv, dy, att, q, k, v, B, T, H, KVH, hd, scale);
     double BT = (double)B * T, tri = (double)B * H * T * (T + 1) / 2.0;
     count(4.0 * B * (double)T * T * H * hd,
           2.0 * BT * H * hd + tri + 2.0 * BT * KVH * hd + 2.0 * (BT * H * hd + 2.0 * BT * KVH * hd));
@@ -256,7 +256,7 @@ static void phase_attention(Model* m, int B, int T) {
     }
     for (int l = c->L - 1; l >= 0; l--) {
         LayerActs la = layer_acts(a, c, l, rows, m->T);
-        att_bwd(a->dq, a->dk, a->dv, a->att_scratch, c->attn_gate ? a->dyatt : a->dyg, la.att, la.q, la.k, la.v, B, T, H, KVH, hd,
+        att_bwd(a->dq, a->dk, a->dv, c->attn_gate ? a->dyatt : a->dyg, la.att, la.q, la.k, la.v, B, T, H, KVH, hd,
                 c->attn_scale);
         if (c->rope) {
             rope(a->dq, a->rope_cs, B, T, H, hd, -1.0f);
@@ -321,6 +321,8 @@ static void phase_memsets(Model* m, int B, int T) {
     zero(a->dln, (long)BT * C);
     zero(a->dres, (long)BT * C);
     for (int l = c->L - 1; l >= 0; l--) {
+        memcpy(a->dres, a->dres + (long)BT * C, (size_t)BT * C * sizeof(float));   // the residual path
+        count(0, 2.0 * BT * C);
         zero(a->dhact, (long)BT * F);
         zero(a->dln, (long)BT * C);
         zero(a->dyg, (long)BT * qd);
@@ -331,8 +333,8 @@ static void phase_memsets(Model* m, int B, int T) {
     }
 }
 
-// AdamW reads parameters, gradients and both moments and writes all four (the gradients as zeros):
-// 8 P floats; the gradient norm reads the gradients once more: P floats.
+// AdamW reads parameters, gradients and both moments and writes parameters and moments: 7 P floats;
+// the gradient norm reads the gradients once more: P floats.
 static void phase_optimizer(Model* m, int B, int T) {
     (void)B; (void)T;
     double norm = grad_norm(m);
@@ -340,7 +342,7 @@ static void phase_optimizer(Model* m, int B, int T) {
     adamw_step(m, &opt, lr_at(&opt, opt_t - 1), opt_t, clip_scale(opt.clip, norm));
     if (counting) {
         counting->calls += 2;
-        counting->bytes += 4.0 * 9.0 * (double)m->num_params;
+        counting->bytes += 4.0 * 8.0 * (double)m->num_params;
     }
 }
 

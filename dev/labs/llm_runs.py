@@ -117,6 +117,21 @@ def write_csv(path, rows):
     print("  wrote", os.path.relpath(path, ROOT))
 
 
+def read_csv(path):
+    """A CSV write_csv wrote, as a list of dicts: a cell that reads as an int is one, else a float
+    (nan, inf included), else the text; an empty cell stays "" (a column a row does not have). The
+    labs' --replot draws from these rows what the run path draws from its own."""
+    def cell(v):
+        for kind in (int, float):
+            try:
+                return kind(v)
+            except ValueError:
+                pass
+        return v
+    with open(path, newline="") as f:
+        return [{k: (v if v == "" else cell(v)) for k, v in r.items()} for r in csv.DictReader(f)]
+
+
 def save(fig, path, dpi=90, colors=None):
     """colors: store the PNG with a palette of that many colours (PIL, a matplotlib dependency), for
     noisy images such as heatmaps that would otherwise take half a megabyte."""

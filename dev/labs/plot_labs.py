@@ -1728,15 +1728,17 @@ high at the saved resolution (9 pt at 100 dpi; explicit small font sizes include
 layer, depth or block gets integer ticks, every kind of shaded band gets a legend entry that says what it
 spans (min to max over the seeds, ± sd, the layers where a gradient is 0 or NaN), and a colour bar without
 a label is reported, and so is every axis with tick labels but no label (`dev/labs/figure_check.py`,
-in `make check`, draws every figure of labs I and qkv's and fails on one); one colour means one thing in
-every panel of a figure; panels that show one quantity share one colour scale (`figstyle.shared_norm`), and a
+in `make check`, draws the figures of labs I and II from the CSVs and fails on one); one colour means
+one thing in every panel of a figure; panels that show one quantity share one colour scale (`figstyle.shared_norm`), and a
 caption under the figure explains special marks (a lone dot: a run that diverged after step 0). The
 conventions the CSVs use are stated in each handout ("Conventions of the output"): −1 for a step or layer
 means never (explode's `first_inf_layer`, the race's and sweep's `diverged_step`), a log10 update ratio of
 −inf means an update of exactly 0, NaN a diverged run, 301 iterations to target never reaching it. The
 figures of labs I are redrawn from their committed CSVs by `dev/labs/plot_labs.py NAME --dir doc/labs`
-(the pages come out the same); of labs II, the qkv lab's by `dev/labs/llm_labs.py qkv --replot --out
-doc/labs` (the others are drawn from the runs' logs, so they change with the next `make lab-publish`).
+(the pages come out the same); those of labs II by `dev/labs/llm_labs.py NAME --replot --out doc/labs`,
+except condense's heatmaps (drawn from the runs' dumps) and the figures whose curves the labs write to
+llm_NAME_curves.csv or llm_tokens_bytes.csv since issue 40, which the next `make lab-publish LAB=NAME`
+commits (norm-eps, how-small, tokens, compose, complexity's norms: until then drawn from the runs' logs).
 
 **Checking your numbers.** `make lab-check LAB=NAME` runs the lab into the scratch directory
 `out/labs/check/NAME/` (emptied first; no figures, so it needs python3 but not numpy or matplotlib) and

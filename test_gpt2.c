@@ -3331,7 +3331,7 @@ static void test_part_one_edits(void) {
         {"swiglu_backward", "&da[i], &du[i]", "&du[i], &da[i]", "-a llama", 0},
         {"residual_forward", "a[i] + b[i]", "a[i] + 0.5f * b[i]", "", 0},
         {"grad_norm", "s += (double)g[j] * g[j];", "s += 2.0 * g[j] * g[j];", "", 0},
-        {"adamw_update", "(1.0f - o->beta1) * gi", "(1.0f - o->beta1) * -gi", "", 0},
+        {"adamw_update", "(1.0f - beta1) * gi", "(1.0f - beta1) * -gi", "", 0},
         {"model_zero_grad", "m->grads[i] = 0.0f;", "m->grads[i] *= 0.5f;", "", 0},
         {"model_backward", "memcpy(dres, dres + res_stride, row_bytes);", "memset(dres, 0, row_bytes);", "", 0},
     };

@@ -1408,13 +1408,16 @@ static AdamwScalars adamw_scalars(const OptConfig* o, const Tensor* tn, float sc
 // [Errata 003-2].
 static void adamw_update(float* p, const float* g, float* mom, float* var, size_t n,
                          AdamwScalars k, const OptConfig* o, float grad_scale) {
+    // the constants in locals: read through o inside the loop, they could (for all the compiler
+    // knows) change with every store to p, mom or var, and the loop would not vectorize
+    const float beta1 = o->beta1, beta2 = o->beta2, eps = o->adam_eps;
     #pragma omp parallel for
     for (size_t i = 0; i < n; i++) {
         float gi = g[i] * grad_scale;
         p[i] *= k.decay;
-        mom[i] = o->beta1 * mom[i] + (1.0f - o->beta1) * gi;
-        var[i] = o->beta2 * var[i] + (1.0f - o->beta2) * gi * gi;
-        p[i] -= k.step_size * mom[i] / (sqrtf(var[i]) / k.bc2_sqrt + o->adam_eps);
+        mom[i] = beta1 * mom[i] + (1.0f - beta1) * gi;
+        var[i] = beta2 * var[i] + (1.0f - beta2) * gi * gi;
+        p[i] -= k.step_size * mom[i] / (sqrtf(var[i]) / k.bc2_sqrt + eps);
     }
 }
 

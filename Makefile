@@ -85,7 +85,7 @@ SAN_TARGETS := $(if $(HAVE_SAN_CC),$(SAN_BUILD)/test_gpt2 $(SAN_BUILD)/train_gpt
 SAN_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
     $(ARCH_FLAGS) -fopenmp -fno-math-errno -Wall -Wextra -Wno-unused-function -Wno-pass-failed
 
-.PHONY: all test check data data-gpt2 clean help deps bench bench-gpu gpu-check test-cuda-mutants
+.PHONY: all test check data data-gpt2 clean help deps bench bench-quick bench-gpu gpu-check test-cuda-mutants
 all: train_gpt2 test_gpt2
 
 help:
@@ -101,6 +101,7 @@ help:
 	@echo "make test-cuda-mutants  deliberate bugs in train_gpt2.cu, each caught by the tests (part of make check)"
 	@echo "make test-sanitize  test_gpt2 and the trainer under ASan, LeakSanitizer and UBSan (part of make check where clang exists)"
 	@echo "make bench        training-step speed vs PyTorch, FMA peak, MFU, T sweep, phase table (doc/performance.md; ~27 min)"
+	@echo "make bench-quick  the two GPT-2 ratios ours/PyTorch (cfgM, cfgS) with their spread, to check a change (~4 min)"
 	@echo "make bench-gpu    GPU trainer speed, per-kernel times, MFU; without a GPU the analytic plan"
 	@echo "make gpu-check    on a GPU: build, ./test_gpt2cu, compute-sanitizer, bench-gpu, one rank through NCCL; a log per stage (dev/gpu_check.sh)"
 	@echo "make labs-variance  classroom labs I (MLPs; doc/labs/README.md); one lab: make lab-sweep"
@@ -215,6 +216,12 @@ bench: dev/bench/fma_peak dev/bench/phases
 	$(CC) $(CFLAGS) -o train_gpt2 train_gpt2.c $(LDLIBS)
 	$(CC) $(CFLAGS) -DREFERENCE=1 -o dev/bench/train_gpt2_ref train_gpt2.c $(LDLIBS)
 	$(PYTHON) dev/bench/bench.py $(BENCH_ARGS)
+
+# The two ratios alone (bench.py --quick: cfgM-gpt2 and cfgS-gpt2, ours and PyTorch alternating 4
+# times), about 4 minutes on 2 cores; BENCH_ARGS adds or overrides flags (--reps 6).
+bench-quick: dev/bench/fma_peak
+	$(CC) $(CFLAGS) -o train_gpt2 train_gpt2.c $(LDLIBS)
+	$(PYTHON) dev/bench/bench.py --quick $(BENCH_ARGS)
 
 dev/bench/fma_peak: dev/bench/fma_peak.c
 	$(CC) -O2 $(ARCH_FLAGS) -fopenmp -Wall -Wextra -o $@ $<

@@ -2666,9 +2666,13 @@ HOSTDEV static inline float vexpf(float x) {
 // 1. Register tile (the micro-kernel). An MR x NR block of Cm is kept in vector registers while k
 //    runs; each step loads MR values of A and NR of Bm and does MR*NR multiply-adds, so each loaded
 //    A value is used NR times and each Bm value MR times. With AVX-512 (32 registers of 16 floats)
-//    8 x 32 is 16 accumulator registers + 2 for the row of Bm + 1 for the broadcast A value: enough
-//    independent accumulators to cover the FMA latency (4 cycles x 2 units), and 32 divides every
-//    width of the model (C, 4C, head size). With AVX2 (16 registers of 8 floats) the classic 6 x 16
+//    8 x 32 is 16 accumulator registers + 2 for the row of Bm + 1 for the broadcast A value, and
+//    32 divides every width of the model (C, 4C, head size). One tile serves both AMD kinds: Zen 4
+//    runs a 512-bit FMA on its two 256-bit units together (1 per cycle: 4 in flight at 4 cycles'
+//    latency), Zen 5 runs 2 per cycle (8 in flight); 16 independent accumulators cover both, and
+//    2 loads + 8 broadcasts per 16 FMAs fit either's load ports. On Zen 4 it runs at 97-98% of
+//    the FMA peak on blocks held in L2, as do 12 x 32, 14 x 32, 6 x 64 and 8 x 48
+//    (doc/performance.md, issue 41). With AVX2 (16 registers of 8 floats) the classic 6 x 16
 //    (12 + 2 + 1). The loops are plain C with constant trip counts: GCC at -O3 -march=native
 //    unrolls them and keeps acc[][] in registers (objdump -d: vbroadcastss + vfmadd231ps, no
 //    spills).
@@ -2684,7 +2688,10 @@ HOSTDEV static inline float vexpf(float x) {
 //    KB) is more than L1 holds: the kernel streams it from L2, in order, at 2 vectors per MR x NR
 //    multiply-adds, which L2 keeps up with. What KC buys is fewer passes over Cm: the kernel loads
 //    and stores its accumulators once per slice. On Zen 4 KC = 512 measured 1.3-2.3% faster per
-//    step than 256, and smaller values slower (doc/performance.md).
+//    step than 256, and smaller values slower. Around MC = NC = 256, KC = 512 the products sit on
+//    a plateau (MC 320-384, NC 128, KC 384 within noise; MC 128 and 512 3-5% slower) at about 87%
+//    of the peak per core: packing takes about 4% of the time, and the kernel runs below its
+//    in-L2 rate when A, the packed block or Cm come from L3 or DRAM (doc/performance.md).
 // 4. Threads. Cm is split into units (column ranges of a wide product, row ranges of a tall one,
 // see
 //    gemm), each owned by one thread, which packs each block of Bm once for all its rows and

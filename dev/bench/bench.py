@@ -1,6 +1,7 @@
 """`make bench`: training-step speed of train_gpt2 against PyTorch, on this machine, in one command.
 
     make bench                                     # everything (about 27 minutes on 2 cores, measured)
+    make bench-quick                               # the two GPT-2 ratios alone (--quick, about 4 minutes)
     /usr/bin/python3 dev/bench/bench.py --configs cfgM-gpt2,classroom --reps 2 --scaling '' --tsweep '' --phases ''
 
 For each configuration the trainer (./train_gpt2, built by `make bench`) and the same model and step
@@ -10,6 +11,12 @@ times each, so that both see the same machine noise; each run times `--steps` st
 it the spread: the smallest and largest run median, and the range of the ratios of each PyTorch run
 to the run of ours just before it. A step is what the trainer times: draw a batch, forward,
 backward, gradient norm and clipping, AdamW.
+
+The quick mode (--quick, make bench-quick) is the check to run after a change: cfgM-gpt2 and cfgS-gpt2
+only, ours and PyTorch alternating 4 times, 3 timed steps after 2 warm-up ones, nothing else (no
+scaling, probes, REFERENCE=1, sweep or phases). It ends with the two ratios ours/PyTorch, each the
+ratio of the medians with the range of the per-pair ratios beside it, under 5 minutes on 2 cores.
+Flags given beside --quick override its choices (--quick --reps 6).
 
 Tokens are synthetic: uniformly random ids, written to an llm.c token shard in out/bench/. The speed
 of a step does not depend on which tokens it sees (no data-dependent branch in either program).
@@ -77,6 +84,12 @@ STEP_FACTOR = {"classroom": 8}
 TSWEEP_T = (64, 128, 256, 512, 1024)
 TSWEEP_TOKENS = 2048
 PRESETS = ("gpt2", "llama")
+
+
+# --quick (make bench-quick): the two GPT-2 configurations alone, ours and PyTorch alternating, to
+# check a ratio after a change; 4 alternations x 3 timed steps take about 4 minutes on 2 cores
+QUICK = dict(configs="cfgM-gpt2,cfgS-gpt2", reps=4, steps=3, warmup=2, scaling="", probes="", reference="",
+             tsweep="", phases="")
 
 
 def tsweep_config(preset, T):
@@ -280,7 +293,14 @@ def main():
     ap.add_argument("--peak", type=float, default=0.0,
                     help="GFLOP/s for MFU instead of the peak measured now (on a busy machine the measured one is low)")
     ap.add_argument("--out", default=os.path.join(OUT, "latest.md"))
+    ap.add_argument("--quick", action="store_true",
+                    help="the two ratios alone, in under 5 minutes: " + " ".join(f"--{k.replace('_', '-')} {v!r}"
+                                                                           for k, v in QUICK.items()) +
+                         " (flags given beside it win)")
     a = ap.parse_args()
+    if a.quick:     # the quick defaults, then the command line again so that its flags win
+        ap.set_defaults(**QUICK)
+        a = ap.parse_args()
     names = [n for n in a.configs.split(",") if n]
     scaling = {n for n in a.scaling.split(",") if n}
     tsweep = [p for p in a.tsweep.split(",") if p]
@@ -386,6 +406,9 @@ def main():
                          f"{r['rss_a']:.0f} / " + (f"{r['rss_b']:.0f} |" if t else "- |"))
     for t in phase_tables:
         lines += ["", t.rstrip("\n")]
+    if rows and not a.no_torch:
+        lines += ["", "ours/PyTorch (median ratio, and the range of the per-pair ratios): " +
+                  "; ".join(f"{r['name']} {ratio(r)}" for r in rows)]
     text = "\n".join(lines) + "\n"
     print()
     print(text, end="")

@@ -13,13 +13,15 @@ acts_alloc), and one real step (forward, backward) fills the activations with th
 sees. Each phase then calls the trainer's layer functions on that step's shapes and buffers, as
 many times per step as model_forward and model_backward call them:
 
-  matmuls      matmul_forward and matmul_backward of every linear layer; the LM head's forward, and
-               its backward (lm_head_backward: the cross-entropy's gradient and the two products)
+  matmuls forward   matmul_forward of every linear layer of the blocks
+  LM head      the LM head's matmul_forward and its backward (lm_head_backward: the cross-entropy's
+               gradient and the two products)
+  matmuls backward  matmul_backward of every linear layer of the blocks (dinp, dW, dbias)
   attention    attention_forward and attention_backward (and rope_apply, forward and backward, with RoPE)
   norms        norm_forward and norm_backward (2 per block and the final one)
   act+resid    gelu or swiglu forward and backward, residual_forward (2 per block), the gate with -G 1
   softmax+loss softmax_forward (and the muP logit scale, if any); the loss's backward is in the
-               matmuls, inside the LM head's (lm_head_backward reads the probabilities as they are)
+               LM head's row (lm_head_backward reads the probabilities as they are)
   embeddings   embedding_forward and embedding_backward
   memsets      the zeroing of the activation gradients (dln, dres, dhact, dyg, dq, dk, dv) in model_backward,
                and its copy of each block's output gradient into the block's input slice of dres
@@ -51,7 +53,9 @@ once, 4 bytes per float, from the shapes of each call; an output that a function
 (+=) is read and written. The count of each kernel is the comment at its wrapper below. FLOPs are
 bench.py's: a multiply-add is 2, forward 2 * rows * in * out per matmul, backward twice that;
 attention the causal half of q k^T and A v, forward 2 * B * T^2 * (H * hd), backward twice that; 0
-for every other phase. Roofline time = max(FLOPs / peak, bytes / bandwidth).
+for every other phase. Roofline time = max(FLOPs / peak, bytes / bandwidth). A phase with FLOPs also
+gets its share of the FMA peak, FLOPs / time / peak, and so do the three matmul rows together (the
+GEMMs of a step), the sum of the phases and the full step.
 */
 #define TRAIN_GPT2_NO_MAIN
 #include "../../train_gpt2.c"
@@ -213,7 +217,9 @@ static int opt_t;
     long rows = (long)m->B * m->T;                                                    \
     (void)BT; (void)C; (void)H; (void)KVH; (void)hd; (void)F; (void)V; (void)qd; (void)kvd; (void)a; (void)rows
 
-static void phase_matmuls(Model* m, int B, int T) {
+// The matmuls in three phases, so that each kind of product has its own share of the FMA peak: the
+// forward products of the blocks, their backward products (dinp and dW), and the LM head's two.
+static void phase_mm_forward(Model* m, int B, int T) {
     STEP_SHAPES;
     for (int l = 0; l < c->L; l++) {
         LayerActs la = layer_acts(a, c, l, rows, m->T);
@@ -226,10 +232,18 @@ static void phase_matmuls(Model* m, int B, int T) {
         if (c->swiglu) mm_fwd(la.mlp_gate, la.ln2, param_of(m, K_WGATE, l), param_of(m, K_BGATE, l), BT, C, F);
         mm_fwd(a->proj, la.hact, param_of(m, K_WDOWN, l), param_of(m, K_BDOWN, l), BT, F, C);
     }
+}
+
+static void phase_lm_head(Model* m, int B, int T) {
+    STEP_SHAPES;
     const float* head = c->tied ? m->p[K_WTE] : m->p[K_LMHEAD];
     float* dhead = c->tied ? m->g[K_WTE] : m->g[K_LMHEAD];
     mm_fwd(a->logits, a->lnf, head, NULL, BT, C, V);
     head_b(a->dln, dhead, a->logits, m->targets, a->lnf, head, a->proj, BT, C, V, c->logit_scale);
+}
+
+static void phase_mm_backward(Model* m, int B, int T) {
+    STEP_SHAPES;
     for (int l = c->L - 1; l >= 0; l--) {
         LayerActs la = layer_acts(a, c, l, rows, m->T);
         mm_bwd(a->dhact, grad_of(m, K_WDOWN, l), grad_of(m, K_BDOWN, l), a->dres, la.hact, param_of(m, K_WDOWN, l), BT, F, C);
@@ -303,7 +317,7 @@ static void phase_act_resid(Model* m, int B, int T) {
 }
 
 // The logits buffer holds probabilities after a step: the softmax of them is as costly as that of the
-// logits. The loss's backward is part of the LM head's (head_b, in the matmuls).
+// logits. The loss's backward is part of the LM head's (head_b, in the LM head phase).
 static void phase_softmax_loss(Model* m, int B, int T) {
     STEP_SHAPES;
     if (c->logit_scale != 1.0f) logit_scale(a->logits, (long)BT * V, c->logit_scale);
@@ -459,24 +473,28 @@ int main(int argc, char** argv) {
     float loss = compute_gradients(&m, inp, tgt, B, T, 1);
     fprintf(stderr, "phases: first loss %.4f (ln V = %.4f)\n", loss, log((double)cfg.V));
 
-    Phase ph[] = {{"matmuls", 0, 0, 0, 0}, {"attention", 0, 0, 0, 0}, {"norms", 0, 0, 0, 0},
+    Phase ph[] = {{"matmuls forward", 0, 0, 0, 0}, {"LM head", 0, 0, 0, 0}, {"matmuls backward", 0, 0, 0, 0},
+                  {"attention", 0, 0, 0, 0}, {"norms", 0, 0, 0, 0},
                   {"act+resid", 0, 0, 0, 0}, {"softmax+loss", 0, 0, 0, 0}, {"embeddings", 0, 0, 0, 0},
                   {"memsets", 0, 0, 0, 0}, {"optimizer", 0, 0, 0, 0}, {"zero grads", 0, 0, 0, 0}};
-    void (*fns[])(Model*, int, int) = {phase_matmuls, phase_attention, phase_norms, phase_act_resid,
+    void (*fns[])(Model*, int, int) = {phase_mm_forward, phase_lm_head, phase_mm_backward, phase_attention, phase_norms, phase_act_resid,
                                        phase_softmax_loss, phase_embeddings, phase_memsets, phase_optimizer,
                                        phase_zero_grad};
     const char* what[] = {
-        "matmul_forward + matmul_backward, every linear layer; the LM head's, lm_head_backward",
+        "matmul_forward of every linear layer of the blocks",
+        "the LM head: matmul_forward and lm_head_backward",
+        "matmul_backward of every linear layer of the blocks: dinp, dW, dbias",
         cfg.rope ? "attention_forward + attention_backward, rope_apply" : "attention_forward + attention_backward",
         "norm_forward + norm_backward",
         cfg.swiglu ? "swiglu fwd/bwd, residual_forward" : "gelu fwd/bwd, residual_forward",
-        "softmax_forward; its backward is lm_head_backward's, in the matmuls",
+        "softmax_forward; its backward is lm_head_backward's, in the LM head row",
         "embedding_forward + embedding_backward",
         "memset of the activation gradients in model_backward",
         "grad_norm + adamw_step",
         "model_zero_grad",
     };
     int nph = (int)(sizeof(ph) / sizeof(ph[0]));
+    enum { MATMUL_PHASES = 3 };   // the first three: forward, the LM head, backward
     // Rounds: each runs every phase once, then a full step, so that the machine's noise falls on the
     // phases and the step alike (as bench.py alternates the trainer and PyTorch). Round -1 is the
     // warm-up, untimed; it counts each phase's calls, FLOPs and bytes.
@@ -508,8 +526,15 @@ int main(int argc, char** argv) {
            "median of %d rounds (every phase once, then a full step) after 1 warm-up round "
            "(dev/bench/phases, doc/bench_phases.md)\n\n",
            thread_count(), peak_text, bw, reps);
-    printf("| phase | calls/step | ms/step | share | GFLOP | MB moved (min) | roofline ms | measured/roofline | bound by |\n");
-    printf("|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    printf("| phase | calls/step | ms/step | share | GFLOP | MB moved (min) | roofline ms | measured/roofline | bound by "
+           "| %% of FMA peak |\n");
+    printf("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|\n");
+    // the FMA peak's share that a phase with FLOPs reaches: its FLOPs / its time / the peak
+    char pct[32];
+#define PEAK_SHARE(flops, ms_) \
+    (peak > 0 && (flops) > 0 ? snprintf(pct, sizeof(pct), "%.1f%%", 100.0 * (flops) / ((ms_) * 1e6) / peak) \
+                             : snprintf(pct, sizeof(pct), "-"), pct)
+    double mm_ms = 0, mm_flops = 0;
     for (int i = 0; i < nph; i++) {
         const Phase* p = &ph[i];
         double t_c = peak > 0 ? p->flops / (peak * 1e9) * 1e3 : 0.0, t_m = p->bytes / (bw * 1e9) * 1e3;
@@ -517,13 +542,18 @@ int main(int argc, char** argv) {
         sum_flops += p->flops;
         sum_bytes += p->bytes;
         sum_roof += roof;
-        printf("| %s (%s) | %d | %.2f | %.1f%% | %.2f | %.1f | %.3f | %.1fx | %s |\n", p->name, what[i], p->calls, p->ms,
-               100.0 * p->ms / sum_ms, p->flops / 1e9, p->bytes / 1e6, roof, p->ms / roof, t_c > t_m ? "FLOPs" : "memory");
+        if (i < MATMUL_PHASES) mm_ms += p->ms, mm_flops += p->flops;
+        printf("| %s (%s) | %d | %.2f | %.1f%% | %.2f | %.1f | %.3f | %.1fx | %s | %s |\n", p->name, what[i], p->calls,
+               p->ms, 100.0 * p->ms / sum_ms, p->flops / 1e9, p->bytes / 1e6, roof, p->ms / roof,
+               t_c > t_m ? "FLOPs" : "memory", PEAK_SHARE(p->flops, p->ms));
     }
-    printf("| **sum of the phases** | | **%.2f** | 100%% | %.2f | %.1f | %.3f | %.1fx | |\n", sum_ms, sum_flops / 1e9,
-           sum_bytes / 1e6, sum_roof, sum_ms / sum_roof);
-    printf("| **full step** (forward, backward, grad norm, AdamW) | | **%.2f** | %.1f%% of the sum | | | | %.1fx | |\n",
-           step, 100.0 * step / sum_ms, step / sum_roof);
+    printf("| **the matmuls** (the three rows above together) | | **%.2f** | %.1f%% | %.2f | | | | | **%s** |\n", mm_ms,
+           100.0 * mm_ms / sum_ms, mm_flops / 1e9, PEAK_SHARE(mm_flops, mm_ms));
+    printf("| **sum of the phases** | | **%.2f** | 100%% | %.2f | %.1f | %.3f | %.1fx | | %s |\n", sum_ms, sum_flops / 1e9,
+           sum_bytes / 1e6, sum_roof, sum_ms / sum_roof, PEAK_SHARE(sum_flops, sum_ms));
+    printf("| **full step** (forward, backward, grad norm, AdamW) | | **%.2f** | %.1f%% of the sum | | | | %.1fx | | %s |\n",
+           step, 100.0 * step / sum_ms, step / sum_roof, PEAK_SHARE(sum_flops, step));
+#undef PEAK_SHARE
     printf("\nThe full step takes %.2f ms %s than the sum of its phases timed alone (%+.1f%%): %s.\n", fabs(step - sum_ms),
            step >= sum_ms ? "more" : "less", 100.0 * (step - sum_ms) / sum_ms,
            step >= sum_ms ? "what isolation misses: inside the step the kernels evict each other's data (weights, "

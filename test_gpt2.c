@@ -3258,6 +3258,51 @@ static void test_blowup_message(void) {
           said, fatal_msg);
 }
 
+// -I constant:1e30 (weights 1e30, norms 1, biases 0) is a dead run, not a blow-up: every row of the
+// stream is one constant, whose variance, of the rounding residue x - mu (about 1e23), overflows to inf,
+// so rstd is 0 and the norms output 0 (their bias); the loss is ln 256. PyTorch (float32, dev/ref/model.py,
+// the same model) computes every gradient finite: gpt2's are 0 but lnf.b's, the LM head's rounding residue
+// summed over the rows (norm 1.276e25 on the batch below); llama's are all 0. The norms' backward forms
+// xhat = (x - mu) rstd, 0 here, before it multiplies by the gradient, as PyTorch does: once it multiplied
+// the gradient by x - mu first, which overflowed to inf, and inf x 0 made every gradient below lnf NaN.
+// On the definitions and on the fast twins (whose residue in lnf.b differs), both presets.
+static void test_constant_1e30(void) {
+    printf("-I constant:1e30: the rows' variance overflows to inf, yet every gradient is finite, as in PyTorch\n");
+    Impl saved = impl;
+    int inp[32], tgt[32];
+    for (int i = 0; i < 32; i++) inp[i] = (i * 37) % 256, tgt[i] = (i * 37 + 11) % 256;
+    for (int llama = 0; llama <= 1; llama++) {
+        Config c = {.V = 256, .maxT = 16, .L = 2, .C = 64, .H = 2, .KVH = 2, .F = 256, .rmsnorm = llama,
+                    .swiglu = llama, .rope = llama, .bias = !llama, .tied = !llama, .eps = 1e-5f,
+                    .rope_theta = 10000.0f, .attn_scale = 1.0f / sqrtf(32.0f), .logit_scale = 1.0f};
+        Model m;
+        model_build(&m, &c);
+        InitSpec spec;
+        parse_init(&spec, "constant:1e30", -1.0);
+        model_init(&m, &spec, 1337);
+        acts_alloc(&m, 2, 16);
+        for (int tw = 0; tw < 2; tw++) {
+            impl = tw ? twins : definitions;
+            model_zero_grad(&m);
+            float loss = model_forward(&m, inp, tgt, 2, 16);
+            model_backward(&m, 2, 16, 1.0f);
+            double norm = grad_norm(&m);
+            size_t stray = 0;           // gradients neither 0 nor in lnf.b
+            for (size_t i = 0; i < m.num_params; i++)
+                stray += m.grads[i] != 0.0f &&
+                         !(m.g[K_LNFB] && m.grads + i >= m.g[K_LNFB] && m.grads + i < m.g[K_LNFB] + c.C);
+            // PyTorch's norm: gpt2 1.276e25 (a factor of 4 either way allows for other residues), llama 0
+            int near = llama ? norm == 0.0 : norm > 1.276e25 / 4 && norm < 1.276e25 * 4;
+            check(fabsf(loss - logf(256.0f)) < 1e-6f && near && stray == 0,
+                  "%s, %s: loss %.6f (ln 256), gradient norm %.10g (PyTorch's: %s); %zu gradients nonzero "
+                  "outside lnf.b", llama ? "llama" : "gpt2", tw ? "fast twins" : "definitions", loss, norm,
+                  llama ? "0" : "1.276e25", stray);
+        }
+        model_free(&m);
+    }
+    impl = saved;
+}
+
 // ---- Part I is what trains: an edit to a definition changes the run, or stops it ------------------
 // Each case copies train_gpt2.c into tmpdir with one edit inside one function of Part I (a constant, a
 // sign, an index), builds it and trains a small model 3 steps. An edit to one of the six definitions
@@ -3582,6 +3627,7 @@ int main(void) {
     test_fast_vs_definition();
     test_probes();
     test_blowup_message();
+    test_constant_1e30();
     test_trainer();
     test_source_map();
     test_readme_tiers();

@@ -1759,6 +1759,42 @@ static void test_blowups(const char* dir) {
         check(ok, "%s: every trainer stops alike, exit 1, no checkpoint: %.*s%s", blowups[pi],
               (int)strcspn(first, "\n"), first, said);
     }
+    // Not a blow-up: -I constant:1e30 (weights 1e30, norms 1, biases 0) makes every row of the stream
+    // one constant, which the norms map to 0: the loss is ln 256 and, in PyTorch (float32), every gradient
+    // is finite (gpt2: a rounding residue in lnf.b's, norm about 1e25; llama: 0). The norms' variance
+    // overflows to inf, so rstd is 0; their backward forms xhat = (x - mu) rstd before multiplying by the
+    // gradient, as PyTorch does, and so trains on too: every trainer exits 0 with a finite norm at every
+    // step and writes its checkpoint (once the CPU's backward overflowed to inf x 0 = NaN and stopped).
+    const char* dead[] = {"-a gpt2 -b 4 -I constant:1e30", "-a llama -G 1 -K 2 -b 2 -I constant:1e30"};
+    for (int pi = 0; pi < (full_tier() ? 2 : 1); pi++) {
+        char said[512] = "";
+        int ok = 1;
+        for (int g = 0; g < (full_tier() ? 5 : 2); g++) {
+            snprintf(cmd, sizeof(cmd), "%s %s %s -L 2 -C 64 -H 4 -t 32 -x 4 -v 0 -S 0 -n 0 -i %s/train.txt -j "
+                     "%s/val.txt -o %s/dead%d%d > /dev/null 2> %s/dead%d%d.txt", g ? GPU_TRAINER : "./train_gpt2",
+                     g ? modes[g] : "", dead[pi], dir, dir, dir, pi, g, dir, pi, g);
+            int st = system(cmd);
+            snprintf(path, sizeof(path), "%s/dead%d%d/log.jsonl", dir, pi, g);
+            char* log = read_file_text(path);
+            int steps = 0, finite = 1;
+            for (const char* q = log; q && (q = strstr(q, "\"grad_norm\":")); q += 12, steps++)
+                finite &= isfinite(atof(q + 12));        // the train line's %.6f: nan, inf as such
+            free(log);
+            snprintf(path, sizeof(path), "%s/dead%d%d/ckpt_000004.bin", dir, pi, g);
+            if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0 && steps == 4 && finite && access(path, F_OK) == 0) &&
+                ok) {
+                snprintf(path, sizeof(path), "%s/dead%d%d.txt", dir, pi, g);
+                char* err = read_file_text(path);
+                snprintf(said, sizeof(said), "; but %s: exit %d, %d steps logged%s, %.*s", g ? modes[g] : "./train_gpt2",
+                         WIFEXITED(st) ? WEXITSTATUS(st) : -1, steps, finite ? "" : ", a norm not finite",
+                         err ? (int)strcspn(err, "\n") : 0, err ? err : "");
+                free(err);
+                ok = 0;
+            }
+        }
+        check(ok, "%s: every trainer trains on as PyTorch does (exit 0, 4 finite gradient norms, a checkpoint)%s",
+              dead[pi], said);
+    }
 }
 
 // Both binaries train on the same synthetic corpus with the same flags, every probe on (-p 2): the

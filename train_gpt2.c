@@ -19,7 +19,8 @@ machinery Part I calls; section 0 lists each call with a line on what it does.
   PART II  MACHINERY
    6. random numbers: PyTorch's CPU generator         rng_seed, rng_uniform, dist_fill
    7. utilities, data files, a run's types            fatal, dataset_load, llmc_batch, Engine, Run
-   8. fast twins: threads, exp, gemm, their check     vexpf, gemm, matmul_forward_fast, twins_install
+   8. fast twins: threads, exp, gemm, their check     vexpf, gemm, attention_forward_fast,
+                                                      twins_install
    9. probes: what the papers measure inside a net    probes_new, probes_before_update
   10. the command line, text out, --init-report       parse_args, usage, log_event, init_report
   11. checkpoints and llm.c model files               checkpoint_save, checkpoint_load, llmc_save
@@ -189,6 +190,9 @@ static void norm_forward(float* out, float* mean, float* rstd, const float* inp,
 //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat))     LayerNorm
 //   dx = rstd * (g - xhat * mean(g * xhat))               RMSNorm (no mean was removed)
 //   dw = sum over rows of dout * xhat ;  db = sum over rows of dout
+// xhat is formed first, then multiplied by the gradient, as PyTorch's autograd does: x - mu alone
+// can be huge where rstd is 0 (a variance that overflowed: -I constant:1e30), and the gradient
+// times x - mu would overflow to inf, then inf * 0 = NaN where PyTorch has a finite gradient.
 static void norm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                           const float* w, const float* mean, const float* rstd, int rms, int N,
                           int C) {
@@ -199,8 +203,9 @@ static void norm_backward(float* dinp, float* dw, float* db, const float* dout, 
         float mu = rms ? 0.0f : mean[n], s = rstd[n];
         float g_mean = 0.0f, gx_mean = 0.0f;
         for (int c = 0; c < C; c++) {
+            float xhat = (x[c] - mu) * s;
             g_mean += d[c] * w[c];
-            gx_mean += d[c] * w[c] * (x[c] - mu) * s;
+            gx_mean += d[c] * w[c] * xhat;
         }
         g_mean = rms ? 0.0f : g_mean / C;
         gx_mean /= C;
@@ -213,8 +218,8 @@ static void norm_backward(float* dinp, float* dw, float* db, const float* dout, 
     for (int n = 0; n < N; n++) {
         float mu = rms ? 0.0f : mean[n], s = rstd[n];
         for (int c = 0; c < C; c++) {
-            float d = dout[(long)n * C + c];
-            dw[c] += d * (inp[(long)n * C + c] - mu) * s;
+            float d = dout[(long)n * C + c], xhat = (inp[(long)n * C + c] - mu) * s;
+            dw[c] += d * xhat;
             if (db) db[c] += d;
         }
     }
@@ -2585,7 +2590,7 @@ struct Run {
 // 8. Fast twins: threads, exp, the matrix multiply, the twins, their check
 // ============================================================================================
 
-// ---- threads -------------------------------------------------------------------------------------
+// ---- threads ------------------------------------------------------------------------------------
 // OpenMP's thread count and this thread's number (1 and 0 when compiled without OpenMP).
 static int thread_count(void) {
 #ifdef _OPENMP

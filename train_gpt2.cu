@@ -15,10 +15,10 @@ PART II  THE FAST KERNELS, the default (--kernels fast): cuBLAS GEMMs in TF32 or
 What is not arithmetic on the model is train_gpt2.c's, not a copy: this file #includes it and uses
 its flags, Config, tensor table, data, initializers (the model is initialized on the host and copied
 up, so a seed gives the weights of ./train_gpt2), schedule, checkpoints (one format for both
-trainers), log and probes, and its loop through an engine (train_with_engine, the loop of Part I's
-train() with each forward, backward and update handed to the GPU through an Engine). Several GPUs (section 9) train data-parallel
-over NCCL, with AdamW's state sharded by --zero 1. Every kernel is deterministic (no atomics): a run
-gives the same losses bit for bit. doc/cuda.md lists the kernels, and where they have run.
+trainers), log and probes, and its loop through an engine (train_with_engine: Part I's train()
+with each forward, backward and update handed to the GPU through an Engine). Several GPUs (section
+9) train data-parallel over NCCL, with AdamW's state sharded by --zero 1. Every kernel is
+deterministic (no atomics): a run gives the same losses bit for bit. doc/cuda.md lists the kernels, and where they have run.
 */
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
@@ -201,7 +201,8 @@ __global__ void norm_forward_plain(float* out, float* mean, float* rstd, const f
 }
 // With xhat = (x - mu) rstd and g = dout w (norm_backward):
 //   dx += rstd (g - mean(g) - xhat mean(g xhat))   (RMSNorm: without mean(g))
-// one thread per row, for its two means first
+// one thread per row, for its two means first. xhat is formed before it meets the gradient, as on
+// the CPU (norm_backward says why: rstd 0 beside a huge x - mu)
 __global__ void norm_backward_input_plain(float* dinp, const float* dout, const float* inp,
                                           const float* w, const float* mean, const float* rstd,
                                           int rms, int N, int C) {
@@ -211,8 +212,9 @@ __global__ void norm_backward_input_plain(float* dinp, const float* dout, const 
     const float* d = dout + n * C;
     float mu = rms ? 0.0f : mean[n], s = rstd[n], g_mean = 0.0f, gx_mean = 0.0f;
     for (int c = 0; c < C; c++) {
+        float xhat = (x[c] - mu) * s;
         g_mean += d[c] * w[c];
-        gx_mean += d[c] * w[c] * (x[c] - mu) * s;
+        gx_mean += d[c] * w[c] * xhat;
     }
     g_mean = rms ? 0.0f : g_mean / C;
     gx_mean /= C;
@@ -787,7 +789,7 @@ static void plain_adamw_step(PlainGpu* pg, const OptConfig* o, float sched_lr, i
     }
 }
 
-// ---- the Engine: how train_gpt2.c's loop through an engine (train_with_engine) reaches these -----
+// ---- the Engine: how train_gpt2.c's loop through an engine (train_with_engine) reaches these ----
 // each stands for the Part I function of train_gpt2.c that its name ends with
 static float plain_engine_forward(void* pg, const int* inp, const int* tgt, int B, int T) {
     return plain_forward((PlainGpu*)pg, inp, tgt, B, T);
@@ -1186,7 +1188,8 @@ __global__ void residual_norm_forward_kernel(float* xout, A* out, float* mean, f
 // With xhat = (x - mu) * rstd and g = dout * w:
 //   dx += rstd * (g - mean(g) - xhat * mean(g * xhat))     LayerNorm
 //   dx += rstd * (g - xhat * mean(g * xhat))               RMSNorm
-// and the weights' gradients, sums over the rows: dw = sum dout * xhat, db = sum dout.
+// and the weights' gradients, sums over the rows: dw = sum dout * xhat, db = sum dout. xhat is
+// formed before it meets the gradient, as on the CPU (norm_backward there says why).
 // One block per chunk of NORM_ROWS rows, in two passes over the chunk: the rows' two means (warp
 // sums, each warp a quarter of the rows, kept in shared memory), then each thread walks down its
 // columns c = threadIdx.x, + blockDim.x, ... writing dx and summing dw, db and the new dinp over
@@ -1209,9 +1212,9 @@ __global__ void norm_backward_kernel(float* dinp, __nv_bfloat16* dinp16, float* 
         float m = rms ? 0.0f : mean[r0 + r], s = rstd[r0 + r];
         float g_mean = 0.0f, gx_mean = 0.0f;
         for (int c = lane; c < C; c += 32) {
-            float g = d[c] * w[c];
+            float g = d[c] * w[c], xhat = (x[c] - m) * s;
             g_mean += g;
-            gx_mean += g * (x[c] - m) * s;
+            gx_mean += g * xhat;
         }
         g_mean = rms ? 0.0f : warp_sum(g_mean) / C;
         gx_mean = warp_sum(gx_mean) / C;
@@ -1228,12 +1231,11 @@ __global__ void norm_backward_kernel(float* dinp, __nv_bfloat16* dinp16, float* 
         float sw = 0.0f, sb = 0.0f, sx = 0.0f;
         for (int r = 0; r < nr; r++) {
             long i = (long)(r0 + r) * C + c;
-            float m = st[0][r], s = st[1][r], dv = dout[i];
-            float dx = (add ? dinp[i] : 0.0f) +
-                       s * (dv * w[c] - st[2][r] - (inp[i] - m) * s * st[3][r]);
+            float s = st[1][r], dv = dout[i], xhat = (inp[i] - st[0][r]) * s;
+            float dx = (add ? dinp[i] : 0.0f) + s * (dv * w[c] - st[2][r] - xhat * st[3][r]);
             dinp[i] = dx;
             if (dinp16) dinp16[i] = __float2bfloat16(dx);
-            sw += dv * (inp[i] - m) * s;
+            sw += dv * xhat;
             sb += dv;
             sx += dx;
         }

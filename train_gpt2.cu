@@ -18,7 +18,8 @@ up, so a seed gives the weights of ./train_gpt2), schedule, checkpoints (one for
 trainers), log and probes, and its loop through an engine (train_with_engine: Part I's train()
 with each forward, backward and update handed to the GPU through an Engine). Several GPUs (section
 9) train data-parallel over NCCL, with AdamW's state sharded by --zero 1. Every kernel is
-deterministic (no atomics): a run gives the same losses bit for bit. doc/cuda.md lists the kernels, and where they have run.
+deterministic (no atomics): a run gives the same losses bit for bit. doc/cuda.md lists the
+kernels, and where they have run.
 */
 #include <cuda_runtime.h>
 #include <cublas_v2.h>

@@ -160,7 +160,7 @@ def probe_cost(c, reps, every, warmup, threads, shard):
     for _ in range(reps):
         ms, _ = ours_steps(c, steps, warmup, threads, shard)
         off.append(statistics.median(m for _, m in ms))
-        ms, _ = ours_steps(c, steps, warmup, threads, shard, ["-p", str(every), "-o", os.path.join(OUT, "probes")])
+        ms, _ = ours_steps(c, steps, warmup, threads, shard, ["-p", str(every), "-o", os.path.join(OUT, "probes"), "--overwrite", "1"])
         between.append(statistics.median(m for n, m in ms if (n - 1) % every))
         at.append(statistics.median(m for n, m in ms if (n - 1) % every == 0))
         print(f"  probes rep {len(off)}/{reps}: off {off[-1]:.2f} ms, on between probe steps {between[-1]:.2f} ms, "

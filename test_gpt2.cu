@@ -1724,32 +1724,43 @@ static char* read_file_text(const char* path) {
     return buf;
 }
 
+// One run of test_blowups: trainer g (0: ./train_gpt2, else the GPU trainer in blowup_modes[g]) with `flags`
+// on the small model, 4 steps, checkpoints every `every` (0: at the end), into dir/NAME with its stderr in
+// dir/NAME.txt; the exit status, and the stderr in *err
+static const char* blowup_modes[] = {"./train_gpt2", "--kernels fast", "--kernels plain", "--kernels fast --tf32 0",
+                                     "--dtype bf16"};
+static int blowup_run(const char* dir, const char* name, int g, const char* flags, int every, char** err) {
+    char cmd[1024], path[256];
+    snprintf(cmd, sizeof(cmd), "%s %s %s -L 2 -C 64 -H 4 -t 32 -x 4 -v 0 -S 0 -n %d -i %s/train.txt -j %s/val.txt "
+             "-o %s/%s > /dev/null 2> %s/%s.txt", g ? GPU_TRAINER : "./train_gpt2", g ? blowup_modes[g] : "", flags,
+             every, dir, dir, dir, name, dir, name);
+    int st = system(cmd);
+    snprintf(path, sizeof(path), "%s/%s.txt", dir, name);
+    *err = read_file_text(path);
+    return st;
+}
+
 // A blow-up: both trainers stop at the same step with the same line (doc/log.md, "blowup") and exit 1,
 // writing no checkpoint, in every GPU mode. Blow-ups whose loss is not finite in PyTorch either: gpt2 with
 // every weight and bias 1e30 (a NaN loss), llama with a head of N(0, 1e37^2) (logits past float's range: an
 // inf loss). The quick tier runs gpt2 on the CPU and the default GPU mode.
 static void test_blowups(const char* dir) {
-    char path[256], cmd[1024];
+    char path[256], name[32];
     const char* blowups[] = {"-a gpt2 -b 4 -I constant:1e30,bias=constant:1e30",
                              "-a llama -G 1 -K 2 -b 2 -d 128 -I llama,head=normal:1e37"};
-    const char* modes[] = {"./train_gpt2", "--kernels fast", "--kernels plain", "--kernels fast --tf32 0",
-                           "--dtype bf16"};
     for (int pi = 0; pi < (full_tier() ? 2 : 1); pi++) {
         char first[512] = "", said[512] = "";
         int ok = 1;
         for (int g = 0; g < (full_tier() ? 5 : 2); g++) {
-            snprintf(cmd, sizeof(cmd), "%s %s %s -L 2 -C 64 -H 4 -t 32 -x 4 -v 0 -S 0 -n 1 -i %s/train.txt -j "
-                     "%s/val.txt -o %s/blow%d%d > /dev/null 2> %s/blow%d%d.txt", g ? GPU_TRAINER : "./train_gpt2",
-                     g ? modes[g] : "", blowups[pi], dir, dir, dir, pi, g, dir, pi, g);
-            int st = system(cmd);
-            snprintf(path, sizeof(path), "%s/blow%d%d.txt", dir, pi, g);
-            char* err = read_file_text(path);
-            snprintf(path, sizeof(path), "%s/blow%d%d/ckpt_000001.bin", dir, pi, g);
+            char* err;
+            snprintf(name, sizeof(name), "blow%d%d", pi, g);
+            int st = blowup_run(dir, name, g, blowups[pi], 1, &err);
+            snprintf(path, sizeof(path), "%s/%s/ckpt_000001.bin", dir, name);
             int line_ok = err && strstr(err, "training stopped") && strchr(err, '\n') == err + strlen(err) - 1;
             if (!g && line_ok) snprintf(first, sizeof(first), "%s", err);
             if (!(WIFEXITED(st) && WEXITSTATUS(st) == 1 && line_ok && !strcmp(err, first) &&
                   access(path, F_OK) != 0) && ok) {
-                snprintf(said, sizeof(said), "; but %s: exit %d, %s%.*s", modes[g],
+                snprintf(said, sizeof(said), "; but %s: exit %d, %s%.*s", blowup_modes[g],
                          WIFEXITED(st) ? WEXITSTATUS(st) : -1, access(path, F_OK) ? "" : "a checkpoint written, ",
                          err ? (int)strcspn(err, "\n") : 0, err ? err : "");
                 ok = 0;
@@ -1770,27 +1781,23 @@ static void test_blowups(const char* dir) {
         char said[512] = "";
         int ok = 1;
         for (int g = 0; g < (full_tier() ? 5 : 2); g++) {
-            snprintf(cmd, sizeof(cmd), "%s %s %s -L 2 -C 64 -H 4 -t 32 -x 4 -v 0 -S 0 -n 0 -i %s/train.txt -j "
-                     "%s/val.txt -o %s/dead%d%d > /dev/null 2> %s/dead%d%d.txt", g ? GPU_TRAINER : "./train_gpt2",
-                     g ? modes[g] : "", dead[pi], dir, dir, dir, pi, g, dir, pi, g);
-            int st = system(cmd);
-            snprintf(path, sizeof(path), "%s/dead%d%d/log.jsonl", dir, pi, g);
+            char* err;
+            snprintf(name, sizeof(name), "dead%d%d", pi, g);
+            int st = blowup_run(dir, name, g, dead[pi], 0, &err);
+            snprintf(path, sizeof(path), "%s/%s/log.jsonl", dir, name);
             char* log = read_file_text(path);
             int steps = 0, finite = 1;
             for (const char* q = log; q && (q = strstr(q, "\"grad_norm\":")); q += 12, steps++)
                 finite &= isfinite(atof(q + 12));        // the train line's %.6f: nan, inf as such
             free(log);
-            snprintf(path, sizeof(path), "%s/dead%d%d/ckpt_000004.bin", dir, pi, g);
-            if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0 && steps == 4 && finite && access(path, F_OK) == 0) &&
-                ok) {
-                snprintf(path, sizeof(path), "%s/dead%d%d.txt", dir, pi, g);
-                char* err = read_file_text(path);
-                snprintf(said, sizeof(said), "; but %s: exit %d, %d steps logged%s, %.*s", g ? modes[g] : "./train_gpt2",
+            snprintf(path, sizeof(path), "%s/%s/ckpt_000004.bin", dir, name);
+            if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0 && steps == 4 && finite && access(path, F_OK) == 0) && ok) {
+                snprintf(said, sizeof(said), "; but %s: exit %d, %d steps logged%s, %.*s", blowup_modes[g],
                          WIFEXITED(st) ? WEXITSTATUS(st) : -1, steps, finite ? "" : ", a norm not finite",
                          err ? (int)strcspn(err, "\n") : 0, err ? err : "");
-                free(err);
                 ok = 0;
             }
+            free(err);
         }
         check(ok, "%s: every trainer trains on as PyTorch does (exit 0, 4 finite gradient norms, a checkpoint)%s",
               dead[pi], said);

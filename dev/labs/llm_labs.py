@@ -569,7 +569,7 @@ def plot_tokens(rows, brows, path, passage_path):
     ax[0].axvline(ds.mean(), color="C0", label=f"mean {ds.mean():+.3f}")
     ax[0].axvline(np.median(ds), color="C2", ls="--", label=f"median {np.median(ds):+.3f}")
     ax[0].set_yscale("log")
-    ax[0].set_xlabel("delta_sym p = 2 (p_A - p_B) / (p_A + p_B),  A: gamma=1, B: gamma=0.5")
+    ax[0].set_xlabel("delta_sym p = 2 (p_A - p_B) / (p_A + p_B) (unitless),  A: gamma=1, B: gamma=0.5")
     ax[0].set_ylabel("bytes (count, log scale)")
     ax[0].set_title(f"seed {s0}, {len(ds)} validation bytes", fontsize=9)
     ax[0].legend(fontsize=8)

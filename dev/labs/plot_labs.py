@@ -1736,9 +1736,9 @@ means never (explode's `first_inf_layer`, the race's and sweep's `diverged_step`
 −inf means an update of exactly 0, NaN a diverged run, 301 iterations to target never reaching it. The
 figures of labs I are redrawn from their committed CSVs by `dev/labs/plot_labs.py NAME --dir doc/labs`
 (the pages come out the same); those of labs II by `dev/labs/llm_labs.py NAME --replot --out doc/labs`,
-except condense's heatmaps (drawn from the runs' dumps) and the figures whose curves the labs write to
-llm_NAME_curves.csv or llm_tokens_bytes.csv since issue 40, which the next `make lab-publish LAB=NAME`
-commits (norm-eps, how-small, tokens, compose, complexity's norms: until then drawn from the runs' logs).
+except condense's heatmaps (drawn from the runs' dumps); where a figure shows more than the CSV that
+`make lab-check` compares (per-step curves, lab 5's Δsym p per byte), the lab writes it beside it, in
+llm_NAME_curves.csv or llm_tokens_bytes.csv.
 
 **Checking your numbers.** `make lab-check LAB=NAME` runs the lab into the scratch directory
 `out/labs/check/NAME/` (emptied first; no figures, so it needs python3 but not numpy or matplotlib) and
